@@ -1,0 +1,132 @@
+//! DynamoDB endpoint registry. Table key: `tenant_id` (partition), `endpoint_id` (sort),
+//! so the relay finds a tenant's endpoints with one Query.
+
+use std::collections::HashMap;
+
+use async_trait::async_trait;
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::types::AttributeValue;
+use tern_core::ports::{EndpointStore, PortError};
+use tern_core::{Endpoint, EndpointId, TenantId};
+
+use crate::error::port_error;
+
+/// Endpoints in a DynamoDB table.
+#[derive(Clone, Debug)]
+pub struct DynamoEndpointStore {
+    client: Client,
+    table: String,
+}
+
+impl DynamoEndpointStore {
+    /// The registry in `table`.
+    pub fn new(client: Client, table: impl Into<String>) -> Self {
+        Self { client, table: table.into() }
+    }
+}
+
+fn to_item(endpoint: &Endpoint) -> Result<HashMap<String, AttributeValue>, PortError> {
+    let mut item: HashMap<String, AttributeValue> =
+        serde_dynamo::to_item(endpoint).map_err(|e| PortError::Rejected(format!("endpoint does not serialize: {e}")))?;
+    item.insert("endpoint_id".into(), AttributeValue::S(endpoint.id.to_string()));
+    Ok(item)
+}
+
+fn from_item(item: HashMap<String, AttributeValue>) -> Result<Endpoint, PortError> {
+    serde_dynamo::from_item(item).map_err(|e| PortError::Rejected(format!("endpoint item does not parse: {e}")))
+}
+
+#[async_trait]
+impl EndpointStore for DynamoEndpointStore {
+    async fn get(&self, tenant: &TenantId, id: &EndpointId) -> Result<Option<Endpoint>, PortError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key("tenant_id", AttributeValue::S(tenant.to_string()))
+            .key("endpoint_id", AttributeValue::S(id.to_string()))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(port_error)?;
+        out.item.map(from_item).transpose()
+    }
+
+    async fn list_for_tenant(&self, tenant: &TenantId) -> Result<Vec<Endpoint>, PortError> {
+        let mut endpoints = Vec::new();
+        let mut start = None;
+        loop {
+            let out = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression("tenant_id = :t")
+                .expression_attribute_values(":t", AttributeValue::S(tenant.to_string()))
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(port_error)?;
+            for item in out.items.unwrap_or_default() {
+                match from_item(item) {
+                    Ok(e) => endpoints.push(e),
+                    // One corrupt endpoint must not stop delivery to the others.
+                    Err(e) => tracing::error!(error = %e, %tenant, "skipping unreadable endpoint item"),
+                }
+            }
+            start = out.last_evaluated_key;
+            if start.is_none() {
+                return Ok(endpoints);
+            }
+        }
+    }
+
+    async fn list_all(&self) -> Result<Vec<Endpoint>, PortError> {
+        let mut endpoints = Vec::new();
+        let mut start = None;
+        loop {
+            let out = self
+                .client
+                .scan()
+                .table_name(&self.table)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(port_error)?;
+            for item in out.items.unwrap_or_default() {
+                endpoints.push(from_item(item)?);
+            }
+            start = out.last_evaluated_key;
+            if start.is_none() {
+                endpoints.sort_by(|a, b| (&a.tenant_id, &a.id).cmp(&(&b.tenant_id, &b.id)));
+                return Ok(endpoints);
+            }
+        }
+    }
+
+    async fn put(&self, endpoint: &Endpoint) -> Result<(), PortError> {
+        self.client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(to_item(endpoint)?))
+            .send()
+            .await
+            .map_err(port_error)?;
+        Ok(())
+    }
+
+    async fn disable(&self, tenant: &TenantId, id: &EndpointId, reason: &str) -> Result<(), PortError> {
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .key("tenant_id", AttributeValue::S(tenant.to_string()))
+            .key("endpoint_id", AttributeValue::S(id.to_string()))
+            .update_expression("SET enabled = :f, disabled_reason = :r")
+            .condition_expression("attribute_exists(endpoint_id)")
+            .expression_attribute_values(":f", AttributeValue::Bool(false))
+            .expression_attribute_values(":r", AttributeValue::S(reason.to_owned()))
+            .send()
+            .await
+            .map_err(port_error)?;
+        Ok(())
+    }
+}

@@ -1,0 +1,16 @@
+//! AWS adapters for the domain's ports: DynamoDB (endpoint registry, delivery ledger and
+//! attempt log), SQS (delivery queue, DLQ, relay failure queue), Step Functions (waits over
+//! 900 s). Clients are built once by the caller and passed in.
+
+#![warn(missing_docs)]
+
+pub mod endpoints;
+pub mod error;
+pub mod ledger;
+pub mod sfn;
+pub mod sqs;
+
+pub use endpoints::DynamoEndpointStore;
+pub use ledger::DynamoLedger;
+pub use sfn::StepFunctionsScheduler;
+pub use sqs::SqsQueue;

@@ -1,0 +1,65 @@
+//! Step Functions adapter: waits longer than 900 s. Each wait is one execution of the
+//! Standard state machine in `infra/statemachine/delayed-delivery.asl.json`.
+
+use async_trait::async_trait;
+use aws_sdk_sfn::Client;
+use serde_json::json;
+use sha2::{Digest, Sha256};
+use tern_core::DeliveryMessage;
+use tern_core::ports::{DelayScheduler, PortError};
+
+use crate::error::port_error;
+
+/// Starts delayed-delivery executions.
+#[derive(Clone, Debug)]
+pub struct StepFunctionsScheduler {
+    client: Client,
+    state_machine_arn: String,
+    delivery_queue_url: String,
+}
+
+impl StepFunctionsScheduler {
+    /// Executions of `state_machine_arn` that send to `delivery_queue_url`.
+    pub fn new(client: Client, state_machine_arn: impl Into<String>, delivery_queue_url: impl Into<String>) -> Self {
+        Self {
+            client,
+            state_machine_arn: state_machine_arn.into(),
+            delivery_queue_url: delivery_queue_url.into(),
+        }
+    }
+}
+
+/// Execution name: deterministic per (delivery, replay, attempt), so a duplicate request
+/// finds the existing execution instead of starting a second wait. At most 80 characters
+/// of `[A-Za-z0-9_-]` (Step Functions `name` limit).
+pub fn execution_name(message: &DeliveryMessage) -> String {
+    let digest = Sha256::digest(message.delivery_id.as_str().as_bytes());
+    format!("tern-{}-r{}-a{}", &hex::encode(digest)[..40], message.replay_count, message.attempt)
+}
+
+#[async_trait]
+impl DelayScheduler for StepFunctionsScheduler {
+    async fn schedule(&self, message: &DeliveryMessage, wait_seconds: u64) -> Result<(), PortError> {
+        let input = json!({
+            "wait_seconds": wait_seconds,
+            "queue_url": self.delivery_queue_url,
+            "body": message.to_body(),
+        });
+        let result = self
+            .client
+            .start_execution()
+            .state_machine_arn(&self.state_machine_arn)
+            .name(execution_name(message))
+            .input(input.to_string())
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(e) if e.as_service_error().is_some_and(|s| s.is_execution_already_exists()) => {
+                tracing::info!(delivery_id = %message.delivery_id, "delayed execution already exists; duplicate ignored");
+                Ok(())
+            }
+            Err(e) => Err(port_error(e)),
+        }
+    }
+}

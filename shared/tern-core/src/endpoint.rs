@@ -1,0 +1,253 @@
+//! Endpoints: where a tenant's events are delivered, with the secrets that sign them and
+//! the event types they subscribe to.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::event::Event;
+use crate::ids::{EndpointId, TenantId};
+use crate::retry::RetrySchedule;
+use crate::signing::Secret;
+
+/// Subscription that matches every event type.
+pub const ALL_EVENT_TYPES: &str = "*";
+
+/// Longest endpoint URL, in bytes.
+pub const MAX_URL_LEN: usize = 2048;
+
+/// Shortest per-endpoint attempt deadline, in milliseconds.
+pub const MIN_TIMEOUT_MS: u64 = 1_000;
+/// Longest per-endpoint attempt deadline, in milliseconds: 30 s, well below the sender
+/// function's timeout (see `infra/settings.json`).
+pub const MAX_TIMEOUT_MS: u64 = 30_000;
+
+/// Why an endpoint definition is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EndpointError {
+    /// The URL does not parse, or is not `http`/`https` with a host.
+    #[error("endpoint URL is invalid: {0}")]
+    BadUrl(String),
+    /// The URL carries a user name or password, which would be sent to the receiver and
+    /// stored in the clear.
+    #[error("endpoint URL must not hold credentials (user:password@)")]
+    UrlCredentials,
+    /// The endpoint has no secret to sign with.
+    #[error("an endpoint needs at least one signing secret")]
+    NoSecret,
+    /// The timeout is outside [`MIN_TIMEOUT_MS`]..=[`MAX_TIMEOUT_MS`].
+    #[error("timeout {0} ms is outside {MIN_TIMEOUT_MS}..={MAX_TIMEOUT_MS} ms")]
+    BadTimeout(u64),
+    /// The attempt budget is 0.
+    #[error("max_attempts must be at least 1")]
+    ZeroAttempts,
+}
+
+/// One signing secret of an endpoint. During a rotation an endpoint holds the new secret
+/// and the old one with an `expires_at`; both sign until then.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EndpointSecret {
+    /// The secret.
+    pub secret: Secret,
+    /// When it was added.
+    pub created_at: DateTime<Utc>,
+    /// When it stops signing; `None` while it is the current secret.
+    #[serde(default)]
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+/// A registered endpoint.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Endpoint {
+    /// Id.
+    pub id: EndpointId,
+    /// Owning tenant: only this tenant's events are delivered here.
+    pub tenant_id: TenantId,
+    /// Receiver URL (`https://...`; `http://` only where the deployment allows it).
+    pub url: String,
+    /// Event types delivered here; `"*"` means all.
+    pub event_types: Vec<String>,
+    /// Signing secrets, newest first.
+    pub secrets: Vec<EndpointSecret>,
+    /// False once disabled (by an operator, or after a 410).
+    pub enabled: bool,
+    /// Why it is disabled.
+    #[serde(default)]
+    pub disabled_reason: Option<String>,
+    /// Attempt deadline in milliseconds; `None` uses the deployment default.
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+    /// Retry schedule; `None` uses the deployment default.
+    #[serde(default)]
+    pub schedule: Option<RetrySchedule>,
+    /// Attempt budget; `None` means schedule length + 1. Larger values are capped there.
+    #[serde(default)]
+    pub max_attempts: Option<u32>,
+    /// Free text for operators.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// When it was created.
+    pub created_at: DateTime<Utc>,
+}
+
+/// Checks an endpoint URL: `http`/`https`, a host, no credentials, at most
+/// [`MAX_URL_LEN`] bytes. Address policy (private ranges, https-only) is the SSRF
+/// guard's job, applied with the deployment's settings.
+///
+/// # Errors
+/// [`EndpointError::BadUrl`] or [`EndpointError::UrlCredentials`].
+pub fn validate_url(text: &str) -> Result<url::Url, EndpointError> {
+    if text.len() > MAX_URL_LEN {
+        return Err(EndpointError::BadUrl(format!("longer than {MAX_URL_LEN} bytes")));
+    }
+    let url = url::Url::parse(text).map_err(|e| EndpointError::BadUrl(e.to_string()))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(EndpointError::BadUrl(format!("scheme {:?} is not http or https", url.scheme())));
+    }
+    if url.host().is_none() {
+        return Err(EndpointError::BadUrl("no host".into()));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(EndpointError::UrlCredentials);
+    }
+    Ok(url)
+}
+
+impl Endpoint {
+    /// Checks the fields a caller can get wrong.
+    ///
+    /// # Errors
+    /// The first [`EndpointError`] found.
+    pub fn validate(&self) -> Result<(), EndpointError> {
+        validate_url(&self.url)?;
+        if self.secrets.is_empty() {
+            return Err(EndpointError::NoSecret);
+        }
+        if let Some(t) = self.timeout_ms {
+            if !(MIN_TIMEOUT_MS..=MAX_TIMEOUT_MS).contains(&t) {
+                return Err(EndpointError::BadTimeout(t));
+            }
+        }
+        if self.max_attempts == Some(0) {
+            return Err(EndpointError::ZeroAttempts);
+        }
+        Ok(())
+    }
+
+    /// True when `event` belongs to this endpoint's tenant and one of its subscriptions.
+    pub fn subscribes(&self, event: &Event) -> bool {
+        self.tenant_id == event.tenant_id
+            && self
+                .event_types
+                .iter()
+                .any(|t| t == ALL_EVENT_TYPES || t == event.event_type.as_str())
+    }
+
+    /// Secrets that sign at `now`, newest first.
+    pub fn active_secrets(&self, now: DateTime<Utc>) -> Vec<&Secret> {
+        self.secrets
+            .iter()
+            .filter(|s| s.expires_at.is_none_or(|e| e > now))
+            .map(|s| &s.secret)
+            .collect()
+    }
+
+    /// The retry schedule and attempt budget for this endpoint.
+    pub fn retry_policy(&self, default: &RetrySchedule) -> (RetrySchedule, u32) {
+        let schedule = self.schedule.clone().unwrap_or_else(|| default.clone());
+        let max = self
+            .max_attempts
+            .map_or(schedule.max_attempts(), |m| m.clamp(1, schedule.max_attempts()));
+        (schedule, max)
+    }
+
+    /// Makes `new` the current secret; the old current secret keeps signing until
+    /// `now + overlap`. Secrets already expired are dropped.
+    pub fn rotate_secret(&mut self, new: Secret, now: DateTime<Utc>, overlap: chrono::Duration) {
+        self.secrets.retain(|s| s.expires_at.is_none_or(|e| e > now));
+        for s in &mut self.secrets {
+            if s.expires_at.is_none() {
+                s.expires_at = Some(now + overlap);
+            }
+        }
+        self.secrets.insert(
+            0,
+            EndpointSecret {
+                secret: new,
+                created_at: now,
+                expires_at: None,
+            },
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{EventType, Payload};
+    use crate::ids::EventId;
+
+    fn endpoint() -> Endpoint {
+        Endpoint {
+            id: EndpointId::new("ep_1").unwrap(),
+            tenant_id: TenantId::new("tnt_a").unwrap(),
+            url: "https://example.invalid/hook".into(),
+            event_types: vec!["order.paid".into()],
+            secrets: vec![EndpointSecret {
+                secret: Secret::generate(),
+                created_at: Utc::now(),
+                expires_at: None,
+            }],
+            enabled: true,
+            disabled_reason: None,
+            timeout_ms: None,
+            schedule: None,
+            max_attempts: Some(3),
+            description: None,
+            created_at: Utc::now(),
+        }
+    }
+
+    fn event(tenant: &str, ty: &str) -> Event {
+        Event {
+            id: EventId::generate(),
+            event_type: EventType::new(ty).unwrap(),
+            tenant_id: TenantId::new(tenant).unwrap(),
+            created_at: Utc::now(),
+            payload: Payload::parse("{}", 10).unwrap(),
+        }
+    }
+
+    #[test]
+    fn subscription_matching() {
+        let mut e = endpoint();
+        assert!(e.subscribes(&event("tnt_a", "order.paid")));
+        assert!(!e.subscribes(&event("tnt_a", "order.shipped")));
+        assert!(!e.subscribes(&event("tnt_b", "order.paid")));
+        e.event_types = vec!["*".into()];
+        assert!(e.subscribes(&event("tnt_a", "anything")));
+    }
+
+    #[test]
+    fn urls() {
+        assert!(validate_url("https://a.example/x").is_ok());
+        assert_eq!(validate_url("https://u:p@a.example/").unwrap_err(), EndpointError::UrlCredentials);
+        assert!(matches!(validate_url("ftp://a.example/"), Err(EndpointError::BadUrl(_))));
+        assert!(matches!(validate_url("not a url"), Err(EndpointError::BadUrl(_))));
+    }
+
+    #[test]
+    fn rotation_overlaps_then_expires() {
+        let mut e = endpoint();
+        let now = Utc::now();
+        e.rotate_secret(Secret::generate(), now, chrono::Duration::hours(24));
+        assert_eq!(e.active_secrets(now).len(), 2);
+        assert_eq!(e.active_secrets(now + chrono::Duration::hours(25)).len(), 1);
+    }
+
+    #[test]
+    fn budget() {
+        let e = endpoint();
+        let (s, max) = e.retry_policy(&RetrySchedule::standard());
+        assert_eq!((s.max_attempts(), max), (7, 3));
+    }
+}

@@ -1,0 +1,26 @@
+//! Tern's delivery domain. No AWS crate in here: the envelope and delivery message, Standard
+//! Webhooks signing, the retry policy, outcome classification, endpoints, and the ports
+//! the handlers use to reach the outside world.
+
+#![warn(missing_docs)]
+
+pub mod endpoint;
+pub mod event;
+pub mod ids;
+pub mod message;
+pub mod outbox;
+pub mod outcome;
+pub mod ports;
+pub mod retry;
+pub mod signing;
+
+pub use endpoint::{Endpoint, EndpointSecret};
+pub use event::{Event, EventType, Payload, PayloadError};
+pub use ids::{DeliveryId, EndpointId, EventId, TenantId};
+pub use message::{DeadLetter, DeadLetterReason, DeliveryMessage};
+pub use outcome::{AttemptResult, ErrorClass, Verdict};
+pub use retry::RetrySchedule;
+pub use signing::Secret;
+
+/// `user-agent` sent with every attempt: `Tern/<version>`.
+pub const USER_AGENT: &str = concat!("Tern/", env!("CARGO_PKG_VERSION"));

@@ -1,0 +1,296 @@
+//! The delivery message: the versioned JSON body of every message on the delivery queue
+//! and the DLQ. One message is one attempt-to-be of one (event, endpoint) pair.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::event::Event;
+use crate::ids::{DeliveryId, EndpointId};
+
+/// The message format version this build writes and reads.
+pub const MESSAGE_VERSION: u32 = 1;
+
+/// Why a delivery was dead-lettered. Serialized in `snake_case`; these strings are the
+/// values an operator filters on (`tern replay --reason gone`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeadLetterReason {
+    /// Every attempt of the budget failed.
+    Exhausted,
+    /// The receiver answered 410 Gone: it asked not to be sent this again.
+    Gone,
+    /// The endpoint is disabled.
+    EndpointDisabled,
+    /// The endpoint no longer exists.
+    EndpointDeleted,
+    /// The destination is not allowed (private or metadata address, or not https where
+    /// https is required).
+    BlockedDestination,
+    /// The queue message could not be read as a delivery message.
+    MalformedMessage,
+}
+
+impl DeadLetterReason {
+    /// Every reason, for parsers and documentation.
+    pub const ALL: [Self; 6] = [
+        Self::Exhausted,
+        Self::Gone,
+        Self::EndpointDisabled,
+        Self::EndpointDeleted,
+        Self::BlockedDestination,
+        Self::MalformedMessage,
+    ];
+
+    /// The `snake_case` name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Exhausted => "exhausted",
+            Self::Gone => "gone",
+            Self::EndpointDisabled => "endpoint_disabled",
+            Self::EndpointDeleted => "endpoint_deleted",
+            Self::BlockedDestination => "blocked_destination",
+            Self::MalformedMessage => "malformed_message",
+        }
+    }
+}
+
+impl std::fmt::Display for DeadLetterReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for DeadLetterReason {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|r| r.as_str() == s)
+            .ok_or_else(|| {
+                let names: Vec<_> = Self::ALL.iter().map(|r| r.as_str()).collect();
+                format!("unknown reason {s:?}; expected one of {}", names.join(", "))
+            })
+    }
+}
+
+/// What the sender records when it dead-letters a delivery. Kept inside the message on
+/// the DLQ so an operator can inspect it before replaying.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeadLetter {
+    /// Why.
+    pub reason: DeadLetterReason,
+    /// HTTP status of the last attempt, if one got an answer.
+    pub last_status: Option<u16>,
+    /// Error class and detail of the last attempt (`"connect: connection refused"`), if any.
+    pub last_error: Option<String>,
+    /// Attempts made in this budget.
+    pub attempts: u32,
+    /// When the delivery was dead-lettered.
+    pub at: DateTime<Utc>,
+}
+
+/// A delivery message, version 1. JSON body of delivery-queue and DLQ messages.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeliveryMessage {
+    /// Always [`MESSAGE_VERSION`]; a reader refuses other versions.
+    pub version: u32,
+    /// `<event id>.<endpoint id>`.
+    pub delivery_id: DeliveryId,
+    /// The event, payload verbatim.
+    pub event: Event,
+    /// The endpoint to deliver to. Its URL and secrets are read at send time.
+    pub endpoint_id: EndpointId,
+    /// 1-based number of the attempt this message asks for, within the current budget.
+    pub attempt: u32,
+    /// When attempt 1 of the current budget was made; `None` before it.
+    #[serde(default)]
+    pub first_attempt_at: Option<DateTime<Utc>>,
+    /// How many times the delivery was replayed from the DLQ.
+    #[serde(default)]
+    pub replay_count: u32,
+    /// HTTP status of the previous attempt, if any.
+    #[serde(default)]
+    pub last_status: Option<u16>,
+    /// Error of the previous attempt, if any.
+    #[serde(default)]
+    pub last_error: Option<String>,
+    /// Set once dead-lettered. A message read from the delivery queue that carries one
+    /// was redriven (from the console or by the replay function) and starts a fresh budget.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dead_letter: Option<DeadLetter>,
+}
+
+/// Why a queue message body is not a delivery message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MessageError {
+    /// The body is not JSON of the delivery-message shape.
+    #[error("not a delivery message: {0}")]
+    Shape(String),
+    /// The body is a delivery message of a version this build does not read.
+    #[error("delivery message version {found} is not supported (this build reads {MESSAGE_VERSION})")]
+    Version {
+        /// The version found.
+        found: u32,
+    },
+    /// `attempt` is 0.
+    #[error("attempt numbers start at 1")]
+    ZeroAttempt,
+    /// `delivery_id` does not match the event and endpoint.
+    #[error("delivery id {found} does not match event and endpoint ({expected})")]
+    DeliveryIdMismatch {
+        /// In the message.
+        found: String,
+        /// Derived from event id and endpoint id.
+        expected: String,
+    },
+}
+
+impl DeliveryMessage {
+    /// The first message of a delivery, as the relay makes it.
+    pub fn first(event: Event, endpoint_id: EndpointId) -> Self {
+        Self {
+            version: MESSAGE_VERSION,
+            delivery_id: DeliveryId::of(&event.id, &endpoint_id),
+            event,
+            endpoint_id,
+            attempt: 1,
+            first_attempt_at: None,
+            replay_count: 0,
+            last_status: None,
+            last_error: None,
+            dead_letter: None,
+        }
+    }
+
+    /// Parses and checks a queue message body.
+    ///
+    /// # Errors
+    /// [`MessageError`] saying what is wrong.
+    pub fn parse(body: &str) -> Result<Self, MessageError> {
+        #[derive(Deserialize)]
+        struct Versioned {
+            version: u32,
+        }
+        let v: Versioned =
+            serde_json::from_str(body).map_err(|e| MessageError::Shape(e.to_string()))?;
+        if v.version != MESSAGE_VERSION {
+            return Err(MessageError::Version { found: v.version });
+        }
+        let msg: Self = serde_json::from_str(body).map_err(|e| MessageError::Shape(e.to_string()))?;
+        if msg.attempt == 0 {
+            return Err(MessageError::ZeroAttempt);
+        }
+        let expected = DeliveryId::of(&msg.event.id, &msg.endpoint_id);
+        if msg.delivery_id != expected {
+            return Err(MessageError::DeliveryIdMismatch {
+                found: msg.delivery_id.to_string(),
+                expected: expected.to_string(),
+            });
+        }
+        Ok(msg)
+    }
+
+    /// The JSON body. Serializing a delivery message cannot fail (all fields are plain
+    /// data and the payload is already valid JSON).
+    pub fn to_body(&self) -> String {
+        serde_json::to_string(self).unwrap_or_else(|e| unreachable!("delivery message serializes: {e}"))
+    }
+
+    /// The message for the next attempt after a failed one.
+    pub fn next_attempt(&self, first_attempt_at: DateTime<Utc>, status: Option<u16>, error: Option<String>) -> Self {
+        Self {
+            attempt: self.attempt + 1,
+            first_attempt_at: Some(first_attempt_at),
+            last_status: status,
+            last_error: error,
+            dead_letter: None,
+            ..self.clone()
+        }
+    }
+
+    /// This message, dead-lettered.
+    pub fn dead_lettered(&self, dead_letter: DeadLetter) -> Self {
+        Self {
+            last_status: dead_letter.last_status,
+            last_error: dead_letter.last_error.clone(),
+            dead_letter: Some(dead_letter),
+            ..self.clone()
+        }
+    }
+
+    /// The message a replay puts back on the delivery queue: a fresh attempt budget
+    /// (attempt 1), the same event and so the same `webhook-id`, the replay count raised.
+    pub fn replayed(&self) -> Self {
+        Self {
+            attempt: 1,
+            first_attempt_at: None,
+            replay_count: self.replay_count + 1,
+            last_status: None,
+            last_error: None,
+            dead_letter: None,
+            ..self.clone()
+        }
+    }
+
+    /// A key that rises with every attempt of a delivery across replays: replays
+    /// dominate attempts. Used for the conditional claim that prevents double POSTs.
+    pub fn attempt_key(&self) -> u64 {
+        u64::from(self.replay_count) * 1_000_000 + u64::from(self.attempt)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{EventType, Payload};
+    use crate::ids::{EventId, TenantId};
+
+    fn sample() -> DeliveryMessage {
+        let event = Event {
+            id: EventId::new("evt_1").unwrap(),
+            event_type: EventType::new("order.paid").unwrap(),
+            tenant_id: TenantId::new("tnt_a").unwrap(),
+            created_at: "2026-01-01T00:00:00Z".parse().unwrap(),
+            payload: Payload::parse(r#"{"b":1,"a":2,"n":1e2}"#, 1024).unwrap(),
+        };
+        DeliveryMessage::first(event, EndpointId::new("ep_1").unwrap())
+    }
+
+    #[test]
+    fn round_trips_and_keeps_payload_bytes() {
+        let m = sample();
+        let body = m.to_body();
+        assert!(body.contains(r#""payload":{"b":1,"a":2,"n":1e2}"#), "{body}");
+        assert_eq!(DeliveryMessage::parse(&body).unwrap(), m);
+    }
+
+    #[test]
+    fn refuses_bad_messages() {
+        assert!(matches!(DeliveryMessage::parse("nope"), Err(MessageError::Shape(_))));
+        let body = sample().to_body().replace("\"version\":1", "\"version\":9");
+        assert_eq!(DeliveryMessage::parse(&body), Err(MessageError::Version { found: 9 }));
+        let body = sample().to_body().replace("evt_1.ep_1", "evt_2.ep_1");
+        assert!(matches!(
+            DeliveryMessage::parse(&body),
+            Err(MessageError::DeliveryIdMismatch { .. })
+        ));
+    }
+
+    #[test]
+    fn replay_resets_budget_and_keeps_id() {
+        let m = sample().next_attempt(Utc::now(), Some(500), None);
+        let dl = m.dead_lettered(DeadLetter {
+            reason: DeadLetterReason::Exhausted,
+            last_status: Some(500),
+            last_error: None,
+            attempts: 2,
+            at: Utc::now(),
+        });
+        let r = dl.replayed();
+        assert_eq!(r.attempt, 1);
+        assert_eq!(r.replay_count, 1);
+        assert_eq!(r.event.id, m.event.id);
+        assert!(r.dead_letter.is_none());
+        assert!(r.attempt_key() > dl.attempt_key());
+    }
+}

@@ -1,0 +1,170 @@
+//! What one attempt's result means for the delivery (DESIGN.md §5, the failure table).
+
+use serde::{Deserialize, Serialize};
+
+use crate::message::DeadLetterReason;
+
+/// Class of an attempt that got no usable HTTP answer. Each is retryable except
+/// [`ErrorClass::Blocked`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorClass {
+    /// The host name did not resolve.
+    Dns,
+    /// The TCP connection failed (refused, reset, unreachable).
+    Connect,
+    /// The TLS handshake failed (certificate, protocol).
+    Tls,
+    /// The attempt's total deadline passed.
+    Timeout,
+    /// The request was sent but the response could not be read (reset mid-body, bad HTTP).
+    Protocol,
+    /// The destination is not allowed: the SSRF guard refused it. Never retried.
+    Blocked,
+}
+
+impl ErrorClass {
+    /// The `snake_case` name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Dns => "dns",
+            Self::Connect => "connect",
+            Self::Tls => "tls",
+            Self::Timeout => "timeout",
+            Self::Protocol => "protocol",
+            Self::Blocked => "blocked",
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorClass {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The observable result of one HTTP attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AttemptResult {
+    /// The receiver answered with a status line.
+    Response {
+        /// HTTP status code.
+        status: u16,
+        /// The `Retry-After` header, as received, if any.
+        retry_after: Option<String>,
+        /// The `Location` header of a 3xx, as received, if any. Never followed.
+        location: Option<String>,
+    },
+    /// No usable answer.
+    Failed {
+        /// What went wrong.
+        class: ErrorClass,
+        /// A short human-readable detail, free of secrets.
+        detail: String,
+    },
+}
+
+/// What to do with the delivery after an attempt, before the attempt budget is applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// 2xx: done.
+    Delivered,
+    /// Try again later. `retry_after` is the receiver's `Retry-After` header, to be
+    /// honoured on 429 and 503 only.
+    Retry {
+        /// The raw `Retry-After` value to honour, if any.
+        retry_after: Option<String>,
+    },
+    /// Stop now and dead-letter.
+    DeadLetter(DeadLetterReason),
+}
+
+/// Classifies an attempt per the failure table: 2xx delivered; 410 dead-lettered
+/// (`gone`); 429/503 retried honouring `Retry-After`; every other status and every
+/// transport error retried on the schedule; a blocked destination dead-lettered.
+pub fn classify(result: &AttemptResult) -> Verdict {
+    match result {
+        AttemptResult::Response { status, retry_after, .. } => match status {
+            200..=299 => Verdict::Delivered,
+            410 => Verdict::DeadLetter(DeadLetterReason::Gone),
+            429 | 503 => Verdict::Retry {
+                retry_after: retry_after.clone(),
+            },
+            _ => Verdict::Retry { retry_after: None },
+        },
+        AttemptResult::Failed {
+            class: ErrorClass::Blocked,
+            ..
+        } => Verdict::DeadLetter(DeadLetterReason::BlockedDestination),
+        AttemptResult::Failed { .. } => Verdict::Retry { retry_after: None },
+    }
+}
+
+impl AttemptResult {
+    /// HTTP status, when there was an answer.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            Self::Response { status, .. } => Some(*status),
+            Self::Failed { .. } => None,
+        }
+    }
+
+    /// `"<class>: <detail>"` for a failure, `"redirect to <location>"` for a 3xx, else `None`.
+    pub fn error_text(&self) -> Option<String> {
+        match self {
+            Self::Failed { class, detail } => Some(format!("{class}: {detail}")),
+            Self::Response {
+                status: 300..=399,
+                location,
+                ..
+            } => Some(format!(
+                "redirect to {} (not followed)",
+                location.as_deref().unwrap_or("<no location>")
+            )),
+            Self::Response { status, .. } if !(200..=299).contains(status) => Some(format!("http status {status}")),
+            Self::Response { .. } => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resp(status: u16) -> AttemptResult {
+        AttemptResult::Response {
+            status,
+            retry_after: Some("120".into()),
+            location: None,
+        }
+    }
+
+    #[test]
+    fn failure_table() {
+        assert_eq!(classify(&resp(200)), Verdict::Delivered);
+        assert_eq!(classify(&resp(204)), Verdict::Delivered);
+        assert_eq!(classify(&resp(410)), Verdict::DeadLetter(DeadLetterReason::Gone));
+        assert_eq!(
+            classify(&resp(429)),
+            Verdict::Retry { retry_after: Some("120".into()) }
+        );
+        assert_eq!(
+            classify(&resp(503)),
+            Verdict::Retry { retry_after: Some("120".into()) }
+        );
+        // Retry-After on other statuses is not honoured.
+        assert_eq!(classify(&resp(500)), Verdict::Retry { retry_after: None });
+        assert_eq!(classify(&resp(302)), Verdict::Retry { retry_after: None });
+        assert_eq!(classify(&resp(403)), Verdict::Retry { retry_after: None });
+        for class in [ErrorClass::Dns, ErrorClass::Connect, ErrorClass::Tls, ErrorClass::Timeout] {
+            assert_eq!(
+                classify(&AttemptResult::Failed { class, detail: String::new() }),
+                Verdict::Retry { retry_after: None }
+            );
+        }
+        assert_eq!(
+            classify(&AttemptResult::Failed { class: ErrorClass::Blocked, detail: String::new() }),
+            Verdict::DeadLetter(DeadLetterReason::BlockedDestination)
+        );
+    }
+}

@@ -1,0 +1,168 @@
+//! Ports: what the handlers need from the outside world, as traits. The AWS adapters
+//! (`tern-aws`) implement them with DynamoDB, SQS and Step Functions; nothing here names
+//! an AWS type.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::endpoint::Endpoint;
+use crate::ids::{EndpointId, EventId, TenantId};
+use crate::message::DeliveryMessage;
+use crate::outcome::ErrorClass;
+
+/// A failure of an outside service.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PortError {
+    /// Transient: throttling, a 5xx, a network error. Retrying later may succeed; the
+    /// handler reports the item as a batch failure so the event source retries it.
+    #[error("service unavailable: {0}")]
+    Unavailable(String),
+    /// Permanent for this input (too large, invalid). Retrying will not help.
+    #[error("rejected: {0}")]
+    Rejected(String),
+}
+
+/// One message to put on a queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueEntry {
+    /// Id unique within a batch (`[A-Za-z0-9_-]`, at most 80 characters: SQS batch entry ids).
+    pub id: String,
+    /// Message body.
+    pub body: String,
+    /// `DelaySeconds`, 0..=900 (SQS limit).
+    pub delay_seconds: u32,
+    /// String message attributes, for filtering and display in the console.
+    pub attributes: Vec<(String, String)>,
+}
+
+/// A queue Tern writes to: the delivery queue, the DLQ, the relay's failure destination.
+#[async_trait]
+pub trait MessageQueue: Send + Sync {
+    /// Sends up to 10 entries (SQS `SendMessageBatch` limit). Returns one result per entry,
+    /// in order; the outer error means the whole call failed.
+    async fn send_batch(&self, entries: &[QueueEntry]) -> Result<Vec<Result<(), PortError>>, PortError>;
+
+    /// Sends one entry.
+    async fn send(&self, entry: &QueueEntry) -> Result<(), PortError>;
+}
+
+/// Carries out waits longer than a queue delay allows (Step Functions Standard in AWS).
+#[async_trait]
+pub trait DelayScheduler: Send + Sync {
+    /// After `wait_seconds`, put `message` on the delivery queue.
+    async fn schedule(&self, message: &DeliveryMessage, wait_seconds: u64) -> Result<(), PortError>;
+}
+
+/// Endpoint registry.
+#[async_trait]
+pub trait EndpointStore: Send + Sync {
+    /// One endpoint, or `None` when it does not exist.
+    async fn get(&self, tenant: &TenantId, id: &EndpointId) -> Result<Option<Endpoint>, PortError>;
+    /// Every endpoint of a tenant, enabled or not.
+    async fn list_for_tenant(&self, tenant: &TenantId) -> Result<Vec<Endpoint>, PortError>;
+    /// Every endpoint.
+    async fn list_all(&self) -> Result<Vec<Endpoint>, PortError>;
+    /// Creates or replaces an endpoint.
+    async fn put(&self, endpoint: &Endpoint) -> Result<(), PortError>;
+    /// Disables an endpoint, recording why.
+    async fn disable(&self, tenant: &TenantId, id: &EndpointId, reason: &str) -> Result<(), PortError>;
+}
+
+/// Result of trying to claim an attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Claim {
+    /// This caller owns the attempt and must make it.
+    Granted,
+    /// The (event, endpoint) pair was already delivered: do not POST.
+    AlreadyDelivered,
+    /// This attempt, or a later one, is owned by another message: do not POST.
+    AlreadyClaimed,
+}
+
+/// How a claimed attempt ended, for the delivery's state record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeliveryState {
+    /// Delivered (2xx).
+    Delivered,
+    /// Failed; the next attempt is queued or scheduled.
+    Retrying,
+    /// Dead-lettered.
+    DeadLettered,
+}
+
+/// One attempt, as recorded in the attempt log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AttemptRecord {
+    /// Event.
+    pub event_id: EventId,
+    /// Endpoint.
+    pub endpoint_id: EndpointId,
+    /// Replay count of the budget this attempt belongs to.
+    pub replay_count: u32,
+    /// 1-based attempt number within the budget.
+    pub attempt: u32,
+    /// When the attempt started.
+    pub started_at: DateTime<Utc>,
+    /// Time from start to the end of the response (or the error), in milliseconds.
+    pub latency_ms: u64,
+    /// HTTP status, when there was an answer.
+    pub status: Option<u16>,
+    /// Error class, when there was no usable answer.
+    pub error_class: Option<ErrorClass>,
+    /// Error text or redirect note.
+    pub error: Option<String>,
+    /// First bytes of the response body (lossy UTF-8).
+    pub response_excerpt: Option<String>,
+    /// True when the body was longer than the excerpt, or could not be read whole.
+    pub excerpt_truncated: bool,
+    /// What followed: `delivered`, `retry`, or `dead_letter:<reason>`.
+    pub outcome: String,
+    /// Wait before the next attempt, in seconds, when one was scheduled.
+    pub next_wait_seconds: Option<u64>,
+}
+
+/// The delivery ledger: claims that stop double POSTs, and the attempt log.
+#[async_trait]
+pub trait DeliveryLedger: Send + Sync {
+    /// Atomically claims attempt `message.attempt_key()` of the delivery, with a lease
+    /// until `lease_until`. Granted only when the pair is not delivered and no other
+    /// message holds this or a later attempt (an expired, unfinished lease on the same
+    /// attempt can be taken over: its holder crashed). One conditional write, no read.
+    async fn claim(&self, message: &DeliveryMessage, lease_until: DateTime<Utc>) -> Result<Claim, PortError>;
+
+    /// Marks the claimed attempt finished with `state`.
+    async fn finish(&self, message: &DeliveryMessage, state: DeliveryState) -> Result<(), PortError>;
+
+    /// Appends an attempt to the log.
+    async fn record_attempt(&self, record: &AttemptRecord) -> Result<(), PortError>;
+
+    /// Every recorded attempt of an event, oldest first.
+    async fn history(&self, event: &EventId) -> Result<Vec<AttemptRecord>, PortError>;
+}
+
+/// A message read from a queue, for the replay function's drain of the DLQ.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReceivedMessage {
+    /// Queue message id.
+    pub message_id: String,
+    /// Handle to delete it or change its visibility.
+    pub receipt_handle: String,
+    /// Body.
+    pub body: String,
+    /// String message attributes.
+    pub attributes: Vec<(String, String)>,
+}
+
+/// A queue Tern drains (the DLQ, by the replay function).
+#[async_trait]
+pub trait DrainableQueue: Send + Sync {
+    /// Receives up to `max` (1..=10, SQS limit) visible messages without waiting, hiding
+    /// them for `visibility_seconds`.
+    async fn receive(&self, max: i32, visibility_seconds: i32) -> Result<Vec<ReceivedMessage>, PortError>;
+    /// Deletes a received message.
+    async fn delete(&self, receipt_handle: &str) -> Result<(), PortError>;
+    /// Makes a received message visible again at once.
+    async fn release(&self, receipt_handle: &str) -> Result<(), PortError>;
+}

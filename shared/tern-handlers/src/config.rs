@@ -1,0 +1,276 @@
+//! Configuration: every setting a function reads, typed, read once at start from the
+//! environment (the names the infra sets; see `infra/settings.json` for the values).
+
+use std::time::Duration;
+
+use tern_core::RetrySchedule;
+use tern_core::event::{DEFAULT_MAX_PAYLOAD_BYTES, MAX_CONFIGURABLE_PAYLOAD_BYTES};
+use tern_core::retry::DEFAULT_RETRY_AFTER_CEILING_SECONDS;
+
+/// A setting is missing or invalid.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// A required variable is not set.
+    #[error("environment variable {0} is required")]
+    Missing(&'static str),
+    /// A variable is set to something unusable.
+    #[error("environment variable {name} is invalid: {reason}")]
+    Invalid {
+        /// Variable name.
+        name: &'static str,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// Reads variables through a lookup function, so tests and local mode can configure
+/// without touching the process environment.
+pub struct Env<'a>(pub &'a dyn Fn(&str) -> Option<String>);
+
+impl Env<'_> {
+    /// The process environment.
+    pub fn process() -> Env<'static> {
+        Env(&|k| std::env::var(k).ok())
+    }
+
+    fn get(&self, name: &'static str) -> Option<String> {
+        (self.0)(name).filter(|v| !v.trim().is_empty())
+    }
+
+    fn required(&self, name: &'static str) -> Result<String, ConfigError> {
+        self.get(name).ok_or(ConfigError::Missing(name))
+    }
+
+    fn parsed<T: std::str::FromStr>(&self, name: &'static str, default: T) -> Result<T, ConfigError>
+    where
+        T::Err: std::fmt::Display,
+    {
+        match self.get(name) {
+            None => Ok(default),
+            Some(v) => v.trim().parse().map_err(|e: T::Err| ConfigError::Invalid {
+                name,
+                reason: e.to_string(),
+            }),
+        }
+    }
+}
+
+/// Namespace of the CloudWatch metrics (EMF), `TERN_METRICS_NAMESPACE`, default `Tern`.
+fn metrics_namespace(env: &Env<'_>) -> String {
+    env.get("TERN_METRICS_NAMESPACE").unwrap_or_else(|| "Tern".to_owned())
+}
+
+/// Relay function settings.
+#[derive(Debug, Clone)]
+pub struct RelayConfig {
+    /// `TERN_ENDPOINTS_TABLE`.
+    pub endpoints_table: String,
+    /// `TERN_DELIVERY_QUEUE_URL`.
+    pub delivery_queue_url: String,
+    /// `TERN_RELAY_FAILURE_QUEUE_URL`: poison records go here.
+    pub relay_failure_queue_url: String,
+    /// `TERN_MAX_PAYLOAD_BYTES`, bytes, default 262,144; at most
+    /// [`MAX_CONFIGURABLE_PAYLOAD_BYTES`] (SQS 1 MiB message limit less the envelope).
+    pub max_payload_bytes: usize,
+    /// `TERN_METRICS_NAMESPACE`.
+    pub metrics_namespace: String,
+}
+
+impl RelayConfig {
+    /// Reads the relay settings.
+    ///
+    /// # Errors
+    /// [`ConfigError`] naming the variable.
+    pub fn from_env(env: &Env<'_>) -> Result<Self, ConfigError> {
+        Ok(Self {
+            endpoints_table: env.required("TERN_ENDPOINTS_TABLE")?,
+            delivery_queue_url: env.required("TERN_DELIVERY_QUEUE_URL")?,
+            relay_failure_queue_url: env.required("TERN_RELAY_FAILURE_QUEUE_URL")?,
+            max_payload_bytes: max_payload(env)?,
+            metrics_namespace: metrics_namespace(env),
+        })
+    }
+}
+
+fn max_payload(env: &Env<'_>) -> Result<usize, ConfigError> {
+    let v = env.parsed("TERN_MAX_PAYLOAD_BYTES", DEFAULT_MAX_PAYLOAD_BYTES)?;
+    if v == 0 || v > MAX_CONFIGURABLE_PAYLOAD_BYTES {
+        return Err(ConfigError::Invalid {
+            name: "TERN_MAX_PAYLOAD_BYTES",
+            reason: format!("{v} is outside 1..={MAX_CONFIGURABLE_PAYLOAD_BYTES} bytes"),
+        });
+    }
+    Ok(v)
+}
+
+/// Sender function settings.
+#[derive(Debug, Clone)]
+pub struct SenderConfig {
+    /// `TERN_ENDPOINTS_TABLE`.
+    pub endpoints_table: String,
+    /// `TERN_ATTEMPTS_TABLE`: the delivery ledger and attempt log.
+    pub attempts_table: String,
+    /// `TERN_DELIVERY_QUEUE_URL`.
+    pub delivery_queue_url: String,
+    /// `TERN_DLQ_URL`.
+    pub dlq_url: String,
+    /// `TERN_DELAY_STATE_MACHINE_ARN`: the Step Functions machine for waits over 900 s.
+    /// Without it, such waits are shortened to 900 s (and a warning is logged).
+    pub delay_state_machine_arn: Option<String>,
+    /// Delivery policy.
+    pub policy: SenderPolicy,
+    /// `TERN_HTTPS_ONLY`, default `true`: refuse `http://` endpoints.
+    pub https_only: bool,
+    /// `TERN_ALLOW_DESTINATIONS`: comma-separated CIDRs the SSRF guard lets through
+    /// (local mode: `127.0.0.1/32`). Default none.
+    pub allow_destinations: Vec<ipnet::IpNet>,
+    /// `TERN_ATTEMPT_LOG_TTL_DAYS`, days, default 30.
+    pub attempt_log_ttl_days: u32,
+    /// `TERN_METRICS_NAMESPACE`.
+    pub metrics_namespace: String,
+}
+
+/// How the sender retries. Shared by the Lambda and local mode.
+#[derive(Debug, Clone)]
+pub struct SenderPolicy {
+    /// `TERN_RETRY_SCHEDULE`: comma-separated seconds or a preset (`default`, `short`).
+    pub schedule: RetrySchedule,
+    /// `TERN_ATTEMPT_TIMEOUT_MS`, milliseconds, default 15,000: total deadline of one
+    /// attempt unless the endpoint sets its own.
+    pub attempt_timeout: Duration,
+    /// `TERN_RETRY_AFTER_CEILING_SECONDS`, seconds, default 86,400: most a receiver's
+    /// `Retry-After` can push the next attempt out.
+    pub retry_after_ceiling_seconds: u64,
+    /// `TERN_TIME_SCALE`, default 1.0: multiplies every real wait. Local mode and tests
+    /// only (0.001 plays a 24 h schedule out in about 90 s). Values outside (0, 1] mean 1.
+    pub time_scale: f64,
+}
+
+impl Default for SenderPolicy {
+    fn default() -> Self {
+        Self {
+            schedule: RetrySchedule::standard(),
+            attempt_timeout: Duration::from_millis(15_000),
+            retry_after_ceiling_seconds: DEFAULT_RETRY_AFTER_CEILING_SECONDS,
+            time_scale: 1.0,
+        }
+    }
+}
+
+impl SenderPolicy {
+    /// Reads the policy variables.
+    ///
+    /// # Errors
+    /// [`ConfigError`].
+    pub fn from_env(env: &Env<'_>) -> Result<Self, ConfigError> {
+        let schedule = match env.get("TERN_RETRY_SCHEDULE") {
+            None => RetrySchedule::standard(),
+            Some(s) => RetrySchedule::parse(&s).map_err(|e| ConfigError::Invalid {
+                name: "TERN_RETRY_SCHEDULE",
+                reason: e.to_string(),
+            })?,
+        };
+        let timeout_ms: u64 = env.parsed("TERN_ATTEMPT_TIMEOUT_MS", 15_000)?;
+        if !(tern_core::endpoint::MIN_TIMEOUT_MS..=tern_core::endpoint::MAX_TIMEOUT_MS).contains(&timeout_ms) {
+            return Err(ConfigError::Invalid {
+                name: "TERN_ATTEMPT_TIMEOUT_MS",
+                reason: format!(
+                    "{timeout_ms} ms is outside {}..={} ms",
+                    tern_core::endpoint::MIN_TIMEOUT_MS,
+                    tern_core::endpoint::MAX_TIMEOUT_MS
+                ),
+            });
+        }
+        let time_scale: f64 = env.parsed("TERN_TIME_SCALE", 1.0)?;
+        Ok(Self {
+            schedule,
+            attempt_timeout: Duration::from_millis(timeout_ms),
+            retry_after_ceiling_seconds: env.parsed("TERN_RETRY_AFTER_CEILING_SECONDS", DEFAULT_RETRY_AFTER_CEILING_SECONDS)?,
+            time_scale: if time_scale.is_finite() && time_scale > 0.0 && time_scale <= 1.0 { time_scale } else { 1.0 },
+        })
+    }
+}
+
+impl SenderConfig {
+    /// Reads the sender settings.
+    ///
+    /// # Errors
+    /// [`ConfigError`] naming the variable.
+    pub fn from_env(env: &Env<'_>) -> Result<Self, ConfigError> {
+        Ok(Self {
+            endpoints_table: env.required("TERN_ENDPOINTS_TABLE")?,
+            attempts_table: env.required("TERN_ATTEMPTS_TABLE")?,
+            delivery_queue_url: env.required("TERN_DELIVERY_QUEUE_URL")?,
+            dlq_url: env.required("TERN_DLQ_URL")?,
+            delay_state_machine_arn: env.get("TERN_DELAY_STATE_MACHINE_ARN"),
+            policy: SenderPolicy::from_env(env)?,
+            https_only: env.parsed("TERN_HTTPS_ONLY", true)?,
+            allow_destinations: env
+                .get("TERN_ALLOW_DESTINATIONS")
+                .unwrap_or_default()
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(|s| {
+                    s.parse().map_err(|e| ConfigError::Invalid {
+                        name: "TERN_ALLOW_DESTINATIONS",
+                        reason: format!("{s:?}: {e}"),
+                    })
+                })
+                .collect::<Result<_, _>>()?,
+            attempt_log_ttl_days: env.parsed("TERN_ATTEMPT_LOG_TTL_DAYS", 30)?,
+            metrics_namespace: metrics_namespace(env),
+        })
+    }
+}
+
+/// Replay function settings.
+#[derive(Debug, Clone)]
+pub struct ReplayConfig {
+    /// `TERN_DLQ_URL`.
+    pub dlq_url: String,
+    /// `TERN_DELIVERY_QUEUE_URL`.
+    pub delivery_queue_url: String,
+    /// `TERN_METRICS_NAMESPACE`.
+    pub metrics_namespace: String,
+}
+
+impl ReplayConfig {
+    /// Reads the replay settings.
+    ///
+    /// # Errors
+    /// [`ConfigError`] naming the variable.
+    pub fn from_env(env: &Env<'_>) -> Result<Self, ConfigError> {
+        Ok(Self {
+            dlq_url: env.required("TERN_DLQ_URL")?,
+            delivery_queue_url: env.required("TERN_DELIVERY_QUEUE_URL")?,
+            metrics_namespace: metrics_namespace(env),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_and_validates() {
+        let vars = |k: &str| match k {
+            "TERN_ENDPOINTS_TABLE" => Some("e".to_owned()),
+            "TERN_ATTEMPTS_TABLE" => Some("a".to_owned()),
+            "TERN_DELIVERY_QUEUE_URL" => Some("q".to_owned()),
+            "TERN_DLQ_URL" => Some("d".to_owned()),
+            "TERN_RETRY_SCHEDULE" => Some("short".to_owned()),
+            "TERN_ALLOW_DESTINATIONS" => Some("127.0.0.1/32, ::1/128".to_owned()),
+            _ => None,
+        };
+        let c = SenderConfig::from_env(&Env(&vars)).unwrap();
+        assert_eq!(c.policy.schedule, RetrySchedule::short());
+        assert!(c.https_only);
+        assert_eq!(c.allow_destinations.len(), 2);
+        let missing = RelayConfig::from_env(&Env(&|_| None)).unwrap_err();
+        assert_eq!(missing, ConfigError::Missing("TERN_ENDPOINTS_TABLE"));
+        let bad = |k: &str| (k == "TERN_ATTEMPT_TIMEOUT_MS").then(|| "99".to_owned());
+        assert!(matches!(SenderPolicy::from_env(&Env(&bad)), Err(ConfigError::Invalid { .. })));
+    }
+}

@@ -1,0 +1,11 @@
+//! Tern's three handlers (relay, sender, replay) as plain async functions over typed
+//! Lambda events and the domain's ports, plus the typed configuration and the metrics
+//! they emit. The Lambda binaries and local mode call exactly these functions.
+
+#![warn(missing_docs)]
+
+pub mod config;
+pub mod metrics;
+pub mod relay;
+pub mod replay;
+pub mod sender;

@@ -1,0 +1,154 @@
+//! Delivery metrics, written as CloudWatch Embedded Metric Format (EMF): one JSON line
+//! per handler invocation on stdout, which Lambda ships to CloudWatch Logs and
+//! CloudWatch turns into metrics (no PutMetricData call, no extra latency).
+//!
+//! Names and units are a contract with the alarms and dashboard in `infra/`. The format
+//! is the EMF specification (CloudWatch user guide, "Embedded metric format
+//! specification"); it is small enough that a dependency would add more than it saves.
+
+use std::sync::Mutex;
+
+use serde_json::{Map, Value, json};
+
+/// Dimension name and value on every metric.
+pub const SERVICE_DIMENSION: (&str, &str) = ("Service", "tern");
+
+/// Counters of one invocation.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Counts {
+    /// HTTP attempts made.
+    pub attempts: u64,
+    /// Attempts answered 2xx.
+    pub attempts_succeeded: u64,
+    /// Attempts that failed (any other outcome).
+    pub attempts_failed: u64,
+    /// Retries queued or scheduled.
+    pub retries: u64,
+    /// Deliveries dead-lettered.
+    pub dead_letters: u64,
+    /// Messages not sent because the pair was delivered or the attempt already claimed.
+    pub duplicates: u64,
+    /// Outbox events the relay turned into deliveries (or found no subscriber for).
+    pub events_relayed: u64,
+    /// Delivery messages the relay put on the queue.
+    pub deliveries_enqueued: u64,
+    /// Messages the replay function moved back to the delivery queue.
+    pub replayed: u64,
+    /// Attempt latencies, in milliseconds.
+    pub latencies_ms: Vec<u64>,
+}
+
+/// Where metrics go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetricsSink {
+    /// Print EMF lines on stdout (Lambda).
+    Stdout,
+    /// Drop them (local mode keeps its own report).
+    Discard,
+}
+
+/// A per-invocation metrics recorder, safe to share between concurrent message tasks.
+#[derive(Debug)]
+pub struct Metrics {
+    namespace: String,
+    sink: MetricsSink,
+    counts: Mutex<Counts>,
+}
+
+impl Metrics {
+    /// A recorder for one invocation.
+    pub fn new(namespace: &str, sink: MetricsSink) -> Self {
+        Self {
+            namespace: namespace.to_owned(),
+            sink,
+            counts: Mutex::new(Counts::default()),
+        }
+    }
+
+    /// Changes the counters.
+    pub fn update(&self, f: impl FnOnce(&mut Counts)) {
+        let mut guard = self.counts.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        f(&mut guard);
+    }
+
+    /// A copy of the counters.
+    pub fn snapshot(&self) -> Counts {
+        self.counts.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    /// The EMF document for the counters, or `None` when nothing happened.
+    pub fn emf(&self, timestamp_ms: i64) -> Option<Value> {
+        let c = self.snapshot();
+        let counters = [
+            ("Attempts", c.attempts),
+            ("AttemptsSucceeded", c.attempts_succeeded),
+            ("AttemptsFailed", c.attempts_failed),
+            ("Retries", c.retries),
+            ("DeadLetters", c.dead_letters),
+            ("Duplicates", c.duplicates),
+            ("EventsRelayed", c.events_relayed),
+            ("DeliveriesEnqueued", c.deliveries_enqueued),
+            ("Replayed", c.replayed),
+        ];
+        let mut doc = Map::new();
+        let mut defs = Vec::new();
+        for (name, value) in counters.into_iter().filter(|(_, v)| *v > 0) {
+            doc.insert(name.into(), json!(value));
+            defs.push(json!({"Name": name, "Unit": "Count"}));
+        }
+        if !c.latencies_ms.is_empty() {
+            // EMF takes an array of values for one metric: CloudWatch keeps each, so p50
+            // and p95 are exact.
+            doc.insert("AttemptLatency".into(), json!(c.latencies_ms));
+            defs.push(json!({"Name": "AttemptLatency", "Unit": "Milliseconds"}));
+        }
+        if defs.is_empty() {
+            return None;
+        }
+        doc.insert(SERVICE_DIMENSION.0.into(), json!(SERVICE_DIMENSION.1));
+        doc.insert(
+            "_aws".into(),
+            json!({
+                "Timestamp": timestamp_ms,
+                "CloudWatchMetrics": [{
+                    "Namespace": self.namespace,
+                    "Dimensions": [[SERVICE_DIMENSION.0]],
+                    "Metrics": defs,
+                }]
+            }),
+        );
+        Some(Value::Object(doc))
+    }
+
+    /// Writes the EMF line to the sink.
+    pub fn flush(&self) {
+        if self.sink == MetricsSink::Stdout {
+            if let Some(doc) = self.emf(chrono::Utc::now().timestamp_millis()) {
+                println!("{doc}");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn emf_shape() {
+        let m = Metrics::new("Tern", MetricsSink::Discard);
+        assert!(m.emf(0).is_none());
+        m.update(|c| {
+            c.attempts += 2;
+            c.attempts_succeeded += 1;
+            c.latencies_ms.extend([5, 7]);
+        });
+        let doc = m.emf(1).unwrap();
+        assert_eq!(doc["Attempts"], 2);
+        assert_eq!(doc["AttemptLatency"], json!([5, 7]));
+        assert_eq!(doc["Service"], "tern");
+        let defs = &doc["_aws"]["CloudWatchMetrics"][0];
+        assert_eq!(defs["Namespace"], "Tern");
+        assert_eq!(defs["Metrics"].as_array().unwrap().len(), 3);
+    }
+}

@@ -1,0 +1,11 @@
+//! The HTTP side of a delivery: the client that makes one attempt (signed body, no
+//! redirects, a total deadline, a capped excerpt of the answer, classified errors) and
+//! the SSRF guard it connects through.
+
+#![warn(missing_docs)]
+
+pub mod client;
+pub mod guard;
+
+pub use client::{AttemptReport, AttemptRequest, ClientOptions, DeliveryClient};
+pub use guard::{DestinationPolicy, HostLookup, StaticLookup, SystemLookup};

@@ -1,0 +1,200 @@
+//! The outbox writer for application code.
+//!
+//! Write your business change and a Tern outbox item in one DynamoDB
+//! `TransactWriteItems`: both commit or neither does, so an event exists exactly when its
+//! business fact does. This crate builds the outbox `Put` for you; you add it to your own
+//! transaction.
+//!
+//! ```no_run
+//! # async fn demo(client: aws_sdk_dynamodb::Client, order_put: aws_sdk_dynamodb::types::TransactWriteItem) -> Result<(), Box<dyn std::error::Error>> {
+//! let writer = tern_outbox::OutboxWriter::new("tern-outbox");
+//! let event = writer.prepare("order.paid", "tnt_acme", r#"{"order_id":"o_1","amount":4200}"#)?;
+//! client
+//!     .transact_write_items()
+//!     .transact_items(order_put)
+//!     .transact_items(event.transact_item()?)
+//!     .send()
+//!     .await?;
+//! println!("published {}", event.event.id);
+//! # Ok(()) }
+//! ```
+
+#![warn(missing_docs)]
+
+use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
+use chrono::Utc;
+use tern_core::event::DEFAULT_MAX_PAYLOAD_BYTES;
+use tern_core::ids::IdError;
+use tern_core::outbox::OutboxRecord;
+use tern_core::{Event, EventId, EventType, Payload, PayloadError, TenantId};
+
+/// Default time an outbox item stays in the table before DynamoDB's TTL removes it: 7
+/// days (the stream keeps records 24 h; the rest is for audits and relay replays).
+pub const DEFAULT_TTL_DAYS: i64 = 7;
+
+/// Why an event cannot be written.
+#[derive(Debug, thiserror::Error)]
+pub enum OutboxWriteError {
+    /// The payload is not a JSON object, is too large, or the event type is invalid.
+    #[error(transparent)]
+    Payload(#[from] PayloadError),
+    /// The event id or tenant id is invalid.
+    #[error(transparent)]
+    Id(#[from] IdError),
+    /// The item could not be encoded for DynamoDB.
+    #[error("outbox item cannot be encoded: {0}")]
+    Encode(String),
+}
+
+/// Builds outbox items for one outbox table.
+#[derive(Debug, Clone)]
+pub struct OutboxWriter {
+    table: String,
+    max_payload_bytes: usize,
+    ttl: chrono::Duration,
+}
+
+/// An event ready to be written: the validated event and its outbox record.
+#[derive(Debug, Clone)]
+pub struct PreparedEvent {
+    /// The event (its `id` is the `webhook-id` receivers will see).
+    pub event: Event,
+    table: String,
+    record: OutboxRecord,
+}
+
+impl OutboxWriter {
+    /// A writer for `table` with the default 256 KiB payload limit and 7-day TTL.
+    pub fn new(table: impl Into<String>) -> Self {
+        Self {
+            table: table.into(),
+            max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES,
+            ttl: chrono::Duration::days(DEFAULT_TTL_DAYS),
+        }
+    }
+
+    /// Sets the payload limit, in bytes. Must match the relay's `TERN_MAX_PAYLOAD_BYTES`.
+    #[must_use]
+    pub fn with_max_payload_bytes(mut self, bytes: usize) -> Self {
+        self.max_payload_bytes = bytes;
+        self
+    }
+
+    /// Sets how long outbox items are kept, in days.
+    #[must_use]
+    pub fn with_ttl_days(mut self, days: i64) -> Self {
+        self.ttl = chrono::Duration::days(days);
+        self
+    }
+
+    /// Validates an event with a new id.
+    ///
+    /// `payload` is the exact JSON text to deliver: a JSON object of at most the payload
+    /// limit. It is sent byte for byte as written.
+    ///
+    /// # Errors
+    /// [`OutboxWriteError::Payload`] for a payload that is not a JSON object or is too
+    /// large (the message says how to send a reference URL instead), or a bad event type;
+    /// [`OutboxWriteError::Id`] for a bad tenant id.
+    pub fn prepare(&self, event_type: &str, tenant_id: &str, payload: impl Into<String>) -> Result<PreparedEvent, OutboxWriteError> {
+        self.prepare_with_id(EventId::generate(), event_type, tenant_id, payload)
+    }
+
+    /// Like [`Self::prepare`] with your own event id (for example one derived from the
+    /// business key, so a retried request cannot publish twice: the second put fails
+    /// its condition).
+    ///
+    /// # Errors
+    /// As [`Self::prepare`].
+    pub fn prepare_with_id(
+        &self,
+        id: EventId,
+        event_type: &str,
+        tenant_id: &str,
+        payload: impl Into<String>,
+    ) -> Result<PreparedEvent, OutboxWriteError> {
+        let event = Event {
+            id,
+            event_type: EventType::new(event_type)?,
+            tenant_id: TenantId::new(tenant_id)?,
+            created_at: Utc::now(),
+            payload: Payload::parse(payload, self.max_payload_bytes)?,
+        };
+        let record = OutboxRecord::from_event(&event, self.ttl);
+        Ok(PreparedEvent {
+            event,
+            table: self.table.clone(),
+            record,
+        })
+    }
+}
+
+impl PreparedEvent {
+    /// The conditional `Put` of the outbox item: it fails when an item with the same
+    /// event id exists, so an event id is never reused.
+    ///
+    /// # Errors
+    /// [`OutboxWriteError::Encode`] (not expected for valid events).
+    pub fn put(&self) -> Result<Put, OutboxWriteError> {
+        let item = serde_dynamo::to_item(&self.record).map_err(|e| OutboxWriteError::Encode(e.to_string()))?;
+        Put::builder()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .condition_expression("attribute_not_exists(event_id)")
+            .build()
+            .map_err(|e| OutboxWriteError::Encode(e.to_string()))
+    }
+
+    /// The `Put` wrapped for `TransactWriteItems`.
+    ///
+    /// # Errors
+    /// As [`Self::put`].
+    pub fn transact_item(&self) -> Result<TransactWriteItem, OutboxWriteError> {
+        Ok(TransactWriteItem::builder().put(self.put()?).build())
+    }
+}
+
+/// True when a `TransactWriteItems` failed because the item at `index` (0-based, in the
+/// order you added them) failed its condition: for the outbox item, the event id
+/// already exists.
+pub fn failed_condition_at(err: &SdkError<TransactWriteItemsError>, index: usize) -> bool {
+    match err.as_service_error() {
+        Some(TransactWriteItemsError::TransactionCanceledException(e)) => e
+            .cancellation_reasons()
+            .get(index)
+            .and_then(|r| r.code())
+            .is_some_and(|c| c == "ConditionalCheckFailed"),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prepares_a_conditional_put() {
+        let w = OutboxWriter::new("outbox");
+        let p = w.prepare("order.paid", "tnt_a", r#"{"b":1,"a":2}"#).unwrap();
+        let put = p.put().unwrap();
+        assert_eq!(put.table_name(), "outbox");
+        assert_eq!(put.condition_expression(), Some("attribute_not_exists(event_id)"));
+        let item = put.item();
+        assert_eq!(item["payload"].as_s().unwrap(), r#"{"b":1,"a":2}"#);
+        assert_eq!(item["tern_record"].as_s().unwrap(), "outbox_event");
+        assert!(item["expires_at"].as_n().is_ok());
+    }
+
+    #[test]
+    fn refuses_bad_events() {
+        let w = OutboxWriter::new("outbox").with_max_payload_bytes(16);
+        assert!(matches!(w.prepare("order.paid", "tnt_a", "[1]"), Err(OutboxWriteError::Payload(_))));
+        assert!(matches!(w.prepare("order.paid", "tnt_a", "not json"), Err(OutboxWriteError::Payload(_))));
+        let big = w.prepare("order.paid", "tnt_a", r#"{"a":"0123456789abcdef"}"#).unwrap_err();
+        assert!(big.to_string().contains("reference"), "{big}");
+        assert!(matches!(w.prepare("bad type!", "tnt_a", "{}"), Err(OutboxWriteError::Payload(_))));
+        assert!(matches!(w.prepare("a.b", "tnt.a", "{}"), Err(OutboxWriteError::Id(_))));
+    }
+}
