@@ -9,6 +9,7 @@ pub mod error;
 pub mod ledger;
 pub mod sfn;
 pub mod sqs;
+pub mod wiring;
 
 pub use endpoints::DynamoEndpointStore;
 pub use ledger::DynamoLedger;

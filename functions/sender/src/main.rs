@@ -1,0 +1,24 @@
+//! The sender Lambda: delivery queue -> signed POSTs. Builds its clients once, then hands
+//! every batch to `tern_handlers::sender::handle`.
+
+use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent};
+use lambda_runtime::{Error, LambdaEvent, run, service_fn};
+use tern_handlers::config::{Env, SenderConfig};
+use tern_handlers::metrics::{Metrics, MetricsSink};
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    tracing_subscriber::fmt().json().with_env_filter(tracing_subscriber::EnvFilter::from_default_env()).init();
+    let config = SenderConfig::from_env(&Env::process())?;
+    let aws = aws_config::load_from_env().await;
+    let deps = tern_aws::wiring::sender_deps(&config, &aws, None)?;
+    let deps = &deps;
+    let namespace = config.metrics_namespace.as_str();
+    run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
+        let metrics = Metrics::new(namespace, MetricsSink::Stdout);
+        let (response, _) = tern_handlers::sender::handle(deps, event.payload, &metrics).await;
+        metrics.flush();
+        Ok::<SqsBatchResponse, Error>(response)
+    }))
+    .await
+}

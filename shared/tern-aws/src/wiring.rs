@@ -1,0 +1,64 @@
+//! Builds each handler's dependencies from its configuration and one shared AWS config.
+//! The Lambda binaries and local mode both call these, so they run the same wiring.
+
+use std::sync::Arc;
+
+use aws_config::SdkConfig;
+use tern_handlers::config::{RelayConfig, ReplayConfig, SenderConfig};
+use tern_handlers::relay::RelayDeps;
+use tern_handlers::replay::ReplayDeps;
+use tern_handlers::sender::SenderDeps;
+use tern_http::client::ClientBuildError;
+use tern_http::{ClientOptions, DeliveryClient, DestinationPolicy, HostLookup, SystemLookup};
+
+use crate::{DynamoEndpointStore, DynamoLedger, SqsQueue, StepFunctionsScheduler};
+
+/// The relay's dependencies.
+pub fn relay_deps(config: &RelayConfig, aws: &SdkConfig) -> RelayDeps {
+    let sqs = aws_sdk_sqs::Client::new(aws);
+    RelayDeps {
+        endpoints: Arc::new(DynamoEndpointStore::new(aws_sdk_dynamodb::Client::new(aws), &config.endpoints_table)),
+        delivery_queue: Arc::new(SqsQueue::new(sqs.clone(), &config.delivery_queue_url)),
+        failure_queue: Arc::new(SqsQueue::new(sqs, &config.relay_failure_queue_url)),
+        max_payload_bytes: config.max_payload_bytes,
+    }
+}
+
+/// The sender's dependencies. `lookup` is the name resolver behind the SSRF guard:
+/// `None` for the system resolver.
+///
+/// # Errors
+/// [`ClientBuildError`] when the HTTP client cannot start.
+pub fn sender_deps(config: &SenderConfig, aws: &SdkConfig, lookup: Option<Arc<dyn HostLookup>>) -> Result<SenderDeps, ClientBuildError> {
+    let sqs = aws_sdk_sqs::Client::new(aws);
+    let ddb = aws_sdk_dynamodb::Client::new(aws);
+    let client = DeliveryClient::new(ClientOptions {
+        policy: DestinationPolicy {
+            https_only: config.https_only,
+            allow: config.allow_destinations.clone(),
+        },
+        lookup: lookup.unwrap_or_else(|| Arc::new(SystemLookup)),
+        ..ClientOptions::default()
+    })?;
+    Ok(SenderDeps {
+        endpoints: Arc::new(DynamoEndpointStore::new(ddb.clone(), &config.endpoints_table)),
+        ledger: Arc::new(DynamoLedger::new(ddb, &config.attempts_table, config.attempt_log_ttl_days)),
+        delivery_queue: Arc::new(SqsQueue::new(sqs.clone(), &config.delivery_queue_url)),
+        dlq: Arc::new(SqsQueue::new(sqs, &config.dlq_url)),
+        scheduler: config.delay_state_machine_arn.as_ref().map(|arn| {
+            Arc::new(StepFunctionsScheduler::new(aws_sdk_sfn::Client::new(aws), arn, &config.delivery_queue_url))
+                as Arc<dyn tern_core::ports::DelayScheduler>
+        }),
+        client,
+        policy: config.policy.clone(),
+    })
+}
+
+/// The replay function's dependencies.
+pub fn replay_deps(config: &ReplayConfig, aws: &SdkConfig) -> ReplayDeps {
+    let sqs = aws_sdk_sqs::Client::new(aws);
+    ReplayDeps {
+        dlq: Arc::new(SqsQueue::new(sqs.clone(), &config.dlq_url)),
+        delivery_queue: Arc::new(SqsQueue::new(sqs, &config.delivery_queue_url)),
+    }
+}

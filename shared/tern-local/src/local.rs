@@ -1,0 +1,197 @@
+//! One local deployment of Tern: resources on a moto server, the three handlers wired with
+//! the same code as the Lambda binaries, and the pollers that trigger them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use aws_config::SdkConfig;
+use tern_aws::SqsQueue;
+use tern_core::RetrySchedule;
+use tern_handlers::config::{Env, RelayConfig, ReplayConfig, SenderConfig};
+use tern_handlers::relay::RelayDeps;
+use tern_handlers::replay::ReplayDeps;
+use tern_handlers::sender::SenderDeps;
+use tern_http::HostLookup;
+use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
+use tokio::task::JoinHandle;
+
+use crate::pollers::{LocalEvent, QueuePollerOptions, StreamPollerOptions, spawn_queue_pollers, spawn_stream_poller};
+use crate::resources::{Resources, provision};
+use crate::settings::infra_settings;
+
+/// How to set up a local deployment.
+#[derive(Clone)]
+pub struct LocalOptions {
+    /// Resource name prefix (unique per test).
+    pub prefix: String,
+    /// Multiplies every real retry wait (0.001 plays 24 h out in ~86 s).
+    pub time_scale: f64,
+    /// Default retry schedule; `None` uses `infra/settings.json`.
+    pub schedule: Option<RetrySchedule>,
+    /// Redrive `maxReceiveCount`; `None` uses the settings file.
+    pub max_receive_count: Option<i32>,
+    /// Attempt deadline, milliseconds; `None` uses the settings file.
+    pub attempt_timeout_ms: Option<u64>,
+    /// Networks the SSRF guard lets through (local receivers listen on 127.0.0.1).
+    pub allow_destinations: Vec<String>,
+    /// Name resolver behind the SSRF guard; `None` for the system resolver.
+    pub lookup: Option<Arc<dyn HostLookup>>,
+    /// Visibility timeout of the local queue poller, seconds; `None` uses the settings file.
+    pub visibility_timeout_seconds: Option<i32>,
+    /// Concurrent sender pollers.
+    pub sender_concurrency: u32,
+    /// Apply the stream mapping's INSERT filter.
+    pub insert_filter: bool,
+    /// Start the Step Functions scheduler for waits over 900 s.
+    pub step_functions: bool,
+}
+
+impl Default for LocalOptions {
+    fn default() -> Self {
+        Self {
+            prefix: "tern-".into(),
+            time_scale: 1.0,
+            schedule: None,
+            max_receive_count: None,
+            attempt_timeout_ms: None,
+            allow_destinations: vec!["127.0.0.1/32".into()],
+            lookup: None,
+            visibility_timeout_seconds: None,
+            sender_concurrency: 2,
+            insert_filter: true,
+            step_functions: true,
+        }
+    }
+}
+
+/// A running local deployment. Pollers stop when it is dropped.
+pub struct LocalTern {
+    /// SDK configuration pointing at moto.
+    pub aws: SdkConfig,
+    /// Resource names.
+    pub resources: Resources,
+    /// Relay dependencies.
+    pub relay: Arc<RelayDeps>,
+    /// Sender dependencies.
+    pub sender: Arc<SenderDeps>,
+    /// Replay dependencies.
+    pub replay: ReplayDeps,
+    /// The environment the functions would get, as `(name, value)` pairs.
+    pub env: Vec<(String, String)>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Drop for LocalTern {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+/// Local mode could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum LocalError {
+    /// Creating resources failed.
+    #[error(transparent)]
+    Provision(#[from] crate::resources::ProvisionError),
+    /// A setting is invalid.
+    #[error(transparent)]
+    Config(#[from] tern_handlers::config::ConfigError),
+    /// The HTTP client did not start.
+    #[error(transparent)]
+    Client(#[from] tern_http::client::ClientBuildError),
+}
+
+impl LocalTern {
+    /// Creates the resources on `aws` (a moto server) and wires the handlers. Call
+    /// [`Self::start_pollers`] to begin processing.
+    ///
+    /// # Errors
+    /// [`LocalError`].
+    pub async fn create(aws: SdkConfig, options: &LocalOptions) -> Result<Self, LocalError> {
+        let settings = infra_settings();
+        let resources = provision(&aws, &options.prefix, options.max_receive_count).await?;
+        let schedule = options
+            .schedule
+            .clone()
+            .unwrap_or_else(|| RetrySchedule::new(settings.delivery.retry_schedule.clone()).unwrap_or_default());
+        let mut env: Vec<(String, String)> = resources.env().into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
+        if !options.step_functions {
+            env.retain(|(k, _)| k != "TERN_DELAY_STATE_MACHINE_ARN");
+        }
+        let schedule_text = schedule.delays().iter().map(u64::to_string).collect::<Vec<_>>().join(",");
+        env.extend([
+            ("TERN_RETRY_SCHEDULE".to_owned(), schedule_text),
+            ("TERN_TIME_SCALE".to_owned(), options.time_scale.to_string()),
+            (
+                "TERN_ATTEMPT_TIMEOUT_MS".to_owned(),
+                options.attempt_timeout_ms.unwrap_or(settings.delivery.attempt_timeout_ms).to_string(),
+            ),
+            ("TERN_HTTPS_ONLY".to_owned(), "false".to_owned()),
+            ("TERN_ALLOW_DESTINATIONS".to_owned(), options.allow_destinations.join(",")),
+            ("TERN_MAX_PAYLOAD_BYTES".to_owned(), settings.delivery.max_payload_bytes.to_string()),
+            ("TERN_ATTEMPT_LOG_TTL_DAYS".to_owned(), settings.delivery.attempt_log_ttl_days.to_string()),
+        ]);
+        let lookup_env = env.clone();
+        let lookup = move |k: &str| lookup_env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+        let vars = Env(&lookup);
+        let relay = tern_aws::wiring::relay_deps(&RelayConfig::from_env(&vars)?, &aws);
+        let sender = tern_aws::wiring::sender_deps(&SenderConfig::from_env(&vars)?, &aws, options.lookup.clone())?;
+        let replay = tern_aws::wiring::replay_deps(&ReplayConfig::from_env(&vars)?, &aws);
+        Ok(Self {
+            aws,
+            resources,
+            relay: Arc::new(relay),
+            sender: Arc::new(sender),
+            replay,
+            env,
+            tasks: Vec::new(),
+        })
+    }
+
+    /// Starts the stream poller and the queue pollers. Returns the channel their reports
+    /// arrive on.
+    pub fn start_pollers(&mut self, options: &LocalOptions) -> UnboundedReceiver<LocalEvent> {
+        let settings = infra_settings();
+        let (tx, rx) = unbounded_channel();
+        let failure_queue = Arc::new(SqsQueue::new(aws_sdk_sqs::Client::new(&self.aws), &self.resources.relay_failure_queue_url));
+        self.tasks.push(spawn_stream_poller(
+            &self.aws,
+            self.resources.outbox_stream_arn.clone(),
+            self.relay.clone(),
+            failure_queue,
+            StreamPollerOptions {
+                batch_size: settings.event_sources.relay.batch_size,
+                max_retries: settings.event_sources.relay.maximum_retry_attempts,
+                insert_filter: options.insert_filter,
+                idle: Duration::from_millis(100),
+            },
+            Some(tx.clone()),
+        ));
+        self.tasks.extend(spawn_queue_pollers(
+            &self.aws,
+            self.resources.delivery_queue_url.clone(),
+            self.sender.clone(),
+            QueuePollerOptions {
+                batch_size: settings.event_sources.sender.batch_size,
+                visibility_timeout_seconds: options
+                    .visibility_timeout_seconds
+                    .unwrap_or(settings.queues.delivery.visibility_timeout_seconds),
+                concurrency: options.sender_concurrency,
+            },
+            Some(tx),
+        ));
+        rx
+    }
+
+    /// A DynamoDB client on the local AWS.
+    pub fn dynamodb(&self) -> aws_sdk_dynamodb::Client {
+        aws_sdk_dynamodb::Client::new(&self.aws)
+    }
+
+    /// An SQS client on the local AWS.
+    pub fn sqs(&self) -> aws_sdk_sqs::Client {
+        aws_sdk_sqs::Client::new(&self.aws)
+    }
+}

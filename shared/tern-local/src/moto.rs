@@ -1,0 +1,166 @@
+//! Starts moto server (the local AWS) from the project's Python venv and builds SDK
+//! configuration that points at it.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use aws_config::{BehaviorVersion, SdkConfig};
+use tokio::process::{Child, Command};
+
+/// Why moto could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum MotoError {
+    /// No moto_server executable.
+    #[error(
+        "moto_server not found (looked for $TERN_MOTO_SERVER, then .venv/bin/moto_server in {searched}). \
+         Run `make venv` to create the project's Python venv with moto, or set TERN_MOTO_SERVER"
+    )]
+    NotFound {
+        /// Where it looked.
+        searched: String,
+    },
+    /// The process did not start.
+    #[error("moto_server at {path} did not start: {source}")]
+    Spawn {
+        /// Executable.
+        path: String,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// The server did not answer in time.
+    #[error("moto_server did not answer on {url} within {seconds} s")]
+    NotReady {
+        /// Its URL.
+        url: String,
+        /// How long it was given.
+        seconds: u64,
+    },
+    /// A free port could not be found.
+    #[error("no free local port: {0}")]
+    Port(std::io::Error),
+    /// Enabling Step Functions execution failed.
+    #[error("cannot configure moto: {0}")]
+    Config(String),
+}
+
+/// A running moto server on 127.0.0.1. Killed when dropped.
+pub struct MotoServer {
+    child: Child,
+    /// `http://127.0.0.1:<port>`.
+    pub url: String,
+    /// Its port.
+    pub port: u16,
+}
+
+/// Finds `moto_server`: `$TERN_MOTO_SERVER`, else `.venv/bin/moto_server` in the current
+/// directory or any parent (so it works from the repo root and from crate directories).
+pub fn find_moto_server() -> Result<PathBuf, MotoError> {
+    if let Ok(p) = std::env::var("TERN_MOTO_SERVER") {
+        return Ok(PathBuf::from(p));
+    }
+    let start = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let mut searched = Vec::new();
+    let mut dir: Option<&Path> = Some(&start);
+    while let Some(d) = dir {
+        let candidate = d.join(".venv/bin/moto_server");
+        if candidate.is_file() {
+            return Ok(candidate);
+        }
+        searched.push(d.display().to_string());
+        dir = d.parent();
+    }
+    Err(MotoError::NotFound {
+        searched: searched.join(", "),
+    })
+}
+
+fn free_port() -> Result<u16, MotoError> {
+    let l = TcpListener::bind("127.0.0.1:0").map_err(MotoError::Port)?;
+    Ok(l.local_addr().map_err(MotoError::Port)?.port())
+}
+
+impl MotoServer {
+    /// Starts moto on a free port, waits until it answers, and turns on Step Functions
+    /// execution (off by default in moto; must be on before any state machine is created).
+    ///
+    /// # Errors
+    /// [`MotoError`] with what to do about it.
+    pub async fn start() -> Result<Self, MotoError> {
+        let path = find_moto_server()?;
+        let port = free_port()?;
+        let child = Command::new(&path)
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            // Step Functions service tasks call back into moto at localhost:$MOTO_PORT.
+            .env("MOTO_PORT", port.to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|source| MotoError::Spawn {
+                path: path.display().to_string(),
+                source,
+            })?;
+        let server = Self {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+            port,
+        };
+        server.wait_ready(Duration::from_secs(30)).await?;
+        server.enable_step_functions().await?;
+        Ok(server)
+    }
+
+    async fn wait_ready(&self, limit: Duration) -> Result<(), MotoError> {
+        let http = reqwest::Client::new();
+        let deadline = tokio::time::Instant::now() + limit;
+        while tokio::time::Instant::now() < deadline {
+            if let Ok(r) = http.get(format!("{}/moto-api/", self.url)).send().await {
+                if r.status().is_success() {
+                    return Ok(());
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Err(MotoError::NotReady {
+            url: self.url.clone(),
+            seconds: limit.as_secs(),
+        })
+    }
+
+    async fn enable_step_functions(&self) -> Result<(), MotoError> {
+        let r = reqwest::Client::new()
+            .post(format!("{}/moto-api/config", self.url))
+            .header("content-type", "application/json")
+            .body(r#"{"stepfunctions":{"execute_state_machine":true}}"#)
+            .send()
+            .await
+            .map_err(|e| MotoError::Config(e.to_string()))?;
+        if !r.status().is_success() {
+            return Err(MotoError::Config(format!("status {}", r.status())));
+        }
+        Ok(())
+    }
+
+    /// SDK configuration for this server.
+    pub async fn sdk_config(&self) -> SdkConfig {
+        sdk_config_for(&self.url).await
+    }
+
+    /// Stops the server.
+    pub async fn stop(mut self) {
+        let _ = self.child.kill().await;
+    }
+}
+
+/// SDK configuration for a local endpoint: fixed test credentials and `us-east-1`.
+pub async fn sdk_config_for(url: &str) -> SdkConfig {
+    aws_config::defaults(BehaviorVersion::latest())
+        .endpoint_url(url)
+        .region(aws_config::Region::new("us-east-1"))
+        .credentials_provider(aws_sdk_sqs::config::Credentials::new("testing", "testing", None, None, "tern-local"))
+        .load()
+        .await
+}

@@ -1,0 +1,99 @@
+//! `infra/settings.json`, compiled in: the same numbers the CDK app and SAM template use.
+
+use serde::Deserialize;
+
+/// The settings file's text.
+pub const SETTINGS_JSON: &str = include_str!("../../../infra/settings.json");
+/// The delayed-delivery state machine definition.
+pub const DELAY_STATE_MACHINE_ASL: &str = include_str!("../../../infra/statemachine/delayed-delivery.asl.json");
+
+/// The parts of `infra/settings.json` local mode uses.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InfraSettings {
+    /// Queues.
+    pub queues: Queues,
+    /// Event source mappings.
+    pub event_sources: EventSources,
+    /// Delivery defaults.
+    pub delivery: Delivery,
+}
+
+/// Queue settings.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Queues {
+    /// Delivery queue.
+    pub delivery: DeliveryQueue,
+}
+
+/// Delivery queue settings.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeliveryQueue {
+    /// Seconds.
+    pub visibility_timeout_seconds: i32,
+    /// Receives before SQS moves a message to the DLQ.
+    pub max_receive_count: i32,
+    /// Seconds.
+    pub message_retention_seconds: i32,
+}
+
+/// Event source mapping settings.
+#[derive(Debug, Clone, Deserialize)]
+pub struct EventSources {
+    /// Stream -> relay.
+    pub relay: RelaySource,
+    /// Queue -> sender.
+    pub sender: SenderSource,
+}
+
+/// Stream mapping.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RelaySource {
+    /// Records per invocation.
+    pub batch_size: i32,
+    /// Retries of a failing batch before it goes to the failure destination.
+    pub maximum_retry_attempts: u32,
+}
+
+/// Queue mapping.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SenderSource {
+    /// Messages per invocation (at most 10).
+    pub batch_size: i32,
+    /// Concurrent invocations.
+    pub maximum_concurrency: u32,
+}
+
+/// Delivery defaults.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Delivery {
+    /// Seconds.
+    pub retry_schedule: Vec<u64>,
+    /// Milliseconds.
+    pub attempt_timeout_ms: u64,
+    /// Bytes.
+    pub max_payload_bytes: usize,
+    /// Days.
+    pub attempt_log_ttl_days: u32,
+}
+
+/// The parsed settings. The file is part of the build, so a parse failure is a bug
+/// caught by this crate's tests.
+pub fn infra_settings() -> InfraSettings {
+    serde_json::from_str(SETTINGS_JSON).unwrap_or_else(|e| panic!("infra/settings.json does not parse: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn settings_parse() {
+        let s = super::infra_settings();
+        assert!(s.event_sources.sender.batch_size <= 10);
+        let asl: serde_json::Value = serde_json::from_str(super::DELAY_STATE_MACHINE_ASL).unwrap();
+        assert_eq!(asl["States"]["Wait"]["SecondsPath"], "$.wait_seconds");
+    }
+}

@@ -1,0 +1,146 @@
+//! End to end on moto with loopback receivers: outbox -> stream -> relay -> queue ->
+//! sender -> receiver, retries, the DLQ and the replay.
+
+use std::time::Duration;
+
+use tern_core::DeliveryMessage;
+use tern_handlers::metrics::{Metrics, MetricsSink};
+use tern_handlers::replay::{ReplayFilters, ReplayRequest};
+use tern_local::LocalOptions;
+use tern_tests::*;
+
+fn fast() -> LocalOptions {
+    LocalOptions {
+        // 60 s -> 1 s, 300 s -> 1 s: retries within seconds.
+        time_scale: 0.001,
+        ..LocalOptions::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn happy_path_fans_out_to_two_endpoints_with_verifiable_signatures() {
+    let (local, _rx) = deployment("happy", fast()).await;
+    let receiver = Receiver::start().await.unwrap();
+    let a = add_endpoint(&local, "tnt_acme", &receiver.url("/a"), &["order.paid"], None).await;
+    let b = add_endpoint(&local, "tnt_acme", &receiver.url("/b"), &["*"], None).await;
+    let other_type = add_endpoint(&local, "tnt_acme", &receiver.url("/c"), &["order.shipped"], None).await;
+    let other_tenant = add_endpoint(&local, "tnt_other", &receiver.url("/d"), &["*"], None).await;
+
+    // S2: the exact bytes, not re-ordered keys, not 100.0.
+    let payload = r#"{"b":1,"a":2,"n":1e2}"#;
+    let id = publish(&local, "order.paid", "tnt_acme", payload).await;
+
+    let got_a = receiver.wait_for("/a", 1, Duration::from_secs(30)).await;
+    let got_b = receiver.wait_for("/b", 1, Duration::from_secs(30)).await;
+    assert_eq!(got_a.len(), 1);
+    assert_eq!(got_b.len(), 1);
+    for (req, ep) in [(&got_a[0], &a), (&got_b[0], &b)] {
+        assert_eq!(&req.body[..], payload.as_bytes());
+        assert_eq!(req.header("webhook-id"), Some(id.as_str()));
+        assert_eq!(req.header("idempotency-key"), Some(id.as_str()));
+        assert_eq!(req.header("content-type"), Some("application/json"));
+        assert!(req.header("user-agent").unwrap().starts_with("Tern/"));
+        verify_reference(&ep.secrets[0].secret, req).expect("reference verifier accepts");
+        let body_sig = req.header("x-webhook-signature").unwrap();
+        tern_receiver::Verifier::new(ep.secrets[0].secret.expose())
+            .unwrap()
+            .verify_body_signature(&req.headers, &req.body)
+            .unwrap_or_else(|e| panic!("x-webhook-signature {body_sig} does not verify: {e}"));
+    }
+    // Nothing for the other type or tenant, and no second POST.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(receiver.requests("/c").is_empty(), "{other_type:?}");
+    assert!(receiver.requests("/d").is_empty(), "{other_tenant:?}");
+    assert_eq!(receiver.requests("/a").len(), 1);
+    let history = local.sender.ledger.history(&id).await.unwrap();
+    assert_eq!(history.len(), 2);
+    assert!(history.iter().all(|r| r.outcome == "delivered" && r.status == Some(200)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fails_then_succeeds_with_the_same_webhook_id() {
+    let (local, _rx) = deployment("retry", fast()).await;
+    let receiver = Receiver::start().await.unwrap();
+    receiver.set("/flaky", Behavior::FailFirst { count: 2, status: 500 });
+    let ep = add_endpoint(&local, "tnt_acme", &receiver.url("/flaky"), &["*"], None).await;
+    let id = publish(&local, "order.paid", "tnt_acme", r#"{"x":1}"#).await;
+
+    let got = receiver.wait_for("/flaky", 3, Duration::from_secs(40)).await;
+    assert_eq!(got.iter().map(|r| r.answered).collect::<Vec<_>>(), vec![500, 500, 200]);
+    for r in &got {
+        assert_eq!(r.header("webhook-id"), Some(id.as_str()));
+        verify_reference(&ep.secrets[0].secret, r).expect("each attempt verifies");
+    }
+    // Retries waited (scaled) instead of hammering: each gap is at least 1 s.
+    for w in got.windows(2) {
+        assert!(w[1].at - w[0].at >= chrono::Duration::milliseconds(900), "{:?}", (w[0].at, w[1].at));
+    }
+    assert!(eventually(Duration::from_secs(10), async || local.sender.ledger.history(&id).await.unwrap().len() == 3).await);
+    let history = local.sender.ledger.history(&id).await.unwrap();
+    assert_eq!(history.iter().map(|r| r.attempt).collect::<Vec<_>>(), vec![1, 2, 3]);
+    assert_eq!(history[0].outcome, "retry");
+    assert_eq!(history[2].outcome, "delivered");
+    assert!(history[0].next_wait_seconds.unwrap() >= 60);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exhausted_goes_to_the_dlq_and_replay_delivers_it() {
+    let (local, _rx) = deployment("exhaust", fast()).await;
+    let receiver = Receiver::start().await.unwrap();
+    receiver.set("/down", Behavior::Always(Reply::status(503)));
+    let ep = add_endpoint(&local, "tnt_acme", &receiver.url("/down"), &["*"], Some(3)).await;
+    let id = publish(&local, "order.paid", "tnt_acme", r#"{"x":2}"#).await;
+
+    let dlq = local.resources.dlq_url.clone();
+    assert!(eventually(Duration::from_secs(40), async || peek_queue(&local, &dlq).await.len() == 1).await, "dead-lettered");
+    assert_eq!(receiver.requests("/down").len(), 3, "exactly the attempt budget");
+    let dead = DeliveryMessage::parse(&peek_queue(&local, &dlq).await[0]).unwrap();
+    let record = dead.dead_letter.clone().unwrap();
+    assert_eq!(record.reason.as_str(), "exhausted");
+    assert_eq!(record.attempts, 3);
+    assert_eq!(record.last_status, Some(503));
+
+    // Dry run changes nothing.
+    let metrics = Metrics::new("Tern", MetricsSink::Discard);
+    let dry = ReplayRequest {
+        dry_run: true,
+        ..ReplayRequest::default()
+    };
+    let summary = tern_handlers::replay::handle(&local.replay, dry, &metrics).await.unwrap();
+    assert_eq!((summary.matched, summary.replayed), (1, 0));
+    assert_eq!(peek_queue(&local, &dlq).await.len(), 1);
+
+    // A filter that matches nothing leaves it.
+    let other = ReplayRequest {
+        filters: ReplayFilters {
+            reason: Some(tern_core::DeadLetterReason::Gone),
+            ..ReplayFilters::default()
+        },
+        ..ReplayRequest::default()
+    };
+    let summary = tern_handlers::replay::handle(&local.replay, other, &metrics).await.unwrap();
+    assert_eq!((summary.examined, summary.skipped, summary.replayed), (1, 1, 0));
+
+    // Fix the receiver, replay: delivered with the same webhook-id and a fresh budget.
+    receiver.set("/down", Behavior::Always(Reply::status(200)));
+    let fix = ReplayRequest {
+        filters: ReplayFilters {
+            endpoint_id: Some(ep.id.clone()),
+            ..ReplayFilters::default()
+        },
+        ..ReplayRequest::default()
+    };
+    let summary = tern_handlers::replay::handle(&local.replay, fix, &metrics).await.unwrap();
+    assert_eq!(summary.replayed, 1);
+    let got = receiver.wait_for("/down", 4, Duration::from_secs(20)).await;
+    assert_eq!(got.len(), 4);
+    assert_eq!(got[3].answered, 200);
+    assert_eq!(got[3].header("webhook-id"), Some(id.as_str()));
+    verify_reference(&ep.secrets[0].secret, &got[3]).unwrap();
+    assert!(peek_queue(&local, &dlq).await.is_empty());
+    assert!(eventually(Duration::from_secs(10), async || {
+        let h = local.sender.ledger.history(&id).await.unwrap();
+        h.last().is_some_and(|r| r.replay_count == 1 && r.attempt == 1 && r.outcome == "delivered")
+    })
+    .await);
+}
