@@ -29,12 +29,14 @@ pub fn moto_url() -> String {
             start_moto()
         })
         .clone()
-        .unwrap_or_else(|e| panic!("moto (the local AWS) is required for this test and could not start: {e}"))
+        .unwrap_or_else(|e| {
+            panic!("moto (the local AWS) is required for this test and could not start: {e}")
+        })
 }
 
 fn start_moto() -> Result<String, String> {
     use std::os::unix::process::CommandExt;
-    let path = tern_local::moto::find_moto_server().map_err(|e| e.to_string())?;
+    let moto = tern_local::moto::find_moto_server().map_err(|e| e.to_string())?;
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map_err(|e| e.to_string())?
@@ -43,8 +45,9 @@ fn start_moto() -> Result<String, String> {
     // The child is spawned from a thread that lives as long as the process, with
     // PR_SET_PDEATHSIG, so moto dies with the test process even on a panic.
     std::thread::spawn(move || {
-        let mut cmd = std::process::Command::new(&path);
-        cmd.args(["-H", "127.0.0.1", "-p", &port.to_string()])
+        let mut cmd = std::process::Command::new(&moto.program);
+        cmd.args(&moto.args)
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
             .env("MOTO_PORT", port.to_string())
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
@@ -62,7 +65,7 @@ fn start_moto() -> Result<String, String> {
                 let _ = child.wait();
             }
             Err(e) => {
-                let _ = tx.send(Err(format!("{}: {e}", path.display())));
+                let _ = tx.send(Err(format!("{}: {e}", moto.program.display())));
             }
         }
     });
@@ -90,7 +93,10 @@ fn start_moto() -> Result<String, String> {
     let mut answer = String::new();
     let _ = s.read_to_string(&mut answer);
     if !(answer.starts_with("HTTP/1.1 20") || answer.starts_with("HTTP/1.0 20")) {
-        return Err(format!("moto config call failed: {}", answer.lines().next().unwrap_or("")));
+        return Err(format!(
+            "moto config call failed: {}",
+            answer.lines().next().unwrap_or("")
+        ));
     }
     Ok(url)
 }
@@ -105,10 +111,15 @@ fn uuid_fragment() -> String {
 }
 
 /// A fresh deployment on the shared moto, with pollers running.
-pub async fn deployment(test: &str, mut options: LocalOptions) -> (LocalTern, UnboundedReceiver<LocalEvent>) {
+pub async fn deployment(
+    test: &str,
+    mut options: LocalOptions,
+) -> (LocalTern, UnboundedReceiver<LocalEvent>) {
     options.prefix = prefix(test);
     let aws = tern_local::moto::sdk_config_for(&moto_url()).await;
-    let mut local = LocalTern::create(aws, &options).await.expect("local deployment");
+    let mut local = LocalTern::create(aws, &options)
+        .await
+        .expect("local deployment");
     let rx = local.start_pollers(&options);
     (local, rx)
 }
@@ -117,12 +128,29 @@ pub async fn deployment(test: &str, mut options: LocalOptions) -> (LocalTern, Un
 pub async fn deployment_without_pollers(test: &str, mut options: LocalOptions) -> LocalTern {
     options.prefix = prefix(test);
     let aws = tern_local::moto::sdk_config_for(&moto_url()).await;
-    LocalTern::create(aws, &options).await.expect("local deployment")
+    LocalTern::create(aws, &options)
+        .await
+        .expect("local deployment")
 }
 
 /// Registers an endpoint with a new secret; returns it.
-pub async fn add_endpoint(local: &LocalTern, tenant: &str, url: &str, types: &[&str], max_attempts: Option<u32>) -> Endpoint {
-    add_endpoint_with(local, EndpointId::generate(), tenant, url, types, max_attempts, None).await
+pub async fn add_endpoint(
+    local: &LocalTern,
+    tenant: &str,
+    url: &str,
+    types: &[&str],
+    max_attempts: Option<u32>,
+) -> Endpoint {
+    add_endpoint_with(
+        local,
+        EndpointId::generate(),
+        tenant,
+        url,
+        types,
+        max_attempts,
+        None,
+    )
+    .await
 }
 
 /// Registers an endpoint with a chosen id and optional schedule.
@@ -154,7 +182,9 @@ pub async fn add_endpoint_with(
         created_at: Utc::now(),
     };
     endpoint.validate().expect("valid endpoint");
-    tern_core::ports::EndpointStore::put(local.sender.endpoints.as_ref(), &endpoint).await.expect("put endpoint");
+    tern_core::ports::EndpointStore::put(local.sender.endpoints.as_ref(), &endpoint)
+        .await
+        .expect("put endpoint");
     endpoint
 }
 
@@ -163,10 +193,15 @@ pub async fn add_endpoint_with(
 /// non-outbox item, as in a single-table design). Returns the event id.
 pub async fn publish(local: &LocalTern, event_type: &str, tenant: &str, payload: &str) -> EventId {
     let writer = OutboxWriter::new(&local.resources.outbox_table);
-    let prepared = writer.prepare(event_type, tenant, payload).expect("valid event");
+    let prepared = writer
+        .prepare(event_type, tenant, payload)
+        .expect("valid event");
     let business = Put::builder()
         .table_name(&local.resources.outbox_table)
-        .item("event_id", AttributeValue::S(format!("order#{}", prepared.event.id)))
+        .item(
+            "event_id",
+            AttributeValue::S(format!("order#{}", prepared.event.id)),
+        )
         .item("kind", AttributeValue::S("order".into()))
         .item("status", AttributeValue::S("paid".into()))
         .build()
@@ -221,7 +256,13 @@ pub async fn peek_queue(local: &LocalTern, url: &str) -> Vec<String> {
         }
     }
     for h in handles {
-        let _ = sqs.change_message_visibility().queue_url(url).receipt_handle(h).visibility_timeout(0).send().await;
+        let _ = sqs
+            .change_message_visibility()
+            .queue_url(url)
+            .receipt_handle(h)
+            .visibility_timeout(0)
+            .send()
+            .await;
     }
     bodies
 }
@@ -232,9 +273,450 @@ pub fn verify_reference(secret: &Secret, request: &Captured) -> Result<(), Strin
     let wh = standardwebhooks::Webhook::new(secret.expose()).map_err(|e| format!("{e:?}"))?;
     let mut headers = http::HeaderMap::new();
     for (n, v) in &request.headers {
-        if let (Ok(n), Ok(v)) = (http::HeaderName::try_from(n.as_str()), http::HeaderValue::try_from(v.as_str())) {
+        if let (Ok(n), Ok(v)) = (
+            http::HeaderName::try_from(n.as_str()),
+            http::HeaderValue::try_from(v.as_str()),
+        ) {
             headers.append(n, v);
         }
     }
-    wh.verify(&request.body, &headers).map_err(|e| format!("{e:?}"))
+    wh.verify(&request.body, &headers)
+        .map_err(|e| format!("{e:?}"))
+}
+
+/// Every message the sender hands to the delivery queue or the delay scheduler, in order.
+/// Recorded by wrapper ports around the real adapters, so a test can prove that no
+/// SendMessage carries a `DelaySeconds` outside 0-900 and that long waits went to Step
+/// Functions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Handoff {
+    /// SendMessage on the delivery queue.
+    Queue {
+        /// Attempt number of the message sent.
+        attempt: u32,
+        /// Its `DelaySeconds`, seconds.
+        delay_seconds: u32,
+    },
+    /// A Step Functions wait.
+    StepFunctions {
+        /// Attempt number of the message scheduled.
+        attempt: u32,
+        /// The Wait state's seconds (real, after time scaling).
+        wait_seconds: u64,
+    },
+}
+
+/// Shared log of [`Handoff`]s.
+pub type HandoffLog = std::sync::Arc<std::sync::Mutex<Vec<Handoff>>>;
+
+/// A [`tern_core::ports::MessageQueue`] that records each entry's delay, then forwards.
+pub struct RecordingQueue {
+    /// The real queue.
+    pub inner: std::sync::Arc<dyn tern_core::ports::MessageQueue>,
+    /// Where records go.
+    pub log: HandoffLog,
+}
+
+fn attempt_of(body: &str) -> u32 {
+    tern_core::DeliveryMessage::parse(body)
+        .map(|m| m.attempt)
+        .unwrap_or(0)
+}
+
+#[async_trait::async_trait]
+impl tern_core::ports::MessageQueue for RecordingQueue {
+    async fn send_batch(
+        &self,
+        entries: &[tern_core::ports::QueueEntry],
+    ) -> Result<Vec<Result<(), tern_core::ports::PortError>>, tern_core::ports::PortError> {
+        for e in entries {
+            self.log.lock().unwrap().push(Handoff::Queue {
+                attempt: attempt_of(&e.body),
+                delay_seconds: e.delay_seconds,
+            });
+        }
+        self.inner.send_batch(entries).await
+    }
+
+    async fn send(
+        &self,
+        entry: &tern_core::ports::QueueEntry,
+    ) -> Result<(), tern_core::ports::PortError> {
+        self.log.lock().unwrap().push(Handoff::Queue {
+            attempt: attempt_of(&entry.body),
+            delay_seconds: entry.delay_seconds,
+        });
+        self.inner.send(entry).await
+    }
+}
+
+/// A [`tern_core::ports::DelayScheduler`] that records each wait, then forwards.
+pub struct RecordingScheduler {
+    /// The real scheduler (Step Functions on moto).
+    pub inner: std::sync::Arc<dyn tern_core::ports::DelayScheduler>,
+    /// Where records go.
+    pub log: HandoffLog,
+}
+
+#[async_trait::async_trait]
+impl tern_core::ports::DelayScheduler for RecordingScheduler {
+    async fn schedule(
+        &self,
+        message: &tern_core::DeliveryMessage,
+        wait_seconds: u64,
+    ) -> Result<(), tern_core::ports::PortError> {
+        self.log.lock().unwrap().push(Handoff::StepFunctions {
+            attempt: message.attempt,
+            wait_seconds,
+        });
+        self.inner.schedule(message, wait_seconds).await
+    }
+}
+
+/// A name resolver that knows no names: any host name fails with a `dns` error class and
+/// no test ever queries the system's DNS. IP-literal URLs (the loopback receivers) are
+/// not looked up at all.
+pub fn no_dns() -> std::sync::Arc<dyn tern_http::HostLookup> {
+    std::sync::Arc::new(tern_http::StaticLookup::default())
+}
+
+/// A fresh deployment whose sender hands retries to recording wrappers around the real
+/// delivery queue and Step Functions scheduler; pollers running. Also uses [`no_dns`]
+/// unless `options.lookup` is set.
+pub async fn deployment_recording(
+    test: &str,
+    mut options: LocalOptions,
+) -> (LocalTern, UnboundedReceiver<LocalEvent>, HandoffLog) {
+    use std::sync::Arc;
+    if options.lookup.is_none() {
+        options.lookup = Some(no_dns());
+    }
+    let mut local = deployment_without_pollers(test, options.clone()).await;
+    let log = HandoffLog::default();
+    let s = &local.sender;
+    let deps = tern_handlers::sender::SenderDeps {
+        endpoints: s.endpoints.clone(),
+        ledger: s.ledger.clone(),
+        delivery_queue: Arc::new(RecordingQueue {
+            inner: s.delivery_queue.clone(),
+            log: log.clone(),
+        }),
+        dlq: s.dlq.clone(),
+        scheduler: s.scheduler.clone().map(|inner| {
+            Arc::new(RecordingScheduler {
+                inner,
+                log: log.clone(),
+            }) as Arc<dyn tern_core::ports::DelayScheduler>
+        }),
+        client: s.client.clone(),
+        policy: s.policy.clone(),
+    };
+    local.sender = Arc::new(deps);
+    let rx = local.start_pollers(&options);
+    (local, rx, log)
+}
+
+/// Asserts the delay invariant over a [`HandoffLog`]: every SendMessage carries a
+/// `DelaySeconds` in 0..=900.
+pub fn assert_queue_delays_in_range(log: &HandoffLog) {
+    for h in log.lock().unwrap().iter() {
+        if let Handoff::Queue { delay_seconds, .. } = h {
+            assert!(
+                *delay_seconds <= tern_core::retry::MAX_QUEUE_DELAY_SECONDS,
+                "SendMessage with DelaySeconds {delay_seconds}: {h:?}"
+            );
+        }
+    }
+}
+
+/// Registers an endpoint with its own attempt deadline (milliseconds).
+pub async fn add_endpoint_with_timeout(
+    local: &LocalTern,
+    tenant: &str,
+    url: &str,
+    max_attempts: Option<u32>,
+    timeout_ms: u64,
+) -> Endpoint {
+    let mut endpoint = add_endpoint(local, tenant, url, &["*"], max_attempts).await;
+    endpoint.timeout_ms = Some(timeout_ms);
+    endpoint.validate().expect("valid endpoint");
+    tern_core::ports::EndpointStore::put(local.sender.endpoints.as_ref(), &endpoint)
+        .await
+        .expect("put endpoint");
+    endpoint
+}
+
+/// The DLQ's messages, parsed.
+pub async fn dead_letters(local: &LocalTern) -> Vec<tern_core::DeliveryMessage> {
+    peek_queue(local, &local.resources.dlq_url.clone())
+        .await
+        .iter()
+        .map(|b| tern_core::DeliveryMessage::parse(b).expect("delivery message in the DLQ"))
+        .collect()
+}
+
+/// Moves every DLQ message to the delivery queue byte for byte, as the SQS console's
+/// "start DLQ redrive" does (StartMessageMoveTask is not in moto). Returns how many.
+pub async fn console_redrive(local: &LocalTern) -> usize {
+    let sqs = local.sqs();
+    let mut moved = 0;
+    loop {
+        let out = sqs
+            .receive_message()
+            .queue_url(&local.resources.dlq_url)
+            .max_number_of_messages(10)
+            .visibility_timeout(30)
+            .send()
+            .await
+            .expect("receive from the DLQ");
+        let msgs = out.messages.unwrap_or_default();
+        if msgs.is_empty() {
+            return moved;
+        }
+        for m in msgs {
+            sqs.send_message()
+                .queue_url(&local.resources.delivery_queue_url)
+                .message_body(m.body.unwrap_or_default())
+                .send()
+                .await
+                .expect("send to the delivery queue");
+            sqs.delete_message()
+                .queue_url(&local.resources.dlq_url)
+                .receipt_handle(m.receipt_handle.unwrap_or_default())
+                .send()
+                .await
+                .expect("delete from the DLQ");
+            moved += 1;
+        }
+    }
+}
+
+/// In-memory stand-ins for the ports, for handler-level tests that need no AWS: the
+/// relay and sender run unchanged over them.
+pub mod fakes {
+    use std::sync::Mutex;
+
+    use async_trait::async_trait;
+    use chrono::{DateTime, Utc};
+    use tern_core::ports::{
+        AttemptRecord, Claim, DeliveryLedger, DeliveryState, EndpointStore, MessageQueue,
+        PortError, QueueEntry,
+    };
+    use tern_core::{DeliveryMessage, Endpoint, EndpointId, EventId, TenantId};
+
+    fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+        m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A queue that keeps what it is sent.
+    #[derive(Default)]
+    pub struct MemQueue {
+        entries: Mutex<Vec<QueueEntry>>,
+    }
+
+    impl MemQueue {
+        /// Everything sent so far.
+        pub fn entries(&self) -> Vec<QueueEntry> {
+            lock(&self.entries).clone()
+        }
+    }
+
+    #[async_trait]
+    impl MessageQueue for MemQueue {
+        async fn send_batch(
+            &self,
+            entries: &[QueueEntry],
+        ) -> Result<Vec<Result<(), PortError>>, PortError> {
+            lock(&self.entries).extend(entries.iter().cloned());
+            Ok(entries.iter().map(|_| Ok(())).collect())
+        }
+        async fn send(&self, entry: &QueueEntry) -> Result<(), PortError> {
+            lock(&self.entries).push(entry.clone());
+            Ok(())
+        }
+    }
+
+    /// An endpoint registry in a vector.
+    #[derive(Default)]
+    pub struct MemEndpoints {
+        /// The endpoints.
+        pub endpoints: Mutex<Vec<Endpoint>>,
+    }
+
+    #[async_trait]
+    impl EndpointStore for MemEndpoints {
+        async fn get(
+            &self,
+            tenant: &TenantId,
+            id: &EndpointId,
+        ) -> Result<Option<Endpoint>, PortError> {
+            Ok(lock(&self.endpoints)
+                .iter()
+                .find(|e| &e.tenant_id == tenant && &e.id == id)
+                .cloned())
+        }
+        async fn list_for_tenant(&self, tenant: &TenantId) -> Result<Vec<Endpoint>, PortError> {
+            Ok(lock(&self.endpoints)
+                .iter()
+                .filter(|e| &e.tenant_id == tenant)
+                .cloned()
+                .collect())
+        }
+        async fn list_all(&self) -> Result<Vec<Endpoint>, PortError> {
+            Ok(lock(&self.endpoints).clone())
+        }
+        async fn put(&self, endpoint: &Endpoint) -> Result<(), PortError> {
+            let mut g = lock(&self.endpoints);
+            g.retain(|e| !(e.tenant_id == endpoint.tenant_id && e.id == endpoint.id));
+            g.push(endpoint.clone());
+            Ok(())
+        }
+        async fn disable(
+            &self,
+            tenant: &TenantId,
+            id: &EndpointId,
+            reason: &str,
+        ) -> Result<(), PortError> {
+            for e in lock(&self.endpoints)
+                .iter_mut()
+                .filter(|e| &e.tenant_id == tenant && &e.id == id)
+            {
+                e.enabled = false;
+                e.disabled_reason = Some(reason.to_owned());
+            }
+            Ok(())
+        }
+    }
+
+    /// A ledger that grants every claim and keeps the attempt log.
+    #[derive(Default)]
+    pub struct MemLedger {
+        attempts: Mutex<Vec<AttemptRecord>>,
+    }
+
+    #[async_trait]
+    impl DeliveryLedger for MemLedger {
+        async fn claim(
+            &self,
+            _message: &DeliveryMessage,
+            _lease_until: DateTime<Utc>,
+        ) -> Result<Claim, PortError> {
+            Ok(Claim::Granted)
+        }
+        async fn finish(
+            &self,
+            _message: &DeliveryMessage,
+            _state: DeliveryState,
+        ) -> Result<(), PortError> {
+            Ok(())
+        }
+        async fn record_attempt(&self, record: &AttemptRecord) -> Result<(), PortError> {
+            lock(&self.attempts).push(record.clone());
+            Ok(())
+        }
+        async fn history(&self, event: &EventId) -> Result<Vec<AttemptRecord>, PortError> {
+            Ok(lock(&self.attempts)
+                .iter()
+                .filter(|a| &a.event_id == event)
+                .cloned()
+                .collect())
+        }
+    }
+}
+
+/// A TCP listener on a loopback address that accepts and counts connections, then drops
+/// them. Stands in for a destination that must never be reached.
+pub struct CountingListener {
+    /// The address it listens on.
+    pub addr: std::net::SocketAddr,
+    count: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl CountingListener {
+    /// Listens on `ip` (a loopback address) on a free port.
+    pub async fn start(ip: std::net::IpAddr) -> std::io::Result<Self> {
+        assert!(ip.is_loopback(), "counting listeners stay on this machine");
+        let listener = tokio::net::TcpListener::bind((ip, 0)).await?;
+        let addr = listener.local_addr()?;
+        let count = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let c = count.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                c.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                drop(stream);
+            }
+        });
+        Ok(Self { addr, count, task })
+    }
+
+    /// Connections accepted so far.
+    pub fn connections(&self) -> usize {
+        self.count.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl Drop for CountingListener {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Everything logged through `tracing` (and the `log` crate) by this test process, at
+/// TRACE level for every target, once [`capture_logs`] has been called.
+#[derive(Clone, Default)]
+pub struct LogBuffer(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl LogBuffer {
+    /// The captured text so far.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(
+            &self
+                .0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+        .into_owned()
+    }
+}
+
+impl std::io::Write for LogBuffer {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LogBuffer {
+    type Writer = LogBuffer;
+    fn make_writer(&'a self) -> Self::Writer {
+        self.clone()
+    }
+}
+
+static LOGS: OnceLock<LogBuffer> = OnceLock::new();
+
+/// Installs (once per test process) a global subscriber that writes every event of every
+/// target at TRACE level, with all fields and spans, into a buffer; returns the buffer.
+/// Global, not thread-local, so logs of tasks on every runtime thread are caught.
+pub fn capture_logs() -> LogBuffer {
+    LOGS.get_or_init(|| {
+        use tracing_subscriber::util::SubscriberInitExt as _;
+        let buffer = LogBuffer::default();
+        tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::TRACE)
+            .with_writer(buffer.clone())
+            .with_ansi(false)
+            .finish()
+            .try_init()
+            .expect("no other global subscriber in this test process");
+        buffer
+    })
+    .clone()
 }

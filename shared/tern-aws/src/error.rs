@@ -22,11 +22,13 @@ where
 {
     let code = err.code().map(str::to_owned);
     let text = match &err {
-        SdkError::ServiceError(se) => format!(
-            "{}: {}",
-            se.err().code().unwrap_or("service error"),
-            se.err().message().unwrap_or("")
-        ),
+        SdkError::ServiceError(se) if se.err().code().is_some() => {
+            format!(
+                "{}: {}",
+                se.err().code().unwrap_or_default(),
+                se.err().message().unwrap_or("")
+            )
+        }
         other => aws_sdk_sqs::error::DisplayErrorContext(other).to_string(),
     };
     match code {

@@ -4,8 +4,10 @@
 
 #![warn(missing_docs)]
 
+pub mod demo;
 pub mod local;
 pub mod moto;
+pub mod ops;
 pub mod pollers;
 pub mod receiver;
 pub mod resources;

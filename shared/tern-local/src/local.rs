@@ -15,7 +15,9 @@ use tern_http::HostLookup;
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 use tokio::task::JoinHandle;
 
-use crate::pollers::{LocalEvent, QueuePollerOptions, StreamPollerOptions, spawn_queue_pollers, spawn_stream_poller};
+use crate::pollers::{
+    LocalEvent, QueuePollerOptions, StreamPollerOptions, spawn_queue_pollers, spawn_stream_poller,
+};
 use crate::resources::{Resources, provision};
 use crate::settings::infra_settings;
 
@@ -112,32 +114,61 @@ impl LocalTern {
     pub async fn create(aws: SdkConfig, options: &LocalOptions) -> Result<Self, LocalError> {
         let settings = infra_settings();
         let resources = provision(&aws, &options.prefix, options.max_receive_count).await?;
-        let schedule = options
-            .schedule
-            .clone()
-            .unwrap_or_else(|| RetrySchedule::new(settings.delivery.retry_schedule.clone()).unwrap_or_default());
-        let mut env: Vec<(String, String)> = resources.env().into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
+        let schedule = options.schedule.clone().unwrap_or_else(|| {
+            RetrySchedule::new(settings.delivery.retry_schedule.clone()).unwrap_or_default()
+        });
+        let mut env: Vec<(String, String)> = resources
+            .env()
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v))
+            .collect();
         if !options.step_functions {
             env.retain(|(k, _)| k != "TERN_DELAY_STATE_MACHINE_ARN");
         }
-        let schedule_text = schedule.delays().iter().map(u64::to_string).collect::<Vec<_>>().join(",");
+        let schedule_text = schedule
+            .delays()
+            .iter()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join(",");
         env.extend([
             ("TERN_RETRY_SCHEDULE".to_owned(), schedule_text),
             ("TERN_TIME_SCALE".to_owned(), options.time_scale.to_string()),
             (
                 "TERN_ATTEMPT_TIMEOUT_MS".to_owned(),
-                options.attempt_timeout_ms.unwrap_or(settings.delivery.attempt_timeout_ms).to_string(),
+                options
+                    .attempt_timeout_ms
+                    .unwrap_or(settings.delivery.attempt_timeout_ms)
+                    .to_string(),
             ),
             ("TERN_HTTPS_ONLY".to_owned(), "false".to_owned()),
-            ("TERN_ALLOW_DESTINATIONS".to_owned(), options.allow_destinations.join(",")),
-            ("TERN_MAX_PAYLOAD_BYTES".to_owned(), settings.delivery.max_payload_bytes.to_string()),
-            ("TERN_ATTEMPT_LOG_TTL_DAYS".to_owned(), settings.delivery.attempt_log_ttl_days.to_string()),
+            (
+                "TERN_ALLOW_DESTINATIONS".to_owned(),
+                options.allow_destinations.join(","),
+            ),
+            (
+                "TERN_MAX_PAYLOAD_BYTES".to_owned(),
+                settings.delivery.max_payload_bytes.to_string(),
+            ),
+            (
+                "TERN_ATTEMPT_LOG_TTL_DAYS".to_owned(),
+                settings.delivery.attempt_log_ttl_days.to_string(),
+            ),
         ]);
         let lookup_env = env.clone();
-        let lookup = move |k: &str| lookup_env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+        let lookup = move |k: &str| {
+            lookup_env
+                .iter()
+                .find(|(n, _)| n == k)
+                .map(|(_, v)| v.clone())
+        };
         let vars = Env(&lookup);
         let relay = tern_aws::wiring::relay_deps(&RelayConfig::from_env(&vars)?, &aws);
-        let sender = tern_aws::wiring::sender_deps(&SenderConfig::from_env(&vars)?, &aws, options.lookup.clone())?;
+        let sender = tern_aws::wiring::sender_deps(
+            &SenderConfig::from_env(&vars)?,
+            &aws,
+            options.lookup.clone(),
+        )?;
         let replay = tern_aws::wiring::replay_deps(&ReplayConfig::from_env(&vars)?, &aws);
         Ok(Self {
             aws,
@@ -155,7 +186,10 @@ impl LocalTern {
     pub fn start_pollers(&mut self, options: &LocalOptions) -> UnboundedReceiver<LocalEvent> {
         let settings = infra_settings();
         let (tx, rx) = unbounded_channel();
-        let failure_queue = Arc::new(SqsQueue::new(aws_sdk_sqs::Client::new(&self.aws), &self.resources.relay_failure_queue_url));
+        let failure_queue = Arc::new(SqsQueue::new(
+            aws_sdk_sqs::Client::new(&self.aws),
+            &self.resources.relay_failure_queue_url,
+        ));
         self.tasks.push(spawn_stream_poller(
             &self.aws,
             self.resources.outbox_stream_arn.clone(),

@@ -14,7 +14,7 @@ use tokio::process::{Child, Command};
 pub enum MotoError {
     /// No moto_server executable.
     #[error(
-        "moto_server not found (looked for $TERN_MOTO_SERVER, then .venv/bin/moto_server in {searched}). \
+        "moto_server not found (looked for $TERN_MOTO_SERVER, then .venv/bin/python with tools/moto_server.py in {searched}). \
          Run `make venv` to create the project's Python venv with moto, or set TERN_MOTO_SERVER"
     )]
     NotFound {
@@ -54,19 +54,39 @@ pub struct MotoServer {
     pub port: u16,
 }
 
-/// Finds `moto_server`: `$TERN_MOTO_SERVER`, else `.venv/bin/moto_server` in the current
-/// directory or any parent (so it works from the repo root and from crate directories).
-pub fn find_moto_server() -> Result<PathBuf, MotoError> {
+/// How to start moto: a program and the arguments before `-H`/`-p`.
+#[derive(Debug, Clone)]
+pub struct MotoCommand {
+    /// Executable.
+    pub program: PathBuf,
+    /// Leading arguments.
+    pub args: Vec<String>,
+}
+
+/// Finds moto: `$TERN_MOTO_SERVER` (a `moto_server` executable), else the venv's Python
+/// running the repo's `tools/moto_server.py` (stock moto plus one fix, see that file),
+/// looking for `.venv` in the current directory and its parents.
+///
+/// # Errors
+/// [`MotoError::NotFound`] naming where it looked.
+pub fn find_moto_server() -> Result<MotoCommand, MotoError> {
     if let Ok(p) = std::env::var("TERN_MOTO_SERVER") {
-        return Ok(PathBuf::from(p));
+        return Ok(MotoCommand {
+            program: PathBuf::from(p),
+            args: vec![],
+        });
     }
     let start = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
     let mut searched = Vec::new();
     let mut dir: Option<&Path> = Some(&start);
     while let Some(d) = dir {
-        let candidate = d.join(".venv/bin/moto_server");
-        if candidate.is_file() {
-            return Ok(candidate);
+        let python = d.join(".venv/bin/python");
+        let launcher = d.join("tools/moto_server.py");
+        if python.is_file() && launcher.is_file() && d.join(".venv/bin/moto_server").is_file() {
+            return Ok(MotoCommand {
+                program: python,
+                args: vec![launcher.display().to_string()],
+            });
         }
         searched.push(d.display().to_string());
         dir = d.parent();
@@ -88,19 +108,25 @@ impl MotoServer {
     /// # Errors
     /// [`MotoError`] with what to do about it.
     pub async fn start() -> Result<Self, MotoError> {
-        let path = find_moto_server()?;
+        let moto = find_moto_server()?;
         let port = free_port()?;
-        let child = Command::new(&path)
+        // TERN_MOTO_LOG=<file> keeps moto's own log (tracebacks of its 500s) for debugging.
+        let log = std::env::var("TERN_MOTO_LOG")
+            .ok()
+            .and_then(|p| std::fs::File::create(p).ok())
+            .map_or_else(Stdio::null, Stdio::from);
+        let child = Command::new(&moto.program)
+            .args(&moto.args)
             .args(["-H", "127.0.0.1", "-p", &port.to_string()])
             // Step Functions service tasks call back into moto at localhost:$MOTO_PORT.
             .env("MOTO_PORT", port.to_string())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(log)
             .kill_on_drop(true)
             .spawn()
             .map_err(|source| MotoError::Spawn {
-                path: path.display().to_string(),
+                path: moto.program.display().to_string(),
                 source,
             })?;
         let server = Self {
@@ -160,7 +186,13 @@ pub async fn sdk_config_for(url: &str) -> SdkConfig {
     aws_config::defaults(BehaviorVersion::latest())
         .endpoint_url(url)
         .region(aws_config::Region::new("us-east-1"))
-        .credentials_provider(aws_sdk_sqs::config::Credentials::new("testing", "testing", None, None, "tern-local"))
+        .credentials_provider(aws_sdk_sqs::config::Credentials::new(
+            "testing",
+            "testing",
+            None,
+            None,
+            "tern-local",
+        ))
         .load()
         .await
 }

@@ -15,7 +15,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use aws_config::SdkConfig;
-use aws_lambda_events::dynamodb::Event as StreamEvent;
 use aws_lambda_events::sqs::SqsEvent;
 use aws_sdk_dynamodbstreams::types::{Record, ShardIteratorType};
 use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, MessageSystemAttributeName};
@@ -44,10 +43,13 @@ pub enum LocalEvent {
 /// Converts a DynamoDB Streams record to the JSON shape Lambda delivers.
 pub fn lambda_record(record: &Record, stream_arn: &str) -> Value {
     let change = record.dynamodb();
-    let image = |m: Option<&HashMap<String, aws_sdk_dynamodbstreams::types::AttributeValue>>| -> Value {
-        m.map(|m| serde_json::to_value(serde_dynamo::Item::from(m.clone())).unwrap_or(Value::Null))
+    let image =
+        |m: Option<&HashMap<String, aws_sdk_dynamodbstreams::types::AttributeValue>>| -> Value {
+            m.map(|m| {
+                serde_json::to_value(serde_dynamo::Item::from(m.clone())).unwrap_or(Value::Null)
+            })
             .unwrap_or(Value::Null)
-    };
+        };
     let mut dynamodb = json!({
         "ApproximateCreationDateTime": change.and_then(|c| c.approximate_creation_date_time()).map(|t| t.secs()),
         "Keys": image(change.and_then(|c| c.keys.as_ref())),
@@ -102,10 +104,21 @@ pub fn spawn_stream_poller(
         let mut iterators: HashMap<String, Option<String>> = HashMap::new();
         loop {
             let mut busy = false;
-            match streams.describe_stream().stream_arn(&stream_arn).send().await {
+            match streams
+                .describe_stream()
+                .stream_arn(&stream_arn)
+                .send()
+                .await
+            {
                 Ok(d) => {
-                    for shard in d.stream_description().map(|s| s.shards()).unwrap_or_default() {
-                        let Some(shard_id) = shard.shard_id() else { continue };
+                    for shard in d
+                        .stream_description()
+                        .map(|s| s.shards())
+                        .unwrap_or_default()
+                    {
+                        let Some(shard_id) = shard.shard_id() else {
+                            continue;
+                        };
                         if !iterators.contains_key(shard_id) {
                             let it = streams
                                 .get_shard_iterator()
@@ -118,8 +131,16 @@ pub fn spawn_stream_poller(
                                 .and_then(|o| o.shard_iterator);
                             iterators.insert(shard_id.to_owned(), it);
                         }
-                        let Some(Some(it)) = iterators.get(shard_id).cloned() else { continue };
-                        let out = match streams.get_records().shard_iterator(it).limit(options.batch_size).send().await {
+                        let Some(Some(it)) = iterators.get(shard_id).cloned() else {
+                            continue;
+                        };
+                        let out = match streams
+                            .get_records()
+                            .shard_iterator(it)
+                            .limit(options.batch_size)
+                            .send()
+                            .await
+                        {
                             Ok(o) => o,
                             Err(e) => {
                                 tracing::warn!(error = %aws_sdk_dynamodbstreams::error::DisplayErrorContext(e), "get_records failed");
@@ -130,17 +151,31 @@ pub fn spawn_stream_poller(
                         let records: Vec<Value> = out
                             .records()
                             .iter()
-                            .filter(|r| !options.insert_filter || r.event_name().is_some_and(|n| n.as_str() == "INSERT"))
+                            .filter(|r| {
+                                !options.insert_filter
+                                    || r.event_name().is_some_and(|n| n.as_str() == "INSERT")
+                            })
                             .map(|r| lambda_record(r, &stream_arn))
                             .collect();
                         if records.is_empty() {
                             continue;
                         }
                         busy = true;
-                        invoke_relay(&relay, &failure_queue, records, shard_id, &stream_arn, options.max_retries, events.as_ref()).await;
+                        invoke_relay(
+                            &relay,
+                            &failure_queue,
+                            records,
+                            shard_id,
+                            &stream_arn,
+                            options.max_retries,
+                            events.as_ref(),
+                        )
+                        .await;
                     }
                 }
-                Err(e) => tracing::warn!(error = %aws_sdk_dynamodbstreams::error::DisplayErrorContext(e), "describe_stream failed"),
+                Err(e) => {
+                    tracing::warn!(error = %aws_sdk_dynamodbstreams::error::DisplayErrorContext(e), "describe_stream failed")
+                }
             }
             if !busy {
                 tokio::time::sleep(options.idle).await;
@@ -159,15 +194,11 @@ async fn invoke_relay(
     events: Option<&UnboundedSender<LocalEvent>>,
 ) {
     for attempt in 0..=max_retries {
-        let event: StreamEvent = match serde_json::from_value(json!({ "Records": records })) {
-            Ok(e) => e,
-            Err(e) => {
-                tracing::error!(error = %e, "stream batch does not parse as a Lambda event");
-                return;
-            }
-        };
+        // Raw JSON, as the Lambda binary takes it: a record that does not parse is parked
+        // by the relay on its own instead of dropping the batch.
+        let event = json!({ "Records": records });
         let metrics = Metrics::new("Tern", MetricsSink::Discard);
-        let (response, outcomes) = tern_handlers::relay::handle(relay, event, &metrics).await;
+        let (response, outcomes) = tern_handlers::relay::handle_value(relay, event, &metrics).await;
         if let Some(tx) = events {
             let _ = tx.send(LocalEvent::Relayed(outcomes));
         }
@@ -180,7 +211,10 @@ async fn invoke_relay(
         else {
             return;
         };
-        let position = records.iter().position(|r| r["dynamodb"]["SequenceNumber"] == from).unwrap_or(0);
+        let position = records
+            .iter()
+            .position(|r| r["dynamodb"]["SequenceNumber"] == from)
+            .unwrap_or(0);
         records.drain(..position);
         if attempt < max_retries {
             tokio::time::sleep(Duration::from_millis(200 * u64::from(attempt + 1))).await;
@@ -207,7 +241,9 @@ async fn invoke_relay(
         })
         .await;
     if let Some(tx) = events {
-        let _ = tx.send(LocalEvent::RelayBatchFailed { records: records.len() });
+        let _ = tx.send(LocalEvent::RelayBatchFailed {
+            records: records.len(),
+        });
     }
 }
 
@@ -222,7 +258,10 @@ pub struct QueuePollerOptions {
 }
 
 /// Builds the Lambda SQS event for received messages.
-pub fn lambda_sqs_event(messages: &[aws_sdk_sqs::types::Message], queue_arn: &str) -> Result<SqsEvent, serde_json::Error> {
+pub fn lambda_sqs_event(
+    messages: &[aws_sdk_sqs::types::Message],
+    queue_arn: &str,
+) -> Result<SqsEvent, serde_json::Error> {
     let records: Vec<Value> = messages
         .iter()
         .map(|m| {
@@ -268,7 +307,10 @@ pub fn spawn_queue_pollers(
     events: Option<UnboundedSender<LocalEvent>>,
 ) -> Vec<JoinHandle<()>> {
     let sqs = aws_sdk_sqs::Client::new(aws);
-    let queue_arn = format!("arn:aws:sqs:us-east-1:123456789012:{}", queue_url.rsplit('/').next().unwrap_or("queue"));
+    let queue_arn = format!(
+        "arn:aws:sqs:us-east-1:123456789012:{}",
+        queue_url.rsplit('/').next().unwrap_or("queue")
+    );
     (0..options.concurrency.max(1))
         .map(|_| {
             let (sqs, url, arn, sender, events) = (sqs.clone(), queue_url.clone(), queue_arn.clone(), sender.clone(), events.clone());

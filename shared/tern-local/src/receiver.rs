@@ -78,7 +78,10 @@ pub struct Captured {
 impl Captured {
     /// First value of a header.
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
     }
 }
 
@@ -103,7 +106,9 @@ impl Drop for Receiver {
 }
 
 fn lock(inner: &Mutex<Inner>) -> std::sync::MutexGuard<'_, Inner> {
-    inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    inner
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 async fn answer(State(inner): State<Arc<Mutex<Inner>>>, request: Request) -> Response<Body> {
@@ -112,17 +117,34 @@ async fn answer(State(inner): State<Arc<Mutex<Inner>>>, request: Request) -> Res
     let headers: Vec<(String, String)> = request
         .headers()
         .iter()
-        .map(|(n, v)| (n.as_str().to_owned(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
+        .map(|(n, v)| {
+            (
+                n.as_str().to_owned(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
         .collect();
-    let body = axum::body::to_bytes(request.into_body(), 8 * 1024 * 1024).await.unwrap_or_default();
+    let body = axum::body::to_bytes(request.into_body(), 8 * 1024 * 1024)
+        .await
+        .unwrap_or_default();
     let reply = {
         let mut g = lock(&inner);
-        let n = *g.seen.entry(path.clone()).and_modify(|c| *c += 1).or_insert(1);
+        let n = *g
+            .seen
+            .entry(path.clone())
+            .and_modify(|c| *c += 1)
+            .or_insert(1);
         let reply = match g.behaviors.get(&path) {
             None => Reply::status(200),
             Some(Behavior::Always(r)) => r.clone(),
-            Some(Behavior::Script(list)) => list.get(n - 1).or(list.last()).cloned().unwrap_or(Reply::status(200)),
-            Some(Behavior::FailFirst { count, status }) => Reply::status(if n <= *count { *status } else { 200 }),
+            Some(Behavior::Script(list)) => list
+                .get(n - 1)
+                .or(list.last())
+                .cloned()
+                .unwrap_or(Reply::status(200)),
+            Some(Behavior::FailFirst { count, status }) => {
+                Reply::status(if n <= *count { *status } else { 200 })
+            }
         };
         g.captured.push(Captured {
             method,
@@ -135,7 +157,8 @@ async fn answer(State(inner): State<Arc<Mutex<Inner>>>, request: Request) -> Res
         reply
     };
     let mut response = Response::new(Body::from(reply.body));
-    *response.status_mut() = StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    *response.status_mut() =
+        StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     for (n, v) in reply.headers {
         if let (Ok(n), Ok(v)) = (HeaderName::try_from(n), HeaderValue::try_from(v)) {
             response.headers_mut().append(n, v);
@@ -179,7 +202,12 @@ impl Receiver {
 
     /// Every request to `path`, in arrival order.
     pub fn requests(&self, path: &str) -> Vec<Captured> {
-        lock(&self.inner).captured.iter().filter(|c| c.path == path).cloned().collect()
+        lock(&self.inner)
+            .captured
+            .iter()
+            .filter(|c| c.path == path)
+            .cloned()
+            .collect()
     }
 
     /// Every request.

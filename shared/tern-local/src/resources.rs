@@ -3,8 +3,8 @@
 
 use aws_config::SdkConfig;
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType, StreamSpecification, StreamViewType,
-    TimeToLiveSpecification,
+    AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
+    StreamSpecification, StreamViewType, TimeToLiveSpecification,
 };
 use aws_sdk_sqs::types::QueueAttributeName;
 use serde_json::json;
@@ -58,8 +58,14 @@ impl Resources {
             ("TERN_ATTEMPTS_TABLE", self.attempts_table.clone()),
             ("TERN_DELIVERY_QUEUE_URL", self.delivery_queue_url.clone()),
             ("TERN_DLQ_URL", self.dlq_url.clone()),
-            ("TERN_RELAY_FAILURE_QUEUE_URL", self.relay_failure_queue_url.clone()),
-            ("TERN_DELAY_STATE_MACHINE_ARN", self.state_machine_arn.clone()),
+            (
+                "TERN_RELAY_FAILURE_QUEUE_URL",
+                self.relay_failure_queue_url.clone(),
+            ),
+            (
+                "TERN_DELAY_STATE_MACHINE_ARN",
+                self.state_machine_arn.clone(),
+            ),
         ]
     }
 }
@@ -116,7 +122,10 @@ async fn table(
                 .map_err(|e| err(name)(e.to_string()))?,
         );
     }
-    let out = req.send().await.map_err(|e| err(name)(aws_sdk_dynamodb::error::DisplayErrorContext(e).to_string()))?;
+    let out = req
+        .send()
+        .await
+        .map_err(|e| err(name)(aws_sdk_dynamodb::error::DisplayErrorContext(e).to_string()))?;
     if let Some(attr) = ttl {
         ddb.update_time_to_live()
             .table_name(name)
@@ -143,8 +152,12 @@ async fn queue(
     for (k, v) in attributes {
         req = req.attributes(k, v);
     }
-    let out = req.send().await.map_err(|e| err(name)(aws_sdk_sqs::error::DisplayErrorContext(e).to_string()))?;
-    out.queue_url.ok_or_else(|| err(name)("no queue URL returned".into()))
+    let out = req
+        .send()
+        .await
+        .map_err(|e| err(name)(aws_sdk_sqs::error::DisplayErrorContext(e).to_string()))?;
+    out.queue_url
+        .ok_or_else(|| err(name)("no queue URL returned".into()))
 }
 
 async fn queue_arn(sqs: &aws_sdk_sqs::Client, url: &str) -> Result<String, ProvisionError> {
@@ -167,7 +180,11 @@ async fn queue_arn(sqs: &aws_sdk_sqs::Client, url: &str) -> Result<String, Provi
 ///
 /// # Errors
 /// [`ProvisionError`] naming the resource.
-pub async fn provision(aws: &SdkConfig, prefix: &str, max_receive_count: Option<i32>) -> Result<Resources, ProvisionError> {
+pub async fn provision(
+    aws: &SdkConfig,
+    prefix: &str,
+    max_receive_count: Option<i32>,
+) -> Result<Resources, ProvisionError> {
     let settings = infra_settings();
     let ddb = aws_sdk_dynamodb::Client::new(aws);
     let sqs = aws_sdk_sqs::Client::new(aws);
@@ -176,15 +193,46 @@ pub async fn provision(aws: &SdkConfig, prefix: &str, max_receive_count: Option<
     let outbox_table = format!("{prefix}outbox");
     let endpoints_table = format!("{prefix}endpoints");
     let attempts_table = format!("{prefix}attempts");
-    let outbox_stream_arn = table(&ddb, &outbox_table, "event_id", None, true, Some("expires_at"))
-        .await?
-        .ok_or_else(|| err(&outbox_table)("no stream ARN returned".into()))?;
-    table(&ddb, &endpoints_table, "tenant_id", Some("endpoint_id"), false, None).await?;
-    table(&ddb, &attempts_table, "event_id", Some("sk"), false, Some("expires_at")).await?;
+    let outbox_stream_arn = table(
+        &ddb,
+        &outbox_table,
+        "event_id",
+        None,
+        true,
+        Some("expires_at"),
+    )
+    .await?
+    .ok_or_else(|| err(&outbox_table)("no stream ARN returned".into()))?;
+    table(
+        &ddb,
+        &endpoints_table,
+        "tenant_id",
+        Some("endpoint_id"),
+        false,
+        None,
+    )
+    .await?;
+    table(
+        &ddb,
+        &attempts_table,
+        "event_id",
+        Some("sk"),
+        false,
+        Some("expires_at"),
+    )
+    .await?;
 
     let q = &settings.queues.delivery;
     let retention = q.message_retention_seconds.to_string();
-    let dlq_url = queue(&sqs, &format!("{prefix}dlq"), vec![(QueueAttributeName::MessageRetentionPeriod, retention.clone())]).await?;
+    let dlq_url = queue(
+        &sqs,
+        &format!("{prefix}dlq"),
+        vec![(
+            QueueAttributeName::MessageRetentionPeriod,
+            retention.clone(),
+        )],
+    )
+    .await?;
     let dlq_arn = queue_arn(&sqs, &dlq_url).await?;
     let redrive = json!({
         "deadLetterTargetArn": dlq_arn,
@@ -194,8 +242,14 @@ pub async fn provision(aws: &SdkConfig, prefix: &str, max_receive_count: Option<
         &sqs,
         &format!("{prefix}delivery"),
         vec![
-            (QueueAttributeName::VisibilityTimeout, q.visibility_timeout_seconds.to_string()),
-            (QueueAttributeName::MessageRetentionPeriod, retention.clone()),
+            (
+                QueueAttributeName::VisibilityTimeout,
+                q.visibility_timeout_seconds.to_string(),
+            ),
+            (
+                QueueAttributeName::MessageRetentionPeriod,
+                retention.clone(),
+            ),
             (QueueAttributeName::RedrivePolicy, redrive.to_string()),
         ],
     )

@@ -5,7 +5,8 @@ use serde::Deserialize;
 /// The settings file's text.
 pub const SETTINGS_JSON: &str = include_str!("../../../infra/settings.json");
 /// The delayed-delivery state machine definition.
-pub const DELAY_STATE_MACHINE_ASL: &str = include_str!("../../../infra/statemachine/delayed-delivery.asl.json");
+pub const DELAY_STATE_MACHINE_ASL: &str =
+    include_str!("../../../infra/statemachine/delayed-delivery.asl.json");
 
 /// The parts of `infra/settings.json` local mode uses.
 #[derive(Debug, Clone, Deserialize)]
@@ -84,7 +85,8 @@ pub struct Delivery {
 /// The parsed settings. The file is part of the build, so a parse failure is a bug
 /// caught by this crate's tests.
 pub fn infra_settings() -> InfraSettings {
-    serde_json::from_str(SETTINGS_JSON).unwrap_or_else(|e| panic!("infra/settings.json does not parse: {e}"))
+    serde_json::from_str(SETTINGS_JSON)
+        .unwrap_or_else(|e| panic!("infra/settings.json does not parse: {e}"))
 }
 
 #[cfg(test)]

@@ -1,1 +1,369 @@
-fn main() {}
+//! `tern`: the operator tool. Local mode and the demo, endpoints, attempt history, the
+//! DLQ and replays. Table and queue names come from the same `TERN_*` variables the
+//! functions read; AWS access from the usual AWS variables (`AWS_ENDPOINT_URL` for moto).
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use tern_aws::{DynamoEndpointStore, DynamoLedger, SqsQueue};
+use tern_core::ports::EndpointStore;
+use tern_core::{DeadLetterReason, EndpointId, EventId, EventType, TenantId};
+use tern_handlers::metrics::{Metrics, MetricsSink};
+use tern_handlers::replay::{ReplayDeps, ReplayFilters, ReplayRequest};
+use tern_local::demo::{DemoOptions, run as run_demo};
+use tern_local::local::{LocalOptions, LocalTern};
+use tern_local::moto::MotoServer;
+use tern_local::ops::{self, NewEndpoint, OpsError, var};
+
+#[derive(Parser)]
+#[command(
+    name = "tern",
+    version,
+    about = "Tern: webhook delivery on AWS serverless. Operator tool and local mode."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the whole pipeline on this machine (moto as the local AWS) and report.
+    Demo {
+        /// Events to write.
+        #[arg(long, default_value_t = 20)]
+        events: usize,
+        /// Real seconds per logical second of retry waits.
+        #[arg(long, default_value_t = 0.0005)]
+        time_scale: f64,
+    },
+    /// Start local mode: moto, the resources, and the stream and queue pollers that
+    /// call the handlers. Writes .tern/local.env; runs until Ctrl-C.
+    Local {
+        /// Real seconds per logical second of retry waits (1.0 = real time).
+        #[arg(long, default_value_t = 1.0)]
+        time_scale: f64,
+    },
+    /// Manage endpoints.
+    Endpoints {
+        #[command(subcommand)]
+        command: EndpointCommand,
+    },
+    /// Show every attempt of an event, oldest first.
+    Attempts {
+        /// Event id (the webhook-id).
+        event_id: String,
+    },
+    /// Inspect the DLQ without changing it.
+    Dlq {
+        /// Most messages to show.
+        #[arg(long, default_value_t = 50)]
+        max: u32,
+    },
+    /// Move dead-lettered deliveries back to the delivery queue (fresh budget, same webhook-id).
+    Replay {
+        /// Count what would be replayed; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Only this endpoint.
+        #[arg(long)]
+        endpoint: Option<String>,
+        /// Only this event type.
+        #[arg(long)]
+        event_type: Option<String>,
+        /// Only this reason: exhausted, gone, endpoint_disabled, endpoint_deleted, blocked_destination.
+        #[arg(long)]
+        reason: Option<String>,
+        /// Most messages to examine.
+        #[arg(long)]
+        max: Option<u32>,
+    },
+}
+
+#[derive(Subcommand)]
+enum EndpointCommand {
+    /// Register an endpoint. Prints its id and signing secret (shown once).
+    Add {
+        /// Tenant (application) id.
+        #[arg(long)]
+        tenant: String,
+        /// Receiver URL.
+        #[arg(long)]
+        url: String,
+        /// Event types, comma-separated; `*` for all.
+        #[arg(long, default_value = "*", value_delimiter = ',')]
+        types: Vec<String>,
+        /// Attempt budget (default: schedule length + 1).
+        #[arg(long)]
+        max_attempts: Option<u32>,
+        /// Attempt deadline in milliseconds (1000-30000).
+        #[arg(long)]
+        timeout_ms: Option<u64>,
+        /// Retry schedule: `default`, `short`, or seconds like `60,300,1800`.
+        #[arg(long)]
+        schedule: Option<String>,
+        /// Note for operators.
+        #[arg(long)]
+        description: Option<String>,
+    },
+    /// List endpoints.
+    List {
+        /// Only this tenant.
+        #[arg(long)]
+        tenant: Option<String>,
+    },
+    /// Disable an endpoint: new events skip it, queued deliveries dead-letter.
+    Disable {
+        /// Tenant id.
+        #[arg(long)]
+        tenant: String,
+        /// Endpoint id.
+        endpoint: String,
+        /// Why.
+        #[arg(long, default_value = "disabled by an operator")]
+        reason: String,
+    },
+    /// New signing secret; the old one keeps signing during the overlap.
+    RotateSecret {
+        /// Tenant id.
+        #[arg(long)]
+        tenant: String,
+        /// Endpoint id.
+        endpoint: String,
+        /// Hours both secrets sign.
+        #[arg(long, default_value_t = 24)]
+        overlap_hours: i64,
+    },
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "error".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match run(Cli::parse()).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn invalid(e: impl std::fmt::Display) -> OpsError {
+    OpsError::Invalid(e.to_string())
+}
+
+async fn run(cli: Cli) -> Result<(), OpsError> {
+    let mut out = std::io::stdout();
+    match cli.command {
+        Command::Demo { events, time_scale } => {
+            let options = DemoOptions {
+                events,
+                time_scale,
+                ..DemoOptions::default()
+            };
+            let report = run_demo(options, &mut out).await.map_err(invalid)?;
+            let all = report
+                .after_replay
+                .values()
+                .all(|t| t.delivered == report.written && t.bad_signatures == 0);
+            if !all {
+                return Err(OpsError::Invalid(
+                    "after the replay, not every event was delivered".into(),
+                ));
+            }
+            Ok(())
+        }
+        Command::Local { time_scale } => local(time_scale).await,
+        Command::Endpoints { command } => endpoints(command, &mut out).await,
+        Command::Attempts { event_id } => {
+            let aws = aws_config::load_from_env().await;
+            let ledger = DynamoLedger::new(
+                aws_sdk_dynamodb::Client::new(&aws),
+                var("TERN_ATTEMPTS_TABLE")?,
+                30,
+            );
+            ops::print_history(&mut out, &ledger, &EventId::new(event_id).map_err(invalid)?).await
+        }
+        Command::Dlq { max } => {
+            let aws = aws_config::load_from_env().await;
+            let dlq = SqsQueue::new(aws_sdk_sqs::Client::new(&aws), var("TERN_DLQ_URL")?);
+            let n = ops::peek_dlq(&mut out, &dlq, max).await?;
+            let _ = writeln!(out, "{n} message(s) shown; none removed.");
+            Ok(())
+        }
+        Command::Replay {
+            dry_run,
+            endpoint,
+            event_type,
+            reason,
+            max,
+        } => {
+            let aws = aws_config::load_from_env().await;
+            let sqs = aws_sdk_sqs::Client::new(&aws);
+            let deps = ReplayDeps {
+                dlq: std::sync::Arc::new(SqsQueue::new(sqs.clone(), var("TERN_DLQ_URL")?)),
+                delivery_queue: std::sync::Arc::new(SqsQueue::new(
+                    sqs,
+                    var("TERN_DELIVERY_QUEUE_URL")?,
+                )),
+            };
+            let request = ReplayRequest {
+                dry_run,
+                max_messages: max,
+                filters: ReplayFilters {
+                    endpoint_id: endpoint.map(EndpointId::new).transpose().map_err(invalid)?,
+                    event_type: event_type
+                        .map(EventType::new)
+                        .transpose()
+                        .map_err(invalid)?,
+                    reason: reason
+                        .map(|r| r.parse::<DeadLetterReason>())
+                        .transpose()
+                        .map_err(invalid)?,
+                },
+            };
+            let summary = tern_handlers::replay::handle(
+                &deps,
+                request,
+                &Metrics::new("Tern", MetricsSink::Discard),
+            )
+            .await?;
+            let _ = writeln!(
+                out,
+                "{}",
+                serde_json::to_string_pretty(&summary).unwrap_or_default()
+            );
+            Ok(())
+        }
+    }
+}
+
+async fn endpoints(command: EndpointCommand, out: &mut dyn Write) -> Result<(), OpsError> {
+    let aws = aws_config::load_from_env().await;
+    let store = DynamoEndpointStore::new(
+        aws_sdk_dynamodb::Client::new(&aws),
+        var("TERN_ENDPOINTS_TABLE")?,
+    );
+    match command {
+        EndpointCommand::Add {
+            tenant,
+            url,
+            types,
+            max_attempts,
+            timeout_ms,
+            schedule,
+            description,
+        } => {
+            let ep = ops::add_endpoint(
+                &store,
+                NewEndpoint {
+                    tenant,
+                    url,
+                    event_types: types,
+                    max_attempts,
+                    timeout_ms,
+                    schedule,
+                    description,
+                    secret: None,
+                },
+            )
+            .await?;
+            let _ = writeln!(
+                out,
+                "endpoint {} created for tenant {}",
+                ep.id, ep.tenant_id
+            );
+            let _ = writeln!(
+                out,
+                "signing secret (shown once, give it to the receiver): {}",
+                ep.secrets[0].secret.expose()
+            );
+            Ok(())
+        }
+        EndpointCommand::List { tenant } => {
+            let list = match tenant {
+                Some(t) => {
+                    store
+                        .list_for_tenant(&TenantId::new(t).map_err(invalid)?)
+                        .await?
+                }
+                None => store.list_all().await?,
+            };
+            ops::print_endpoints(out, &list).map_err(invalid)
+        }
+        EndpointCommand::Disable {
+            tenant,
+            endpoint,
+            reason,
+        } => {
+            store
+                .disable(
+                    &TenantId::new(tenant).map_err(invalid)?,
+                    &EndpointId::new(endpoint).map_err(invalid)?,
+                    &reason,
+                )
+                .await?;
+            let _ = writeln!(out, "disabled");
+            Ok(())
+        }
+        EndpointCommand::RotateSecret {
+            tenant,
+            endpoint,
+            overlap_hours,
+        } => {
+            let secret = ops::rotate_secret(
+                &store,
+                &TenantId::new(tenant).map_err(invalid)?,
+                &EndpointId::new(endpoint).map_err(invalid)?,
+                overlap_hours,
+            )
+            .await?;
+            let _ = writeln!(out, "new signing secret (shown once): {}", secret.expose());
+            let _ = writeln!(
+                out,
+                "the previous secret keeps signing for {overlap_hours} h"
+            );
+            Ok(())
+        }
+    }
+}
+
+async fn local(time_scale: f64) -> Result<(), OpsError> {
+    let moto = MotoServer::start().await.map_err(invalid)?;
+    let options = LocalOptions {
+        time_scale,
+        ..LocalOptions::default()
+    };
+    let mut local = LocalTern::create(moto.sdk_config().await, &options)
+        .await
+        .map_err(invalid)?;
+    let _events = local.start_pollers(&options);
+    let mut env = vec![
+        ("AWS_ENDPOINT_URL".to_owned(), moto.url.clone()),
+        ("AWS_REGION".to_owned(), "us-east-1".to_owned()),
+        ("AWS_ACCESS_KEY_ID".to_owned(), "testing".to_owned()),
+        ("AWS_SECRET_ACCESS_KEY".to_owned(), "testing".to_owned()),
+    ];
+    env.extend(local.env.iter().cloned());
+    let text: String = env
+        .iter()
+        .map(|(k, v)| format!("export {k}='{v}'\n"))
+        .collect();
+    std::fs::create_dir_all(".tern").map_err(invalid)?;
+    std::fs::write(".tern/local.env", &text).map_err(invalid)?;
+    println!(
+        "Local mode is running (moto at {}). In another shell:\n  source .tern/local.env\n  tern endpoints add --tenant tnt_me --url http://127.0.0.1:8000/hook\nOutbox table: {}\nPress Ctrl-C to stop.",
+        moto.url, local.resources.outbox_table
+    );
+    let _ = tokio::signal::ctrl_c().await;
+    drop(local);
+    moto.stop().await;
+    Ok(())
+}

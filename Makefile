@@ -1,0 +1,47 @@
+# Tern. Two commands for a new clone:
+#   make demo   set up and run the whole pipeline locally (moto as the local AWS) with a report
+#   make test   set up and run every test (Rust unit + integration on moto, receiver examples, infra)
+# Everything is installed by these files: a Python venv with moto (requirements-dev.txt),
+# npm packages for infra/ and the Node receiver example, crates by cargo.
+
+PYTHON ?= python3
+VENV   := .venv
+CARGO  ?= cargo
+
+.PHONY: demo test venv build test-rust test-receivers test-infra fmt lint clean
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: requirements-dev.txt
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	@touch $@
+
+build:
+	$(CARGO) build --workspace --all-targets
+
+demo: venv
+	$(CARGO) run --quiet -p tern-local --bin tern -- demo
+
+test: venv test-rust test-receivers test-infra
+
+test-rust: venv
+	$(CARGO) test --workspace --all-targets --no-fail-fast
+	$(CARGO) test --workspace --doc
+
+test-receivers: venv
+	PYTHON=$(CURDIR)/$(VENV)/bin/python examples/receivers/check.sh
+
+test-infra: venv
+	$(MAKE) -C infra test CFN_LINT=$(CURDIR)/$(VENV)/bin/cfn-lint
+
+fmt:
+	$(CARGO) fmt --all
+
+lint:
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets
+
+clean:
+	$(CARGO) clean
+	rm -rf $(VENV) infra/node_modules examples/receivers/node/node_modules

@@ -1,0 +1,234 @@
+/**
+ * The settings a user may change, and how they are resolved:
+ * stack prop > CDK context (`-c tern:<name>=<value>` or cdk.json) > infra/settings.json.
+ */
+import { Node } from 'constructs';
+import { TernSettings } from './settings';
+
+/**
+ * The tunable settings of a Tern stack. Every one is optional; the default
+ * comes from infra/settings.json unless noted. Each can also be given as CDK
+ * context `tern:<name>` (for example `cdk deploy -c tern:senderMaxConcurrency=50`).
+ */
+export interface TernOptions {
+  /** E-mail address subscribed to the alarm topic. Default: no subscription (subscribe later). */
+  readonly alarmEmail?: string;
+  /** Delay before each retry, in seconds, first retry first (context: comma-separated). Default: delivery.retrySchedule. */
+  readonly retrySchedule?: number[];
+  /** Deadline of one HTTP delivery attempt, milliseconds. Must be at most half the sender timeout. Default: delivery.attemptTimeoutMs. */
+  readonly attemptTimeoutMs?: number;
+  /** Longest wait a receiver's Retry-After may ask for, seconds. Default: delivery.retryAfterCeilingSeconds. */
+  readonly retryAfterCeilingSeconds?: number;
+  /** Days an attempt record is kept before DynamoDB TTL removes it. Default: delivery.attemptLogTtlDays. */
+  readonly attemptLogTtlDays?: number;
+  /** Largest outbox payload the relay accepts, bytes. Default: delivery.maxPayloadBytes. */
+  readonly maxPayloadBytes?: number;
+  /** Relay function timeout, seconds. Default: functions.relay.timeoutSeconds. */
+  readonly relayTimeoutSeconds?: number;
+  /** Sender function timeout, seconds. The delivery queue's visibility timeout must stay >= 6x this. Default: functions.sender.timeoutSeconds. */
+  readonly senderTimeoutSeconds?: number;
+  /** Replay function timeout, seconds; must stay below 330 (the replay's DLQ drain visibility). Default: functions.replay.timeoutSeconds. */
+  readonly replayTimeoutSeconds?: number;
+  /** Relay function memory, MB. Default: functions.relay.memoryMb. */
+  readonly relayMemoryMb?: number;
+  /** Sender function memory, MB. Default: functions.sender.memoryMb. */
+  readonly senderMemoryMb?: number;
+  /** Replay function memory, MB. Default: functions.replay.memoryMb. */
+  readonly replayMemoryMb?: number;
+  /** Stream records per relay invocation (1-10000). Default: eventSources.relay.batchSize. */
+  readonly relayBatchSize?: number;
+  /** Messages per sender invocation (1-10). Default: eventSources.sender.batchSize. */
+  readonly senderBatchSize?: number;
+  /** Most concurrent sender invocations the SQS mapping starts (2-1000). Default: eventSources.sender.maximumConcurrency. */
+  readonly senderMaxConcurrency?: number;
+  /** Receives of one delivery message before SQS moves it to the DLQ (crashes, poison messages). Default: queues.delivery.maxReceiveCount. */
+  readonly maxReceiveCount?: number;
+  /**
+   * Delivery queue visibility timeout, seconds. Default: the larger of
+   * queues.delivery.visibilityTimeoutSeconds and 6x the sender timeout plus the batching window.
+   * An explicit value below that minimum is rejected.
+   */
+  readonly deliveryVisibilityTimeoutSeconds?: number;
+  /** Retention of every log group (functions), days; must be a CloudWatch Logs retention value. Default: logs.retentionDays. */
+  readonly logRetentionDays?: number;
+  /** Keep the three tables when the stack is deleted or a table is replaced. Default: true. */
+  readonly retainData?: boolean;
+  /**
+   * Folder of prebuilt functions laid out as `cargo lambda build --release --arm64` writes them
+   * (`<dir>/relay/bootstrap`, ...), usually `../target/lambda`. When set, the stack uses these files
+   * and does not run cargo-lambda. Default: unset, so `RustFunction` builds each binary at synth.
+   */
+  readonly prebuiltArtifactsDir?: string;
+}
+
+/** Every option with its value resolved. */
+export interface TernConfig {
+  readonly alarmEmail?: string;
+  readonly retrySchedule: number[];
+  readonly attemptTimeoutMs: number;
+  readonly retryAfterCeilingSeconds: number;
+  readonly attemptLogTtlDays: number;
+  readonly maxPayloadBytes: number;
+  readonly relayTimeoutSeconds: number;
+  readonly senderTimeoutSeconds: number;
+  readonly replayTimeoutSeconds: number;
+  readonly relayMemoryMb: number;
+  readonly senderMemoryMb: number;
+  readonly replayMemoryMb: number;
+  readonly relayBatchSize: number;
+  readonly senderBatchSize: number;
+  readonly senderMaxConcurrency: number;
+  readonly maxReceiveCount: number;
+  readonly deliveryVisibilityTimeoutSeconds: number;
+  readonly logRetentionDays: number;
+  readonly retainData: boolean;
+  readonly prebuiltArtifactsDir?: string;
+}
+
+/** Seconds the replay function keeps an examined DLQ message hidden (Rust constant DRAIN_VISIBILITY_SECONDS). */
+export const REPLAY_DRAIN_VISIBILITY_SECONDS = 330;
+
+/** Context key of an option: `tern:<name>`. */
+export const contextKey = (name: keyof TernOptions): string => `tern:${name}`;
+
+type Kind = 'number' | 'numbers' | 'string' | 'boolean';
+const KINDS: { [K in keyof Required<TernOptions>]: Kind } = {
+  alarmEmail: 'string',
+  retrySchedule: 'numbers',
+  attemptTimeoutMs: 'number',
+  retryAfterCeilingSeconds: 'number',
+  attemptLogTtlDays: 'number',
+  maxPayloadBytes: 'number',
+  relayTimeoutSeconds: 'number',
+  senderTimeoutSeconds: 'number',
+  replayTimeoutSeconds: 'number',
+  relayMemoryMb: 'number',
+  senderMemoryMb: 'number',
+  replayMemoryMb: 'number',
+  relayBatchSize: 'number',
+  senderBatchSize: 'number',
+  senderMaxConcurrency: 'number',
+  maxReceiveCount: 'number',
+  deliveryVisibilityTimeoutSeconds: 'number',
+  logRetentionDays: 'number',
+  retainData: 'boolean',
+  prebuiltArtifactsDir: 'string',
+};
+
+/** Context from the command line arrives as strings; cdk.json may hold real JSON values. */
+function coerce(name: string, kind: Kind, raw: unknown): unknown {
+  if (raw === undefined || raw === null || raw === '') return undefined;
+  switch (kind) {
+    case 'string':
+      return String(raw);
+    case 'boolean':
+      if (typeof raw === 'boolean') return raw;
+      if (raw === 'true' || raw === 'false') return raw === 'true';
+      break;
+    case 'number': {
+      const n = typeof raw === 'number' ? raw : Number(raw);
+      if (Number.isFinite(n)) return n;
+      break;
+    }
+    case 'numbers': {
+      const list = Array.isArray(raw) ? raw : String(raw).split(',');
+      const nums = list.map((v) => (typeof v === 'number' ? v : Number(String(v).trim())));
+      if (nums.length > 0 && nums.every(Number.isFinite)) return nums;
+      break;
+    }
+  }
+  throw new Error(`tern:${name}: cannot read ${JSON.stringify(raw)} as ${kind}`);
+}
+
+/** Resolves the options of one stack: props first, then context, then settings.json. */
+export function resolveConfig(node: Node, settings: TernSettings, props: TernOptions = {}): TernConfig {
+  const pick = <K extends keyof TernOptions>(name: K, fallback: TernOptions[K]): TernOptions[K] => {
+    if (props[name] !== undefined) return props[name];
+    const fromContext = coerce(name, KINDS[name], node.tryGetContext(contextKey(name)));
+    return (fromContext ?? fallback) as TernOptions[K];
+  };
+  const f = settings.functions;
+  const es = settings.eventSources;
+  const d = settings.delivery;
+
+  const senderTimeoutSeconds = pick('senderTimeoutSeconds', f.sender.timeoutSeconds)!;
+  const minVisibility = minimumVisibilityTimeout(senderTimeoutSeconds, es.sender.maximumBatchingWindowSeconds);
+  const explicitVisibility = pick('deliveryVisibilityTimeoutSeconds', undefined);
+
+  const config: TernConfig = {
+    alarmEmail: pick('alarmEmail', undefined),
+    retrySchedule: pick('retrySchedule', d.retrySchedule)!,
+    attemptTimeoutMs: pick('attemptTimeoutMs', d.attemptTimeoutMs)!,
+    retryAfterCeilingSeconds: pick('retryAfterCeilingSeconds', d.retryAfterCeilingSeconds)!,
+    attemptLogTtlDays: pick('attemptLogTtlDays', d.attemptLogTtlDays)!,
+    maxPayloadBytes: pick('maxPayloadBytes', d.maxPayloadBytes)!,
+    relayTimeoutSeconds: pick('relayTimeoutSeconds', f.relay.timeoutSeconds)!,
+    senderTimeoutSeconds,
+    replayTimeoutSeconds: pick('replayTimeoutSeconds', f.replay.timeoutSeconds)!,
+    relayMemoryMb: pick('relayMemoryMb', f.relay.memoryMb)!,
+    senderMemoryMb: pick('senderMemoryMb', f.sender.memoryMb)!,
+    replayMemoryMb: pick('replayMemoryMb', f.replay.memoryMb)!,
+    relayBatchSize: pick('relayBatchSize', es.relay.batchSize)!,
+    senderBatchSize: pick('senderBatchSize', es.sender.batchSize)!,
+    senderMaxConcurrency: pick('senderMaxConcurrency', es.sender.maximumConcurrency)!,
+    maxReceiveCount: pick('maxReceiveCount', settings.queues.delivery.maxReceiveCount)!,
+    deliveryVisibilityTimeoutSeconds:
+      explicitVisibility ?? Math.max(settings.queues.delivery.visibilityTimeoutSeconds, minVisibility),
+    logRetentionDays: pick('logRetentionDays', settings.logs.retentionDays)!,
+    retainData: pick('retainData', true)!,
+    prebuiltArtifactsDir: pick('prebuiltArtifactsDir', undefined),
+  };
+  validate(config, minVisibility);
+  return config;
+}
+
+/**
+ * AWS guidance for SQS-triggered functions: visibility timeout >= 6x the function
+ * timeout plus the batching window, so a throttled or retried batch is not
+ * received again while an earlier invocation still works on it.
+ */
+export function minimumVisibilityTimeout(senderTimeoutSeconds: number, batchingWindowSeconds: number): number {
+  return 6 * senderTimeoutSeconds + batchingWindowSeconds;
+}
+
+function validate(c: TernConfig, minVisibility: number): void {
+  const fail = (msg: string): never => {
+    throw new Error(`Tern stack settings: ${msg}`);
+  };
+  const intIn = (name: string, v: number, lo: number, hi: number) => {
+    if (!Number.isInteger(v) || v < lo || v > hi) fail(`${name} must be an integer in ${lo}..${hi}, got ${v}`);
+  };
+  intIn('senderBatchSize', c.senderBatchSize, 1, 10);
+  intIn('relayBatchSize', c.relayBatchSize, 1, 10000);
+  intIn('senderMaxConcurrency', c.senderMaxConcurrency, 2, 1000);
+  intIn('maxReceiveCount', c.maxReceiveCount, 1, 1000);
+  intIn('relayTimeoutSeconds', c.relayTimeoutSeconds, 1, 900);
+  intIn('senderTimeoutSeconds', c.senderTimeoutSeconds, 1, 900);
+  intIn('replayTimeoutSeconds', c.replayTimeoutSeconds, 1, 900);
+  intIn('deliveryVisibilityTimeoutSeconds', c.deliveryVisibilityTimeoutSeconds, 0, 43200);
+  // The replay function hides each DLQ message it examines for 330 s (DRAIN_VISIBILITY_SECONDS in
+  // shared/tern-handlers/src/replay.rs) so one run never sees a message twice: it must end before that.
+  if (c.replayTimeoutSeconds >= REPLAY_DRAIN_VISIBILITY_SECONDS) {
+    fail(`replayTimeoutSeconds (${c.replayTimeoutSeconds}) must be below ${REPLAY_DRAIN_VISIBILITY_SECONDS}`);
+  }
+  if (c.deliveryVisibilityTimeoutSeconds < minVisibility) {
+    fail(
+      `deliveryVisibilityTimeoutSeconds (${c.deliveryVisibilityTimeoutSeconds}) must be >= 6 x senderTimeoutSeconds ` +
+        `+ batching window (${minVisibility})`,
+    );
+  }
+  // "Well below" the sender timeout: half leaves room for the DynamoDB and SQS calls around a POST.
+  if (c.attemptTimeoutMs <= 0 || c.attemptTimeoutMs * 2 > c.senderTimeoutSeconds * 1000) {
+    fail(`attemptTimeoutMs (${c.attemptTimeoutMs}) must be positive and at most half of senderTimeoutSeconds`);
+  }
+  if (c.retrySchedule.length === 0 || c.retrySchedule.some((s) => !Number.isInteger(s) || s <= 0)) {
+    fail(`retrySchedule must be a non-empty list of positive whole seconds, got ${c.retrySchedule.join(',')}`);
+  }
+  for (const [name, v] of [
+    ['relayMemoryMb', c.relayMemoryMb],
+    ['senderMemoryMb', c.senderMemoryMb],
+    ['replayMemoryMb', c.replayMemoryMb],
+  ] as const) {
+    intIn(name, v, 128, 10240);
+  }
+}

@@ -1,0 +1,112 @@
+import { Duration } from 'aws-cdk-lib';
+import * as cw from 'aws-cdk-lib/aws-cloudwatch';
+import * as cwActions from 'aws-cdk-lib/aws-cloudwatch-actions';
+import * as iam from 'aws-cdk-lib/aws-iam';
+import * as kms from 'aws-cdk-lib/aws-kms';
+import * as lambda from 'aws-cdk-lib/aws-lambda';
+import * as sns from 'aws-cdk-lib/aws-sns';
+import * as subs from 'aws-cdk-lib/aws-sns-subscriptions';
+import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
+import { Construct } from 'constructs';
+import { TernSettings } from '../settings';
+import { Functions } from './functions';
+import { TernMetrics } from './metrics';
+import { Queues } from './queues';
+
+export interface AlarmsProps {
+  readonly settings: TernSettings;
+  readonly functions: Functions;
+  readonly queues: Queues;
+  readonly stateMachine: sfn.IStateMachine;
+  /** Subscribed to the topic by e-mail when set. */
+  readonly alarmEmail?: string;
+}
+
+/**
+ * Alarms, all sent to one SNS topic (alarm and back-to-OK). README.md says what
+ * each means and what to do. Missing data is never a breach: SQS stops
+ * publishing after hours of quiet, and a quiet hour has no success rate.
+ */
+export class Alarms extends Construct {
+  public readonly topic: sns.Topic;
+  public readonly alarms: cw.Alarm[] = [];
+  private readonly action: cwActions.SnsAction;
+
+  constructor(scope: Construct, id: string, props: AlarmsProps) {
+    super(scope, id);
+    const a = props.settings.alarms;
+    const { relay, sender, replay } = props.functions;
+    const { dlq, delivery, relayFailures } = props.queues;
+
+    // A customer managed key: the AWS managed SNS key does not let CloudWatch publish.
+    const key = new kms.Key(this, 'TopicKey', {
+      enableKeyRotation: true,
+      description: 'Tern alarm topic encryption',
+    });
+    key.addToResourcePolicy(
+      new iam.PolicyStatement({
+        principals: [new iam.ServicePrincipal('cloudwatch.amazonaws.com')],
+        actions: ['kms:Decrypt', 'kms:GenerateDataKey*'],
+        resources: ['*'],
+      }),
+    );
+    this.topic = new sns.Topic(this, 'Topic', { masterKey: key, enforceSSL: true, displayName: 'Tern alarms' });
+    if (props.alarmEmail) this.topic.addSubscription(new subs.EmailSubscription(props.alarmEmail));
+    this.action = new cwActions.SnsAction(this.topic);
+
+    const max1m = { statistic: cw.Stats.MAXIMUM, period: Duration.minutes(1) };
+    this.add('DlqDepth', dlq.metricApproximateNumberOfMessagesVisible(max1m), 0,
+      'Dead letters are waiting in the Tern DLQ: inspect them, fix the cause, then redrive or replay.');
+    this.add('RelayFailuresDepth', relayFailures.metricApproximateNumberOfMessagesVisible(max1m), 0,
+      'Outbox stream records the relay could not handle are waiting in the relay-failure queue.');
+    this.add('DeliveryQueueOldestMessage',
+      delivery.metricApproximateAgeOfOldestMessage({ statistic: cw.Stats.MAXIMUM, period: Duration.minutes(5) }),
+      a.deliveryQueueOldestMessageSeconds,
+      `A delivery message has waited more than ${a.deliveryQueueOldestMessageSeconds} s: the sender is behind or failing.`);
+    this.add('RelayIteratorAge',
+      relay.metric('IteratorAge', { statistic: cw.Stats.MAXIMUM, period: Duration.minutes(5) }),
+      a.relayIteratorAgeMs,
+      `The relay is more than ${a.relayIteratorAgeMs} ms behind the outbox stream (records expire after 24 h).`);
+    for (const [name, fn] of [['Relay', relay], ['Sender', sender], ['Replay', replay]] as const) {
+      this.functionAlarms(name, fn);
+    }
+    this.add('DelayedDeliveryFailed',
+      props.stateMachine.metricFailed({ statistic: cw.Stats.SUM, period: Duration.minutes(5) }), 0,
+      'A delayed retry could not be put back on the delivery queue: that delivery is lost unless replayed from its attempts.');
+
+    const period = Duration.seconds(a.successRatePeriodSeconds);
+    this.add('SuccessRate', new TernMetrics(props.settings.metrics.namespace).successRate(period),
+      a.successRatePercent,
+      `Fewer than ${a.successRatePercent} % of delivery attempts succeeded over ${a.successRatePeriodSeconds} s.`,
+      cw.ComparisonOperator.LESS_THAN_THRESHOLD);
+  }
+
+  private functionAlarms(name: string, fn: lambda.IFunction): void {
+    const sum5m = { statistic: cw.Stats.SUM, period: Duration.minutes(5) };
+    this.add(`${name}Errors`, fn.metricErrors(sum5m), 0,
+      `The ${name.toLowerCase()} function failed invocations (crash, timeout, panic).`);
+    this.add(`${name}Throttles`, fn.metricThrottles(sum5m), 0,
+      `The ${name.toLowerCase()} function was throttled (account or function concurrency).`);
+  }
+
+  private add(
+    id: string,
+    metric: cw.IMetric,
+    threshold: number,
+    description: string,
+    comparisonOperator = cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+  ): void {
+    const alarm = new cw.Alarm(this, id, {
+      metric,
+      threshold,
+      comparisonOperator,
+      evaluationPeriods: 1,
+      datapointsToAlarm: 1,
+      treatMissingData: cw.TreatMissingData.NOT_BREACHING,
+      alarmDescription: description,
+    });
+    alarm.addAlarmAction(this.action);
+    alarm.addOkAction(this.action);
+    this.alarms.push(alarm);
+  }
+}

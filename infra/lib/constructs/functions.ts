@@ -1,0 +1,205 @@
+import * as path from 'path';
+import { Duration, RemovalPolicy } from 'aws-cdk-lib';
+import * as iam from 'aws-cdk-lib/aws-iam';
+import * as lambda from 'aws-cdk-lib/aws-lambda';
+import * as sources from 'aws-cdk-lib/aws-lambda-event-sources';
+import * as logs from 'aws-cdk-lib/aws-logs';
+import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
+import { RustFunction } from 'cargo-lambda-cdk';
+import { Construct } from 'constructs';
+import { TernConfig } from '../config';
+import { TernSettings, WORKSPACE_DIR } from '../settings';
+import { Queues } from './queues';
+import { Storage } from './storage';
+
+export interface FunctionsProps {
+  readonly settings: TernSettings;
+  readonly config: TernConfig;
+  readonly storage: Storage;
+  readonly queues: Queues;
+  readonly stateMachine: sfn.IStateMachine;
+}
+
+/** The three binaries of the Rust workspace (crates functions/relay, functions/sender, functions/replay). */
+export type FunctionName = 'relay' | 'sender' | 'replay';
+
+interface FunctionSpec {
+  readonly name: FunctionName;
+  readonly description: string;
+  readonly timeoutSeconds: number;
+  readonly memoryMb: number;
+  readonly environment: Record<string, string>;
+}
+
+/**
+ * relay, sender and replay: arm64 on provided.al2023, each with its own role
+ * (no AWS managed policy: it may write only to its own log group) and its own
+ * log group with a retention. Permissions are added with grants, action by action.
+ */
+export class Functions extends Construct {
+  public readonly relay: lambda.Function;
+  public readonly sender: lambda.Function;
+  public readonly replay: lambda.Function;
+  /** The execution role of each function (created here so that no AWS managed policy is attached). */
+  public readonly roles: Record<FunctionName, iam.Role> = {} as Record<FunctionName, iam.Role>;
+
+  constructor(scope: Construct, id: string, props: FunctionsProps) {
+    super(scope, id);
+    const { config: c, settings: s, storage, queues } = props;
+    const common = {
+      RUST_LOG: 'info',
+      TERN_METRICS_NAMESPACE: s.metrics.namespace,
+    };
+
+    this.relay = this.rustFunction(c, {
+      name: 'relay',
+      description: 'Tern relay: outbox stream INSERTs to one delivery message per subscribed endpoint',
+      timeoutSeconds: c.relayTimeoutSeconds,
+      memoryMb: c.relayMemoryMb,
+      environment: {
+        ...common,
+        TERN_ENDPOINTS_TABLE: storage.endpoints.tableName,
+        TERN_DELIVERY_QUEUE_URL: queues.delivery.queueUrl,
+        TERN_RELAY_FAILURE_QUEUE_URL: queues.relayFailures.queueUrl,
+        TERN_MAX_PAYLOAD_BYTES: String(c.maxPayloadBytes),
+      },
+    });
+    this.sender = this.rustFunction(c, {
+      name: 'sender',
+      description: 'Tern sender: signs and POSTs one delivery, then records, retries or dead-letters it',
+      timeoutSeconds: c.senderTimeoutSeconds,
+      memoryMb: c.senderMemoryMb,
+      environment: {
+        ...common,
+        TERN_ENDPOINTS_TABLE: storage.endpoints.tableName,
+        TERN_ATTEMPTS_TABLE: storage.attempts.tableName,
+        TERN_DELIVERY_QUEUE_URL: queues.delivery.queueUrl,
+        TERN_DLQ_URL: queues.dlq.queueUrl,
+        TERN_DELAY_STATE_MACHINE_ARN: props.stateMachine.stateMachineArn,
+        TERN_RETRY_SCHEDULE: c.retrySchedule.join(','),
+        TERN_ATTEMPT_TIMEOUT_MS: String(c.attemptTimeoutMs),
+        TERN_RETRY_AFTER_CEILING_SECONDS: String(c.retryAfterCeilingSeconds),
+        // Deployed stacks only ever deliver over https; plain http is for local mode.
+        TERN_HTTPS_ONLY: 'true',
+        TERN_ATTEMPT_LOG_TTL_DAYS: String(c.attemptLogTtlDays),
+      },
+    });
+    this.replay = this.rustFunction(c, {
+      name: 'replay',
+      description: 'Tern replay: moves chosen dead letters back to the delivery queue (invoke by hand)',
+      timeoutSeconds: c.replayTimeoutSeconds,
+      memoryMb: c.replayMemoryMb,
+      environment: {
+        ...common,
+        TERN_DLQ_URL: queues.dlq.queueUrl,
+        TERN_DELIVERY_QUEUE_URL: queues.delivery.queueUrl,
+      },
+    });
+
+    this.wireRelay(s, c, storage, queues);
+    this.wireSender(s, c, storage, queues, props.stateMachine);
+    // replay: reads the DLQ by hand (no mapping) and puts messages back on the delivery queue.
+    queues.dlq.grant(this.replay, 'sqs:ReceiveMessage', 'sqs:DeleteMessage', 'sqs:ChangeMessageVisibility');
+    queues.delivery.grant(this.replay, 'sqs:SendMessage');
+  }
+
+  private wireRelay(s: TernSettings, c: TernConfig, storage: Storage, queues: Queues): void {
+    const es = s.eventSources.relay;
+    // The mapping grants the stream reads (and sqs:SendMessage on its OnFailure queue).
+    this.relay.addEventSource(
+      new sources.DynamoEventSource(storage.outbox, {
+        startingPosition: lambda.StartingPosition[es.startingPosition],
+        batchSize: c.relayBatchSize,
+        bisectBatchOnError: es.bisectBatchOnFunctionError,
+        retryAttempts: es.maximumRetryAttempts,
+        maxRecordAge: Duration.seconds(es.maximumRecordAgeSeconds),
+        parallelizationFactor: es.parallelizationFactor,
+        reportBatchItemFailures: es.reportBatchItemFailures,
+        // Records that still fail after the retries leave the shard for this queue instead of blocking it.
+        onFailure: new sources.SqsDlq(queues.relayFailures),
+        // Only INSERTs are outbox items to relay (the code checks eventName too).
+        filters: [{ pattern: JSON.stringify(es.filterPattern) }],
+      }),
+    );
+    storage.endpoints.grant(this.relay, 'dynamodb:Query');
+    queues.delivery.grant(this.relay, 'sqs:SendMessage');
+    // The relay also writes records it rejects (too big, unparseable) there itself.
+    queues.relayFailures.grant(this.relay, 'sqs:SendMessage');
+  }
+
+  private wireSender(
+    s: TernSettings,
+    c: TernConfig,
+    storage: Storage,
+    queues: Queues,
+    stateMachine: sfn.IStateMachine,
+  ): void {
+    const es = s.eventSources.sender;
+    // The mapping grants receive/delete/change-visibility on the delivery queue.
+    this.sender.addEventSource(
+      new sources.SqsEventSource(queues.delivery, {
+        batchSize: c.senderBatchSize,
+        maxBatchingWindow: Duration.seconds(es.maximumBatchingWindowSeconds),
+        maxConcurrency: c.senderMaxConcurrency,
+        // Without this the batchItemFailures in the sender's response are ignored.
+        reportBatchItemFailures: es.reportBatchItemFailures,
+      }),
+    );
+    // PutItem/UpdateItem: the sender disables an endpoint after 410 Gone.
+    storage.endpoints.grant(this.sender, 'dynamodb:GetItem', 'dynamodb:Query', 'dynamodb:UpdateItem', 'dynamodb:PutItem');
+    storage.attempts.grant(this.sender, 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:Query');
+    // Retries up to 900 s go back on the delivery queue with DelaySeconds; dead letters go to the DLQ.
+    queues.delivery.grant(this.sender, 'sqs:SendMessage');
+    queues.dlq.grant(this.sender, 'sqs:SendMessage');
+    stateMachine.grantStartExecution(this.sender);
+  }
+
+  private rustFunction(c: TernConfig, spec: FunctionSpec): lambda.Function {
+    const id = spec.name.charAt(0).toUpperCase() + spec.name.slice(1);
+    const logGroup = new logs.LogGroup(this, `${id}Logs`, {
+      retention: retentionDays(c.logRetentionDays),
+      removalPolicy: RemovalPolicy.DESTROY,
+    });
+    const role = new iam.Role(this, `${id}Role`, {
+      assumedBy: new iam.ServicePrincipal('lambda.amazonaws.com'),
+      description: `Tern ${spec.name} function`,
+    });
+    logGroup.grantWrite(role);
+    this.roles[spec.name] = role;
+    const options: lambda.FunctionOptions = {
+      description: spec.description,
+      architecture: lambda.Architecture.ARM_64,
+      timeout: Duration.seconds(spec.timeoutSeconds),
+      memorySize: spec.memoryMb,
+      environment: spec.environment,
+      role,
+      logGroup,
+    };
+    if (c.prebuiltArtifactsDir) {
+      // `cargo lambda build --release --arm64` already ran: ship target/lambda/<bin>/ as is.
+      return new lambda.Function(this, id, {
+        ...options,
+        runtime: lambda.Runtime.PROVIDED_AL2023,
+        handler: 'bootstrap',
+        code: lambda.Code.fromAsset(path.resolve(c.prebuiltArtifactsDir, spec.name)),
+      });
+    }
+    // RustFunction runs `cargo lambda build --release --arm64 --bin <name>` in the workspace at synth time
+    // (or in Docker when cargo-lambda is missing); it is skipped when bundling is off for the stack.
+    return new RustFunction(this, id, {
+      ...options,
+      manifestPath: path.join(WORKSPACE_DIR, 'Cargo.toml'),
+      binaryName: spec.name,
+      runtime: 'provided.al2023',
+    });
+  }
+}
+
+/** CloudWatch Logs accepts only some retention values. */
+function retentionDays(days: number): logs.RetentionDays {
+  const allowed = Object.values(logs.RetentionDays).filter((v): v is number => typeof v === 'number');
+  if (!allowed.includes(days)) {
+    throw new Error(`logRetentionDays must be one of ${allowed.join(', ')}; got ${days}`);
+  }
+  return days as logs.RetentionDays;
+}

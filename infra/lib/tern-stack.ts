@@ -1,0 +1,80 @@
+import { CfnOutput, Stack, StackProps } from 'aws-cdk-lib';
+import { Construct } from 'constructs';
+import { resolveConfig, TernConfig, TernOptions } from './config';
+import { Alarms } from './constructs/alarms';
+import { Dashboard } from './constructs/dashboard';
+import { DelayedDelivery } from './constructs/delayed-delivery';
+import { Functions } from './constructs/functions';
+import { Queues } from './constructs/queues';
+import { Storage } from './constructs/storage';
+import { applyNagSuppressions } from './nag-suppressions';
+import { loadSettings, TernSettings } from './settings';
+
+/** Stack props: the usual StackProps plus every Tern option (see TernOptions and README.md). */
+export interface TernStackProps extends StackProps, TernOptions {
+  /** Settings to start from instead of infra/settings.json (tests). */
+  readonly settings?: TernSettings;
+}
+
+/** The whole Tern system: tables, queues, delayed-delivery state machine, functions, alarms, dashboard. */
+export class TernStack extends Stack {
+  public readonly config: TernConfig;
+  public readonly storage: Storage;
+  public readonly queues: Queues;
+  public readonly delayedDelivery: DelayedDelivery;
+  public readonly functions: Functions;
+  public readonly alarms: Alarms;
+  public readonly dashboard: Dashboard;
+
+  constructor(scope: Construct, id: string, props: TernStackProps = {}) {
+    super(scope, id, props);
+    const settings = props.settings ?? loadSettings();
+    const config = resolveConfig(this.node, settings, props);
+    this.config = config;
+
+    this.storage = new Storage(this, 'Storage', { settings, retainData: config.retainData });
+    this.queues = new Queues(this, 'Queues', {
+      settings,
+      deliveryVisibilityTimeoutSeconds: config.deliveryVisibilityTimeoutSeconds,
+      maxReceiveCount: config.maxReceiveCount,
+    });
+    this.delayedDelivery = new DelayedDelivery(this, 'DelayedDelivery', { deliveryQueue: this.queues.delivery });
+    const stateMachine = this.delayedDelivery.stateMachine;
+    this.functions = new Functions(this, 'Functions', {
+      settings,
+      config,
+      storage: this.storage,
+      queues: this.queues,
+      stateMachine,
+    });
+    this.alarms = new Alarms(this, 'Alarms', {
+      settings,
+      functions: this.functions,
+      queues: this.queues,
+      stateMachine,
+      alarmEmail: config.alarmEmail,
+    });
+    this.dashboard = new Dashboard(this, 'Dashboard', { settings, functions: this.functions, queues: this.queues });
+
+    this.outputs();
+    applyNagSuppressions(this);
+  }
+
+  private outputs(): void {
+    // Only the outbox is exported: it is what another stack (the application) needs.
+    const out = (id: string, value: string, description: string, exported = false) =>
+      new CfnOutput(this, id, { value, description, exportName: exported ? `${this.stackName}-${id}` : undefined });
+    // The application writes outbox items in its own transactions: it needs these two.
+    out('OutboxTableName', this.storage.outbox.tableName, 'Outbox table: the application writes events here', true);
+    out('OutboxTableArn', this.storage.outbox.tableArn, 'Outbox table ARN (for the application role)', true);
+    out('EndpointsTableName', this.storage.endpoints.tableName, 'Endpoints and subscriptions');
+    out('AttemptsTableName', this.storage.attempts.tableName, 'Delivery attempt log');
+    out('DeliveryQueueUrl', this.queues.delivery.queueUrl, 'Delivery queue');
+    out('DlqUrl', this.queues.dlq.queueUrl, 'Dead-letter queue');
+    out('DlqArn', this.queues.dlq.queueArn, 'Dead-letter queue ARN (console redrive)');
+    out('RelayFailureQueueUrl', this.queues.relayFailures.queueUrl, 'Stream records the relay could not handle');
+    out('DelayStateMachineArn', this.delayedDelivery.stateMachine.stateMachineArn, 'Delayed-delivery state machine');
+    out('ReplayFunctionName', this.functions.replay.functionName, 'Invoke to replay dead letters');
+    out('AlarmTopicArn', this.alarms.topic.topicArn, 'Alarm notifications');
+  }
+}

@@ -1,0 +1,130 @@
+/**
+ * The CDK app and template.yaml deploy the same system: timeouts, memory, batch
+ * sizes, redrive, visibility timeout, stream and mapping settings, alarms.
+ */
+import { CfnElement } from 'aws-cdk-lib';
+import { defaultStack, samTemplate, CfnTemplate } from './helpers';
+import { critical, Critical, Names, samEventToMapping } from './normalize';
+
+function cdkCritical(): Critical {
+  const { stack, json } = defaultStack();
+  const id = (c: { node: { defaultChild?: unknown } }) => stack.getLogicalId(c.node.defaultChild as CfnElement);
+  const names: Names = {
+    [id(stack.storage.outbox)]: 'outbox',
+    [id(stack.storage.endpoints)]: 'endpoints',
+    [id(stack.storage.attempts)]: 'attempts',
+    [id(stack.queues.delivery)]: 'delivery',
+    [id(stack.queues.dlq)]: 'dlq',
+    [id(stack.queues.relayFailures)]: 'relayFailures',
+    [id(stack.delayedDelivery.stateMachine)]: 'stateMachine',
+    [id(stack.functions.relay)]: 'relay',
+    [id(stack.functions.sender)]: 'sender',
+    [id(stack.functions.replay)]: 'replay',
+    [id(stack.alarms.topic)]: 'topic',
+  };
+  const mappings: Record<string, Record<string, unknown>> = {};
+  for (const r of Object.values(json.Resources).filter((r) => r.Type === 'AWS::Lambda::EventSourceMapping')) {
+    const { FunctionName, ...rest } = r.Properties;
+    mappings[names[FunctionName.Ref]] = rest;
+  }
+  const sm = json.Resources[id(stack.delayedDelivery.stateMachine)].Properties;
+  return critical(json, names, mappings, sm.StateMachineType);
+}
+
+function samCritical(): Critical {
+  const t: CfnTemplate = samTemplate();
+  const names: Names = {
+    OutboxTable: 'outbox',
+    EndpointsTable: 'endpoints',
+    AttemptsTable: 'attempts',
+    DeliveryQueue: 'delivery',
+    Dlq: 'dlq',
+    RelayFailureQueue: 'relayFailures',
+    DelayedDeliveryStateMachine: 'stateMachine',
+    RelayFunction: 'relay',
+    SenderFunction: 'sender',
+    ReplayFunction: 'replay',
+    AlarmTopic: 'topic',
+  };
+  const mappings: Record<string, Record<string, unknown>> = {};
+  for (const fn of ['relay', 'sender', 'replay']) {
+    const logicalId = Object.keys(names).find((k) => names[k] === fn)!;
+    for (const event of Object.values(t.Resources[logicalId].Properties.Events ?? {})) {
+      mappings[fn] = samEventToMapping(event as any);
+    }
+  }
+  return critical(t, names, mappings, t.Resources.DelayedDeliveryStateMachine.Properties.Type);
+}
+
+describe('CDK and SAM templates agree', () => {
+  const cdk = cdkCritical();
+  const sam = samCritical();
+
+  test.each(['relay', 'sender', 'replay'])('function %s: runtime, arch, timeout, memory, environment', (fn) => {
+    expect(sam.functions[fn]).toEqual(cdk.functions[fn]);
+  });
+
+  test.each(['outbox', 'endpoints', 'attempts'])('table %s: keys, stream, TTL, PITR, SSE, retention policy', (tbl) => {
+    expect(sam.tables[tbl]).toEqual(cdk.tables[tbl]);
+  });
+
+  test.each(['delivery', 'dlq', 'relayFailures'])('queue %s: visibility, retention, redrive, SSE', (q) => {
+    expect(sam.queues[q]).toEqual(cdk.queues[q]);
+  });
+
+  test('every queue is TLS-only in both', () => {
+    expect(cdk.tlsOnlyQueues).toEqual(['delivery', 'dlq', 'relayFailures']);
+    expect(sam.tlsOnlyQueues).toEqual(cdk.tlsOnlyQueues);
+  });
+
+  test('relay stream mapping settings', () => {
+    expect(sam.mappings.relay).toEqual(cdk.mappings.relay);
+  });
+
+  test('sender queue mapping settings', () => {
+    expect(sam.mappings.sender).toEqual(cdk.mappings.sender);
+  });
+
+  test('only relay and sender have mappings', () => {
+    expect(Object.keys(cdk.mappings).sort()).toEqual(['relay', 'sender']);
+    expect(Object.keys(sam.mappings).sort()).toEqual(['relay', 'sender']);
+  });
+
+  test('state machine type', () => {
+    expect(cdk.stateMachine).toEqual({ Type: 'STANDARD' });
+    expect(sam.stateMachine).toEqual(cdk.stateMachine);
+  });
+
+  test('alarms: same metrics, statistics, periods, thresholds and actions', () => {
+    expect(cdk.alarms).toHaveLength(12);
+    expect(sam.alarms).toEqual(cdk.alarms);
+  });
+
+  test('log retention, dashboard, exported outputs', () => {
+    expect(sam.logRetentionDays).toEqual(cdk.logRetentionDays);
+    expect(cdk.hasDashboard && sam.hasDashboard).toBe(true);
+    expect(sam.exportedOutputs).toEqual(cdk.exportedOutputs);
+  });
+});
+
+describe('template.yaml builds with cargo-lambda from the workspace', () => {
+  const t = samTemplate();
+  test.each([
+    ['RelayFunction', 'relay'],
+    ['SenderFunction', 'sender'],
+    ['ReplayFunction', 'replay'],
+  ])('%s builds binary %s', (logicalId, bin) => {
+    const r = t.Resources[logicalId];
+    expect(r.Metadata).toEqual({ BuildMethod: 'rust-cargolambda', BuildProperties: { Binary: bin } });
+    expect(r.Properties.CodeUri).toBe('..');
+  });
+
+  test('state machine uses the shared definition file and a send-only role', () => {
+    const sm = t.Resources.DelayedDeliveryStateMachine.Properties;
+    expect(sm.DefinitionUri).toBe('statemachine/delayed-delivery.asl.json');
+    const role = t.Resources.DelayedDeliveryRole.Properties;
+    const statements = role.Policies.flatMap((p: any) => p.PolicyDocument.Statement);
+    expect(statements).toEqual([{ Effect: 'Allow', Action: 'sqs:SendMessage', Resource: { 'Fn::GetAtt': ['DeliveryQueue', 'Arn'] } }]);
+    expect(role.ManagedPolicyArns).toBeUndefined();
+  });
+});

@@ -1,0 +1,124 @@
+/**
+ * Props and context override settings.json; bad values are refused at synth;
+ * prebuilt artifacts replace cargo-lambda; nothing needs cargo-lambda on PATH.
+ */
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
+import { Template } from 'aws-cdk-lib/assertions';
+import * as lambda from 'aws-cdk-lib/aws-lambda';
+import { RustFunction } from 'cargo-lambda-cdk';
+import { createApp } from '../lib/app';
+import { loadSettings } from '../lib/settings';
+import { TernStack, TernStackProps } from '../lib/tern-stack';
+import { only, synth } from './helpers';
+
+function build(props: TernStackProps = {}, context: Record<string, unknown> = {}): TernStack {
+  const app = createApp({ skipBundling: true, nag: false, context, outdir: fs.mkdtempSync(path.join(os.tmpdir(), 'tern-cfg-')) });
+  return new TernStack(app, 'Tern', props);
+}
+
+describe('overrides', () => {
+  test('props override settings.json; a longer sender timeout raises the visibility timeout to 6x', () => {
+    const { stack, json } = synth({ senderTimeoutSeconds: 90, senderMaxConcurrency: 50, retrySchedule: [30, 60], alarmEmail: undefined });
+    const sender = json.Resources[stack.getLogicalId(stack.functions.sender.node.defaultChild as any)].Properties;
+    expect(sender.Timeout).toBe(90);
+    expect(sender.Environment.Variables.TERN_RETRY_SCHEDULE).toBe('30,60');
+    const queue = json.Resources[stack.getLogicalId(stack.queues.delivery.node.defaultChild as any)].Properties;
+    expect(queue.VisibilityTimeout).toBe(540);
+    Template.fromJSON(json).hasResourceProperties('AWS::Lambda::EventSourceMapping', { ScalingConfig: { MaximumConcurrency: 50 } });
+    Template.fromJSON(json).resourceCountIs('AWS::SNS::Subscription', 0);
+  });
+
+  test('context values (strings from -c) are read and typed', () => {
+    const { stack, json } = synth({}, {
+      'tern:senderBatchSize': '5',
+      'tern:retrySchedule': '10, 20,30',
+      'tern:retainData': 'false',
+      'tern:alarmEmail': 'oncall@example.com',
+      'tern:logRetentionDays': '90',
+      'tern:attemptTimeoutMs': 20000,
+    });
+    const t = Template.fromJSON(json);
+    t.hasResourceProperties('AWS::Lambda::EventSourceMapping', { BatchSize: 5, ScalingConfig: { MaximumConcurrency: 20 } });
+    t.hasResource('AWS::DynamoDB::Table', { DeletionPolicy: 'Delete' });
+    t.hasResourceProperties('AWS::SNS::Subscription', { Endpoint: 'oncall@example.com' });
+    t.allResourcesProperties('AWS::Logs::LogGroup', { RetentionInDays: 90 });
+    const env = json.Resources[stack.getLogicalId(stack.functions.sender.node.defaultChild as any)].Properties.Environment.Variables;
+    expect(env.TERN_RETRY_SCHEDULE).toBe('10,20,30');
+    expect(env.TERN_ATTEMPT_TIMEOUT_MS).toBe('20000');
+  });
+
+  test('props win over context', () => {
+    const stack = build({ senderBatchSize: 3 }, { 'tern:senderBatchSize': '7' });
+    expect(stack.config.senderBatchSize).toBe(3);
+  });
+
+  test('explicit visibility timeout is kept when it is large enough', () => {
+    expect(build({ deliveryVisibilityTimeoutSeconds: 900 }).config.deliveryVisibilityTimeoutSeconds).toBe(900);
+  });
+});
+
+describe('refused settings', () => {
+  test.each<[string, TernStackProps, RegExp]>([
+    ['visibility below 6x the sender timeout', { deliveryVisibilityTimeoutSeconds: 300 }, /must be >= 6 x senderTimeoutSeconds/],
+    ['attempt deadline not well below the sender timeout', { attemptTimeoutMs: 45000 }, /attemptTimeoutMs/],
+    ['SQS batch above 10', { senderBatchSize: 11 }, /senderBatchSize/],
+    ['maximum concurrency below 2', { senderMaxConcurrency: 1 }, /senderMaxConcurrency/],
+    ['empty retry schedule', { retrySchedule: [] }, /retrySchedule/],
+    ['fractional retry delay', { retrySchedule: [1.5] }, /retrySchedule/],
+    ['log retention CloudWatch does not offer', { logRetentionDays: 31 }, /logRetentionDays/],
+    ['Lambda timeout above 900 s', { replayTimeoutSeconds: 901 }, /replayTimeoutSeconds/],
+    ['replay outliving its 330 s drain visibility', { replayTimeoutSeconds: 330 }, /replayTimeoutSeconds \(330\) must be below 330/],
+  ])('%s', (_name, props, message) => {
+    expect(() => build(props)).toThrow(message);
+  });
+
+  test('a context value that is not a number', () => {
+    expect(() => build({}, { 'tern:senderMaxConcurrency': 'many' })).toThrow(/tern:senderMaxConcurrency/);
+  });
+
+  test('settings.json with a missing number', () => {
+    const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'tern-settings-')), 'settings.json');
+    const s = JSON.parse(fs.readFileSync(path.join(__dirname, '..', 'settings.json'), 'utf-8'));
+    delete s.queues.delivery.maxReceiveCount;
+    fs.writeFileSync(file, JSON.stringify(s));
+    expect(() => loadSettings(file)).toThrow(/queues.delivery.maxReceiveCount/);
+  });
+});
+
+describe('function code', () => {
+  test('default: RustFunction (cargo-lambda-cdk) bundling, synthesized with no cargo-lambda, cargo or zig on PATH', () => {
+    const emptyBin = fs.mkdtempSync(path.join(os.tmpdir(), 'tern-empty-path-'));
+    const savedPath = process.env.PATH;
+    const { Bundling } = require('cargo-lambda-cdk/lib/bundling');
+    process.env.PATH = emptyBin;
+    try {
+      Bundling.clearRunsLocallyCache();
+      const stack = build();
+      const t = Template.fromStack(stack);
+      expect(stack.functions.sender).toBeInstanceOf(RustFunction);
+      t.resourceCountIs('AWS::Lambda::Function', 3);
+      t.allResourcesProperties('AWS::Lambda::Function', { Handler: 'bootstrap', Runtime: 'provided.al2023', Architectures: ['arm64'] });
+    } finally {
+      process.env.PATH = savedPath;
+      Bundling.clearRunsLocallyCache();
+    }
+  });
+
+  test('prebuiltArtifactsDir: ships target/lambda/<bin>/ as built by cargo lambda build', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tern-prebuilt-'));
+    for (const bin of ['relay', 'sender', 'replay']) {
+      fs.mkdirSync(path.join(dir, bin));
+      fs.writeFileSync(path.join(dir, bin, 'bootstrap'), `#!/bin/sh\necho placeholder ${bin}\n`, { mode: 0o755 });
+    }
+    const { stack, json } = synth({ prebuiltArtifactsDir: dir });
+    for (const fn of [stack.functions.relay, stack.functions.sender, stack.functions.replay]) {
+      expect(fn).toBeInstanceOf(lambda.Function);
+      expect(fn).not.toBeInstanceOf(RustFunction);
+    }
+    const relay = only(json, 'AWS::Lambda::Function', 'FunctionsRelay').props;
+    expect(relay).toMatchObject({ Handler: 'bootstrap', Runtime: 'provided.al2023', Architectures: ['arm64'], Timeout: 30 });
+    expect(relay.Code.S3Key).toMatch(/\.zip$/);
+  });
+});

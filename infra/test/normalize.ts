@@ -1,0 +1,191 @@
+/**
+ * Reduces a CloudFormation template (the synthesized CDK one, or template.yaml
+ * with its SAM resources) to the settings that matter, with references renamed
+ * to role names ("delivery", "relay", ...) so that both templates can be compared.
+ */
+import { CfnTemplate } from './helpers';
+
+/** Logical id -> role name ("outbox", "delivery", "relay", ...). */
+export type Names = Record<string, string>;
+
+export function normalizeValue(v: unknown, names: Names, t: CfnTemplate): unknown {
+  if (Array.isArray(v)) return v.map((x) => normalizeValue(x, names, t));
+  if (v && typeof v === 'object') {
+    const o = v as Record<string, unknown>;
+    const keys = Object.keys(o);
+    if (keys.length === 1 && keys[0] === 'Ref') {
+      const id = String(o.Ref);
+      if (names[id]) return `ref:${names[id]}`;
+      const param = t.Parameters?.[id];
+      if (param && param.Default !== undefined) return param.Default;
+      return `ref:${id}`;
+    }
+    if (keys.length === 1 && keys[0] === 'Fn::GetAtt') {
+      const [id, attr] = o['Fn::GetAtt'] as [string, string];
+      return `${names[id] ?? id}.${attr}`;
+    }
+    return Object.fromEntries(keys.map((k) => [k, normalizeValue(o[k], names, t)]));
+  }
+  return v;
+}
+
+/** Numbers and numeric strings compare equal (CloudFormation accepts both). */
+function num(v: unknown): unknown {
+  return typeof v === 'string' && /^-?\d+(\.\d+)?$/.test(v) ? Number(v) : v;
+}
+
+export interface Critical {
+  functions: Record<string, unknown>;
+  tables: Record<string, unknown>;
+  queues: Record<string, unknown>;
+  tlsOnlyQueues: string[];
+  mappings: Record<string, unknown>;
+  stateMachine: unknown;
+  alarms: unknown[];
+  logRetentionDays: unknown[];
+  hasDashboard: boolean;
+  exportedOutputs: string[];
+}
+
+const FUNCTION_NAMES = ['relay', 'sender', 'replay'];
+const TABLE_NAMES = ['outbox', 'endpoints', 'attempts'];
+const QUEUE_NAMES = ['delivery', 'dlq', 'relayFailures'];
+
+/** Builds the comparable summary. `mappings` gives the event source mapping properties of each function. */
+export function critical(
+  t: CfnTemplate,
+  names: Names,
+  mappings: Record<string, Record<string, unknown>>,
+  stateMachineType: string,
+): Critical {
+  const byName = (name: string) => {
+    const id = Object.keys(names).find((k) => names[k] === name);
+    if (!id) throw new Error(`no resource named ${name}`);
+    return t.Resources[id];
+  };
+  const n = (v: unknown) => normalizeValue(v, names, t);
+
+  const functions = Object.fromEntries(
+    FUNCTION_NAMES.map((name) => {
+      const p = byName(name).Properties;
+      const vars = n(p.Environment?.Variables ?? {}) as Record<string, unknown>;
+      // A Ref to a Number parameter reaches the function as text, like every environment value.
+      const env = Object.fromEntries(Object.entries(vars).map(([k, v]) => [k, typeof v === 'number' ? String(v) : v]));
+      return [
+        name,
+        {
+          Runtime: p.Runtime,
+          Architectures: p.Architectures,
+          Handler: p.Handler,
+          Timeout: num(p.Timeout),
+          MemorySize: num(p.MemorySize),
+          Environment: Object.fromEntries(Object.keys(env).sort().map((k) => [k, env[k]])),
+          HasLogGroup: p.LoggingConfig?.LogGroup !== undefined,
+        },
+      ];
+    }),
+  );
+
+  const tables = Object.fromEntries(
+    TABLE_NAMES.map((name) => {
+      const r = byName(name);
+      const p = r.Properties;
+      return [
+        name,
+        {
+          KeySchema: p.KeySchema,
+          AttributeDefinitions: p.AttributeDefinitions,
+          BillingMode: p.BillingMode,
+          StreamSpecification: p.StreamSpecification,
+          TimeToLiveSpecification: p.TimeToLiveSpecification,
+          PointInTimeRecoverySpecification: p.PointInTimeRecoverySpecification,
+          SSESpecification: p.SSESpecification,
+          DeletionPolicy: r.DeletionPolicy,
+        },
+      ];
+    }),
+  );
+
+  const queues = Object.fromEntries(
+    QUEUE_NAMES.map((name) => {
+      const p = byName(name).Properties;
+      return [
+        name,
+        {
+          VisibilityTimeout: num(p.VisibilityTimeout ?? 30),
+          MessageRetentionPeriod: num(p.MessageRetentionPeriod),
+          RedrivePolicy: p.RedrivePolicy ? n(p.RedrivePolicy) : undefined,
+          SqsManagedSseEnabled: p.SqsManagedSseEnabled,
+          KmsMasterKeyId: p.KmsMasterKeyId,
+        },
+      ];
+    }),
+  );
+
+  // Queues with a Deny on aws:SecureTransport=false in some queue policy.
+  const tlsOnly = new Set<string>();
+  for (const r of Object.values(t.Resources).filter((r) => r.Type === 'AWS::SQS::QueuePolicy')) {
+    const denies = (r.Properties.PolicyDocument.Statement as any[]).some(
+      (s) => s.Effect === 'Deny' && String(s.Condition?.Bool?.['aws:SecureTransport']) === 'false',
+    );
+    if (denies) for (const q of n(r.Properties.Queues) as string[]) tlsOnly.add(q.replace(/^ref:/, ''));
+  }
+
+  const alarms = Object.values(t.Resources)
+    .filter((r) => r.Type === 'AWS::CloudWatch::Alarm')
+    .map((r) => {
+      const p = r.Properties;
+      return n({
+        Namespace: p.Namespace,
+        MetricName: p.MetricName,
+        Dimensions: p.Dimensions,
+        Statistic: p.Statistic,
+        Period: num(p.Period),
+        Metrics: p.Metrics,
+        Threshold: num(p.Threshold),
+        ComparisonOperator: p.ComparisonOperator,
+        EvaluationPeriods: num(p.EvaluationPeriods),
+        DatapointsToAlarm: num(p.DatapointsToAlarm),
+        TreatMissingData: p.TreatMissingData,
+        AlarmActions: p.AlarmActions,
+        OKActions: p.OKActions,
+      });
+    })
+    .map((a) => JSON.parse(JSON.stringify(a)))
+    .sort((a, b) => JSON.stringify(a).localeCompare(JSON.stringify(b)));
+
+  const logRetentionDays = Object.values(t.Resources)
+    .filter((r) => r.Type === 'AWS::Logs::LogGroup')
+    .map((r) => num(r.Properties?.RetentionInDays));
+
+  const exportedOutputs = Object.entries(t.Outputs ?? {})
+    .filter(([, o]) => o.Export !== undefined)
+    .map(([k]) => k)
+    .sort();
+
+  return JSON.parse(
+    JSON.stringify({
+      functions,
+      tables,
+      queues,
+      tlsOnlyQueues: [...tlsOnly].sort(),
+      mappings: Object.fromEntries(Object.entries(mappings).map(([k, v]) => [k, n(v)])),
+      stateMachine: { Type: stateMachineType },
+      alarms,
+      logRetentionDays,
+      hasDashboard: Object.values(t.Resources).some((r) => r.Type === 'AWS::CloudWatch::Dashboard'),
+      exportedOutputs,
+    }),
+  ) as Critical;
+}
+
+/** The event source mapping properties that SAM generates from a function's Events entry. */
+export function samEventToMapping(event: { Type: string; Properties: Record<string, any> }): Record<string, unknown> {
+  const { Stream, Queue, DestinationConfig, ...rest } = event.Properties;
+  const mapping: Record<string, unknown> = { ...rest, EventSourceArn: Stream ?? Queue };
+  if (DestinationConfig?.OnFailure) {
+    // SAM's `Type: SQS` only chooses which send permission to add; CloudFormation gets the destination.
+    mapping.DestinationConfig = { OnFailure: { Destination: DestinationConfig.OnFailure.Destination } };
+  }
+  return mapping;
+}

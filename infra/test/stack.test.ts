@@ -1,0 +1,482 @@
+/**
+ * The synthesized template carries every setting of infra/settings.json and the
+ * contract (DESIGN.md section 6): tables, queues, state machine, functions,
+ * mappings, IAM, alarms, dashboard and outputs.
+ */
+import * as fs from 'fs';
+import * as path from 'path';
+import { CfnElement, Stack } from 'aws-cdk-lib';
+import { Match } from 'aws-cdk-lib/assertions';
+import { STATE_MACHINE_DEFINITION_FILE } from '../lib/settings';
+import { defaultStack, only, settings } from './helpers';
+
+const { stack, template, json, outdir } = defaultStack();
+const logicalId = (c: { node: { defaultChild?: unknown } }) => stack.getLogicalId(c.node.defaultChild as CfnElement);
+const resource = (c: { node: { defaultChild?: unknown } }) => json.Resources[logicalId(c)];
+const ref = (c: { node: { defaultChild?: unknown } }) => ({ Ref: logicalId(c) });
+const arn = (c: { node: { defaultChild?: unknown } }, attr = 'Arn') => ({ 'Fn::GetAtt': [logicalId(c), attr] });
+
+describe('tables', () => {
+  test.each([
+    ['outbox', () => stack.storage.outbox, settings.tables.outbox],
+    ['endpoints', () => stack.storage.endpoints, settings.tables.endpoints],
+    ['attempts', () => stack.storage.attempts, settings.tables.attempts],
+  ] as const)('%s: keys, TTL, stream, PITR, SSE, retained', (_name, table, s) => {
+    const r = resource(table());
+    const keys = [{ AttributeName: s.partitionKey, KeyType: 'HASH' }];
+    if (s.sortKey) keys.push({ AttributeName: s.sortKey, KeyType: 'RANGE' });
+    expect(r.Properties.KeySchema).toEqual(keys);
+    expect(r.Properties.BillingMode).toBe('PAY_PER_REQUEST');
+    expect(r.Properties.PointInTimeRecoverySpecification).toEqual({ PointInTimeRecoveryEnabled: true });
+    expect(r.Properties.SSESpecification).toEqual({ SSEEnabled: true });
+    expect(r.Properties.TimeToLiveSpecification).toEqual(
+      s.ttlAttribute ? { AttributeName: s.ttlAttribute, Enabled: true } : undefined,
+    );
+    expect(r.Properties.StreamSpecification).toEqual(s.streamViewType ? { StreamViewType: s.streamViewType } : undefined);
+    expect(r.DeletionPolicy).toBe('Retain');
+    expect(r.UpdateReplacePolicy).toBe('Retain');
+  });
+
+  test('outbox streams NEW_IMAGE and expires on expires_at', () => {
+    expect(resource(stack.storage.outbox).Properties).toMatchObject({
+      StreamSpecification: { StreamViewType: 'NEW_IMAGE' },
+      TimeToLiveSpecification: { AttributeName: 'expires_at', Enabled: true },
+    });
+  });
+
+  test('exactly three tables', () => template.resourceCountIs('AWS::DynamoDB::Table', 3));
+});
+
+describe('queues', () => {
+  test('delivery queue: visibility from settings, >= 6 x sender timeout, redrive to the DLQ', () => {
+    const p = resource(stack.queues.delivery).Properties;
+    expect(p.VisibilityTimeout).toBe(settings.queues.delivery.visibilityTimeoutSeconds);
+    const senderTimeout = resource(stack.functions.sender).Properties.Timeout;
+    expect(senderTimeout).toBe(settings.functions.sender.timeoutSeconds);
+    expect(p.VisibilityTimeout).toBeGreaterThanOrEqual(6 * senderTimeout);
+    expect(p.RedrivePolicy).toEqual({ deadLetterTargetArn: arn(stack.queues.dlq), maxReceiveCount: 5 });
+    expect(p.RedrivePolicy.maxReceiveCount).toBe(settings.queues.delivery.maxReceiveCount);
+    expect(p.MessageRetentionPeriod).toBe(settings.queues.delivery.messageRetentionSeconds);
+  });
+
+  test.each([
+    ['delivery', () => stack.queues.delivery, settings.queues.delivery.messageRetentionSeconds],
+    ['dlq', () => stack.queues.dlq, settings.queues.dlq.messageRetentionSeconds],
+    ['relayFailures', () => stack.queues.relayFailures, settings.queues.relayFailures.messageRetentionSeconds],
+  ] as const)('%s: SSE, retention and a TLS-only policy', (_name, queue, retention) => {
+    const p = resource(queue()).Properties;
+    expect(p.SqsManagedSseEnabled).toBe(true);
+    expect(p.MessageRetentionPeriod).toBe(retention);
+    template.hasResourceProperties('AWS::SQS::QueuePolicy', {
+      Queues: [ref(queue())],
+      PolicyDocument: {
+        Statement: Match.arrayWith([
+          Match.objectLike({
+            Effect: 'Deny',
+            Action: 'sqs:*',
+            Condition: { Bool: { 'aws:SecureTransport': 'false' } },
+          }),
+        ]),
+      },
+    });
+  });
+
+  test('exactly three queues', () => template.resourceCountIs('AWS::SQS::Queue', 3));
+});
+
+describe('delayed delivery state machine', () => {
+  const sm = () => resource(stack.delayedDelivery.stateMachine);
+
+  test('is STANDARD', () => {
+    expect(sm().Properties.StateMachineType).toBe('STANDARD');
+  });
+
+  test('its definition is statemachine/delayed-delivery.asl.json, byte for byte', () => {
+    const key: string = sm().Properties.DefinitionS3Location.Key;
+    const staged = fs.readdirSync(outdir).find((f) => key.startsWith(f.replace(/^asset\./, '').replace(/\.json$/, '')));
+    expect(staged).toBeDefined();
+    const stagedPath = path.join(outdir, staged!);
+    expect(fs.readFileSync(stagedPath, 'utf-8')).toBe(fs.readFileSync(STATE_MACHINE_DEFINITION_FILE, 'utf-8'));
+    const def = JSON.parse(fs.readFileSync(stagedPath, 'utf-8'));
+    expect(def.States.Wait).toMatchObject({ Type: 'Wait', SecondsPath: '$.wait_seconds' });
+    expect(def.States.Enqueue.Parameters).toEqual({ 'QueueUrl.$': '$.queue_url', 'MessageBody.$': '$.body' });
+  });
+
+  test('its role may only sqs:SendMessage to the delivery queue', () => {
+    const roleId = sm().Properties.RoleArn['Fn::GetAtt'][0];
+    const role = json.Resources[roleId];
+    expect(role.Properties.ManagedPolicyArns).toBeUndefined();
+    expect(role.Properties.Policies).toBeUndefined();
+    expect(statementsOfRole(roleId)).toEqual([
+      { Action: 'sqs:SendMessage', Effect: 'Allow', Resource: arn(stack.queues.delivery) },
+    ]);
+  });
+});
+
+/** Every statement of the AWS::IAM::Policy resources attached to a role. */
+function statementsOfRole(roleId: string): any[] {
+  return Object.values(json.Resources)
+    .filter((r) => r.Type === 'AWS::IAM::Policy' && r.Properties.Roles.some((x: any) => x.Ref === roleId))
+    .flatMap((r) => r.Properties.PolicyDocument.Statement);
+}
+
+/** "action on resource" pairs, resources named by role ("outbox.StreamArn", "delivery", "*"). */
+function permissions(roleId: string): string[] {
+  const names = new Map<string, string>([
+    [logicalId(stack.storage.outbox), 'outbox'],
+    [logicalId(stack.storage.endpoints), 'endpoints'],
+    [logicalId(stack.storage.attempts), 'attempts'],
+    [logicalId(stack.queues.delivery), 'delivery'],
+    [logicalId(stack.queues.dlq), 'dlq'],
+    [logicalId(stack.queues.relayFailures), 'relayFailures'],
+    [logicalId(stack.delayedDelivery.stateMachine), 'stateMachine'],
+  ]);
+  const resName = (r: any): string => {
+    if (r === '*') return '*';
+    if (r.Ref) return names.get(r.Ref) ?? r.Ref;
+    const [id, attr] = r['Fn::GetAtt'];
+    if (json.Resources[id].Type === 'AWS::Logs::LogGroup') return 'own log group';
+    return attr === 'Arn' ? names.get(id) ?? id : `${names.get(id) ?? id}.${attr}`;
+  };
+  const out: string[] = [];
+  for (const s of statementsOfRole(roleId)) {
+    expect(s.Effect).toBe('Allow');
+    for (const a of [s.Action].flat()) for (const r of [s.Resource].flat()) out.push(`${a} on ${resName(r)}`);
+  }
+  return out.sort();
+}
+
+describe('functions', () => {
+  const fns = [
+    ['relay', () => stack.functions.relay, settings.functions.relay],
+    ['sender', () => stack.functions.sender, settings.functions.sender],
+    ['replay', () => stack.functions.replay, settings.functions.replay],
+  ] as const;
+
+  test.each(fns)('%s: arm64, provided.al2023, bootstrap, timeout and memory from settings', (_n, fn, s) => {
+    expect(resource(fn()).Properties).toMatchObject({
+      Architectures: ['arm64'],
+      Runtime: 'provided.al2023',
+      Handler: 'bootstrap',
+      Timeout: s.timeoutSeconds,
+      MemorySize: s.memoryMb,
+    });
+  });
+
+  test.each(fns)('%s: own log group with retention from settings, own role without managed policies', (_n, fn) => {
+    const p = resource(fn()).Properties;
+    const lg = json.Resources[p.LoggingConfig.LogGroup.Ref];
+    expect(lg.Type).toBe('AWS::Logs::LogGroup');
+    expect(lg.Properties.RetentionInDays).toBe(settings.logs.retentionDays);
+    const role = json.Resources[p.Role['Fn::GetAtt'][0]];
+    expect(role.Properties.ManagedPolicyArns).toBeUndefined();
+  });
+
+  test('relay environment', () => {
+    expect(resource(stack.functions.relay).Properties.Environment.Variables).toEqual({
+      RUST_LOG: 'info',
+      TERN_METRICS_NAMESPACE: 'Tern',
+      TERN_ENDPOINTS_TABLE: ref(stack.storage.endpoints),
+      TERN_DELIVERY_QUEUE_URL: ref(stack.queues.delivery),
+      TERN_RELAY_FAILURE_QUEUE_URL: ref(stack.queues.relayFailures),
+      TERN_MAX_PAYLOAD_BYTES: String(settings.delivery.maxPayloadBytes),
+    });
+  });
+
+  test('sender environment', () => {
+    expect(resource(stack.functions.sender).Properties.Environment.Variables).toEqual({
+      RUST_LOG: 'info',
+      TERN_METRICS_NAMESPACE: 'Tern',
+      TERN_ENDPOINTS_TABLE: ref(stack.storage.endpoints),
+      TERN_ATTEMPTS_TABLE: ref(stack.storage.attempts),
+      TERN_DELIVERY_QUEUE_URL: ref(stack.queues.delivery),
+      TERN_DLQ_URL: ref(stack.queues.dlq),
+      TERN_DELAY_STATE_MACHINE_ARN: ref(stack.delayedDelivery.stateMachine),
+      TERN_RETRY_SCHEDULE: '60,300,1800,7200,36000,86400',
+      TERN_ATTEMPT_TIMEOUT_MS: String(settings.delivery.attemptTimeoutMs),
+      TERN_RETRY_AFTER_CEILING_SECONDS: String(settings.delivery.retryAfterCeilingSeconds),
+      TERN_HTTPS_ONLY: 'true',
+      TERN_ATTEMPT_LOG_TTL_DAYS: String(settings.delivery.attemptLogTtlDays),
+    });
+    expect(settings.delivery.retrySchedule.join(',')).toBe('60,300,1800,7200,36000,86400');
+  });
+
+  test('replay environment', () => {
+    expect(resource(stack.functions.replay).Properties.Environment.Variables).toEqual({
+      RUST_LOG: 'info',
+      TERN_METRICS_NAMESPACE: 'Tern',
+      TERN_DLQ_URL: ref(stack.queues.dlq),
+      TERN_DELIVERY_QUEUE_URL: ref(stack.queues.delivery),
+    });
+  });
+
+  test('attempt timeout is well below the sender timeout', () => {
+    expect(settings.delivery.attemptTimeoutMs * 2).toBeLessThanOrEqual(settings.functions.sender.timeoutSeconds * 1000);
+  });
+
+  test('code comes from the workspace through cargo-lambda-cdk (RustFunction)', () => {
+    const { RustFunction } = require('cargo-lambda-cdk');
+    for (const fn of [stack.functions.relay, stack.functions.sender, stack.functions.replay]) {
+      expect(fn).toBeInstanceOf(RustFunction);
+    }
+  });
+});
+
+describe('least-privilege IAM', () => {
+  const roleOf = (fn: { node: { defaultChild?: unknown } }) => resource(fn).Properties.Role['Fn::GetAtt'][0];
+
+  test('relay: read the outbox stream, Query endpoints, send to delivery and relay-failure queues', () => {
+    expect(permissions(roleOf(stack.functions.relay))).toEqual(
+      [
+        'dynamodb:DescribeStream on outbox.StreamArn',
+        'dynamodb:GetRecords on outbox.StreamArn',
+        'dynamodb:GetShardIterator on outbox.StreamArn',
+        'dynamodb:ListStreams on *',
+        'dynamodb:Query on endpoints',
+        'logs:CreateLogStream on own log group',
+        'logs:PutLogEvents on own log group',
+        'sqs:SendMessage on delivery',
+        // Added by the OnFailure destination (SqsDlq grants send).
+        'sqs:GetQueueAttributes on relayFailures',
+        'sqs:GetQueueUrl on relayFailures',
+        'sqs:SendMessage on relayFailures',
+      ].sort(),
+    );
+  });
+
+  test('sender: endpoints and attempts items, consume and re-enqueue, DLQ, start executions', () => {
+    expect(permissions(roleOf(stack.functions.sender))).toEqual(
+      [
+        'dynamodb:GetItem on endpoints',
+        'dynamodb:PutItem on endpoints',
+        'dynamodb:Query on endpoints',
+        'dynamodb:UpdateItem on endpoints',
+        'dynamodb:PutItem on attempts',
+        'dynamodb:Query on attempts',
+        'dynamodb:UpdateItem on attempts',
+        // The SQS mapping's consume grant.
+        'sqs:ChangeMessageVisibility on delivery',
+        'sqs:DeleteMessage on delivery',
+        'sqs:GetQueueAttributes on delivery',
+        'sqs:GetQueueUrl on delivery',
+        'sqs:ReceiveMessage on delivery',
+        'sqs:SendMessage on delivery',
+        'sqs:SendMessage on dlq',
+        'states:StartExecution on stateMachine',
+        'logs:CreateLogStream on own log group',
+        'logs:PutLogEvents on own log group',
+      ].sort(),
+    );
+  });
+
+  test('replay: take from the DLQ, send to the delivery queue', () => {
+    expect(permissions(roleOf(stack.functions.replay))).toEqual(
+      [
+        'sqs:ChangeMessageVisibility on dlq',
+        'sqs:DeleteMessage on dlq',
+        'sqs:ReceiveMessage on dlq',
+        'sqs:SendMessage on delivery',
+        'logs:CreateLogStream on own log group',
+        'logs:PutLogEvents on own log group',
+      ].sort(),
+    );
+  });
+
+  test('no function may write the outbox (the application does)', () => {
+    for (const fn of [stack.functions.relay, stack.functions.sender, stack.functions.replay]) {
+      expect(permissions(roleOf(fn)).filter((p) => p.endsWith(' on outbox'))).toEqual([]);
+    }
+  });
+});
+
+describe('event source mappings', () => {
+  test('relay: outbox stream, TRIM_HORIZON, bisect, bounded retries and age, OnFailure, partial batch, INSERT filter', () => {
+    const es = settings.eventSources.relay;
+    template.hasResourceProperties('AWS::Lambda::EventSourceMapping', {
+      FunctionName: ref(stack.functions.relay),
+      EventSourceArn: arn(stack.storage.outbox, 'StreamArn'),
+      StartingPosition: 'TRIM_HORIZON',
+      BatchSize: es.batchSize,
+      BisectBatchOnFunctionError: true,
+      MaximumRetryAttempts: es.maximumRetryAttempts,
+      MaximumRecordAgeInSeconds: es.maximumRecordAgeSeconds,
+      ParallelizationFactor: es.parallelizationFactor,
+      FunctionResponseTypes: ['ReportBatchItemFailures'],
+      DestinationConfig: { OnFailure: { Destination: arn(stack.queues.relayFailures) } },
+      FilterCriteria: { Filters: [{ Pattern: JSON.stringify({ eventName: ['INSERT'] }) }] },
+    });
+    expect(es).toMatchObject({ startingPosition: 'TRIM_HORIZON', bisectBatchOnFunctionError: true, reportBatchItemFailures: true });
+    expect(es.maximumRetryAttempts).toBeGreaterThanOrEqual(0);
+    expect(es.maximumRecordAgeSeconds).toBeGreaterThan(0);
+  });
+
+  test('sender: delivery queue, batch <= 10, no batching window, partial batch, maximum concurrency', () => {
+    const es = settings.eventSources.sender;
+    template.hasResourceProperties('AWS::Lambda::EventSourceMapping', {
+      FunctionName: ref(stack.functions.sender),
+      EventSourceArn: arn(stack.queues.delivery),
+      BatchSize: es.batchSize,
+      MaximumBatchingWindowInSeconds: es.maximumBatchingWindowSeconds,
+      FunctionResponseTypes: ['ReportBatchItemFailures'],
+      ScalingConfig: { MaximumConcurrency: es.maximumConcurrency },
+    });
+    expect(es.batchSize).toBeLessThanOrEqual(10);
+  });
+
+  test('both mappings report batch item failures, and there are only two', () => {
+    const mappings = Object.values(json.Resources).filter((r) => r.Type === 'AWS::Lambda::EventSourceMapping');
+    expect(mappings).toHaveLength(2);
+    for (const m of mappings) expect(m.Properties.FunctionResponseTypes).toEqual(['ReportBatchItemFailures']);
+  });
+});
+
+describe('alarms', () => {
+  const alarmProps = (id: string) => resource(stack.alarms.node.findChild(id) as any).Properties;
+  const topic = () => ref(stack.alarms.topic);
+  const a = settings.alarms;
+
+  test('twelve alarms, each notifying the topic on alarm and on OK, missing data not breaching', () => {
+    template.resourceCountIs('AWS::CloudWatch::Alarm', 12);
+    for (const alarm of stack.alarms.alarms) {
+      const p = resource(alarm).Properties;
+      expect(p.AlarmActions).toEqual([topic()]);
+      expect(p.OKActions).toEqual([topic()]);
+      expect(p.TreatMissingData).toBe('notBreaching');
+      expect(p.AlarmDescription).toMatch(/\w/);
+    }
+  });
+
+  test('DLQ depth: Maximum of ApproximateNumberOfMessagesVisible > 0', () => {
+    expect(alarmProps('DlqDepth')).toMatchObject({
+      Namespace: 'AWS/SQS',
+      MetricName: 'ApproximateNumberOfMessagesVisible',
+      Dimensions: [{ Name: 'QueueName', Value: arn(stack.queues.dlq, 'QueueName') }],
+      Statistic: 'Maximum',
+      Threshold: 0,
+      ComparisonOperator: 'GreaterThanThreshold',
+    });
+  });
+
+  test('relay-failure queue depth > 0', () => {
+    expect(alarmProps('RelayFailuresDepth')).toMatchObject({
+      MetricName: 'ApproximateNumberOfMessagesVisible',
+      Dimensions: [{ Name: 'QueueName', Value: arn(stack.queues.relayFailures, 'QueueName') }],
+      Statistic: 'Maximum',
+      Threshold: 0,
+    });
+  });
+
+  test('delivery queue age of oldest message', () => {
+    expect(alarmProps('DeliveryQueueOldestMessage')).toMatchObject({
+      Namespace: 'AWS/SQS',
+      MetricName: 'ApproximateAgeOfOldestMessage',
+      Dimensions: [{ Name: 'QueueName', Value: arn(stack.queues.delivery, 'QueueName') }],
+      Statistic: 'Maximum',
+      Threshold: a.deliveryQueueOldestMessageSeconds,
+      ComparisonOperator: 'GreaterThanThreshold',
+    });
+  });
+
+  test('relay IteratorAge', () => {
+    expect(alarmProps('RelayIteratorAge')).toMatchObject({
+      Namespace: 'AWS/Lambda',
+      MetricName: 'IteratorAge',
+      Dimensions: [{ Name: 'FunctionName', Value: ref(stack.functions.relay) }],
+      Statistic: 'Maximum',
+      Threshold: a.relayIteratorAgeMs,
+    });
+    // Well below the 24 h stream retention.
+    expect(a.relayIteratorAgeMs).toBeLessThan(24 * 3600 * 1000);
+  });
+
+  test.each([
+    ['Relay', () => stack.functions.relay],
+    ['Sender', () => stack.functions.sender],
+    ['Replay', () => stack.functions.replay],
+  ] as const)('%s errors and throttles > 0', (name, fn) => {
+    for (const metric of ['Errors', 'Throttles']) {
+      expect(alarmProps(`${name}${metric}`)).toMatchObject({
+        Namespace: 'AWS/Lambda',
+        MetricName: metric,
+        Dimensions: [{ Name: 'FunctionName', Value: ref(fn()) }],
+        Statistic: 'Sum',
+        Threshold: 0,
+        ComparisonOperator: 'GreaterThanThreshold',
+      });
+    }
+  });
+
+  test('failed delayed-delivery executions', () => {
+    expect(alarmProps('DelayedDeliveryFailed')).toMatchObject({
+      Namespace: 'AWS/States',
+      MetricName: 'ExecutionsFailed',
+      Dimensions: [{ Name: 'StateMachineArn', Value: ref(stack.delayedDelivery.stateMachine) }],
+      Threshold: 0,
+    });
+  });
+
+  test('success rate below 95 % over 1 h: AttemptsSucceeded / Attempts in namespace Tern, Service=tern', () => {
+    const p = alarmProps('SuccessRate');
+    expect(p).toMatchObject({ Threshold: 95, ComparisonOperator: 'LessThanThreshold', EvaluationPeriods: 1 });
+    const [expr, ...inputs] = p.Metrics;
+    expect(expr).toMatchObject({ Expression: '100 * FILL(succeeded, 0) / attempts', ReturnData: true });
+    const stat = (name: string) => ({
+      Metric: { Namespace: 'Tern', MetricName: name, Dimensions: [{ Name: 'Service', Value: 'tern' }] },
+      Period: 3600,
+      Stat: 'Sum',
+    });
+    expect(inputs).toEqual([
+      { Id: 'succeeded', MetricStat: stat('AttemptsSucceeded'), ReturnData: false },
+      { Id: 'attempts', MetricStat: stat('Attempts'), ReturnData: false },
+    ]);
+    expect(a).toMatchObject({ successRatePercent: 95, successRatePeriodSeconds: 3600 });
+  });
+
+  test('topic: encrypted with a rotating key CloudWatch may use, TLS only, e-mail subscription', () => {
+    const t = resource(stack.alarms.topic).Properties;
+    const keyId = t.KmsMasterKeyId['Fn::GetAtt'][0];
+    const key = json.Resources[keyId].Properties;
+    expect(key.EnableKeyRotation).toBe(true);
+    expect(key.KeyPolicy.Statement).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({
+          Principal: { Service: 'cloudwatch.amazonaws.com' },
+          Action: ['kms:Decrypt', 'kms:GenerateDataKey*'],
+        }),
+      ]),
+    );
+    template.hasResourceProperties('AWS::SNS::TopicPolicy', {
+      PolicyDocument: { Statement: Match.arrayWith([Match.objectLike({ Effect: 'Deny', Condition: { Bool: { 'aws:SecureTransport': 'false' } } })]) },
+    });
+    template.hasResourceProperties('AWS::SNS::Subscription', { Protocol: 'email', Endpoint: 'ops@example.com', TopicArn: topic() });
+  });
+});
+
+describe('dashboard', () => {
+  const body = () => JSON.stringify(Stack.of(stack).resolve(only(json, 'AWS::CloudWatch::Dashboard').props.DashboardBody));
+
+  test.each([
+    ['success rate', '100 * FILL(succeeded, 0) / attempts'],
+    ['latency p50', '"AttemptLatency","Service","tern",{"label":"p50","stat":"p50"'],
+    ['latency p95', '"AttemptLatency","Service","tern",{"label":"p95","stat":"p95"'],
+    ['retries', '"Retries"'],
+    ['dead letters', '"DeadLetters"'],
+    ['DLQ depth', '"ApproximateNumberOfMessagesVisible"'],
+  ])('shows %s', (_what, needle) => {
+    expect(body().replace(/\\"/g, '"')).toContain(needle);
+  });
+});
+
+describe('outputs', () => {
+  test('the outbox table name and ARN are exported for the application', () => {
+    expect(json.Outputs!.OutboxTableName).toMatchObject({ Value: ref(stack.storage.outbox), Export: { Name: 'Tern-OutboxTableName' } });
+    expect(json.Outputs!.OutboxTableArn).toMatchObject({ Value: arn(stack.storage.outbox), Export: { Name: 'Tern-OutboxTableArn' } });
+  });
+
+  test.each(['DeliveryQueueUrl', 'DlqUrl', 'DlqArn', 'RelayFailureQueueUrl', 'DelayStateMachineArn', 'ReplayFunctionName', 'AlarmTopicArn', 'EndpointsTableName', 'AttemptsTableName'])(
+    'output %s',
+    (name) => {
+      expect(json.Outputs![name]).toBeDefined();
+    },
+  );
+});
