@@ -720,3 +720,17 @@ pub fn capture_logs() -> LogBuffer {
     })
     .clone()
 }
+
+/// Reads a fixture from the repo's `events/` folder.
+pub fn fixture(name: &str) -> String {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../events")
+        .join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("fixture {}: {e}", path.display()))
+}
+
+/// Reads a fixture as JSON.
+pub fn fixture_json(name: &str) -> serde_json::Value {
+    serde_json::from_str(&fixture(name))
+        .unwrap_or_else(|e| panic!("fixture {name} is not JSON: {e}"))
+}

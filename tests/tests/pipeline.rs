@@ -21,9 +21,23 @@ fn fast() -> LocalOptions {
 async fn happy_path_fans_out_to_two_endpoints_with_verifiable_signatures() {
     let (local, _rx) = deployment("happy", fast()).await;
     let receiver = Receiver::start().await.unwrap();
-    let a = add_endpoint(&local, "tnt_acme", &receiver.url("/a"), &["order.paid"], None).await;
+    let a = add_endpoint(
+        &local,
+        "tnt_acme",
+        &receiver.url("/a"),
+        &["order.paid"],
+        None,
+    )
+    .await;
     let b = add_endpoint(&local, "tnt_acme", &receiver.url("/b"), &["*"], None).await;
-    let other_type = add_endpoint(&local, "tnt_acme", &receiver.url("/c"), &["order.shipped"], None).await;
+    let other_type = add_endpoint(
+        &local,
+        "tnt_acme",
+        &receiver.url("/c"),
+        &["order.shipped"],
+        None,
+    )
+    .await;
     let other_tenant = add_endpoint(&local, "tnt_other", &receiver.url("/d"), &["*"], None).await;
 
     // S2: the exact bytes, not re-ordered keys, not 100.0.
@@ -54,30 +68,62 @@ async fn happy_path_fans_out_to_two_endpoints_with_verifiable_signatures() {
     assert_eq!(receiver.requests("/a").len(), 1);
     let history = local.sender.ledger.history(&id).await.unwrap();
     assert_eq!(history.len(), 2);
-    assert!(history.iter().all(|r| r.outcome == "delivered" && r.status == Some(200)));
+    assert!(
+        history
+            .iter()
+            .all(|r| r.outcome == "delivered" && r.status == Some(200))
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fails_then_succeeds_with_the_same_webhook_id() {
     let (local, _rx) = deployment("retry", fast()).await;
     let receiver = Receiver::start().await.unwrap();
-    receiver.set("/flaky", Behavior::FailFirst { count: 2, status: 500 });
+    receiver.set(
+        "/flaky",
+        Behavior::FailFirst {
+            count: 2,
+            status: 500,
+        },
+    );
     let ep = add_endpoint(&local, "tnt_acme", &receiver.url("/flaky"), &["*"], None).await;
     let id = publish(&local, "order.paid", "tnt_acme", r#"{"x":1}"#).await;
 
-    let got = receiver.wait_for("/flaky", 3, Duration::from_secs(40)).await;
-    assert_eq!(got.iter().map(|r| r.answered).collect::<Vec<_>>(), vec![500, 500, 200]);
+    let got = receiver
+        .wait_for("/flaky", 3, Duration::from_secs(40))
+        .await;
+    assert_eq!(
+        got.iter().map(|r| r.answered).collect::<Vec<_>>(),
+        vec![500, 500, 200]
+    );
     for r in &got {
         assert_eq!(r.header("webhook-id"), Some(id.as_str()));
         verify_reference(&ep.secrets[0].secret, r).expect("each attempt verifies");
     }
     // Retries waited (scaled) instead of hammering: each gap is at least 1 s.
     for w in got.windows(2) {
-        assert!(w[1].at - w[0].at >= chrono::Duration::milliseconds(900), "{:?}", (w[0].at, w[1].at));
+        assert!(
+            w[1].at - w[0].at >= chrono::Duration::milliseconds(900),
+            "{:?}",
+            (w[0].at, w[1].at)
+        );
     }
-    assert!(eventually(Duration::from_secs(10), async || local.sender.ledger.history(&id).await.unwrap().len() == 3).await);
+    assert!(
+        eventually(Duration::from_secs(10), async || local
+            .sender
+            .ledger
+            .history(&id)
+            .await
+            .unwrap()
+            .len()
+            == 3)
+        .await
+    );
     let history = local.sender.ledger.history(&id).await.unwrap();
-    assert_eq!(history.iter().map(|r| r.attempt).collect::<Vec<_>>(), vec![1, 2, 3]);
+    assert_eq!(
+        history.iter().map(|r| r.attempt).collect::<Vec<_>>(),
+        vec![1, 2, 3]
+    );
     assert_eq!(history[0].outcome, "retry");
     assert_eq!(history[2].outcome, "delivered");
     assert!(history[0].next_wait_seconds.unwrap() >= 60);
@@ -92,8 +138,19 @@ async fn exhausted_goes_to_the_dlq_and_replay_delivers_it() {
     let id = publish(&local, "order.paid", "tnt_acme", r#"{"x":2}"#).await;
 
     let dlq = local.resources.dlq_url.clone();
-    assert!(eventually(Duration::from_secs(40), async || peek_queue(&local, &dlq).await.len() == 1).await, "dead-lettered");
-    assert_eq!(receiver.requests("/down").len(), 3, "exactly the attempt budget");
+    assert!(
+        eventually(Duration::from_secs(40), async || peek_queue(&local, &dlq)
+            .await
+            .len()
+            == 1)
+        .await,
+        "dead-lettered"
+    );
+    assert_eq!(
+        receiver.requests("/down").len(),
+        3,
+        "exactly the attempt budget"
+    );
     let dead = DeliveryMessage::parse(&peek_queue(&local, &dlq).await[0]).unwrap();
     let record = dead.dead_letter.clone().unwrap();
     assert_eq!(record.reason.as_str(), "exhausted");
@@ -106,7 +163,9 @@ async fn exhausted_goes_to_the_dlq_and_replay_delivers_it() {
         dry_run: true,
         ..ReplayRequest::default()
     };
-    let summary = tern_handlers::replay::handle(&local.replay, dry, &metrics).await.unwrap();
+    let summary = tern_handlers::replay::handle(&local.replay, dry, &metrics)
+        .await
+        .unwrap();
     assert_eq!((summary.matched, summary.replayed), (1, 0));
     assert_eq!(peek_queue(&local, &dlq).await.len(), 1);
 
@@ -118,8 +177,13 @@ async fn exhausted_goes_to_the_dlq_and_replay_delivers_it() {
         },
         ..ReplayRequest::default()
     };
-    let summary = tern_handlers::replay::handle(&local.replay, other, &metrics).await.unwrap();
-    assert_eq!((summary.examined, summary.skipped, summary.replayed), (1, 1, 0));
+    let summary = tern_handlers::replay::handle(&local.replay, other, &metrics)
+        .await
+        .unwrap();
+    assert_eq!(
+        (summary.examined, summary.skipped, summary.replayed),
+        (1, 1, 0)
+    );
 
     // Fix the receiver, replay: delivered with the same webhook-id and a fresh budget.
     receiver.set("/down", Behavior::Always(Reply::status(200)));
@@ -130,7 +194,9 @@ async fn exhausted_goes_to_the_dlq_and_replay_delivers_it() {
         },
         ..ReplayRequest::default()
     };
-    let summary = tern_handlers::replay::handle(&local.replay, fix, &metrics).await.unwrap();
+    let summary = tern_handlers::replay::handle(&local.replay, fix, &metrics)
+        .await
+        .unwrap();
     assert_eq!(summary.replayed, 1);
     let got = receiver.wait_for("/down", 4, Duration::from_secs(20)).await;
     assert_eq!(got.len(), 4);
@@ -138,9 +204,36 @@ async fn exhausted_goes_to_the_dlq_and_replay_delivers_it() {
     assert_eq!(got[3].header("webhook-id"), Some(id.as_str()));
     verify_reference(&ep.secrets[0].secret, &got[3]).unwrap();
     assert!(peek_queue(&local, &dlq).await.is_empty());
-    assert!(eventually(Duration::from_secs(10), async || {
-        let h = local.sender.ledger.history(&id).await.unwrap();
-        h.last().is_some_and(|r| r.replay_count == 1 && r.attempt == 1 && r.outcome == "delivered")
-    })
-    .await);
+    assert!(
+        eventually(Duration::from_secs(10), async || {
+            let h = local.sender.ledger.history(&id).await.unwrap();
+            h.last()
+                .is_some_and(|r| r.replay_count == 1 && r.attempt == 1 && r.outcome == "delivered")
+        })
+        .await
+    );
+}
+
+/// S3: the Unicode payload (é, an emoji, U+2028) and its \u-escaped twin each arrive
+/// byte-identical after DynamoDB and SQS, and verify.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_unicode_payloads_arrive_byte_identical() {
+    let (local, _rx) = deployment("unicode", fast()).await;
+    let receiver = Receiver::start().await.unwrap();
+    let ep = add_endpoint(&local, "tnt_acme", &receiver.url("/u"), &["*"], None).await;
+    let raw = String::from_utf8(hex::decode("7b226e616d65223a22c3a9f09f9880e280a8227d").unwrap())
+        .unwrap();
+    let escaped = r#"{"name":"\u00e9\ud83d\ude00\u2028"}"#.to_owned();
+    let a = publish(&local, "user.renamed", "tnt_acme", &raw).await;
+    let b = publish(&local, "user.renamed", "tnt_acme", &escaped).await;
+    let got = receiver.wait_for("/u", 2, Duration::from_secs(30)).await;
+    assert_eq!(got.len(), 2);
+    for (id, text) in [(a, &raw), (b, &escaped)] {
+        let req = got
+            .iter()
+            .find(|r| r.header("webhook-id") == Some(id.as_str()))
+            .expect("delivered");
+        assert_eq!(&req.body[..], text.as_bytes());
+        verify_reference(&ep.secrets[0].secret, req).expect("verifies");
+    }
 }
