@@ -97,11 +97,16 @@ pub struct Endpoint {
 /// [`EndpointError::BadUrl`] or [`EndpointError::UrlCredentials`].
 pub fn validate_url(text: &str) -> Result<url::Url, EndpointError> {
     if text.len() > MAX_URL_LEN {
-        return Err(EndpointError::BadUrl(format!("longer than {MAX_URL_LEN} bytes")));
+        return Err(EndpointError::BadUrl(format!(
+            "longer than {MAX_URL_LEN} bytes"
+        )));
     }
     let url = url::Url::parse(text).map_err(|e| EndpointError::BadUrl(e.to_string()))?;
     if !matches!(url.scheme(), "http" | "https") {
-        return Err(EndpointError::BadUrl(format!("scheme {:?} is not http or https", url.scheme())));
+        return Err(EndpointError::BadUrl(format!(
+            "scheme {:?} is not http or https",
+            url.scheme()
+        )));
     }
     if url.host().is_none() {
         return Err(EndpointError::BadUrl("no host".into()));
@@ -122,10 +127,10 @@ impl Endpoint {
         if self.secrets.is_empty() {
             return Err(EndpointError::NoSecret);
         }
-        if let Some(t) = self.timeout_ms {
-            if !(MIN_TIMEOUT_MS..=MAX_TIMEOUT_MS).contains(&t) {
-                return Err(EndpointError::BadTimeout(t));
-            }
+        if let Some(t) = self.timeout_ms
+            && !(MIN_TIMEOUT_MS..=MAX_TIMEOUT_MS).contains(&t)
+        {
+            return Err(EndpointError::BadTimeout(t));
         }
         if self.max_attempts == Some(0) {
             return Err(EndpointError::ZeroAttempts);
@@ -154,16 +159,17 @@ impl Endpoint {
     /// The retry schedule and attempt budget for this endpoint.
     pub fn retry_policy(&self, default: &RetrySchedule) -> (RetrySchedule, u32) {
         let schedule = self.schedule.clone().unwrap_or_else(|| default.clone());
-        let max = self
-            .max_attempts
-            .map_or(schedule.max_attempts(), |m| m.clamp(1, schedule.max_attempts()));
+        let max = self.max_attempts.map_or(schedule.max_attempts(), |m| {
+            m.clamp(1, schedule.max_attempts())
+        });
         (schedule, max)
     }
 
     /// Makes `new` the current secret; the old current secret keeps signing until
     /// `now + overlap`. Secrets already expired are dropped.
     pub fn rotate_secret(&mut self, new: Secret, now: DateTime<Utc>, overlap: chrono::Duration) {
-        self.secrets.retain(|s| s.expires_at.is_none_or(|e| e > now));
+        self.secrets
+            .retain(|s| s.expires_at.is_none_or(|e| e > now));
         for s in &mut self.secrets {
             if s.expires_at.is_none() {
                 s.expires_at = Some(now + overlap);
@@ -230,9 +236,18 @@ mod tests {
     #[test]
     fn urls() {
         assert!(validate_url("https://a.example/x").is_ok());
-        assert_eq!(validate_url("https://u:p@a.example/").unwrap_err(), EndpointError::UrlCredentials);
-        assert!(matches!(validate_url("ftp://a.example/"), Err(EndpointError::BadUrl(_))));
-        assert!(matches!(validate_url("not a url"), Err(EndpointError::BadUrl(_))));
+        assert_eq!(
+            validate_url("https://u:p@a.example/").unwrap_err(),
+            EndpointError::UrlCredentials
+        );
+        assert!(matches!(
+            validate_url("ftp://a.example/"),
+            Err(EndpointError::BadUrl(_))
+        ));
+        assert!(matches!(
+            validate_url("not a url"),
+            Err(EndpointError::BadUrl(_))
+        ));
     }
 
     #[test]

@@ -67,13 +67,19 @@ impl Metrics {
 
     /// Changes the counters.
     pub fn update(&self, f: impl FnOnce(&mut Counts)) {
-        let mut guard = self.counts.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut guard = self
+            .counts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         f(&mut guard);
     }
 
     /// A copy of the counters.
     pub fn snapshot(&self) -> Counts {
-        self.counts.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+        self.counts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     /// The EMF document for the counters, or `None` when nothing happened.
@@ -122,10 +128,10 @@ impl Metrics {
 
     /// Writes the EMF line to the sink.
     pub fn flush(&self) {
-        if self.sink == MetricsSink::Stdout {
-            if let Some(doc) = self.emf(chrono::Utc::now().timestamp_millis()) {
-                println!("{doc}");
-            }
+        if self.sink == MetricsSink::Stdout
+            && let Some(doc) = self.emf(chrono::Utc::now().timestamp_millis())
+        {
+            println!("{doc}");
         }
     }
 }

@@ -108,10 +108,10 @@ impl Demo {
                         .is_some_and(|v| v.verify_now(&req.headers, &req.body).is_ok());
                     if !verified {
                         tally.bad_signatures += 1;
-                    } else if (200..300).contains(&req.answered) {
-                        if let Some(id) = req.header("webhook-id") {
-                            ok.insert(id.to_owned());
-                        }
+                    } else if (200..300).contains(&req.answered)
+                        && let Some(id) = req.header("webhook-id")
+                    {
+                        ok.insert(id.to_owned());
                     }
                 }
                 tally.delivered = self
@@ -405,14 +405,8 @@ async fn wait_until(
 fn report(out: &mut (dyn Write + Send), n: usize, t: &BTreeMap<String, Tally>) {
     let _ = writeln!(
         out,
-        "  {:<10} {:>8} {:>10} {:>14} {:>10} {:>15}  {}",
-        "endpoint",
-        "written",
-        "delivered",
-        "dead-lettered",
-        "requests",
-        "bad signatures",
-        "accounted"
+        "  {:<10} {:>8} {:>10} {:>14} {:>10} {:>15}  accounted",
+        "endpoint", "written", "delivered", "dead-lettered", "requests", "bad signatures"
     );
     for (name, x) in t {
         let _ = writeln!(

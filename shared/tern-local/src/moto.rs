@@ -115,7 +115,17 @@ impl MotoServer {
             .ok()
             .and_then(|p| std::fs::File::create(p).ok())
             .map_or_else(Stdio::null, Stdio::from);
-        let child = Command::new(&moto.program)
+        let mut command = Command::new(&moto.program);
+        // SAFETY: prctl is async-signal-safe and touches no memory of the parent. It makes
+        // the kernel kill moto when the process that started it dies, even by a signal
+        // that skips destructors.
+        unsafe {
+            command.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        let child = command
             .args(&moto.args)
             .args(["-H", "127.0.0.1", "-p", &port.to_string()])
             // Step Functions service tasks call back into moto at localhost:$MOTO_PORT.
@@ -143,10 +153,10 @@ impl MotoServer {
         let http = reqwest::Client::new();
         let deadline = tokio::time::Instant::now() + limit;
         while tokio::time::Instant::now() < deadline {
-            if let Ok(r) = http.get(format!("{}/moto-api/", self.url)).send().await {
-                if r.status().is_success() {
-                    return Ok(());
-                }
+            if let Ok(r) = http.get(format!("{}/moto-api/", self.url)).send().await
+                && r.status().is_success()
+            {
+                return Ok(());
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }

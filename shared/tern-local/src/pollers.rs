@@ -360,10 +360,10 @@ pub fn spawn_queue_pollers(
                                 .ok()
                         })
                         .collect();
-                    if !done.is_empty() {
-                        if let Err(e) = sqs.delete_message_batch().queue_url(&url).set_entries(Some(done)).send().await {
-                            tracing::warn!(error = %aws_sdk_sqs::error::DisplayErrorContext(e), "delete_message_batch failed");
-                        }
+                    if !done.is_empty()
+                        && let Err(e) = sqs.delete_message_batch().queue_url(&url).set_entries(Some(done)).send().await
+                    {
+                        tracing::warn!(error = %aws_sdk_sqs::error::DisplayErrorContext(e), "delete_message_batch failed");
                     }
                     if let Some(tx) = &events {
                         let _ = tx.send(LocalEvent::Sent(results));

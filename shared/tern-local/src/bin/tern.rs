@@ -362,7 +362,12 @@ async fn local(time_scale: f64) -> Result<(), OpsError> {
         "Local mode is running (moto at {}). In another shell:\n  source .tern/local.env\n  tern endpoints add --tenant tnt_me --url http://127.0.0.1:8000/hook\nOutbox table: {}\nPress Ctrl-C to stop.",
         moto.url, local.resources.outbox_table
     );
-    let _ = tokio::signal::ctrl_c().await;
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(invalid)?;
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
     drop(local);
     moto.stop().await;
     Ok(())
