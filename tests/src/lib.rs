@@ -704,16 +704,22 @@ static LOGS: OnceLock<LogBuffer> = OnceLock::new();
 
 /// Installs (once per test process) a global subscriber that writes every event of every
 /// target at TRACE level, with all fields and spans, into a buffer; returns the buffer.
-/// Global, not thread-local, so logs of tasks on every runtime thread are caught.
+/// It carries the same [`tern_handlers::logging::guard`] as the Lambda binaries, so it
+/// shows what they would log with `RUST_LOG=trace`. Global, not thread-local, so logs of
+/// tasks on every runtime thread are caught; `log`-crate records are bridged in too.
 pub fn capture_logs() -> LogBuffer {
     LOGS.get_or_init(|| {
+        use tracing_subscriber::layer::SubscriberExt as _;
         use tracing_subscriber::util::SubscriberInitExt as _;
         let buffer = LogBuffer::default();
-        tracing_subscriber::fmt()
-            .with_max_level(tracing::Level::TRACE)
-            .with_writer(buffer.clone())
-            .with_ansi(false)
-            .finish()
+        tracing_subscriber::registry()
+            .with(tern_handlers::logging::guard())
+            .with(tracing_subscriber::filter::LevelFilter::TRACE)
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .with_writer(buffer.clone())
+                    .with_ansi(false),
+            )
             .try_init()
             .expect("no other global subscriber in this test process");
         buffer

@@ -1,7 +1,8 @@
 //! The relay Lambda: DynamoDB stream of the outbox table -> delivery queue.
-//! Builds its clients once, then hands every batch to `tern_handlers::relay::handle`.
+//! Builds its clients once, then hands every batch to `tern_handlers::relay::handle_value`.
+//! The event is taken as raw JSON so one record that does not parse is parked in the
+//! failure queue on its own, instead of failing the whole batch before the handler runs.
 
-use aws_lambda_events::dynamodb::Event;
 use aws_lambda_events::streams::DynamoDbEventResponse;
 use lambda_runtime::{Error, LambdaEvent, run, service_fn};
 use tern_handlers::config::{Env, RelayConfig};
@@ -9,17 +10,21 @@ use tern_handlers::metrics::{Metrics, MetricsSink};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    tracing_subscriber::fmt().json().with_env_filter(tracing_subscriber::EnvFilter::from_default_env()).init();
+    // JSON logs, RUST_LOG verbosity, and never the SDK's body-printing TRACE events.
+    tern_handlers::logging::init_lambda();
     let config = RelayConfig::from_env(&Env::process())?;
     let aws = aws_config::load_from_env().await;
     let deps = tern_aws::wiring::relay_deps(&config, &aws);
     let deps = &deps;
     let namespace = config.metrics_namespace.as_str();
-    run(service_fn(move |event: LambdaEvent<Event>| async move {
-        let metrics = Metrics::new(namespace, MetricsSink::Stdout);
-        let (response, _) = tern_handlers::relay::handle(deps, event.payload, &metrics).await;
-        metrics.flush();
-        Ok::<DynamoDbEventResponse, Error>(response)
-    }))
+    run(service_fn(
+        move |event: LambdaEvent<serde_json::Value>| async move {
+            let metrics = Metrics::new(namespace, MetricsSink::Stdout);
+            let (response, _) =
+                tern_handlers::relay::handle_value(deps, event.payload, &metrics).await;
+            metrics.flush();
+            Ok::<DynamoDbEventResponse, Error>(response)
+        },
+    ))
     .await
 }

@@ -9,17 +9,20 @@ use tern_handlers::replay::{ReplayRequest, ReplaySummary};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    tracing_subscriber::fmt().json().with_env_filter(tracing_subscriber::EnvFilter::from_default_env()).init();
+    // JSON logs, RUST_LOG verbosity, and never the SDK's body-printing TRACE events.
+    tern_handlers::logging::init_lambda();
     let config = ReplayConfig::from_env(&Env::process())?;
     let aws = aws_config::load_from_env().await;
     let deps = tern_aws::wiring::replay_deps(&config, &aws);
     let deps = &deps;
     let namespace = config.metrics_namespace.as_str();
-    run(service_fn(move |event: LambdaEvent<ReplayRequest>| async move {
-        let metrics = Metrics::new(namespace, MetricsSink::Stdout);
-        let summary = tern_handlers::replay::handle(deps, event.payload, &metrics).await;
-        metrics.flush();
-        Ok::<ReplaySummary, Error>(summary?)
-    }))
+    run(service_fn(
+        move |event: LambdaEvent<ReplayRequest>| async move {
+            let metrics = Metrics::new(namespace, MetricsSink::Stdout);
+            let summary = tern_handlers::replay::handle(deps, event.payload, &metrics).await;
+            metrics.flush();
+            Ok::<ReplaySummary, Error>(summary?)
+        },
+    ))
     .await
 }

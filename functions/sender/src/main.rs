@@ -8,7 +8,8 @@ use tern_handlers::metrics::{Metrics, MetricsSink};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    tracing_subscriber::fmt().json().with_env_filter(tracing_subscriber::EnvFilter::from_default_env()).init();
+    // JSON logs, RUST_LOG verbosity, and never the SDK's body-printing TRACE events.
+    tern_handlers::logging::init_lambda();
     let config = SenderConfig::from_env(&Env::process())?;
     let aws = aws_config::load_from_env().await;
     let deps = tern_aws::wiring::sender_deps(&config, &aws, None)?;

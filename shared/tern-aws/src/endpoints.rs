@@ -21,19 +21,26 @@ pub struct DynamoEndpointStore {
 impl DynamoEndpointStore {
     /// The registry in `table`.
     pub fn new(client: Client, table: impl Into<String>) -> Self {
-        Self { client, table: table.into() }
+        Self {
+            client,
+            table: table.into(),
+        }
     }
 }
 
 fn to_item(endpoint: &Endpoint) -> Result<HashMap<String, AttributeValue>, PortError> {
-    let mut item: HashMap<String, AttributeValue> =
-        serde_dynamo::to_item(endpoint).map_err(|e| PortError::Rejected(format!("endpoint does not serialize: {e}")))?;
-    item.insert("endpoint_id".into(), AttributeValue::S(endpoint.id.to_string()));
+    let mut item: HashMap<String, AttributeValue> = serde_dynamo::to_item(endpoint)
+        .map_err(|e| PortError::Rejected(format!("endpoint does not serialize: {e}")))?;
+    item.insert(
+        "endpoint_id".into(),
+        AttributeValue::S(endpoint.id.to_string()),
+    );
     Ok(item)
 }
 
 fn from_item(item: HashMap<String, AttributeValue>) -> Result<Endpoint, PortError> {
-    serde_dynamo::from_item(item).map_err(|e| PortError::Rejected(format!("endpoint item does not parse: {e}")))
+    serde_dynamo::from_item(item)
+        .map_err(|e| PortError::Rejected(format!("endpoint item does not parse: {e}")))
 }
 
 #[async_trait]
@@ -70,7 +77,9 @@ impl EndpointStore for DynamoEndpointStore {
                 match from_item(item) {
                     Ok(e) => endpoints.push(e),
                     // One corrupt endpoint must not stop delivery to the others.
-                    Err(e) => tracing::error!(error = %e, %tenant, "skipping unreadable endpoint item"),
+                    Err(e) => {
+                        tracing::error!(error = %e, %tenant, "skipping unreadable endpoint item")
+                    }
                 }
             }
             start = out.last_evaluated_key;
@@ -114,7 +123,12 @@ impl EndpointStore for DynamoEndpointStore {
         Ok(())
     }
 
-    async fn disable(&self, tenant: &TenantId, id: &EndpointId, reason: &str) -> Result<(), PortError> {
+    async fn disable(
+        &self,
+        tenant: &TenantId,
+        id: &EndpointId,
+        reason: &str,
+    ) -> Result<(), PortError> {
         self.client
             .update_item()
             .table_name(&self.table)

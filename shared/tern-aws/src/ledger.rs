@@ -12,8 +12,8 @@ use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
 use chrono::{DateTime, Utc};
 use tern_core::DeliveryMessage;
-use tern_core::ports::{AttemptRecord, Claim, DeliveryLedger, DeliveryState, PortError};
 use tern_core::EventId;
+use tern_core::ports::{AttemptRecord, Claim, DeliveryLedger, DeliveryState, PortError};
 
 use crate::error::port_error;
 
@@ -54,7 +54,11 @@ fn ms(t: DateTime<Utc>) -> AttributeValue {
 
 #[async_trait]
 impl DeliveryLedger for DynamoLedger {
-    async fn claim(&self, message: &DeliveryMessage, lease_until: DateTime<Utc>) -> Result<Claim, PortError> {
+    async fn claim(
+        &self,
+        message: &DeliveryMessage,
+        lease_until: DateTime<Utc>,
+    ) -> Result<Claim, PortError> {
         let result = self
             .client
             .update_item()
@@ -85,14 +89,22 @@ impl DeliveryLedger for DynamoLedger {
             Err(e) => match e.as_service_error() {
                 Some(UpdateItemError::ConditionalCheckFailedException(c)) => {
                     let delivered = c.item().is_some_and(|i| i.contains_key("delivered_at"));
-                    Ok(if delivered { Claim::AlreadyDelivered } else { Claim::AlreadyClaimed })
+                    Ok(if delivered {
+                        Claim::AlreadyDelivered
+                    } else {
+                        Claim::AlreadyClaimed
+                    })
                 }
                 _ => Err(port_error(e)),
             },
         }
     }
 
-    async fn finish(&self, message: &DeliveryMessage, state: DeliveryState) -> Result<(), PortError> {
+    async fn finish(
+        &self,
+        message: &DeliveryMessage,
+        state: DeliveryState,
+    ) -> Result<(), PortError> {
         let state_text = serde_json::to_value(state)
             .ok()
             .and_then(|v| v.as_str().map(str::to_owned))
@@ -155,7 +167,10 @@ impl DeliveryLedger for DynamoLedger {
                 .await
                 .map_err(port_error)?;
             for item in out.items.unwrap_or_default() {
-                records.push(serde_dynamo::from_item(item).map_err(|e| PortError::Rejected(e.to_string()))?);
+                records.push(
+                    serde_dynamo::from_item(item)
+                        .map_err(|e| PortError::Rejected(e.to_string()))?,
+                );
             }
             start = out.last_evaluated_key;
             if start.is_none() {

@@ -20,7 +20,11 @@ pub struct StepFunctionsScheduler {
 
 impl StepFunctionsScheduler {
     /// Executions of `state_machine_arn` that send to `delivery_queue_url`.
-    pub fn new(client: Client, state_machine_arn: impl Into<String>, delivery_queue_url: impl Into<String>) -> Self {
+    pub fn new(
+        client: Client,
+        state_machine_arn: impl Into<String>,
+        delivery_queue_url: impl Into<String>,
+    ) -> Self {
         Self {
             client,
             state_machine_arn: state_machine_arn.into(),
@@ -34,12 +38,21 @@ impl StepFunctionsScheduler {
 /// of `[A-Za-z0-9_-]` (Step Functions `name` limit).
 pub fn execution_name(message: &DeliveryMessage) -> String {
     let digest = Sha256::digest(message.delivery_id.as_str().as_bytes());
-    format!("tern-{}-r{}-a{}", &hex::encode(digest)[..40], message.replay_count, message.attempt)
+    format!(
+        "tern-{}-r{}-a{}",
+        &hex::encode(digest)[..40],
+        message.replay_count,
+        message.attempt
+    )
 }
 
 #[async_trait]
 impl DelayScheduler for StepFunctionsScheduler {
-    async fn schedule(&self, message: &DeliveryMessage, wait_seconds: u64) -> Result<(), PortError> {
+    async fn schedule(
+        &self,
+        message: &DeliveryMessage,
+        wait_seconds: u64,
+    ) -> Result<(), PortError> {
         let input = json!({
             "wait_seconds": wait_seconds,
             "queue_url": self.delivery_queue_url,
@@ -55,7 +68,10 @@ impl DelayScheduler for StepFunctionsScheduler {
             .await;
         match result {
             Ok(_) => Ok(()),
-            Err(e) if e.as_service_error().is_some_and(|s| s.is_execution_already_exists()) => {
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|s| s.is_execution_already_exists()) =>
+            {
                 tracing::info!(delivery_id = %message.delivery_id, "delayed execution already exists; duplicate ignored");
                 Ok(())
             }

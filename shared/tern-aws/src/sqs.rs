@@ -6,6 +6,7 @@ use async_trait::async_trait;
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::types::{MessageAttributeValue, SendMessageBatchRequestEntry};
 use tern_core::ports::{DrainableQueue, MessageQueue, PortError, QueueEntry, ReceivedMessage};
+use tern_core::retry::MAX_QUEUE_DELAY_SECONDS;
 
 use crate::error::port_error;
 
@@ -19,7 +20,10 @@ pub struct SqsQueue {
 impl SqsQueue {
     /// The queue at `url`.
     pub fn new(client: Client, url: impl Into<String>) -> Self {
-        Self { client, url: url.into() }
+        Self {
+            client,
+            url: url.into(),
+        }
     }
 
     /// The queue URL.
@@ -28,7 +32,9 @@ impl SqsQueue {
     }
 }
 
-fn attributes(entry: &QueueEntry) -> Result<Option<HashMap<String, MessageAttributeValue>>, PortError> {
+fn attributes(
+    entry: &QueueEntry,
+) -> Result<Option<HashMap<String, MessageAttributeValue>>, PortError> {
     if entry.attributes.is_empty() {
         return Ok(None);
     }
@@ -47,16 +53,32 @@ fn attributes(entry: &QueueEntry) -> Result<Option<HashMap<String, MessageAttrib
         .map(Some)
 }
 
+/// `DelaySeconds` for SQS. The sender routes longer waits to Step Functions; this check
+/// is the last line: an out-of-range delay is refused here instead of being clamped, so
+/// a bug upstream shows as an error rather than a silently shortened wait.
+fn delay_seconds(entry: &QueueEntry) -> Result<i32, PortError> {
+    if entry.delay_seconds > MAX_QUEUE_DELAY_SECONDS {
+        return Err(PortError::Rejected(format!(
+            "DelaySeconds {} is above the SQS limit of {MAX_QUEUE_DELAY_SECONDS} s",
+            entry.delay_seconds
+        )));
+    }
+    i32::try_from(entry.delay_seconds).map_err(|e| PortError::Rejected(e.to_string()))
+}
+
 #[async_trait]
 impl MessageQueue for SqsQueue {
-    async fn send_batch(&self, entries: &[QueueEntry]) -> Result<Vec<Result<(), PortError>>, PortError> {
+    async fn send_batch(
+        &self,
+        entries: &[QueueEntry],
+    ) -> Result<Vec<Result<(), PortError>>, PortError> {
         let built = entries
             .iter()
             .map(|e| {
                 SendMessageBatchRequestEntry::builder()
                     .id(&e.id)
                     .message_body(&e.body)
-                    .delay_seconds(i32::try_from(e.delay_seconds).unwrap_or(900))
+                    .delay_seconds(delay_seconds(e)?)
                     .set_message_attributes(attributes(e)?)
                     .build()
                     .map_err(|err| PortError::Rejected(err.to_string()))
@@ -73,7 +95,15 @@ impl MessageQueue for SqsQueue {
         let failed: HashMap<&str, (bool, String)> = out
             .failed()
             .iter()
-            .map(|f| (f.id(), (f.sender_fault(), format!("{}: {}", f.code(), f.message().unwrap_or("")))))
+            .map(|f| {
+                (
+                    f.id(),
+                    (
+                        f.sender_fault(),
+                        format!("{}: {}", f.code(), f.message().unwrap_or("")),
+                    ),
+                )
+            })
             .collect();
         Ok(entries
             .iter()
@@ -86,11 +116,13 @@ impl MessageQueue for SqsQueue {
     }
 
     async fn send(&self, entry: &QueueEntry) -> Result<(), PortError> {
+        let delay = delay_seconds(entry)?;
+        tracing::debug!(queue = %self.url, delay_seconds = delay, "SendMessage");
         self.client
             .send_message()
             .queue_url(&self.url)
             .message_body(&entry.body)
-            .delay_seconds(i32::try_from(entry.delay_seconds).unwrap_or(900))
+            .delay_seconds(delay)
             .set_message_attributes(attributes(entry)?)
             .send()
             .await
@@ -101,7 +133,11 @@ impl MessageQueue for SqsQueue {
 
 #[async_trait]
 impl DrainableQueue for SqsQueue {
-    async fn receive(&self, max: i32, visibility_seconds: i32) -> Result<Vec<ReceivedMessage>, PortError> {
+    async fn receive(
+        &self,
+        max: i32,
+        visibility_seconds: i32,
+    ) -> Result<Vec<ReceivedMessage>, PortError> {
         let out = self
             .client
             .receive_message()
@@ -124,7 +160,9 @@ impl DrainableQueue for SqsQueue {
                     .message_attributes()
                     .map(|a| {
                         a.iter()
-                            .filter_map(|(k, v)| v.string_value().map(|s| (k.clone(), s.to_owned())))
+                            .filter_map(|(k, v)| {
+                                v.string_value().map(|s| (k.clone(), s.to_owned()))
+                            })
                             .collect()
                     })
                     .unwrap_or_default(),
@@ -153,5 +191,33 @@ impl DrainableQueue for SqsQueue {
             .await
             .map_err(port_error)?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(delay_seconds: u32) -> QueueEntry {
+        QueueEntry {
+            id: "e".into(),
+            body: "{}".into(),
+            delay_seconds,
+            attributes: vec![],
+        }
+    }
+
+    #[test]
+    fn delay_outside_the_sqs_range_is_refused_not_clamped() {
+        assert_eq!(delay_seconds(&entry(0)), Ok(0));
+        assert_eq!(delay_seconds(&entry(900)), Ok(900));
+        assert!(matches!(
+            delay_seconds(&entry(901)),
+            Err(PortError::Rejected(_))
+        ));
+        assert!(matches!(
+            delay_seconds(&entry(u32::MAX)),
+            Err(PortError::Rejected(_))
+        ));
     }
 }

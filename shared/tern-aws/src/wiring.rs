@@ -17,7 +17,10 @@ use crate::{DynamoEndpointStore, DynamoLedger, SqsQueue, StepFunctionsScheduler}
 pub fn relay_deps(config: &RelayConfig, aws: &SdkConfig) -> RelayDeps {
     let sqs = aws_sdk_sqs::Client::new(aws);
     RelayDeps {
-        endpoints: Arc::new(DynamoEndpointStore::new(aws_sdk_dynamodb::Client::new(aws), &config.endpoints_table)),
+        endpoints: Arc::new(DynamoEndpointStore::new(
+            aws_sdk_dynamodb::Client::new(aws),
+            &config.endpoints_table,
+        )),
         delivery_queue: Arc::new(SqsQueue::new(sqs.clone(), &config.delivery_queue_url)),
         failure_queue: Arc::new(SqsQueue::new(sqs, &config.relay_failure_queue_url)),
         max_payload_bytes: config.max_payload_bytes,
@@ -29,7 +32,11 @@ pub fn relay_deps(config: &RelayConfig, aws: &SdkConfig) -> RelayDeps {
 ///
 /// # Errors
 /// [`ClientBuildError`] when the HTTP client cannot start.
-pub fn sender_deps(config: &SenderConfig, aws: &SdkConfig, lookup: Option<Arc<dyn HostLookup>>) -> Result<SenderDeps, ClientBuildError> {
+pub fn sender_deps(
+    config: &SenderConfig,
+    aws: &SdkConfig,
+    lookup: Option<Arc<dyn HostLookup>>,
+) -> Result<SenderDeps, ClientBuildError> {
     let sqs = aws_sdk_sqs::Client::new(aws);
     let ddb = aws_sdk_dynamodb::Client::new(aws);
     let client = DeliveryClient::new(ClientOptions {
@@ -41,13 +48,23 @@ pub fn sender_deps(config: &SenderConfig, aws: &SdkConfig, lookup: Option<Arc<dy
         ..ClientOptions::default()
     })?;
     Ok(SenderDeps {
-        endpoints: Arc::new(DynamoEndpointStore::new(ddb.clone(), &config.endpoints_table)),
-        ledger: Arc::new(DynamoLedger::new(ddb, &config.attempts_table, config.attempt_log_ttl_days)),
+        endpoints: Arc::new(DynamoEndpointStore::new(
+            ddb.clone(),
+            &config.endpoints_table,
+        )),
+        ledger: Arc::new(DynamoLedger::new(
+            ddb,
+            &config.attempts_table,
+            config.attempt_log_ttl_days,
+        )),
         delivery_queue: Arc::new(SqsQueue::new(sqs.clone(), &config.delivery_queue_url)),
         dlq: Arc::new(SqsQueue::new(sqs, &config.dlq_url)),
         scheduler: config.delay_state_machine_arn.as_ref().map(|arn| {
-            Arc::new(StepFunctionsScheduler::new(aws_sdk_sfn::Client::new(aws), arn, &config.delivery_queue_url))
-                as Arc<dyn tern_core::ports::DelayScheduler>
+            Arc::new(StepFunctionsScheduler::new(
+                aws_sdk_sfn::Client::new(aws),
+                arn,
+                &config.delivery_queue_url,
+            )) as Arc<dyn tern_core::ports::DelayScheduler>
         }),
         client,
         policy: config.policy.clone(),

@@ -11,10 +11,20 @@ use crate::ids::{EventId, TenantId};
 /// and the classic SQS message limit.
 pub const DEFAULT_MAX_PAYLOAD_BYTES: usize = 256 * 1024;
 
-/// Largest payload limit that may be configured, in bytes. The SQS message limit is
-/// 1 MiB (1,048,576 bytes, `MaximumMessageSize`); 16 KiB is kept for the delivery
-/// message's envelope and dead-letter record.
-pub const MAX_CONFIGURABLE_PAYLOAD_BYTES: usize = 1_048_576 - 16 * 1024;
+/// The SQS message size limit, in bytes: 1 MiB (`MaximumMessageSize` at most 1,048,576).
+pub const SQS_MESSAGE_LIMIT_BYTES: usize = 1_048_576;
+
+/// The DynamoDB item size limit, in bytes: 400 KB (409,600 bytes, attribute names and
+/// values together). An outbox item holds the payload as one string attribute.
+pub const DYNAMODB_ITEM_LIMIT_BYTES: usize = 400 * 1024;
+
+/// Largest payload limit that may be configured, in bytes: 392 KiB (401,408 bytes).
+///
+/// The tighter of the two stores a payload passes through decides: the outbox item must
+/// fit DynamoDB's 400 KB item limit with its other attributes (8 KiB kept for them: ids,
+/// type, times), which is also well below the SQS 1 MiB message limit with the delivery
+/// message's envelope and dead-letter record around the payload.
+pub const MAX_CONFIGURABLE_PAYLOAD_BYTES: usize = DYNAMODB_ITEM_LIMIT_BYTES - 8 * 1024;
 
 /// Longest event type, in bytes.
 pub const MAX_EVENT_TYPE_LEN: usize = 128;
@@ -45,10 +55,27 @@ pub enum PayloadError {
         limit: usize,
     },
     /// The payload has whitespace before its opening `{` or after its closing `}`.
-    #[error("payload must start with '{{' and end with '}}' with no surrounding whitespace, so its bytes survive every hop unchanged")]
+    #[error(
+        "payload must start with '{{' and end with '}}' with no surrounding whitespace, so its bytes survive every hop unchanged"
+    )]
     Padded,
+    /// The payload holds a raw character SQS refuses in a message body (U+FFFE or U+FFFF,
+    /// outside the allowed `#x9 | #xA | #xD | #x20-#xD7FF | #xE000-#xFFFD |
+    /// #x10000-#x10FFFF`). Its `\u` escape is accepted and delivered as written.
+    #[error(
+        "payload holds the raw character U+{code_point:04X} at byte {offset}, which SQS cannot \
+         carry; write it as the JSON escape \\u{code_point:04X} instead"
+    )]
+    UnsendableCharacter {
+        /// The character's code point.
+        code_point: u32,
+        /// Its byte offset in the payload.
+        offset: usize,
+    },
     /// The event type is empty, too long or holds characters outside `[A-Za-z0-9._:-]`.
-    #[error("event type {0:?} is invalid: 1-128 characters of ASCII letters, digits, '.', '_', ':' or '-'")]
+    #[error(
+        "event type {0:?} is invalid: 1-128 characters of ASCII letters, digits, '.', '_', ':' or '-'"
+    )]
     BadEventType(String),
 }
 
@@ -84,7 +111,7 @@ impl EventType {
 
 impl std::fmt::Display for EventType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+        f.pad(&self.0)
     }
 }
 
@@ -104,9 +131,20 @@ impl From<EventType> for String {
 /// A validated payload: the exact JSON text the application wrote, a JSON object, within
 /// the size limit. The bytes are kept verbatim (key order, number spelling, escapes,
 /// Unicode) and become the HTTP body unchanged.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+///
+/// Deserializing (from a delivery message) checks the same shape rules with the largest
+/// configurable limit, [`MAX_CONFIGURABLE_PAYLOAD_BYTES`], so a hand-made queue message
+/// cannot smuggle in a payload the outbox writer would refuse.
+#[derive(Debug, Clone, Serialize)]
 #[serde(transparent)]
 pub struct Payload(Box<RawValue>);
+
+impl<'de> Deserialize<'de> for Payload {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let raw = Box::<RawValue>::deserialize(deserializer)?;
+        Payload::check(raw, MAX_CONFIGURABLE_PAYLOAD_BYTES).map_err(serde::de::Error::custom)
+    }
+}
 
 impl PartialEq for Payload {
     fn eq(&self, other: &Self) -> bool {
@@ -119,7 +157,9 @@ impl Payload {
     /// Validates `text` as a JSON object of at most `limit` bytes.
     ///
     /// # Errors
-    /// [`PayloadError::TooLarge`], [`PayloadError::NotJson`] or [`PayloadError::NotAnObject`].
+    /// [`PayloadError::TooLarge`] (its message says how to send a reference URL instead),
+    /// [`PayloadError::Padded`], [`PayloadError::NotJson`], [`PayloadError::NotAnObject`]
+    /// or [`PayloadError::UnsendableCharacter`].
     pub fn parse(text: impl Into<String>, limit: usize) -> Result<Self, PayloadError> {
         let text = text.into();
         if text.len() > limit {
@@ -135,6 +175,28 @@ impl Payload {
             return Err(PayloadError::Padded);
         }
         let raw = RawValue::from_string(text).map_err(|e| PayloadError::NotJson(e.to_string()))?;
+        Self::check(raw, limit)
+    }
+
+    /// The rules every payload obeys, whatever its source: size, object, characters SQS
+    /// can carry. (Padding cannot occur in a `RawValue` taken from a larger document.)
+    fn check(raw: Box<RawValue>, limit: usize) -> Result<Self, PayloadError> {
+        let size = raw.get().len();
+        if size > limit {
+            return Err(PayloadError::TooLarge { size, limit });
+        }
+        // SQS refuses U+FFFE and U+FFFF in a body (moto does not, so local mode would not
+        // show it): refused here, at the writer, instead of failing in the relay.
+        if let Some((offset, c)) = raw
+            .get()
+            .char_indices()
+            .find(|(_, c)| matches!(c, '\u{FFFE}' | '\u{FFFF}'))
+        {
+            return Err(PayloadError::UnsendableCharacter {
+                code_point: u32::from(c),
+                offset,
+            });
+        }
         match raw.get().as_bytes().first() {
             Some(b'{') => Ok(Self(raw)),
             Some(b'[') => Err(PayloadError::NotAnObject { found: "array" }),
@@ -203,12 +265,48 @@ mod tests {
             Payload::parse("{", 10),
             Err(PayloadError::NotJson(_))
         ));
-        assert!(matches!(Payload::parse(" {}", 10), Err(PayloadError::Padded)));
-        assert!(matches!(Payload::parse("{}\n", 10), Err(PayloadError::Padded)));
+        assert!(matches!(
+            Payload::parse(" {}", 10),
+            Err(PayloadError::Padded)
+        ));
+        assert!(matches!(
+            Payload::parse("{}\n", 10),
+            Err(PayloadError::Padded)
+        ));
         let err = Payload::parse(format!("{{\"a\":\"{}\"}}", "x".repeat(100)), 50).unwrap_err();
         assert!(matches!(err, PayloadError::TooLarge { limit: 50, .. }));
         assert!(err.to_string().contains("url"));
     }
+
+    #[test]
+    fn unsendable_characters_refused_but_escapes_kept() {
+        let raw = "{\"a\":\"\u{FFFF}\"}";
+        assert_eq!(
+            Payload::parse(raw, 100),
+            Err(PayloadError::UnsendableCharacter {
+                code_point: 0xFFFF,
+                offset: 6
+            })
+        );
+        let escaped = r#"{"a":"\uffff","b":"\u0007"}"#;
+        assert_eq!(Payload::parse(escaped, 100).unwrap().as_str(), escaped);
+    }
+
+    #[test]
+    fn deserializing_checks_the_shape() {
+        #[derive(Deserialize)]
+        struct W {
+            p: Payload,
+        }
+        let w: W = serde_json::from_str(r#"{"p": {"a":1} }"#).unwrap();
+        assert_eq!(w.p.as_str(), r#"{"a":1}"#);
+        assert!(serde_json::from_str::<W>(r#"{"p":[1]}"#).is_err());
+        assert!(serde_json::from_str::<W>(r#"{"p":"x"}"#).is_err());
+    }
+
+    // The configurable limit fits both stores a payload passes through.
+    const _: () = assert!(MAX_CONFIGURABLE_PAYLOAD_BYTES < DYNAMODB_ITEM_LIMIT_BYTES);
+    const _: () = assert!(MAX_CONFIGURABLE_PAYLOAD_BYTES < SQS_MESSAGE_LIMIT_BYTES);
 
     #[test]
     fn event_type_rules() {

@@ -127,7 +127,9 @@ pub enum MessageError {
     #[error("not a delivery message: {0}")]
     Shape(String),
     /// The body is a delivery message of a version this build does not read.
-    #[error("delivery message version {found} is not supported (this build reads {MESSAGE_VERSION})")]
+    #[error(
+        "delivery message version {found} is not supported (this build reads {MESSAGE_VERSION})"
+    )]
     Version {
         /// The version found.
         found: u32,
@@ -176,7 +178,8 @@ impl DeliveryMessage {
         if v.version != MESSAGE_VERSION {
             return Err(MessageError::Version { found: v.version });
         }
-        let msg: Self = serde_json::from_str(body).map_err(|e| MessageError::Shape(e.to_string()))?;
+        let msg: Self =
+            serde_json::from_str(body).map_err(|e| MessageError::Shape(e.to_string()))?;
         if msg.attempt == 0 {
             return Err(MessageError::ZeroAttempt);
         }
@@ -193,11 +196,17 @@ impl DeliveryMessage {
     /// The JSON body. Serializing a delivery message cannot fail (all fields are plain
     /// data and the payload is already valid JSON).
     pub fn to_body(&self) -> String {
-        serde_json::to_string(self).unwrap_or_else(|e| unreachable!("delivery message serializes: {e}"))
+        serde_json::to_string(self)
+            .unwrap_or_else(|e| unreachable!("delivery message serializes: {e}"))
     }
 
     /// The message for the next attempt after a failed one.
-    pub fn next_attempt(&self, first_attempt_at: DateTime<Utc>, status: Option<u16>, error: Option<String>) -> Self {
+    pub fn next_attempt(
+        &self,
+        first_attempt_at: DateTime<Utc>,
+        status: Option<u16>,
+        error: Option<String>,
+    ) -> Self {
         Self {
             attempt: self.attempt + 1,
             first_attempt_at: Some(first_attempt_at),
@@ -260,15 +269,24 @@ mod tests {
     fn round_trips_and_keeps_payload_bytes() {
         let m = sample();
         let body = m.to_body();
-        assert!(body.contains(r#""payload":{"b":1,"a":2,"n":1e2}"#), "{body}");
+        assert!(
+            body.contains(r#""payload":{"b":1,"a":2,"n":1e2}"#),
+            "{body}"
+        );
         assert_eq!(DeliveryMessage::parse(&body).unwrap(), m);
     }
 
     #[test]
     fn refuses_bad_messages() {
-        assert!(matches!(DeliveryMessage::parse("nope"), Err(MessageError::Shape(_))));
+        assert!(matches!(
+            DeliveryMessage::parse("nope"),
+            Err(MessageError::Shape(_))
+        ));
         let body = sample().to_body().replace("\"version\":1", "\"version\":9");
-        assert_eq!(DeliveryMessage::parse(&body), Err(MessageError::Version { found: 9 }));
+        assert_eq!(
+            DeliveryMessage::parse(&body),
+            Err(MessageError::Version { found: 9 })
+        );
         let body = sample().to_body().replace("evt_1.ep_1", "evt_2.ep_1");
         assert!(matches!(
             DeliveryMessage::parse(&body),

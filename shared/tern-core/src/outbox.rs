@@ -42,7 +42,9 @@ pub struct OutboxRecord {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum OutboxError {
     /// Wrong schema version.
-    #[error("outbox schema version {0} is not supported (this build reads {OUTBOX_SCHEMA_VERSION})")]
+    #[error(
+        "outbox schema version {0} is not supported (this build reads {OUTBOX_SCHEMA_VERSION})"
+    )]
     Version(u32),
     /// Bad id.
     #[error(transparent)]
@@ -64,7 +66,9 @@ impl OutboxRecord {
             schema_version: OUTBOX_SCHEMA_VERSION,
             event_type: event.event_type.to_string(),
             tenant_id: event.tenant_id.to_string(),
-            created_at: event.created_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            created_at: event
+                .created_at
+                .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
             payload: event.payload.as_str().to_owned(),
             expires_at: (event.created_at + ttl).timestamp(),
         }

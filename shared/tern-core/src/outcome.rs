@@ -84,7 +84,11 @@ pub enum Verdict {
 /// transport error retried on the schedule; a blocked destination dead-lettered.
 pub fn classify(result: &AttemptResult) -> Verdict {
     match result {
-        AttemptResult::Response { status, retry_after, .. } => match status {
+        AttemptResult::Response {
+            status,
+            retry_after,
+            ..
+        } => match status {
             200..=299 => Verdict::Delivered,
             410 => Verdict::DeadLetter(DeadLetterReason::Gone),
             429 | 503 => Verdict::Retry {
@@ -121,7 +125,9 @@ impl AttemptResult {
                 "redirect to {} (not followed)",
                 location.as_deref().unwrap_or("<no location>")
             )),
-            Self::Response { status, .. } if !(200..=299).contains(status) => Some(format!("http status {status}")),
+            Self::Response { status, .. } if !(200..=299).contains(status) => {
+                Some(format!("http status {status}"))
+            }
             Self::Response { .. } => None,
         }
     }
@@ -143,27 +149,45 @@ mod tests {
     fn failure_table() {
         assert_eq!(classify(&resp(200)), Verdict::Delivered);
         assert_eq!(classify(&resp(204)), Verdict::Delivered);
-        assert_eq!(classify(&resp(410)), Verdict::DeadLetter(DeadLetterReason::Gone));
+        assert_eq!(
+            classify(&resp(410)),
+            Verdict::DeadLetter(DeadLetterReason::Gone)
+        );
         assert_eq!(
             classify(&resp(429)),
-            Verdict::Retry { retry_after: Some("120".into()) }
+            Verdict::Retry {
+                retry_after: Some("120".into())
+            }
         );
         assert_eq!(
             classify(&resp(503)),
-            Verdict::Retry { retry_after: Some("120".into()) }
+            Verdict::Retry {
+                retry_after: Some("120".into())
+            }
         );
         // Retry-After on other statuses is not honoured.
         assert_eq!(classify(&resp(500)), Verdict::Retry { retry_after: None });
         assert_eq!(classify(&resp(302)), Verdict::Retry { retry_after: None });
         assert_eq!(classify(&resp(403)), Verdict::Retry { retry_after: None });
-        for class in [ErrorClass::Dns, ErrorClass::Connect, ErrorClass::Tls, ErrorClass::Timeout] {
+        for class in [
+            ErrorClass::Dns,
+            ErrorClass::Connect,
+            ErrorClass::Tls,
+            ErrorClass::Timeout,
+        ] {
             assert_eq!(
-                classify(&AttemptResult::Failed { class, detail: String::new() }),
+                classify(&AttemptResult::Failed {
+                    class,
+                    detail: String::new()
+                }),
                 Verdict::Retry { retry_after: None }
             );
         }
         assert_eq!(
-            classify(&AttemptResult::Failed { class: ErrorClass::Blocked, detail: String::new() }),
+            classify(&AttemptResult::Failed {
+                class: ErrorClass::Blocked,
+                detail: String::new()
+            }),
             Verdict::DeadLetter(DeadLetterReason::BlockedDestination)
         );
     }

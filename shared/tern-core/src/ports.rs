@@ -41,7 +41,10 @@ pub struct QueueEntry {
 pub trait MessageQueue: Send + Sync {
     /// Sends up to 10 entries (SQS `SendMessageBatch` limit). Returns one result per entry,
     /// in order; the outer error means the whole call failed.
-    async fn send_batch(&self, entries: &[QueueEntry]) -> Result<Vec<Result<(), PortError>>, PortError>;
+    async fn send_batch(
+        &self,
+        entries: &[QueueEntry],
+    ) -> Result<Vec<Result<(), PortError>>, PortError>;
 
     /// Sends one entry.
     async fn send(&self, entry: &QueueEntry) -> Result<(), PortError>;
@@ -51,7 +54,8 @@ pub trait MessageQueue: Send + Sync {
 #[async_trait]
 pub trait DelayScheduler: Send + Sync {
     /// After `wait_seconds`, put `message` on the delivery queue.
-    async fn schedule(&self, message: &DeliveryMessage, wait_seconds: u64) -> Result<(), PortError>;
+    async fn schedule(&self, message: &DeliveryMessage, wait_seconds: u64)
+    -> Result<(), PortError>;
 }
 
 /// Endpoint registry.
@@ -66,7 +70,12 @@ pub trait EndpointStore: Send + Sync {
     /// Creates or replaces an endpoint.
     async fn put(&self, endpoint: &Endpoint) -> Result<(), PortError>;
     /// Disables an endpoint, recording why.
-    async fn disable(&self, tenant: &TenantId, id: &EndpointId, reason: &str) -> Result<(), PortError>;
+    async fn disable(
+        &self,
+        tenant: &TenantId,
+        id: &EndpointId,
+        reason: &str,
+    ) -> Result<(), PortError>;
 }
 
 /// Result of trying to claim an attempt.
@@ -113,6 +122,10 @@ pub struct AttemptRecord {
     pub error_class: Option<ErrorClass>,
     /// Error text or redirect note.
     pub error: Option<String>,
+    /// The `Location` header of a 3xx answer, as received (at most 512 characters).
+    /// Recorded so an operator sees where the receiver pointed; never followed.
+    #[serde(default)]
+    pub location: Option<String>,
     /// First bytes of the response body (lossy UTF-8).
     pub response_excerpt: Option<String>,
     /// True when the body was longer than the excerpt, or could not be read whole.
@@ -130,10 +143,18 @@ pub trait DeliveryLedger: Send + Sync {
     /// until `lease_until`. Granted only when the pair is not delivered and no other
     /// message holds this or a later attempt (an expired, unfinished lease on the same
     /// attempt can be taken over: its holder crashed). One conditional write, no read.
-    async fn claim(&self, message: &DeliveryMessage, lease_until: DateTime<Utc>) -> Result<Claim, PortError>;
+    async fn claim(
+        &self,
+        message: &DeliveryMessage,
+        lease_until: DateTime<Utc>,
+    ) -> Result<Claim, PortError>;
 
     /// Marks the claimed attempt finished with `state`.
-    async fn finish(&self, message: &DeliveryMessage, state: DeliveryState) -> Result<(), PortError>;
+    async fn finish(
+        &self,
+        message: &DeliveryMessage,
+        state: DeliveryState,
+    ) -> Result<(), PortError>;
 
     /// Appends an attempt to the log.
     async fn record_attempt(&self, record: &AttemptRecord) -> Result<(), PortError>;
@@ -160,7 +181,11 @@ pub struct ReceivedMessage {
 pub trait DrainableQueue: Send + Sync {
     /// Receives up to `max` (1..=10, SQS limit) visible messages without waiting, hiding
     /// them for `visibility_seconds`.
-    async fn receive(&self, max: i32, visibility_seconds: i32) -> Result<Vec<ReceivedMessage>, PortError>;
+    async fn receive(
+        &self,
+        max: i32,
+        visibility_seconds: i32,
+    ) -> Result<Vec<ReceivedMessage>, PortError>;
     /// Deletes a received message.
     async fn delete(&self, receipt_handle: &str) -> Result<(), PortError>;
     /// Makes a received message visible again at once.

@@ -34,7 +34,9 @@ pub enum ScheduleError {
     #[error("a schedule holds at most {MAX_SCHEDULE_LEN} retries, found {0}")]
     TooLong(usize),
     /// An entry is 0 or above [`MAX_SCHEDULE_DELAY_SECONDS`].
-    #[error("schedule entry {index} is {seconds} s; each wait must be 1 to {MAX_SCHEDULE_DELAY_SECONDS} s")]
+    #[error(
+        "schedule entry {index} is {seconds} s; each wait must be 1 to {MAX_SCHEDULE_DELAY_SECONDS} s"
+    )]
     BadDelay {
         /// 0-based position.
         index: usize,
@@ -154,8 +156,16 @@ impl From<RetrySchedule> for Vec<u64> {
 /// `wait_seconds` plus jitter: `unit` in `[0, 1)` picks a point in 0-10 % of the wait.
 /// Rounds up, so the result is never below `wait_seconds`.
 pub fn with_jitter(wait_seconds: u64, unit: f64) -> u64 {
-    let unit = if unit.is_finite() { unit.clamp(0.0, 1.0) } else { 0.0 };
-    #[allow(clippy::cast_precision_loss, clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    let unit = if unit.is_finite() {
+        unit.clamp(0.0, 1.0)
+    } else {
+        0.0
+    };
+    #[allow(
+        clippy::cast_precision_loss,
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss
+    )]
     let extra = (wait_seconds as f64 * MAX_JITTER_FRACTION * unit).ceil() as u64;
     wait_seconds.saturating_add(extra)
 }
@@ -180,7 +190,11 @@ pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<u64> {
 /// The wait before the next attempt, in seconds: the jittered schedule wait, or the
 /// receiver's `Retry-After` when it asks for longer, but never above `ceiling_seconds`
 /// for the `Retry-After` part.
-pub fn next_wait(scheduled_seconds: u64, retry_after_seconds: Option<u64>, ceiling_seconds: u64) -> u64 {
+pub fn next_wait(
+    scheduled_seconds: u64,
+    retry_after_seconds: Option<u64>,
+    ceiling_seconds: u64,
+) -> u64 {
     match retry_after_seconds {
         Some(asked) => scheduled_seconds.max(asked.min(ceiling_seconds)),
         None => scheduled_seconds,
@@ -206,12 +220,21 @@ pub enum WaitRoute {
 /// scaled time (`time_scale` < 1, local mode and tests only) exercises the same path as
 /// production; the real wait is `ceil(logical * time_scale)` seconds.
 pub fn route_wait(logical_seconds: u64, time_scale: f64) -> WaitRoute {
-    let scale = if time_scale.is_finite() && time_scale > 0.0 { time_scale.min(1.0) } else { 1.0 };
-    #[allow(clippy::cast_precision_loss, clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    let scale = if time_scale.is_finite() && time_scale > 0.0 {
+        time_scale.min(1.0)
+    } else {
+        1.0
+    };
+    #[allow(
+        clippy::cast_precision_loss,
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss
+    )]
     let real = (logical_seconds as f64 * scale).ceil() as u64;
     if logical_seconds <= u64::from(MAX_QUEUE_DELAY_SECONDS) {
         WaitRoute::Queue {
-            delay_seconds: u32::try_from(real.min(u64::from(MAX_QUEUE_DELAY_SECONDS))).unwrap_or(MAX_QUEUE_DELAY_SECONDS),
+            delay_seconds: u32::try_from(real.min(u64::from(MAX_QUEUE_DELAY_SECONDS)))
+                .unwrap_or(MAX_QUEUE_DELAY_SECONDS),
         }
     } else {
         WaitRoute::StepFunctions { wait_seconds: real }
@@ -236,7 +259,10 @@ mod tests {
 
     #[test]
     fn parses_schedules() {
-        assert_eq!(RetrySchedule::parse("short").unwrap(), RetrySchedule::short());
+        assert_eq!(
+            RetrySchedule::parse("short").unwrap(),
+            RetrySchedule::short()
+        );
         assert_eq!(RetrySchedule::parse("5, 300").unwrap().delays(), &[5, 300]);
         assert!(RetrySchedule::parse("5,0").is_err());
         assert!(RetrySchedule::parse("5,x").is_err());

@@ -100,7 +100,8 @@ impl Secret {
 
     fn mac(&self) -> HmacSha256 {
         // HMAC accepts keys of any length, so this cannot fail.
-        HmacSha256::new_from_slice(&self.key).unwrap_or_else(|_| unreachable!("HMAC takes any key length"))
+        HmacSha256::new_from_slice(&self.key)
+            .unwrap_or_else(|_| unreachable!("HMAC takes any key length"))
     }
 
     /// `v1,<base64 HMAC-SHA256(key, "id.timestamp.body")>`.
@@ -167,8 +168,14 @@ mod tests {
 
     #[test]
     fn secret_rules() {
-        assert_eq!(Secret::parse("abc").unwrap_err(), SecretError::MissingPrefix);
-        assert_eq!(Secret::parse("whsec_!!").unwrap_err(), SecretError::NotBase64);
+        assert_eq!(
+            Secret::parse("abc").unwrap_err(),
+            SecretError::MissingPrefix
+        );
+        assert_eq!(
+            Secret::parse("whsec_!!").unwrap_err(),
+            SecretError::NotBase64
+        );
         assert_eq!(
             Secret::parse("whsec_AAAA").unwrap_err(),
             SecretError::BadLength(3)

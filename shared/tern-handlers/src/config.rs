@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use tern_core::RetrySchedule;
 use tern_core::event::{DEFAULT_MAX_PAYLOAD_BYTES, MAX_CONFIGURABLE_PAYLOAD_BYTES};
-use tern_core::retry::DEFAULT_RETRY_AFTER_CEILING_SECONDS;
+use tern_core::retry::{DEFAULT_RETRY_AFTER_CEILING_SECONDS, MAX_SCHEDULE_DELAY_SECONDS};
 
 /// A setting is missing or invalid.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -57,7 +57,8 @@ impl Env<'_> {
 
 /// Namespace of the CloudWatch metrics (EMF), `TERN_METRICS_NAMESPACE`, default `Tern`.
 fn metrics_namespace(env: &Env<'_>) -> String {
-    env.get("TERN_METRICS_NAMESPACE").unwrap_or_else(|| "Tern".to_owned())
+    env.get("TERN_METRICS_NAMESPACE")
+        .unwrap_or_else(|| "Tern".to_owned())
 }
 
 /// Relay function settings.
@@ -70,7 +71,8 @@ pub struct RelayConfig {
     /// `TERN_RELAY_FAILURE_QUEUE_URL`: poison records go here.
     pub relay_failure_queue_url: String,
     /// `TERN_MAX_PAYLOAD_BYTES`, bytes, default 262,144; at most
-    /// [`MAX_CONFIGURABLE_PAYLOAD_BYTES`] (SQS 1 MiB message limit less the envelope).
+    /// [`MAX_CONFIGURABLE_PAYLOAD_BYTES`] (392 KiB: the outbox item must fit DynamoDB's
+    /// 400 KB item limit, and the delivery message the SQS 1 MiB limit).
     pub max_payload_bytes: usize,
     /// `TERN_METRICS_NAMESPACE`.
     pub metrics_namespace: String,
@@ -138,8 +140,10 @@ pub struct SenderPolicy {
     /// `TERN_ATTEMPT_TIMEOUT_MS`, milliseconds, default 15,000: total deadline of one
     /// attempt unless the endpoint sets its own.
     pub attempt_timeout: Duration,
-    /// `TERN_RETRY_AFTER_CEILING_SECONDS`, seconds, default 86,400: most a receiver's
-    /// `Retry-After` can push the next attempt out.
+    /// `TERN_RETRY_AFTER_CEILING_SECONDS`, seconds, default 86,400 (24 h), at most
+    /// 604,800 (7 days): most a receiver's `Retry-After` (on 429 or 503, delta-seconds or
+    /// HTTP-date) can push the next attempt out. A `Retry-After` shorter than the
+    /// scheduled wait is ignored; an unparseable one falls back to the schedule.
     pub retry_after_ceiling_seconds: u64,
     /// `TERN_TIME_SCALE`, default 1.0: multiplies every real wait. Local mode and tests
     /// only (0.001 plays a 24 h schedule out in about 90 s). Values outside (0, 1] mean 1.
@@ -171,7 +175,9 @@ impl SenderPolicy {
             })?,
         };
         let timeout_ms: u64 = env.parsed("TERN_ATTEMPT_TIMEOUT_MS", 15_000)?;
-        if !(tern_core::endpoint::MIN_TIMEOUT_MS..=tern_core::endpoint::MAX_TIMEOUT_MS).contains(&timeout_ms) {
+        if !(tern_core::endpoint::MIN_TIMEOUT_MS..=tern_core::endpoint::MAX_TIMEOUT_MS)
+            .contains(&timeout_ms)
+        {
             return Err(ConfigError::Invalid {
                 name: "TERN_ATTEMPT_TIMEOUT_MS",
                 reason: format!(
@@ -182,11 +188,27 @@ impl SenderPolicy {
             });
         }
         let time_scale: f64 = env.parsed("TERN_TIME_SCALE", 1.0)?;
+        let ceiling: u64 = env.parsed(
+            "TERN_RETRY_AFTER_CEILING_SECONDS",
+            DEFAULT_RETRY_AFTER_CEILING_SECONDS,
+        )?;
+        // The ceiling bounds a Step Functions wait; past the longest schedule entry it
+        // would only let a receiver park deliveries for weeks.
+        if !(1..=MAX_SCHEDULE_DELAY_SECONDS).contains(&ceiling) {
+            return Err(ConfigError::Invalid {
+                name: "TERN_RETRY_AFTER_CEILING_SECONDS",
+                reason: format!("{ceiling} s is outside 1..={MAX_SCHEDULE_DELAY_SECONDS} s"),
+            });
+        }
         Ok(Self {
             schedule,
             attempt_timeout: Duration::from_millis(timeout_ms),
-            retry_after_ceiling_seconds: env.parsed("TERN_RETRY_AFTER_CEILING_SECONDS", DEFAULT_RETRY_AFTER_CEILING_SECONDS)?,
-            time_scale: if time_scale.is_finite() && time_scale > 0.0 && time_scale <= 1.0 { time_scale } else { 1.0 },
+            retry_after_ceiling_seconds: ceiling,
+            time_scale: if time_scale.is_finite() && time_scale > 0.0 && time_scale <= 1.0 {
+                time_scale
+            } else {
+                1.0
+            },
         })
     }
 }
@@ -197,6 +219,7 @@ impl SenderConfig {
     /// # Errors
     /// [`ConfigError`] naming the variable.
     pub fn from_env(env: &Env<'_>) -> Result<Self, ConfigError> {
+        let destinations = DestinationSettings::from_env(env)?;
         Ok(Self {
             endpoints_table: env.required("TERN_ENDPOINTS_TABLE")?,
             attempts_table: env.required("TERN_ATTEMPTS_TABLE")?,
@@ -204,8 +227,33 @@ impl SenderConfig {
             dlq_url: env.required("TERN_DLQ_URL")?,
             delay_state_machine_arn: env.get("TERN_DELAY_STATE_MACHINE_ARN"),
             policy: SenderPolicy::from_env(env)?,
+            https_only: destinations.https_only,
+            allow_destinations: destinations.allow,
+            attempt_log_ttl_days: env.parsed("TERN_ATTEMPT_LOG_TTL_DAYS", 30)?,
+            metrics_namespace: metrics_namespace(env),
+        })
+    }
+}
+
+/// Where the sender may connect: read by the sender and by `tern endpoints add`, which
+/// checks a new endpoint's URL with the same policy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DestinationSettings {
+    /// `TERN_HTTPS_ONLY`, default `true`.
+    pub https_only: bool,
+    /// `TERN_ALLOW_DESTINATIONS`, comma-separated CIDRs, default none.
+    pub allow: Vec<ipnet::IpNet>,
+}
+
+impl DestinationSettings {
+    /// Reads the two variables.
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] for a value that is not a boolean or a CIDR list.
+    pub fn from_env(env: &Env<'_>) -> Result<Self, ConfigError> {
+        Ok(Self {
             https_only: env.parsed("TERN_HTTPS_ONLY", true)?,
-            allow_destinations: env
+            allow: env
                 .get("TERN_ALLOW_DESTINATIONS")
                 .unwrap_or_default()
                 .split(',')
@@ -218,8 +266,6 @@ impl SenderConfig {
                     })
                 })
                 .collect::<Result<_, _>>()?,
-            attempt_log_ttl_days: env.parsed("TERN_ATTEMPT_LOG_TTL_DAYS", 30)?,
-            metrics_namespace: metrics_namespace(env),
         })
     }
 }
@@ -271,6 +317,31 @@ mod tests {
         let missing = RelayConfig::from_env(&Env(&|_| None)).unwrap_err();
         assert_eq!(missing, ConfigError::Missing("TERN_ENDPOINTS_TABLE"));
         let bad = |k: &str| (k == "TERN_ATTEMPT_TIMEOUT_MS").then(|| "99".to_owned());
-        assert!(matches!(SenderPolicy::from_env(&Env(&bad)), Err(ConfigError::Invalid { .. })));
+        assert!(matches!(
+            SenderPolicy::from_env(&Env(&bad)),
+            Err(ConfigError::Invalid { .. })
+        ));
+    }
+
+    #[test]
+    fn retry_after_ceiling_is_bounded() {
+        assert_eq!(
+            SenderPolicy::from_env(&Env(&|_| None))
+                .unwrap()
+                .retry_after_ceiling_seconds,
+            86_400
+        );
+        let set = |v: &'static str| {
+            move |k: &str| (k == "TERN_RETRY_AFTER_CEILING_SECONDS").then(|| v.to_owned())
+        };
+        assert_eq!(
+            SenderPolicy::from_env(&Env(&set("3600")))
+                .unwrap()
+                .retry_after_ceiling_seconds,
+            3600
+        );
+        for bad in ["0", "604801", "abc"] {
+            assert!(SenderPolicy::from_env(&Env(&set(bad))).is_err(), "{bad}");
+        }
     }
 }

@@ -5,6 +5,7 @@
 #![warn(missing_docs)]
 
 pub mod config;
+pub mod logging;
 pub mod metrics;
 pub mod relay;
 pub mod replay;

@@ -13,7 +13,8 @@ use std::sync::Arc;
 
 use aws_lambda_events::dynamodb::{Event as StreamEvent, EventRecord};
 use aws_lambda_events::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
-use serde_json::json;
+use serde::Deserialize as _;
+use serde_json::{Value, json};
 use tern_core::outbox::{KIND_ATTRIBUTE, OUTBOX_RECORD_KIND, OutboxRecord};
 use tern_core::ports::{EndpointStore, MessageQueue, PortError, QueueEntry};
 use tern_core::{DeliveryMessage, Endpoint, Event, TenantId};
@@ -52,57 +53,177 @@ pub enum RecordOutcome {
     },
 }
 
-enum Readable {
+/// What a stream record holds, decided from the record alone (no I/O).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reading {
+    /// Not an INSERT, or not an outbox item: acknowledged, nothing sent.
     Ignored,
+    /// An outbox item that cannot become an event; the reason says why.
     Poison(String),
-    Event(Event),
+    /// An event to fan out.
+    Event(Box<Event>),
 }
 
-fn read_record(record: &EventRecord, max_payload: usize) -> Readable {
+/// Reads one stream record: only an INSERT of an item whose `tern_record` is
+/// [`OUTBOX_RECORD_KIND`] is an event; everything else is ignored; an outbox item that
+/// does not have the outbox shape or fails validation is poison.
+pub fn read_record(record: &EventRecord, max_payload: usize) -> Reading {
     if record.event_name != "INSERT" {
-        return Readable::Ignored;
+        return Reading::Ignored;
     }
     let image = &record.change.new_image;
     match image.get(KIND_ATTRIBUTE) {
         Some(serde_dynamo::AttributeValue::S(kind)) if kind == OUTBOX_RECORD_KIND => {}
-        _ => return Readable::Ignored,
+        _ => return Reading::Ignored,
     }
     let parsed: Result<OutboxRecord, _> = serde_dynamo::from_item(image.clone());
     match parsed {
-        Err(e) => Readable::Poison(format!("outbox item does not have the outbox shape: {e}")),
+        Err(e) => Reading::Poison(format!("outbox item does not have the outbox shape: {e}")),
         Ok(rec) => match rec.into_event(max_payload) {
-            Ok(event) => Readable::Event(event),
-            Err(e) => Readable::Poison(e.to_string()),
+            Ok(event) => Reading::Event(Box::new(event)),
+            Err(e) => Reading::Poison(e.to_string()),
         },
     }
 }
 
-/// The failure-queue body for a poison record: the reason and the record as received,
-/// enough to fix and replay it.
+/// Parses one record of a Lambda stream event. A record that does not parse (an
+/// attribute of an unknown type, a missing field) is poison for that record alone: the
+/// handler sends it to the failure queue as received, instead of failing the whole
+/// batch at deserialization and blocking the shard.
+///
+/// # Errors
+/// The parse error, as text.
+pub fn parse_record(raw: &Value) -> Result<EventRecord, String> {
+    EventRecord::deserialize(raw).map_err(|e| format!("stream record does not parse: {e}"))
+}
+
+/// Largest failure-queue body, in bytes: 256 KiB, the smallest `MaximumMessageSize` a
+/// queue may have had by default, so a poison record can always be parked. A record too
+/// big for it is parked without its images; its `Keys` and sequence number still name
+/// the outbox item, which stays in the table until its TTL.
+pub const POISON_BODY_LIMIT_BYTES: usize = 256 * 1024;
+
+/// The failure-queue body for a poison record: the reason and the record as received
+/// (or, above [`POISON_BODY_LIMIT_BYTES`], the record without its images), enough to fix
+/// and replay it: correct the outbox item and write it again under a new event id, or
+/// re-read it by its keys.
 pub fn poison_body(record: &EventRecord, reason: &str) -> String {
-    json!({
+    poison_body_value(&serde_json::to_value(record).unwrap_or(Value::Null), reason)
+}
+
+/// [`poison_body`] for a record as raw JSON (one that may not even parse).
+pub fn poison_body_value(raw: &Value, reason: &str) -> String {
+    let body = |record: &Value, truncated: bool| {
+        let mut b = json!({
+            "source": "tern-relay",
+            "reason": reason,
+            "event_id": raw.get("eventID"),
+            "sequence_number": raw.pointer("/dynamodb/SequenceNumber"),
+            "keys": raw.pointer("/dynamodb/Keys"),
+            "record": record,
+        });
+        if truncated {
+            b["record_truncated"] = json!(
+                "images removed: the record exceeds the failure queue's size limit; read the item by its keys"
+            );
+        }
+        b.to_string()
+    };
+    let full = body(raw, false);
+    if full.len() <= POISON_BODY_LIMIT_BYTES {
+        return full;
+    }
+    let mut slim = raw.clone();
+    if let Some(change) = slim.get_mut("dynamodb").and_then(Value::as_object_mut) {
+        change.remove("NewImage");
+        change.remove("OldImage");
+    }
+    let slim_body = body(&slim, true);
+    if slim_body.len() <= POISON_BODY_LIMIT_BYTES {
+        return slim_body;
+    }
+    // Not even the keys fit (a hostile record): keep what names it.
+    let mut minimal = json!({
         "source": "tern-relay",
         "reason": reason,
-        "event_id": record.event_id,
-        "sequence_number": record.change.sequence_number,
-        "record": record,
-    })
-    .to_string()
+        "record_truncated": "record removed: larger than the failure queue's size limit",
+    });
+    for (k, v) in [
+        ("event_id", raw.get("eventID")),
+        ("sequence_number", raw.pointer("/dynamodb/SequenceNumber")),
+    ] {
+        if let Some(s) = v.and_then(Value::as_str).filter(|s| s.len() <= 1024) {
+            minimal[k] = json!(s);
+        }
+    }
+    minimal.to_string()
 }
 
 /// Handles one stream batch. Returns the partial batch response: empty when every record
 /// was handled, else the first record to retry.
-pub async fn handle(deps: &RelayDeps, event: StreamEvent, metrics: &Metrics) -> (DynamoDbEventResponse, Vec<RecordOutcome>) {
+pub async fn handle(
+    deps: &RelayDeps,
+    event: StreamEvent,
+    metrics: &Metrics,
+) -> (DynamoDbEventResponse, Vec<RecordOutcome>) {
+    let records = event.records.into_iter().map(|r| (None, Ok(r))).collect();
+    handle_records(deps, records, metrics).await
+}
+
+/// Handles one stream batch given as raw JSON (what the Lambda binary receives), parsing
+/// each record on its own so one unparseable record is poison, not a failed batch.
+pub async fn handle_value(
+    deps: &RelayDeps,
+    event: Value,
+    metrics: &Metrics,
+) -> (DynamoDbEventResponse, Vec<RecordOutcome>) {
+    let records = match event.get("Records") {
+        Some(Value::Array(records)) => records
+            .iter()
+            // The raw JSON is kept so a poison record is parked exactly as received.
+            .map(|raw| (Some(raw.clone()), parse_record(raw)))
+            .collect(),
+        // No record list at all: park the whole event, there is nothing to checkpoint.
+        _ => vec![(
+            Some(event),
+            Err("stream event has no Records array".to_owned()),
+        )],
+    };
+    handle_records(deps, records, metrics).await
+}
+
+async fn handle_records(
+    deps: &RelayDeps,
+    records: Vec<(Option<Value>, Result<EventRecord, String>)>,
+    metrics: &Metrics,
+) -> (DynamoDbEventResponse, Vec<RecordOutcome>) {
     let mut response = DynamoDbEventResponse::default();
-    let mut outcomes = Vec::with_capacity(event.records.len());
+    let mut outcomes = Vec::with_capacity(records.len());
     let mut tenants: HashMap<TenantId, Vec<Endpoint>> = HashMap::new();
-    for record in &event.records {
-        match relay_record(deps, record, &mut tenants, metrics).await {
+    for (raw, record) in &records {
+        let raw = || {
+            raw.clone()
+                .unwrap_or_else(|| record.as_ref().map(raw_record).unwrap_or(Value::Null))
+        };
+        let result = match record {
+            Ok(record) => relay_record(deps, record, raw, &mut tenants, metrics).await,
+            Err(reason) => send_to_failure_queue(deps, &raw(), reason.clone()).await,
+        };
+        match result {
             Ok(outcome) => outcomes.push(outcome),
             Err(e) => {
-                tracing::warn!(error = %e, event_id = %record.event_id, "relay stopped; the batch is retried from this record");
+                let raw = raw();
+                let event_id = raw
+                    .get("eventID")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                let sequence = raw
+                    .pointer("/dynamodb/SequenceNumber")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned);
+                tracing::warn!(error = %e, %event_id, "relay stopped; the batch is retried from this record");
                 let mut failure = DynamoDbBatchItemFailure::default();
-                failure.item_identifier = record.change.sequence_number.clone();
+                failure.item_identifier = sequence;
                 response.batch_item_failures.push(failure);
                 break;
             }
@@ -114,26 +235,47 @@ pub async fn handle(deps: &RelayDeps, event: StreamEvent, metrics: &Metrics) -> 
 async fn relay_record(
     deps: &RelayDeps,
     record: &EventRecord,
+    raw: impl Fn() -> Value,
     tenants: &mut HashMap<TenantId, Vec<Endpoint>>,
     metrics: &Metrics,
 ) -> Result<RecordOutcome, PortError> {
     let event = match read_record(record, deps.max_payload_bytes) {
-        Readable::Ignored => return Ok(RecordOutcome::Ignored),
-        Readable::Poison(reason) => return send_to_failure_queue(deps, record, reason).await,
-        Readable::Event(e) => e,
+        Reading::Ignored => return Ok(RecordOutcome::Ignored),
+        Reading::Poison(reason) => return send_to_failure_queue(deps, &raw(), reason).await,
+        Reading::Event(e) => e,
     };
     match publish(deps, &event, tenants, metrics).await {
         // Permanent for this record (SQS refused the message itself): poison, not a retry.
-        Err(PortError::Rejected(reason)) => send_to_failure_queue(deps, record, format!("delivery queue refused the message: {reason}")).await,
+        Err(PortError::Rejected(reason)) => {
+            send_to_failure_queue(
+                deps,
+                &raw(),
+                format!("delivery queue refused the message: {reason}"),
+            )
+            .await
+        }
         other => other,
     }
 }
 
-async fn send_to_failure_queue(deps: &RelayDeps, record: &EventRecord, reason: String) -> Result<RecordOutcome, PortError> {
-    tracing::error!(%reason, event_id = %record.event_id, "poison outbox record sent to the failure queue");
+fn raw_record(record: &EventRecord) -> Value {
+    serde_json::to_value(record).unwrap_or(Value::Null)
+}
+
+async fn send_to_failure_queue(
+    deps: &RelayDeps,
+    raw: &Value,
+    reason: String,
+) -> Result<RecordOutcome, PortError> {
+    // The reason names the rule broken, never the payload, so it is safe to log.
+    let event_id = raw
+        .get("eventID")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    tracing::error!(%reason, %event_id, "poison outbox record sent to the failure queue");
     let entry = QueueEntry {
         id: "poison".into(),
-        body: poison_body(record, &reason),
+        body: poison_body_value(raw, &reason),
         delay_seconds: 0,
         attributes: vec![("tern-reason".into(), "unreadable_outbox_record".into())],
     };
@@ -153,7 +295,11 @@ async fn publish(
     }
     let subscribed: Vec<&Endpoint> = tenants
         .get(&event.tenant_id)
-        .map(|l| l.iter().filter(|e| e.enabled && e.subscribes(event)).collect())
+        .map(|l| {
+            l.iter()
+                .filter(|e| e.enabled && e.subscribes(event))
+                .collect()
+        })
         .unwrap_or_default();
     let entries: Vec<QueueEntry> = subscribed
         .iter()

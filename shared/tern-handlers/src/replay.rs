@@ -77,8 +77,14 @@ pub struct ReplayDeps {
 }
 
 fn matches(filters: &ReplayFilters, m: &DeliveryMessage) -> bool {
-    filters.endpoint_id.as_ref().is_none_or(|e| *e == m.endpoint_id)
-        && filters.event_type.as_ref().is_none_or(|t| *t == m.event.event_type)
+    filters
+        .endpoint_id
+        .as_ref()
+        .is_none_or(|e| *e == m.endpoint_id)
+        && filters
+            .event_type
+            .as_ref()
+            .is_none_or(|t| *t == m.event.event_type)
         && filters
             .reason
             .is_none_or(|r| m.dead_letter.as_ref().is_some_and(|d| d.reason == r))
@@ -88,7 +94,11 @@ fn matches(filters: &ReplayFilters, m: &DeliveryMessage) -> bool {
 ///
 /// # Errors
 /// [`PortError`] when the queues cannot be reached; messages already moved stay moved.
-pub async fn handle(deps: &ReplayDeps, request: ReplayRequest, metrics: &Metrics) -> Result<ReplaySummary, PortError> {
+pub async fn handle(
+    deps: &ReplayDeps,
+    request: ReplayRequest,
+    metrics: &Metrics,
+) -> Result<ReplaySummary, PortError> {
     let max = request.max_messages.unwrap_or(DEFAULT_MAX_MESSAGES);
     let mut summary = ReplaySummary {
         dry_run: request.dry_run,
@@ -163,8 +173,10 @@ mod tests {
 
     #[test]
     fn request_shape() {
-        let r: ReplayRequest =
-            serde_json::from_str(r#"{"dry_run":true,"filters":{"reason":"exhausted","endpoint_id":"ep_1"}}"#).unwrap();
+        let r: ReplayRequest = serde_json::from_str(
+            r#"{"dry_run":true,"filters":{"reason":"exhausted","endpoint_id":"ep_1"}}"#,
+        )
+        .unwrap();
         assert!(r.dry_run);
         assert_eq!(r.filters.reason, Some(DeadLetterReason::Exhausted));
         assert!(serde_json::from_str::<ReplayRequest>(r#"{"filter":{}}"#).is_err());

@@ -19,9 +19,12 @@ use futures::FutureExt as _;
 use tern_core::endpoint::MAX_TIMEOUT_MS;
 use tern_core::outcome::classify;
 use tern_core::ports::{
-    AttemptRecord, Claim, DelayScheduler, DeliveryLedger, DeliveryState, EndpointStore, MessageQueue, PortError, QueueEntry,
+    AttemptRecord, Claim, DelayScheduler, DeliveryLedger, DeliveryState, EndpointStore,
+    MessageQueue, PortError, QueueEntry,
 };
-use tern_core::retry::{MAX_QUEUE_DELAY_SECONDS, WaitRoute, next_wait, parse_retry_after, route_wait, with_jitter};
+use tern_core::retry::{
+    MAX_QUEUE_DELAY_SECONDS, WaitRoute, next_wait, parse_retry_after, route_wait, with_jitter,
+};
 use tern_core::signing::signature_headers;
 use tern_core::{DeadLetter, DeadLetterReason, DeliveryMessage, Endpoint, Verdict};
 use tern_http::{AttemptRequest, DeliveryClient};
@@ -84,10 +87,16 @@ pub type MessageResult = (String, Result<MessageOutcome, String>);
 
 /// Handles one SQS batch, all messages concurrently. Returns the partial batch response
 /// (only failed message ids) and every message's result.
-pub async fn handle(deps: &SenderDeps, event: SqsEvent, metrics: &Metrics) -> (SqsBatchResponse, Vec<MessageResult>) {
+pub async fn handle(
+    deps: &SenderDeps,
+    event: SqsEvent,
+    metrics: &Metrics,
+) -> (SqsBatchResponse, Vec<MessageResult>) {
     let tasks = event.records.iter().map(|msg| async move {
         let id = msg.message_id.clone().unwrap_or_default();
-        let result = AssertUnwindSafe(process(deps, msg, metrics)).catch_unwind().await;
+        let result = AssertUnwindSafe(process(deps, msg, metrics))
+            .catch_unwind()
+            .await;
         let result = match result {
             Ok(Ok(outcome)) => Ok(outcome),
             Ok(Err(e)) => Err(e.to_string()),
@@ -116,7 +125,11 @@ fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "non-string panic".into())
 }
 
-async fn process(deps: &SenderDeps, sqs: &SqsMessage, metrics: &Metrics) -> Result<MessageOutcome, PortError> {
+async fn process(
+    deps: &SenderDeps,
+    sqs: &SqsMessage,
+    metrics: &Metrics,
+) -> Result<MessageOutcome, PortError> {
     let raw = sqs.body.as_deref().unwrap_or("");
     let message = match DeliveryMessage::parse(raw) {
         Ok(m) => m,
@@ -124,9 +137,14 @@ async fn process(deps: &SenderDeps, sqs: &SqsMessage, metrics: &Metrics) -> Resu
     };
     // A message that carries its dead-letter record was redriven (console or replay):
     // it starts a fresh budget with the same webhook-id.
-    let message = if message.dead_letter.is_some() { message.replayed() } else { message };
+    let message = if message.dead_letter.is_some() {
+        message.replayed()
+    } else {
+        message
+    };
 
-    let lease = Utc::now() + chrono::Duration::milliseconds(i64::try_from(MAX_TIMEOUT_MS).unwrap_or(30_000))
+    let lease = Utc::now()
+        + chrono::Duration::milliseconds(i64::try_from(MAX_TIMEOUT_MS).unwrap_or(30_000))
         + chrono::Duration::seconds(LEASE_MARGIN_SECONDS);
     let claim = deps.ledger.claim(&message, lease).await?;
     if claim != Claim::Granted {
@@ -135,20 +153,54 @@ async fn process(deps: &SenderDeps, sqs: &SqsMessage, metrics: &Metrics) -> Resu
         return Ok(MessageOutcome::Duplicate(claim));
     }
 
-    let endpoint = match deps.endpoints.get(&message.event.tenant_id, &message.endpoint_id).await? {
-        None => return dead_letter(deps, &message, DeadLetterReason::EndpointDeleted, None, metrics).await,
-        Some(e) if !e.enabled => return dead_letter(deps, &message, DeadLetterReason::EndpointDisabled, None, metrics).await,
+    let endpoint = match deps
+        .endpoints
+        .get(&message.event.tenant_id, &message.endpoint_id)
+        .await?
+    {
+        None => {
+            return dead_letter(
+                deps,
+                &message,
+                DeadLetterReason::EndpointDeleted,
+                None,
+                metrics,
+            )
+            .await;
+        }
+        Some(e) if !e.enabled => {
+            return dead_letter(
+                deps,
+                &message,
+                DeadLetterReason::EndpointDisabled,
+                None,
+                metrics,
+            )
+            .await;
+        }
         Some(e) => e,
     };
     attempt(deps, message, &endpoint, metrics).await
 }
 
-async fn attempt(deps: &SenderDeps, message: DeliveryMessage, endpoint: &Endpoint, metrics: &Metrics) -> Result<MessageOutcome, PortError> {
+async fn attempt(
+    deps: &SenderDeps,
+    message: DeliveryMessage,
+    endpoint: &Endpoint,
+    metrics: &Metrics,
+) -> Result<MessageOutcome, PortError> {
     let (schedule, max_attempts) = endpoint.retry_policy(&deps.policy.schedule);
-    let deadline = endpoint.timeout_ms.map_or(deps.policy.attempt_timeout, Duration::from_millis);
+    let deadline = endpoint
+        .timeout_ms
+        .map_or(deps.policy.attempt_timeout, Duration::from_millis);
     let started = Utc::now();
     let body = Bytes::from(message.event.payload.as_str().to_owned());
-    let headers = signature_headers(&message.event.id, started.timestamp(), &body, &endpoint.active_secrets(started));
+    let headers = signature_headers(
+        &message.event.id,
+        started.timestamp(),
+        &body,
+        &endpoint.active_secrets(started),
+    );
     let report = deps
         .client
         .attempt(AttemptRequest {
@@ -163,14 +215,24 @@ async fn attempt(deps: &SenderDeps, message: DeliveryMessage, endpoint: &Endpoin
 
     let verdict = classify(&report.result);
     let wait = match &verdict {
-        Verdict::Retry { retry_after } if message.attempt < max_attempts => schedule.wait_after(message.attempt).map(|w| {
-            let asked = retry_after.as_deref().and_then(|v| parse_retry_after(v, SystemTime::now()));
-            next_wait(with_jitter(w, rand::random::<f64>()), asked, deps.policy.retry_after_ceiling_seconds)
-        }),
+        Verdict::Retry { retry_after } if message.attempt < max_attempts => {
+            schedule.wait_after(message.attempt).map(|w| {
+                let asked = retry_after
+                    .as_deref()
+                    .and_then(|v| parse_retry_after(v, SystemTime::now()));
+                next_wait(
+                    with_jitter(w, rand::random::<f64>()),
+                    asked,
+                    deps.policy.retry_after_ceiling_seconds,
+                )
+            })
+        }
         _ => None,
     };
     let outcome = match (&verdict, wait) {
-        (Verdict::Delivered, _) => MessageOutcome::Delivered { attempt: message.attempt },
+        (Verdict::Delivered, _) => MessageOutcome::Delivered {
+            attempt: message.attempt,
+        },
         (Verdict::DeadLetter(reason), _) => MessageOutcome::DeadLettered {
             reason: *reason,
             attempts: message.attempt,
@@ -207,6 +269,14 @@ async fn attempt(deps: &SenderDeps, message: DeliveryMessage, endpoint: &Endpoin
             tern_core::AttemptResult::Response { .. } => None,
         },
         error: error.clone(),
+        location: match &report.result {
+            tern_core::AttemptResult::Response {
+                status: 300..=399,
+                location,
+                ..
+            } => location.clone(),
+            _ => None,
+        },
         response_excerpt: report.excerpt.clone(),
         excerpt_truncated: report.excerpt_truncated,
         outcome: match &outcome {
@@ -244,13 +314,22 @@ async fn attempt(deps: &SenderDeps, message: DeliveryMessage, endpoint: &Endpoin
     Ok(outcome)
 }
 
-async fn enqueue_retry(deps: &SenderDeps, next: &DeliveryMessage, wait_seconds: u64) -> Result<(), PortError> {
+async fn enqueue_retry(
+    deps: &SenderDeps,
+    next: &DeliveryMessage,
+    wait_seconds: u64,
+) -> Result<(), PortError> {
     let route = route_wait(wait_seconds, deps.policy.time_scale);
     let delay_seconds = match (route, &deps.scheduler) {
         (WaitRoute::Queue { delay_seconds }, _) => delay_seconds,
-        (WaitRoute::StepFunctions { wait_seconds }, Some(scheduler)) => return scheduler.schedule(next, wait_seconds).await,
+        (WaitRoute::StepFunctions { wait_seconds }, Some(scheduler)) => {
+            return scheduler.schedule(next, wait_seconds).await;
+        }
         (WaitRoute::StepFunctions { .. }, None) => {
-            tracing::warn!(wait_seconds, "no delay state machine configured; waiting {MAX_QUEUE_DELAY_SECONDS} s instead");
+            tracing::warn!(
+                wait_seconds,
+                "no delay state machine configured; waiting {MAX_QUEUE_DELAY_SECONDS} s instead"
+            );
             MAX_QUEUE_DELAY_SECONDS
         }
     };
@@ -280,9 +359,12 @@ async fn dead_letter(
     last: Option<(Option<u16>, Option<String>)>,
     metrics: &Metrics,
 ) -> Result<MessageOutcome, PortError> {
-    let (last_status, last_error) = last.unwrap_or((message.last_status, message.last_error.clone()));
+    let (last_status, last_error) =
+        last.unwrap_or((message.last_status, message.last_error.clone()));
     let attempts = match reason {
-        DeadLetterReason::EndpointDeleted | DeadLetterReason::EndpointDisabled => message.attempt - 1,
+        DeadLetterReason::EndpointDeleted | DeadLetterReason::EndpointDisabled => {
+            message.attempt - 1
+        }
         _ => message.attempt,
     };
     let dead = message.dead_lettered(DeadLetter {
@@ -300,15 +382,27 @@ async fn dead_letter(
             attributes: vec![
                 ("tern-reason".into(), reason.to_string()),
                 ("tern-endpoint-id".into(), message.endpoint_id.to_string()),
-                ("tern-event-type".into(), message.event.event_type.to_string()),
+                (
+                    "tern-event-type".into(),
+                    message.event.event_type.to_string(),
+                ),
             ],
         })
         .await?;
     metrics.update(|c| c.dead_letters += 1);
     tracing::warn!(delivery_id = %message.delivery_id, %reason, attempts, "dead-lettered");
     if reason == DeadLetterReason::Gone {
-        let why = format!("receiver answered 410 Gone at {}", Utc::now().to_rfc3339());
-        if let Err(e) = deps.endpoints.disable(&message.event.tenant_id, &message.endpoint_id, &why).await {
+        // Starts with the dead-letter reason so operators can filter on it.
+        let why = format!(
+            "{}: receiver answered 410 Gone at {}",
+            DeadLetterReason::Gone,
+            Utc::now().to_rfc3339()
+        );
+        if let Err(e) = deps
+            .endpoints
+            .disable(&message.event.tenant_id, &message.endpoint_id, &why)
+            .await
+        {
             tracing::warn!(error = %e, endpoint_id = %message.endpoint_id, "endpoint not disabled after 410");
         }
     }
@@ -316,7 +410,12 @@ async fn dead_letter(
     Ok(MessageOutcome::DeadLettered { reason, attempts })
 }
 
-async fn dead_letter_malformed(deps: &SenderDeps, raw: &str, error: &str, metrics: &Metrics) -> Result<MessageOutcome, PortError> {
+async fn dead_letter_malformed(
+    deps: &SenderDeps,
+    raw: &str,
+    error: &str,
+    metrics: &Metrics,
+) -> Result<MessageOutcome, PortError> {
     tracing::error!(%error, "malformed delivery message dead-lettered");
     let body = if raw.is_empty() { "(empty body)" } else { raw };
     deps.dlq
@@ -325,7 +424,10 @@ async fn dead_letter_malformed(deps: &SenderDeps, raw: &str, error: &str, metric
             body: body.to_owned(),
             delay_seconds: 0,
             attributes: vec![
-                ("tern-reason".into(), DeadLetterReason::MalformedMessage.to_string()),
+                (
+                    "tern-reason".into(),
+                    DeadLetterReason::MalformedMessage.to_string(),
+                ),
                 ("tern-error".into(), error.chars().take(1000).collect()),
             ],
         })

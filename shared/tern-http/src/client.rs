@@ -10,7 +10,9 @@ use reqwest::redirect::Policy;
 use tern_core::outcome::{AttemptResult, ErrorClass};
 use tokio::time::timeout_at;
 
-use crate::guard::{BlockedError, DestinationPolicy, DnsError, GuardedResolver, HostLookup, SystemLookup};
+use crate::guard::{
+    BlockedError, DestinationPolicy, DnsError, GuardedResolver, HostLookup, SystemLookup,
+};
 
 /// Bytes of the response body kept in the attempt log: 1 KiB. The rest is never read, so
 /// memory stays flat whatever the receiver sends.
@@ -90,7 +92,10 @@ impl DeliveryClient {
             .redirect(Policy::none())
             .no_proxy()
             .user_agent(tern_core::USER_AGENT)
-            .dns_resolver(Arc::new(GuardedResolver::new(options.lookup, policy.clone())))
+            .dns_resolver(Arc::new(GuardedResolver::new(
+                options.lookup,
+                policy.clone(),
+            )))
             .pool_idle_timeout(Duration::from_secs(30))
             .build()?;
         Ok(Self {
@@ -113,7 +118,9 @@ impl DeliveryClient {
     /// A [`BlockedError`], or the URL parse error as text.
     pub fn precheck(&self, url: &str) -> Result<url::Url, String> {
         let parsed = url::Url::parse(url).map_err(|e| format!("invalid URL: {e}"))?;
-        self.policy.check_scheme(&parsed).map_err(|e| e.to_string())?;
+        self.policy
+            .check_scheme(&parsed)
+            .map_err(|e| e.to_string())?;
         let ip = match parsed.host() {
             Some(url::Host::Ipv4(v4)) => Some(std::net::IpAddr::V4(v4)),
             Some(url::Host::Ipv6(v6)) => Some(std::net::IpAddr::V6(v6)),
@@ -143,13 +150,21 @@ impl DeliveryClient {
             Ok(u) => u,
             Err(detail) => return failed(ErrorClass::Blocked, detail),
         };
-        let mut builder = self.http.post(url).header("content-type", "application/json");
+        let mut builder = self
+            .http
+            .post(url)
+            .header("content-type", "application/json");
         for (name, value) in req.headers {
             builder = builder.header(*name, value);
         }
         let sent = timeout_at(deadline, builder.body(req.body).send()).await;
         let mut response = match sent {
-            Err(_) => return failed(ErrorClass::Timeout, format!("no response within {} ms", req.deadline.as_millis())),
+            Err(_) => {
+                return failed(
+                    ErrorClass::Timeout,
+                    format!("no response within {} ms", req.deadline.as_millis()),
+                );
+            }
             Ok(Err(e)) => {
                 let (class, detail) = classify_error(&e);
                 return failed(class, detail);
@@ -159,10 +174,12 @@ impl DeliveryClient {
 
         let status = response.status().as_u16();
         let header = |name: &str| {
-            response
-                .headers()
-                .get(name)
-                .map(|v| String::from_utf8_lossy(v.as_bytes()).chars().take(512).collect::<String>())
+            response.headers().get(name).map(|v| {
+                String::from_utf8_lossy(v.as_bytes())
+                    .chars()
+                    .take(512)
+                    .collect::<String>()
+            })
         };
         let retry_after = header("retry-after");
         let location = header("location");
@@ -213,13 +230,8 @@ fn classify_error(e: &reqwest::Error) -> (ErrorClass, String) {
         if let Some(d) = err.downcast_ref::<DnsError>() {
             return (ErrorClass::Dns, d.to_string());
         }
-        if let Some(t) = err.downcast_ref::<rustls::Error>() {
+        if let Some(t) = rustls_error(err) {
             return (ErrorClass::Tls, t.to_string());
-        }
-        if let Some(io) = err.downcast_ref::<std::io::Error>() {
-            if let Some(t) = io.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()) {
-                return (ErrorClass::Tls, t.to_string());
-            }
         }
         innermost = err.to_string();
         source = err.source();
@@ -232,4 +244,38 @@ fn classify_error(e: &reqwest::Error) -> (ErrorClass, String) {
         ErrorClass::Protocol
     };
     (class, innermost)
+}
+
+/// The rustls error inside `err`, if any. `io::Error::source()` skips the error it wraps
+/// (it returns the wrapped error's own source), and the TLS stack nests io errors, so
+/// each `io::Error` is unwrapped through `get_ref` until something else appears.
+fn rustls_error<'a>(err: &'a (dyn StdError + 'static)) -> Option<&'a rustls::Error> {
+    let mut current = err;
+    loop {
+        if let Some(t) = current.downcast_ref::<rustls::Error>() {
+            return Some(t);
+        }
+        let io = current.downcast_ref::<std::io::Error>()?;
+        current = io.get_ref()?;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_rustls_errors_inside_nested_io_errors() {
+        let tls = || rustls::Error::General("bad handshake".into());
+        let direct = tls();
+        assert!(rustls_error(&direct).is_some());
+        let nested =
+            std::io::Error::other(std::io::Error::new(std::io::ErrorKind::InvalidData, tls()));
+        assert_eq!(
+            rustls_error(&nested).map(ToString::to_string),
+            Some(tls().to_string())
+        );
+        let plain = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
+        assert!(rustls_error(&plain).is_none());
+    }
 }

@@ -117,6 +117,79 @@ fn denied_v6(ip: Ipv6Addr) -> Option<&'static str> {
     })
 }
 
+/// Why an endpoint URL is refused when the endpoint is created or its URL changed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EndpointCheckError {
+    /// The URL is malformed, not `http`/`https`, has no host, or holds credentials.
+    #[error(transparent)]
+    Invalid(#[from] tern_core::endpoint::EndpointError),
+    /// The scheme is not allowed (https-only), or the host is, or resolves to, a denied
+    /// address.
+    #[error(transparent)]
+    Blocked(#[from] BlockedError),
+    /// The host name did not resolve, or resolved to no address.
+    #[error("host {host} does not resolve: {detail}")]
+    Unresolvable {
+        /// The host name.
+        host: String,
+        /// The resolver's error.
+        detail: String,
+    },
+}
+
+/// Checks an endpoint URL when the endpoint is created (the same rules every attempt is
+/// held to, so an endpoint that could never be delivered to is refused up front): the
+/// URL is valid ([`tern_core::endpoint::validate_url`]), the scheme passes https-only, and
+/// the host, an IP literal or a name resolved once through `lookup`, is allowed; a name
+/// is refused when any of its addresses is denied.
+///
+/// Returns the addresses that were checked (the literal, or every resolved address).
+/// Attempts are still checked again at connect time: DNS answers change.
+///
+/// # Errors
+/// [`EndpointCheckError`] saying which rule refused the URL.
+pub async fn check_endpoint_url(
+    url: &str,
+    policy: &DestinationPolicy,
+    lookup: &dyn HostLookup,
+) -> Result<Vec<IpAddr>, EndpointCheckError> {
+    let parsed = tern_core::endpoint::validate_url(url)?;
+    policy.check_scheme(&parsed)?;
+    let host = match parsed.host() {
+        Some(url::Host::Ipv4(v4)) => {
+            policy.check_ip(IpAddr::V4(v4))?;
+            return Ok(vec![IpAddr::V4(v4)]);
+        }
+        Some(url::Host::Ipv6(v6)) => {
+            policy.check_ip(IpAddr::V6(v6))?;
+            return Ok(vec![IpAddr::V6(v6)]);
+        }
+        Some(url::Host::Domain(d)) => d.to_owned(),
+        // validate_url refuses URLs without a host.
+        None => return Err(tern_core::endpoint::EndpointError::BadUrl("no host".into()).into()),
+    };
+    let unresolvable = |detail: String| EndpointCheckError::Unresolvable {
+        host: host.clone(),
+        detail,
+    };
+    let addrs: Vec<IpAddr> = lookup
+        .lookup(host.clone())
+        .await
+        .map_err(|e| unresolvable(e.to_string()))?
+        .map(|a| a.ip())
+        .collect();
+    if addrs.is_empty() {
+        return Err(unresolvable("no addresses".into()));
+    }
+    check_all(policy, &addrs)?;
+    Ok(addrs)
+}
+
+/// Checks every address of one answer: the first denied one refuses the whole answer.
+fn check_all(policy: &DestinationPolicy, addrs: &[IpAddr]) -> Result<(), BlockedError> {
+    addrs.iter().try_for_each(|a| policy.check_ip(*a))
+}
+
 /// Looks up a host name. The production lookup is the system resolver; tests use a
 /// fixed table so no test ever queries real DNS.
 pub trait HostLookup: Send + Sync + 'static {
@@ -133,7 +206,10 @@ impl HostLookup for SystemLookup {
         Box::pin(async move {
             let addrs = tokio::net::lookup_host((host.as_str(), 0))
                 .await
-                .map_err(|e| Box::new(DnsError(format!("{host}: {e}"))) as Box<dyn std::error::Error + Send + Sync>)?;
+                .map_err(|e| {
+                    Box::new(DnsError(format!("{host}: {e}")))
+                        as Box<dyn std::error::Error + Send + Sync>
+                })?;
             let addrs: Addrs = Box::new(addrs.collect::<Vec<_>>().into_iter());
             Ok(addrs)
         })
@@ -170,9 +246,9 @@ impl Resolve for GuardedResolver {
             if addrs.is_empty() {
                 return Err(Box::new(DnsError(format!("{}: no addresses", name.as_str()))) as _);
             }
-            for a in &addrs {
-                policy.check_ip(a.ip()).map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)?;
-            }
+            let ips: Vec<IpAddr> = addrs.iter().map(SocketAddr::ip).collect();
+            check_all(&policy, &ips)
+                .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)?;
             let addrs: Addrs = Box::new(addrs.into_iter());
             Ok(addrs)
         })
@@ -197,7 +273,13 @@ impl HostLookup for StaticLookup {
         Box::pin(async move {
             match found {
                 Some(addrs) => {
-                    let addrs: Addrs = Box::new(addrs.into_iter().map(|ip| SocketAddr::new(ip, 0)).collect::<Vec<_>>().into_iter());
+                    let addrs: Addrs = Box::new(
+                        addrs
+                            .into_iter()
+                            .map(|ip| SocketAddr::new(ip, 0))
+                            .collect::<Vec<_>>()
+                            .into_iter(),
+                    );
                     Ok(addrs)
                 }
                 None => Err(Box::new(DnsError(format!("{host}: not in the test host table"))) as _),
@@ -211,20 +293,50 @@ mod tests {
     use super::*;
 
     fn blocked(s: &str) -> bool {
-        DestinationPolicy::default().check_ip(s.parse().unwrap()).is_err()
+        DestinationPolicy::default()
+            .check_ip(s.parse().unwrap())
+            .is_err()
     }
 
     #[test]
     fn deny_list() {
         for a in [
-            "127.0.0.1", "10.1.2.3", "172.16.0.1", "172.31.255.255", "192.168.1.1", "169.254.169.254",
-            "100.64.0.1", "100.127.255.255", "0.0.0.0", "224.0.0.1", "255.255.255.255", "::1", "::",
-            "fc00::1", "fd12::1", "fe80::1", "ff02::1", "::ffff:127.0.0.1", "::ffff:8.8.8.8", "::127.0.0.1",
-            "64:ff9b::a9fe:a9fe", "2002:a9fe:a9fe::1", "2001::1", "2001:db8::1", "192.0.0.8",
+            "127.0.0.1",
+            "10.1.2.3",
+            "172.16.0.1",
+            "172.31.255.255",
+            "192.168.1.1",
+            "169.254.169.254",
+            "100.64.0.1",
+            "100.127.255.255",
+            "0.0.0.0",
+            "224.0.0.1",
+            "255.255.255.255",
+            "::1",
+            "::",
+            "fc00::1",
+            "fd12::1",
+            "fe80::1",
+            "ff02::1",
+            "::ffff:127.0.0.1",
+            "::ffff:8.8.8.8",
+            "::127.0.0.1",
+            "64:ff9b::a9fe:a9fe",
+            "2002:a9fe:a9fe::1",
+            "2001::1",
+            "2001:db8::1",
+            "192.0.0.8",
         ] {
             assert!(blocked(a), "{a} should be blocked");
         }
-        for a in ["8.8.8.8", "1.1.1.1", "172.32.0.1", "100.128.0.1", "2606:4700::1111", "2a00:1450::1"] {
+        for a in [
+            "8.8.8.8",
+            "1.1.1.1",
+            "172.32.0.1",
+            "100.128.0.1",
+            "2606:4700::1111",
+            "2a00:1450::1",
+        ] {
             assert!(!blocked(a), "{a} should be allowed");
         }
     }

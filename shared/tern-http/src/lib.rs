@@ -8,4 +8,7 @@ pub mod client;
 pub mod guard;
 
 pub use client::{AttemptReport, AttemptRequest, ClientOptions, DeliveryClient};
-pub use guard::{DestinationPolicy, HostLookup, StaticLookup, SystemLookup};
+pub use guard::{
+    BlockedError, DestinationPolicy, EndpointCheckError, HostLookup, StaticLookup, SystemLookup,
+    check_endpoint_url,
+};

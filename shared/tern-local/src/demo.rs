@@ -209,6 +209,11 @@ pub async fn run(
                 description: Some(format!("demo: {name}")),
                 secret: None,
             },
+            &tern_http::DestinationPolicy {
+                https_only: false,
+                allow: vec!["127.0.0.1/32".parse().map_err(|e| setup(&e))?],
+            },
+            &tern_http::SystemLookup,
         )
         .await
         .map_err(|e| setup(&e))?;

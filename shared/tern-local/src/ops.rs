@@ -8,6 +8,7 @@ use chrono::Utc;
 use tern_core::endpoint::EndpointSecret;
 use tern_core::ports::{DeliveryLedger, DrainableQueue, EndpointStore};
 use tern_core::{DeliveryMessage, Endpoint, EndpointId, EventId, RetrySchedule, Secret, TenantId};
+use tern_http::{DestinationPolicy, HostLookup};
 
 /// An operator command failed.
 #[derive(Debug, thiserror::Error)]
@@ -57,15 +58,22 @@ pub struct NewEndpoint {
     pub secret: Option<String>,
 }
 
-/// Validates and stores a new endpoint; returns it (with its secret, to show once).
+/// Validates and stores a new endpoint; returns it (with its secret, to show once). The URL
+/// is checked with the sender's destination policy (resolved once; every address must be
+/// allowed), so an endpoint the sender would refuse is refused here already.
 ///
 /// # Errors
 /// [`OpsError::Invalid`] with the reason, or a store error.
 pub async fn add_endpoint(
     store: &dyn EndpointStore,
     new: NewEndpoint,
+    policy: &DestinationPolicy,
+    lookup: &dyn HostLookup,
 ) -> Result<Endpoint, OpsError> {
     let bad = |e: &dyn std::fmt::Display| OpsError::Invalid(e.to_string());
+    tern_http::check_endpoint_url(&new.url, policy, lookup)
+        .await
+        .map_err(|e| bad(&e))?;
     let secret = match new.secret {
         Some(s) => Secret::parse(&s).map_err(|e| bad(&e))?,
         None => Secret::generate(),

@@ -98,7 +98,12 @@ impl OutboxWriter {
     /// [`OutboxWriteError::Payload`] for a payload that is not a JSON object or is too
     /// large (the message says how to send a reference URL instead), or a bad event type;
     /// [`OutboxWriteError::Id`] for a bad tenant id.
-    pub fn prepare(&self, event_type: &str, tenant_id: &str, payload: impl Into<String>) -> Result<PreparedEvent, OutboxWriteError> {
+    pub fn prepare(
+        &self,
+        event_type: &str,
+        tenant_id: &str,
+        payload: impl Into<String>,
+    ) -> Result<PreparedEvent, OutboxWriteError> {
         self.prepare_with_id(EventId::generate(), event_type, tenant_id, payload)
     }
 
@@ -138,7 +143,8 @@ impl PreparedEvent {
     /// # Errors
     /// [`OutboxWriteError::Encode`] (not expected for valid events).
     pub fn put(&self) -> Result<Put, OutboxWriteError> {
-        let item = serde_dynamo::to_item(&self.record).map_err(|e| OutboxWriteError::Encode(e.to_string()))?;
+        let item = serde_dynamo::to_item(&self.record)
+            .map_err(|e| OutboxWriteError::Encode(e.to_string()))?;
         Put::builder()
             .table_name(&self.table)
             .set_item(Some(item))
@@ -177,10 +183,15 @@ mod tests {
     #[test]
     fn prepares_a_conditional_put() {
         let w = OutboxWriter::new("outbox");
-        let p = w.prepare("order.paid", "tnt_a", r#"{"b":1,"a":2}"#).unwrap();
+        let p = w
+            .prepare("order.paid", "tnt_a", r#"{"b":1,"a":2}"#)
+            .unwrap();
         let put = p.put().unwrap();
         assert_eq!(put.table_name(), "outbox");
-        assert_eq!(put.condition_expression(), Some("attribute_not_exists(event_id)"));
+        assert_eq!(
+            put.condition_expression(),
+            Some("attribute_not_exists(event_id)")
+        );
         let item = put.item();
         assert_eq!(item["payload"].as_s().unwrap(), r#"{"b":1,"a":2}"#);
         assert_eq!(item["tern_record"].as_s().unwrap(), "outbox_event");
@@ -190,11 +201,25 @@ mod tests {
     #[test]
     fn refuses_bad_events() {
         let w = OutboxWriter::new("outbox").with_max_payload_bytes(16);
-        assert!(matches!(w.prepare("order.paid", "tnt_a", "[1]"), Err(OutboxWriteError::Payload(_))));
-        assert!(matches!(w.prepare("order.paid", "tnt_a", "not json"), Err(OutboxWriteError::Payload(_))));
-        let big = w.prepare("order.paid", "tnt_a", r#"{"a":"0123456789abcdef"}"#).unwrap_err();
+        assert!(matches!(
+            w.prepare("order.paid", "tnt_a", "[1]"),
+            Err(OutboxWriteError::Payload(_))
+        ));
+        assert!(matches!(
+            w.prepare("order.paid", "tnt_a", "not json"),
+            Err(OutboxWriteError::Payload(_))
+        ));
+        let big = w
+            .prepare("order.paid", "tnt_a", r#"{"a":"0123456789abcdef"}"#)
+            .unwrap_err();
         assert!(big.to_string().contains("reference"), "{big}");
-        assert!(matches!(w.prepare("bad type!", "tnt_a", "{}"), Err(OutboxWriteError::Payload(_))));
-        assert!(matches!(w.prepare("a.b", "tnt.a", "{}"), Err(OutboxWriteError::Id(_))));
+        assert!(matches!(
+            w.prepare("bad type!", "tnt_a", "{}"),
+            Err(OutboxWriteError::Payload(_))
+        ));
+        assert!(matches!(
+            w.prepare("a.b", "tnt.a", "{}"),
+            Err(OutboxWriteError::Id(_))
+        ));
     }
 }

@@ -9,8 +9,10 @@ use clap::{Parser, Subcommand};
 use tern_aws::{DynamoEndpointStore, DynamoLedger, SqsQueue};
 use tern_core::ports::EndpointStore;
 use tern_core::{DeadLetterReason, EndpointId, EventId, EventType, TenantId};
+use tern_handlers::config::{DestinationSettings, Env};
 use tern_handlers::metrics::{Metrics, MetricsSink};
 use tern_handlers::replay::{ReplayDeps, ReplayFilters, ReplayRequest};
+use tern_http::{DestinationPolicy, SystemLookup};
 use tern_local::demo::{DemoOptions, run as run_demo};
 use tern_local::local::{LocalOptions, LocalTern};
 use tern_local::moto::MotoServer;
@@ -139,13 +141,19 @@ enum EndpointCommand {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "error".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    // Errors only unless RUST_LOG says otherwise; the guard keeps secrets out at any level.
+    {
+        use tracing_subscriber::layer::SubscriberExt as _;
+        use tracing_subscriber::util::SubscriberInitExt as _;
+        tracing_subscriber::registry()
+            .with(tern_handlers::logging::guard())
+            .with(
+                tracing_subscriber::EnvFilter::try_from_default_env()
+                    .unwrap_or_else(|_| "error".into()),
+            )
+            .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
+            .init();
+    }
     match run(Cli::parse()).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -261,6 +269,7 @@ async fn endpoints(command: EndpointCommand, out: &mut dyn Write) -> Result<(), 
             schedule,
             description,
         } => {
+            let destinations = DestinationSettings::from_env(&Env::process()).map_err(invalid)?;
             let ep = ops::add_endpoint(
                 &store,
                 NewEndpoint {
@@ -273,6 +282,11 @@ async fn endpoints(command: EndpointCommand, out: &mut dyn Write) -> Result<(), 
                     description,
                     secret: None,
                 },
+                &DestinationPolicy {
+                    https_only: destinations.https_only,
+                    allow: destinations.allow,
+                },
+                &SystemLookup,
             )
             .await?;
             let _ = writeln!(
