@@ -740,3 +740,22 @@ pub fn fixture_json(name: &str) -> serde_json::Value {
     serde_json::from_str(&fixture(name))
         .unwrap_or_else(|e| panic!("fixture {name} is not JSON: {e}"))
 }
+
+/// The attempt log of one endpoint for one event, in (replay, attempt) order.
+pub async fn attempts_of(
+    local: &LocalTern,
+    event: &EventId,
+    endpoint: &Endpoint,
+) -> Vec<tern_core::ports::AttemptRecord> {
+    let mut h: Vec<tern_core::ports::AttemptRecord> = local
+        .sender
+        .ledger
+        .history(event)
+        .await
+        .expect("history")
+        .into_iter()
+        .filter(|r| r.endpoint_id == endpoint.id)
+        .collect();
+    h.sort_by_key(|r| (r.replay_count, r.attempt));
+    h
+}

@@ -7,8 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use tern_core::ports::AttemptRecord;
-use tern_core::{DeadLetterReason, Endpoint, EventId, outcome::ErrorClass};
+use tern_core::{DeadLetterReason, outcome::ErrorClass};
 use tern_local::LocalOptions;
 use tern_tests::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -20,25 +19,6 @@ fn fast() -> LocalOptions {
         time_scale: 0.001,
         ..LocalOptions::default()
     }
-}
-
-/// The attempt log of one endpoint, in attempt order.
-async fn attempts_of(
-    local: &tern_local::LocalTern,
-    event: &EventId,
-    endpoint: &Endpoint,
-) -> Vec<AttemptRecord> {
-    let mut h: Vec<AttemptRecord> = local
-        .sender
-        .ledger
-        .history(event)
-        .await
-        .expect("history")
-        .into_iter()
-        .filter(|r| r.endpoint_id == endpoint.id)
-        .collect();
-    h.sort_by_key(|r| (r.replay_count, r.attempt));
-    h
 }
 
 /// Reads one HTTP/1.1 request (head and `content-length` body) so the client is done

@@ -40,25 +40,6 @@ fn real_seconds(logical: u64, scale: f64) -> u64 {
     real
 }
 
-/// The attempt log of one endpoint, in (replay, attempt) order.
-async fn attempts_of(
-    local: &tern_local::LocalTern,
-    event: &EventId,
-    endpoint: &Endpoint,
-) -> Vec<AttemptRecord> {
-    let mut h: Vec<AttemptRecord> = local
-        .sender
-        .ledger
-        .history(event)
-        .await
-        .expect("history")
-        .into_iter()
-        .filter(|r| r.endpoint_id == endpoint.id)
-        .collect();
-    h.sort_by_key(|r| (r.replay_count, r.attempt));
-    h
-}
-
 /// Checks that each request came no sooner after the previous one than the logged wait,
 /// scaled, allows; returns the gaps in milliseconds.
 fn assert_never_earlier(requests: &[Captured], log: &[AttemptRecord], scale: f64) -> Vec<i64> {

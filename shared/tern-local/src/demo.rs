@@ -284,13 +284,14 @@ pub async fn run(
     let retried = || retries.load(std::sync::atomic::Ordering::Relaxed);
 
     let n = demo.written.len();
-    let before = wait_accounted(
+    let before = wait_until(
         &demo,
         n,
         options.timeout_seconds,
         out,
         &retried,
         "Delivering",
+        |t| accounted(n, t),
     )
     .await?;
     let _ = writeln!(out, "\nBefore the replay:");
@@ -312,7 +313,16 @@ pub async fn run(
         summary.replayed,
         summary.skipped + summary.unreadable
     );
-    let after = wait_full_delivery(&demo, n, options.timeout_seconds, out, &retried).await?;
+    let after = wait_until(
+        &demo,
+        n,
+        options.timeout_seconds,
+        out,
+        &retried,
+        "Replaying",
+        |t| t.values().all(|x| x.delivered == n && x.dead_lettered == 0),
+    )
+    .await?;
     let _ = writeln!(out, "\nAfter the replay:");
     report(out, n, &after);
 
@@ -338,30 +348,6 @@ pub async fn run(
         retries: retried(),
         replayed: summary.replayed,
     })
-}
-
-async fn wait_accounted(
-    demo: &Demo,
-    n: usize,
-    timeout: u64,
-    out: &mut (dyn Write + Send),
-    retried: &dyn Fn() -> usize,
-    label: &str,
-) -> Result<BTreeMap<String, Tally>, DemoError> {
-    wait_until(demo, n, timeout, out, retried, label, |t| accounted(n, t)).await
-}
-
-async fn wait_full_delivery(
-    demo: &Demo,
-    n: usize,
-    timeout: u64,
-    out: &mut (dyn Write + Send),
-    retried: &dyn Fn() -> usize,
-) -> Result<BTreeMap<String, Tally>, DemoError> {
-    wait_until(demo, n, timeout, out, retried, "Replaying", |t| {
-        t.values().all(|x| x.delivered == n && x.dead_lettered == 0)
-    })
-    .await
 }
 
 async fn wait_until(
