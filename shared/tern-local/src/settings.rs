@@ -12,12 +12,29 @@ pub const DELAY_STATE_MACHINE_ASL: &str =
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct InfraSettings {
+    /// Function settings.
+    pub functions: Functions,
     /// Queues.
     pub queues: Queues,
     /// Event source mappings.
     pub event_sources: EventSources,
     /// Delivery defaults.
     pub delivery: Delivery,
+}
+
+/// Function settings.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Functions {
+    /// The sender function.
+    pub sender: FunctionSettings,
+}
+
+/// One function's settings.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FunctionSettings {
+    /// Lambda timeout, seconds.
+    pub timeout_seconds: u64,
 }
 
 /// Queue settings.
@@ -96,6 +113,36 @@ mod tests {
         let s = super::infra_settings();
         assert!(s.event_sources.sender.batch_size <= 10);
         let asl: serde_json::Value = serde_json::from_str(super::DELAY_STATE_MACHINE_ASL).unwrap();
+        assert_eq!(
+            asl["States"]["Enqueue"]["Resource"],
+            "arn:aws:states:::sqs:sendMessage"
+        );
         assert_eq!(asl["States"]["Wait"]["SecondsPath"], "$.wait_seconds");
+    }
+
+    /// The timing chain the design depends on (DESIGN.md §6): the longest attempt deadline
+    /// is well below the sender's timeout; a claim's lease ends before SQS would show the
+    /// message again; the visibility timeout is at least 6 x the sender's timeout.
+    #[test]
+    fn deadlines_leases_and_visibility_fit_together() {
+        let s = super::infra_settings();
+        let sender_timeout_ms = s.functions.sender.timeout_seconds * 1000;
+        let longest_attempt_ms = tern_core::endpoint::MAX_TIMEOUT_MS;
+        assert!(
+            longest_attempt_ms * 2 <= sender_timeout_ms,
+            "attempt deadline must be well below the sender timeout"
+        );
+        assert!(s.delivery.attempt_timeout_ms <= longest_attempt_ms);
+        let lease_seconds = longest_attempt_ms / 1000
+            + u64::try_from(tern_handlers::sender::LEASE_MARGIN_SECONDS).unwrap();
+        let visibility = u64::try_from(s.queues.delivery.visibility_timeout_seconds).unwrap();
+        assert!(
+            lease_seconds < visibility,
+            "a crashed holder's lease must expire before redelivery"
+        );
+        assert!(
+            visibility >= 6 * s.functions.sender.timeout_seconds,
+            "visibility timeout >= 6 x sender timeout"
+        );
     }
 }
