@@ -23,7 +23,14 @@ build:
 demo: venv
 	$(CARGO) run --quiet -p tern-local --bin tern -- demo
 
-test: venv test-rust test-receivers test-infra
+# Every part runs even when an earlier one fails, so one run shows every problem.
+test: venv
+	@status=0; \
+	$(MAKE) --no-print-directory test-rust || status=1; \
+	$(MAKE) --no-print-directory test-receivers || status=1; \
+	$(MAKE) --no-print-directory test-infra || status=1; \
+	if [ $$status -ne 0 ]; then echo "make test: FAILED (see above)"; fi; \
+	exit $$status
 
 test-rust: venv
 	$(CARGO) test --workspace --all-targets --no-fail-fast
@@ -44,4 +51,4 @@ lint:
 
 clean:
 	$(CARGO) clean
-	rm -rf $(VENV) infra/node_modules examples/receivers/node/node_modules
+	rm -rf $(VENV) .tern infra/node_modules infra/.test-out examples/receivers/node/node_modules

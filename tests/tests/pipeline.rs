@@ -237,3 +237,43 @@ async fn s3_unicode_payloads_arrive_byte_identical() {
         verify_reference(&ep.secrets[0].secret, req).expect("verifies");
     }
 }
+
+/// A payload at the 256 KiB limit fanned out to five endpoints: one SendMessageBatch of
+/// five such messages would exceed SQS's 1 MiB batch limit, so the relay splits by size
+/// and every endpoint gets the exact bytes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_payload_at_the_limit_reaches_five_endpoints() {
+    let (local, _rx) = deployment("bigfan", fast()).await;
+    let receiver = Receiver::start().await.unwrap();
+    let mut endpoints = Vec::new();
+    for i in 0..5 {
+        endpoints.push(
+            add_endpoint(
+                &local,
+                "tnt_big",
+                &receiver.url(&format!("/e{i}")),
+                &["*"],
+                None,
+            )
+            .await,
+        );
+    }
+    let filler = "x".repeat(tern_core::event::DEFAULT_MAX_PAYLOAD_BYTES - r#"{"data":""}"#.len());
+    let payload = format!(r#"{{"data":"{filler}"}}"#);
+    assert_eq!(payload.len(), tern_core::event::DEFAULT_MAX_PAYLOAD_BYTES);
+    let id = publish(&local, "blob.ready", "tnt_big", &payload).await;
+    for (i, ep) in endpoints.iter().enumerate() {
+        let got = receiver
+            .wait_for(&format!("/e{i}"), 1, Duration::from_secs(30))
+            .await;
+        assert_eq!(got.len(), 1, "endpoint {i}");
+        assert_eq!(got[0].header("webhook-id"), Some(id.as_str()));
+        assert_eq!(got[0].body.len(), payload.len());
+        verify_reference(&ep.secrets[0].secret, &got[0]).unwrap();
+    }
+    assert!(
+        peek_queue(&local, &local.resources.relay_failure_queue_url)
+            .await
+            .is_empty()
+    );
+}

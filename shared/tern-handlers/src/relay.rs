@@ -24,6 +24,45 @@ use crate::metrics::Metrics;
 /// Most entries in one SendMessageBatch call (SQS quota).
 pub const SQS_BATCH_LIMIT: usize = 10;
 
+/// Most bytes in one SendMessageBatch call, all bodies and attributes together: 1 MiB
+/// (SQS quota: "the total size of all messages in a batch" is at most 1,048,576 bytes).
+pub const SQS_BATCH_MAX_BYTES: usize = 1_048_576;
+
+/// Bytes an entry counts towards [`SQS_BATCH_MAX_BYTES`]: its body, and each attribute's
+/// name, data type (`String`) and value.
+fn entry_bytes(entry: &QueueEntry) -> usize {
+    entry.body.len()
+        + entry
+            .attributes
+            .iter()
+            .map(|(k, v)| k.len() + "String".len() + v.len())
+            .sum::<usize>()
+}
+
+/// Splits entries into SendMessageBatch calls that respect both the count (10) and the
+/// total-size (1 MiB) limits, in order. A single entry is always its own batch, however
+/// large; SQS judges it alone.
+pub fn sqs_batches(entries: &[QueueEntry]) -> Vec<&[QueueEntry]> {
+    let mut batches = Vec::new();
+    let mut start = 0;
+    let mut bytes = 0;
+    for (i, entry) in entries.iter().enumerate() {
+        let size = entry_bytes(entry);
+        let full =
+            i - start == SQS_BATCH_LIMIT || (i > start && bytes + size > SQS_BATCH_MAX_BYTES);
+        if full {
+            batches.push(&entries[start..i]);
+            start = i;
+            bytes = 0;
+        }
+        bytes += size;
+    }
+    if start < entries.len() {
+        batches.push(&entries[start..]);
+    }
+    batches
+}
+
 /// What the relay needs.
 pub struct RelayDeps {
     /// Endpoint registry.
@@ -314,7 +353,7 @@ async fn publish(
             }
         })
         .collect();
-    for chunk in entries.chunks(SQS_BATCH_LIMIT) {
+    for chunk in sqs_batches(&entries) {
         let results = deps.delivery_queue.send_batch(chunk).await?;
         // A failed entry fails the record: the retry re-sends the whole fan-out, and the
         // sender's ledger drops the copies that were already sent.
@@ -330,4 +369,39 @@ async fn publish(
     Ok(RecordOutcome::Relayed {
         deliveries: entries.len(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(bytes: usize) -> QueueEntry {
+        QueueEntry {
+            id: "x".into(),
+            body: "a".repeat(bytes),
+            delay_seconds: 0,
+            attributes: vec![],
+        }
+    }
+
+    #[test]
+    fn batches_respect_count_and_total_size() {
+        let small: Vec<_> = (0..25).map(|_| entry(10)).collect();
+        let sizes: Vec<usize> = sqs_batches(&small).iter().map(|b| b.len()).collect();
+        assert_eq!(sizes, vec![10, 10, 5]);
+
+        // Five 262 KB messages: 1.31 MB in one call would be refused (BatchRequestTooLong).
+        let big: Vec<_> = (0..5).map(|_| entry(262_200)).collect();
+        let batches = sqs_batches(&big);
+        assert!(
+            batches
+                .iter()
+                .all(|b| b.iter().map(entry_bytes).sum::<usize>() <= SQS_BATCH_MAX_BYTES)
+        );
+        assert_eq!(batches.iter().map(|b| b.len()).sum::<usize>(), 5);
+        assert_eq!(batches.len(), 2);
+
+        assert!(sqs_batches(&[]).is_empty());
+        assert_eq!(sqs_batches(&[entry(2_000_000)]).len(), 1);
+    }
 }

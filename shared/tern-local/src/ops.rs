@@ -225,7 +225,8 @@ pub async fn peek_dlq(
     let mut seen = Vec::new();
     let w = |e: std::io::Error| OpsError::Invalid(e.to_string());
     while seen.len() < max as usize {
-        let batch = dlq.receive(10, 30).await?;
+        let want = i32::try_from((max as usize - seen.len()).min(10)).unwrap_or(10);
+        let batch = dlq.receive(want, 30).await?;
         if batch.is_empty() {
             break;
         }

@@ -6,6 +6,7 @@
 //! cargo run -p tern-local --bin tern -- local --time-scale 0.01 &   # writes .tern/local.env
 //! source .tern/local.env
 //! cargo run -p tern-outbox --example publish -- tnt_me '{"order_id":"o_1","amount_cents":4200}'
+//! cargo run -p tern-outbox --example publish -- tnt_me @big-payload.json   # payload from a file
 //! ```
 //!
 //! or against your account with `TERN_OUTBOX_TABLE` set to the stack's `OutboxTableName` output
@@ -29,12 +30,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let orders_table =
         std::env::var("ORDERS_TABLE").unwrap_or_else(|_| "tern-example-orders".into());
 
+    // Validate the event first: a bad payload never reaches the database.
+    let event = OutboxWriter::new(&outbox_table).prepare("order.paid", &tenant, payload)?;
+
     let aws = aws_config::load_from_env().await;
     let dynamodb = aws_sdk_dynamodb::Client::new(&aws);
     ensure_orders_table(&dynamodb, &orders_table).await?;
-
-    // Validate the event first: a bad payload never reaches the database.
-    let event = OutboxWriter::new(&outbox_table).prepare("order.paid", &tenant, payload)?;
     let order = Put::builder()
         .table_name(&orders_table)
         .item("order_id", AttributeValue::S(event.event.id.to_string()))

@@ -36,15 +36,15 @@ enum Command {
         /// Events to write.
         #[arg(long, default_value_t = 20)]
         events: usize,
-        /// Real seconds per logical second of retry waits.
-        #[arg(long, default_value_t = 0.0005)]
+        /// Real seconds per logical second of retry waits, in (0, 1].
+        #[arg(long, default_value_t = 0.0005, value_parser = time_scale)]
         time_scale: f64,
     },
     /// Start local mode: moto, the resources, and the stream and queue pollers that
     /// call the handlers. Writes .tern/local.env; runs until Ctrl-C.
     Local {
-        /// Real seconds per logical second of retry waits (1.0 = real time).
-        #[arg(long, default_value_t = 1.0)]
+        /// Real seconds per logical second of retry waits, in (0, 1] (1.0 = real time).
+        #[arg(long, default_value_t = 1.0, value_parser = time_scale)]
         time_scale: f64,
     },
     /// Manage endpoints.
@@ -160,6 +160,14 @@ async fn main() -> ExitCode {
             eprintln!("error: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Parses a time scale: a number in (0, 1]; 0.001 makes a 24 h wait take 86 s.
+fn time_scale(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(s) if s > 0.0 && s <= 1.0 => Ok(s),
+        _ => Err(format!("{text:?} is not a number in (0, 1]")),
     }
 }
 
