@@ -277,3 +277,63 @@ async fn a_payload_at_the_limit_reaches_five_endpoints() {
             .is_empty()
     );
 }
+
+/// A wait over 900 s for a message too large for a Step Functions execution input
+/// (256 KiB) is carried by chained queue delays instead: the retry still happens, no
+/// sooner than its scaled wait, and no execution is started.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_wait_for_a_large_message_uses_chained_queue_delays() {
+    let options = LocalOptions {
+        time_scale: 0.002, // 1200 s -> 3 s real
+        ..LocalOptions::default()
+    };
+    let (local, _rx) = deployment("chain", options).await;
+    let receiver = Receiver::start().await.unwrap();
+    receiver.set(
+        "/big",
+        Behavior::FailFirst {
+            count: 1,
+            status: 500,
+        },
+    );
+    let ep = add_endpoint_with(
+        &local,
+        tern_core::EndpointId::generate(),
+        "tnt_chain",
+        &receiver.url("/big"),
+        &["*"],
+        None,
+        Some(tern_core::RetrySchedule::new(vec![1200]).unwrap()),
+    )
+    .await;
+    let filler = "y".repeat(tern_core::event::DEFAULT_MAX_PAYLOAD_BYTES - r#"{"data":""}"#.len());
+    let id = publish(
+        &local,
+        "blob.ready",
+        "tnt_chain",
+        &format!(r#"{{"data":"{filler}"}}"#),
+    )
+    .await;
+    let got = receiver.wait_for("/big", 2, Duration::from_secs(40)).await;
+    assert_eq!(
+        got.iter().map(|r| r.answered).collect::<Vec<_>>(),
+        vec![500, 200]
+    );
+    assert!(
+        got[1].at - got[0].at >= chrono::Duration::milliseconds(2400),
+        "{:?}",
+        got[1].at - got[0].at
+    );
+    verify_reference(&ep.secrets[0].secret, &got[1]).unwrap();
+    assert_eq!(got[1].header("webhook-id"), Some(id.as_str()));
+    let executions = aws_sdk_sfn::Client::new(&local.aws)
+        .list_executions()
+        .state_machine_arn(&local.resources.state_machine_arn)
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        executions.executions().is_empty(),
+        "no Step Functions execution for a message too large for one"
+    );
+}

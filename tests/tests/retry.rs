@@ -1032,8 +1032,24 @@ fn property_no_send_message_ever_carries_a_delay_outside_0_to_900() {
                             prop_assert_eq!(scheduled, vec![(case.attempt + 1, real)]);
                         }
                         (true, false) => {
+                            // No state machine: chained queue delays carry the wait. The
+                            // message says when it is due and goes back for at most 900 s.
                             prop_assert_eq!(queued.len(), 1);
-                            prop_assert_eq!(queued[0].delay_seconds, MAX_QUEUE_DELAY_SECONDS);
+                            let delay = u64::from(queued[0].delay_seconds);
+                            prop_assert!(delay <= u64::from(MAX_QUEUE_DELAY_SECONDS));
+                            prop_assert!(delay + 1 >= real.min(u64::from(MAX_QUEUE_DELAY_SECONDS)));
+                            let next = DeliveryMessage::parse(&queued[0].body).unwrap();
+                            prop_assert_eq!(next.attempt, case.attempt + 1);
+                            let due = next
+                                .not_before
+                                .expect("a chained wait carries its due time");
+                            let ahead = (due - chrono::Utc::now()).num_seconds();
+                            prop_assert!(
+                                ahead + 2 >= i64::try_from(real).unwrap_or(i64::MAX),
+                                "due in {} s, wait {} s",
+                                ahead,
+                                real
+                            );
                         }
                         (false, _) => {
                             prop_assert!(scheduled.is_empty());

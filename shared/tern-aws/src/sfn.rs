@@ -7,6 +7,7 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 use tern_core::DeliveryMessage;
 use tern_core::ports::{DelayScheduler, PortError};
+use tern_core::retry::MAX_STEP_FUNCTIONS_INPUT_BYTES;
 
 use crate::error::port_error;
 
@@ -58,12 +59,20 @@ impl DelayScheduler for StepFunctionsScheduler {
             "queue_url": self.delivery_queue_url,
             "body": message.to_body(),
         });
+        let input = input.to_string();
+        if input.len() > MAX_STEP_FUNCTIONS_INPUT_BYTES {
+            // Refused here rather than by the service; the sender chains queue delays instead.
+            return Err(PortError::Rejected(format!(
+                "execution input is {} bytes; Step Functions takes at most {MAX_STEP_FUNCTIONS_INPUT_BYTES}",
+                input.len()
+            )));
+        }
         let result = self
             .client
             .start_execution()
             .state_machine_arn(&self.state_machine_arn)
             .name(execution_name(message))
-            .input(input.to_string())
+            .input(input)
             .send()
             .await;
         match result {

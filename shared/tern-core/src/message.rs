@@ -114,6 +114,11 @@ pub struct DeliveryMessage {
     /// Error of the previous attempt, if any.
     #[serde(default)]
     pub last_error: Option<String>,
+    /// Do not attempt before this time. Set when a wait longer than a queue delay is
+    /// carried by chained queue delays instead of Step Functions (a message too large for
+    /// an execution's input); the sender puts such a message back until then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_before: Option<DateTime<Utc>>,
     /// Set once dead-lettered. A message read from the delivery queue that carries one
     /// was redriven (from the console or by the replay function) and starts a fresh budget.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -160,6 +165,7 @@ impl DeliveryMessage {
             replay_count: 0,
             last_status: None,
             last_error: None,
+            not_before: None,
             dead_letter: None,
         }
     }
@@ -212,6 +218,7 @@ impl DeliveryMessage {
             first_attempt_at: Some(first_attempt_at),
             last_status: status,
             last_error: error,
+            not_before: None,
             dead_letter: None,
             ..self.clone()
         }
@@ -222,6 +229,7 @@ impl DeliveryMessage {
         Self {
             last_status: dead_letter.last_status,
             last_error: dead_letter.last_error.clone(),
+            not_before: None,
             dead_letter: Some(dead_letter),
             ..self.clone()
         }
@@ -236,6 +244,7 @@ impl DeliveryMessage {
             replay_count: self.replay_count + 1,
             last_status: None,
             last_error: None,
+            not_before: None,
             dead_letter: None,
             ..self.clone()
         }

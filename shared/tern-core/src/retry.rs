@@ -13,6 +13,11 @@ use serde::{Deserialize, Serialize};
 /// `DelaySeconds`: 0 to 900). Longer waits go through the Step Functions wait.
 pub const MAX_QUEUE_DELAY_SECONDS: u32 = 900;
 
+/// Largest Step Functions execution input, in bytes (Step Functions quota: 256 KiB for
+/// an execution's input). A delivery message too large to ride in one waits through
+/// chained queue delays instead.
+pub const MAX_STEP_FUNCTIONS_INPUT_BYTES: usize = 262_144;
+
 /// Longest wait a single schedule entry may ask for, in seconds: 7 days. Step Functions
 /// Standard runs up to a year, but a longer wait is almost certainly a typo.
 pub const MAX_SCHEDULE_DELAY_SECONDS: u64 = 7 * 24 * 3600;

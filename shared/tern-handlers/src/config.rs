@@ -117,7 +117,7 @@ pub struct SenderConfig {
     /// `TERN_DLQ_URL`.
     pub dlq_url: String,
     /// `TERN_DELAY_STATE_MACHINE_ARN`: the Step Functions machine for waits over 900 s.
-    /// Without it, such waits are shortened to 900 s (and a warning is logged).
+    /// Without it, such waits are carried by chained queue delays (and a warning is logged).
     pub delay_state_machine_arn: Option<String>,
     /// Delivery policy.
     pub policy: SenderPolicy,

@@ -47,7 +47,8 @@ pub struct SenderDeps {
     pub delivery_queue: Arc<dyn MessageQueue>,
     /// The DLQ.
     pub dlq: Arc<dyn MessageQueue>,
-    /// Waits over 900 s; without one they are shortened to 900 s.
+    /// Waits over 900 s; without one (or for a message too large for an execution input)
+    /// they are carried by chained queue delays.
     pub scheduler: Option<Arc<dyn DelayScheduler>>,
     /// The HTTP client.
     pub client: DeliveryClient,
@@ -79,6 +80,11 @@ pub enum MessageOutcome {
     },
     /// Not sent: the pair was delivered, or another message holds this attempt.
     Duplicate(Claim),
+    /// Not due yet (a long wait carried by chained queue delays): put back on the queue.
+    Waiting {
+        /// When the attempt is due.
+        until: chrono::DateTime<Utc>,
+    },
 }
 
 /// Result of one message: its SQS message id and outcome, or the infrastructure error /
@@ -142,6 +148,12 @@ async fn process(
     } else {
         message
     };
+    if let Some(until) = message.not_before
+        && until > Utc::now() + chrono::Duration::milliseconds(500)
+    {
+        requeue_until(deps, &message, until).await?;
+        return Ok(MessageOutcome::Waiting { until });
+    }
 
     let lease = Utc::now()
         + chrono::Duration::milliseconds(i64::try_from(MAX_TIMEOUT_MS).unwrap_or(30_000))
@@ -283,7 +295,9 @@ async fn attempt(
             MessageOutcome::Delivered { .. } => "delivered".into(),
             MessageOutcome::Retrying { .. } => "retry".into(),
             MessageOutcome::DeadLettered { reason, .. } => format!("dead_letter:{reason}"),
+            // Not produced after an attempt; named for completeness.
             MessageOutcome::Duplicate(_) => "duplicate".into(),
+            MessageOutcome::Waiting { .. } => "waiting".into(),
         },
         next_wait_seconds: wait,
     };
@@ -309,7 +323,7 @@ async fn attempt(
             let last = Some((status, error));
             return dead_letter(deps, &message, *reason, last, metrics).await;
         }
-        MessageOutcome::Duplicate(_) => {}
+        MessageOutcome::Duplicate(_) | MessageOutcome::Waiting { .. } => {}
     }
     Ok(outcome)
 }
@@ -320,23 +334,60 @@ async fn enqueue_retry(
     wait_seconds: u64,
 ) -> Result<(), PortError> {
     let route = route_wait(wait_seconds, deps.policy.time_scale);
-    let delay_seconds = match (route, &deps.scheduler) {
-        (WaitRoute::Queue { delay_seconds }, _) => delay_seconds,
-        (WaitRoute::StepFunctions { wait_seconds }, Some(scheduler)) => {
-            return scheduler.schedule(next, wait_seconds).await;
+    let real_wait = match (route, &deps.scheduler) {
+        (WaitRoute::Queue { delay_seconds }, _) => {
+            return send_delayed(deps, next, delay_seconds).await;
         }
-        (WaitRoute::StepFunctions { .. }, None) => {
+        (WaitRoute::StepFunctions { wait_seconds }, Some(scheduler)) => {
+            match scheduler.schedule(next, wait_seconds).await {
+                // Too large for an execution's input: chain queue delays instead.
+                Err(PortError::Rejected(why)) => {
+                    tracing::info!(delivery_id = %next.delivery_id, %why, "long wait carried by chained queue delays");
+                    wait_seconds
+                }
+                other => return other,
+            }
+        }
+        (WaitRoute::StepFunctions { wait_seconds }, None) => {
             tracing::warn!(
                 wait_seconds,
-                "no delay state machine configured; waiting {MAX_QUEUE_DELAY_SECONDS} s instead"
+                "no delay state machine configured; chaining queue delays"
             );
-            MAX_QUEUE_DELAY_SECONDS
+            wait_seconds
         }
     };
+    let until =
+        Utc::now() + chrono::Duration::seconds(i64::try_from(real_wait).unwrap_or(i64::MAX / 1000));
+    let waiting = DeliveryMessage {
+        not_before: Some(until),
+        ..next.clone()
+    };
+    requeue_until(deps, &waiting, until).await
+}
+
+/// Puts a message that is not due yet back on the queue for at most 900 s; it comes back
+/// and is put back again until `until` (the chained-delay path for long waits).
+async fn requeue_until(
+    deps: &SenderDeps,
+    message: &DeliveryMessage,
+    until: chrono::DateTime<Utc>,
+) -> Result<(), PortError> {
+    let remaining_ms = (until - Utc::now()).num_milliseconds().max(0);
+    let seconds = u64::try_from(remaining_ms).unwrap_or(0).div_ceil(1000);
+    let delay = u32::try_from(seconds.min(u64::from(MAX_QUEUE_DELAY_SECONDS)))
+        .unwrap_or(MAX_QUEUE_DELAY_SECONDS);
+    send_delayed(deps, message, delay).await
+}
+
+async fn send_delayed(
+    deps: &SenderDeps,
+    message: &DeliveryMessage,
+    delay_seconds: u32,
+) -> Result<(), PortError> {
     deps.delivery_queue
         .send(&QueueEntry {
             id: "retry".into(),
-            body: next.to_body(),
+            body: message.to_body(),
             delay_seconds,
             attributes: vec![],
         })
