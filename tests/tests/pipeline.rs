@@ -337,3 +337,45 @@ async fn a_long_wait_for_a_large_message_uses_chained_queue_delays() {
         "no Step Functions execution for a message too large for one"
     );
 }
+
+/// The outbox writer's put is conditional: writing an event id that exists fails the
+/// whole transaction (the business write too), and the caller can tell why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_put_of_the_same_event_id_fails_cleanly() {
+    use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
+    let local = deployment_without_pollers("dupid", LocalOptions::default()).await;
+    let writer = tern_outbox::OutboxWriter::new(&local.resources.outbox_table);
+    let id = tern_core::EventId::new("evt_order_42_paid").unwrap();
+    let write = |marker: &'static str| {
+        let event = writer
+            .prepare_with_id(id.clone(), "order.paid", "tnt_acme", r#"{"order":42}"#)
+            .unwrap();
+        let business = Put::builder()
+            .table_name(&local.resources.outbox_table)
+            .item("event_id", AttributeValue::S(format!("order#42#{marker}")))
+            .build()
+            .unwrap();
+        local
+            .dynamodb()
+            .transact_write_items()
+            .transact_items(TransactWriteItem::builder().put(business).build())
+            .transact_items(event.transact_item().unwrap())
+            .send()
+    };
+    write("first").await.expect("the first write commits");
+    let err = write("second")
+        .await
+        .expect_err("the same event id is refused");
+    assert!(tern_outbox::failed_condition_at(&err, 1), "{err:?}");
+    assert!(!tern_outbox::failed_condition_at(&err, 0));
+    // The business write of the failed transaction did not happen either.
+    let second = local
+        .dynamodb()
+        .get_item()
+        .table_name(&local.resources.outbox_table)
+        .key("event_id", AttributeValue::S("order#42#second".into()))
+        .send()
+        .await
+        .unwrap();
+    assert!(second.item.is_none());
+}
