@@ -586,6 +586,20 @@ pub mod fakes {
             }
             Ok(())
         }
+        async fn set_secrets(
+            &self,
+            tenant: &TenantId,
+            id: &EndpointId,
+            secrets: &[tern_core::endpoint::EndpointSecret],
+        ) -> Result<(), PortError> {
+            let mut g = lock(&self.endpoints);
+            let e = g
+                .iter_mut()
+                .find(|e| &e.tenant_id == tenant && &e.id == id)
+                .ok_or_else(|| PortError::Rejected(format!("endpoint {id} does not exist")))?;
+            e.secrets = secrets.to_vec();
+            Ok(())
+        }
     }
 
     /// A ledger that grants every claim and keeps the attempt log.

@@ -741,6 +741,14 @@ impl EndpointStore for FakeEndpoints {
     async fn disable(&self, _: &TenantId, _: &EndpointId, _: &str) -> Result<(), PortError> {
         Ok(())
     }
+    async fn set_secrets(
+        &self,
+        _: &TenantId,
+        _: &EndpointId,
+        _: &[tern_core::endpoint::EndpointSecret],
+    ) -> Result<(), PortError> {
+        Ok(())
+    }
 }
 
 #[async_trait]

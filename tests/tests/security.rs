@@ -447,6 +447,14 @@ impl EndpointStore for PanickingStore {
     ) -> Result<(), PortError> {
         self.0.disable(tenant, id, reason).await
     }
+    async fn set_secrets(
+        &self,
+        tenant: &TenantId,
+        id: &EndpointId,
+        secrets: &[tern_core::endpoint::EndpointSecret],
+    ) -> Result<(), PortError> {
+        self.0.set_secrets(tenant, id, secrets).await
+    }
 }
 
 #[tokio::test]
@@ -656,7 +664,9 @@ async fn secrets_never_reach_the_logs_of_a_full_run() {
     let new = Secret::generate();
     secrets.push(new.clone());
     let mut rotated = flaky.clone();
-    rotated.rotate_secret(new.clone(), Utc::now(), chrono::Duration::seconds(3));
+    rotated
+        .rotate_secret(new.clone(), Utc::now(), chrono::Duration::seconds(3))
+        .unwrap();
     local
         .sender
         .endpoints

@@ -5,7 +5,9 @@ use std::collections::HashMap;
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::AttributeValue;
+use tern_core::endpoint::EndpointSecret;
 use tern_core::ports::{EndpointStore, PortError};
 use tern_core::{Endpoint, EndpointId, TenantId};
 
@@ -36,6 +38,17 @@ fn to_item(endpoint: &Endpoint) -> Result<HashMap<String, AttributeValue>, PortE
         AttributeValue::S(endpoint.id.to_string()),
     );
     Ok(item)
+}
+
+fn is_missing(e: &aws_sdk_dynamodb::error::SdkError<UpdateItemError>) -> bool {
+    matches!(
+        e.as_service_error(),
+        Some(UpdateItemError::ConditionalCheckFailedException(_))
+    )
+}
+
+fn not_found(tenant: &TenantId, id: &EndpointId) -> PortError {
+    PortError::Rejected(format!("endpoint {id} of tenant {tenant} does not exist"))
 }
 
 fn from_item(item: HashMap<String, AttributeValue>) -> Result<Endpoint, PortError> {
@@ -102,7 +115,11 @@ impl EndpointStore for DynamoEndpointStore {
                 .await
                 .map_err(port_error)?;
             for item in out.items.unwrap_or_default() {
-                endpoints.push(from_item(item)?);
+                match from_item(item) {
+                    Ok(e) => endpoints.push(e),
+                    // As in list_for_tenant: one corrupt item must not hide the others.
+                    Err(e) => tracing::error!(error = %e, "skipping unreadable endpoint item"),
+                }
             }
             start = out.last_evaluated_key;
             if start.is_none() {
@@ -129,7 +146,8 @@ impl EndpointStore for DynamoEndpointStore {
         id: &EndpointId,
         reason: &str,
     ) -> Result<(), PortError> {
-        self.client
+        let result = self
+            .client
             .update_item()
             .table_name(&self.table)
             .key("tenant_id", AttributeValue::S(tenant.to_string()))
@@ -139,8 +157,37 @@ impl EndpointStore for DynamoEndpointStore {
             .expression_attribute_values(":f", AttributeValue::Bool(false))
             .expression_attribute_values(":r", AttributeValue::S(reason.to_owned()))
             .send()
-            .await
-            .map_err(port_error)?;
-        Ok(())
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(e) if is_missing(&e) => Err(not_found(tenant, id)),
+            Err(e) => Err(port_error(e)),
+        }
+    }
+
+    async fn set_secrets(
+        &self,
+        tenant: &TenantId,
+        id: &EndpointId,
+        secrets: &[EndpointSecret],
+    ) -> Result<(), PortError> {
+        let value: AttributeValue = serde_dynamo::to_attribute_value(secrets)
+            .map_err(|e| PortError::Rejected(format!("secrets do not serialize: {e}")))?;
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("tenant_id", AttributeValue::S(tenant.to_string()))
+            .key("endpoint_id", AttributeValue::S(id.to_string()))
+            .update_expression("SET secrets = :s")
+            .condition_expression("attribute_exists(endpoint_id)")
+            .expression_attribute_values(":s", value)
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(e) if is_missing(&e) => Err(not_found(tenant, id)),
+            Err(e) => Err(port_error(e)),
+        }
     }
 }

@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::event::Event;
+use crate::event::{Event, EventType};
 use crate::ids::{EndpointId, TenantId};
 use crate::retry::RetrySchedule;
 use crate::signing::Secret;
@@ -14,6 +14,9 @@ pub const ALL_EVENT_TYPES: &str = "*";
 
 /// Longest endpoint URL, in bytes.
 pub const MAX_URL_LEN: usize = 2048;
+
+/// Longest time an old secret keeps signing after a rotation, in hours: 30 days.
+pub const MAX_ROTATION_OVERLAP_HOURS: i64 = 30 * 24;
 
 /// Shortest per-endpoint attempt deadline, in milliseconds.
 pub const MIN_TIMEOUT_MS: u64 = 1_000;
@@ -34,6 +37,20 @@ pub enum EndpointError {
     /// The endpoint has no secret to sign with.
     #[error("an endpoint needs at least one signing secret")]
     NoSecret,
+    /// Every secret has an expiry: once they pass, nothing would sign.
+    #[error("an endpoint needs a current signing secret (one without an expiry)")]
+    NoActiveSecret,
+    /// A subscription can never match: it must be `*` or a valid event type.
+    #[error(
+        "event type {0:?} can never match: use \"*\" or 1-128 characters of ASCII letters, digits, '.', '_', ':' or '-'"
+    )]
+    BadEventType(String),
+    /// No subscriptions at all.
+    #[error("an endpoint needs at least one event type (\"*\" for all)")]
+    NoEventTypes,
+    /// A rotation overlap outside 0..=[`MAX_ROTATION_OVERLAP_HOURS`] hours.
+    #[error("rotation overlap must be 0 to {MAX_ROTATION_OVERLAP_HOURS} hours")]
+    BadOverlap,
     /// The timeout is outside [`MIN_TIMEOUT_MS`]..=[`MAX_TIMEOUT_MS`].
     #[error("timeout {0} ms is outside {MIN_TIMEOUT_MS}..={MAX_TIMEOUT_MS} ms")]
     BadTimeout(u64),
@@ -127,6 +144,19 @@ impl Endpoint {
         if self.secrets.is_empty() {
             return Err(EndpointError::NoSecret);
         }
+        if self.secrets.iter().all(|s| s.expires_at.is_some()) {
+            return Err(EndpointError::NoActiveSecret);
+        }
+        if self.event_types.is_empty() {
+            return Err(EndpointError::NoEventTypes);
+        }
+        if let Some(bad) = self
+            .event_types
+            .iter()
+            .find(|t| t.as_str() != ALL_EVENT_TYPES && EventType::new(t.as_str()).is_err())
+        {
+            return Err(EndpointError::BadEventType(bad.clone()));
+        }
         if let Some(t) = self.timeout_ms
             && !(MIN_TIMEOUT_MS..=MAX_TIMEOUT_MS).contains(&t)
         {
@@ -167,12 +197,29 @@ impl Endpoint {
 
     /// Makes `new` the current secret; the old current secret keeps signing until
     /// `now + overlap`. Secrets already expired are dropped.
-    pub fn rotate_secret(&mut self, new: Secret, now: DateTime<Utc>, overlap: chrono::Duration) {
+    ///
+    /// # Errors
+    /// [`EndpointError::BadOverlap`] for an overlap outside 0..=[`MAX_ROTATION_OVERLAP_HOURS`]
+    /// hours; nothing changes then.
+    pub fn rotate_secret(
+        &mut self,
+        new: Secret,
+        now: DateTime<Utc>,
+        overlap: chrono::Duration,
+    ) -> Result<(), EndpointError> {
+        if overlap < chrono::Duration::zero()
+            || overlap > chrono::Duration::hours(MAX_ROTATION_OVERLAP_HOURS)
+        {
+            return Err(EndpointError::BadOverlap);
+        }
+        let until = now
+            .checked_add_signed(overlap)
+            .ok_or(EndpointError::BadOverlap)?;
         self.secrets
             .retain(|s| s.expires_at.is_none_or(|e| e > now));
         for s in &mut self.secrets {
             if s.expires_at.is_none() {
-                s.expires_at = Some(now + overlap);
+                s.expires_at = Some(until);
             }
         }
         self.secrets.insert(
@@ -183,6 +230,7 @@ impl Endpoint {
                 expires_at: None,
             },
         );
+        Ok(())
     }
 }
 
@@ -254,7 +302,12 @@ mod tests {
     fn rotation_overlaps_then_expires() {
         let mut e = endpoint();
         let now = Utc::now();
-        e.rotate_secret(Secret::generate(), now, chrono::Duration::hours(24));
+        e.rotate_secret(Secret::generate(), now, chrono::Duration::hours(24))
+            .unwrap();
+        assert_eq!(
+            e.rotate_secret(Secret::generate(), now, chrono::Duration::hours(-1)),
+            Err(EndpointError::BadOverlap)
+        );
         assert_eq!(e.active_secrets(now).len(), 2);
         assert_eq!(e.active_secrets(now + chrono::Duration::hours(25)).len(), 1);
     }

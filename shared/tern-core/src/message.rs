@@ -10,6 +10,13 @@ use crate::ids::{DeliveryId, EndpointId};
 /// The message format version this build writes and reads.
 pub const MESSAGE_VERSION: u32 = 1;
 
+/// Highest attempt number a message may carry: the longest schedule plus the first
+/// attempt ([`crate::retry::MAX_SCHEDULE_LEN`] + 1).
+pub const MAX_ATTEMPT: u32 = crate::retry::MAX_SCHEDULE_LEN as u32 + 1;
+
+/// Most replays a message may record. Far beyond any real use; bounds the claim key.
+pub const MAX_REPLAYS: u32 = 1_000_000;
+
 /// Why a delivery was dead-lettered. Serialized in `snake_case`; these strings are the
 /// values an operator filters on (`tern replay --reason gone`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -28,17 +35,20 @@ pub enum DeadLetterReason {
     BlockedDestination,
     /// The queue message could not be read as a delivery message.
     MalformedMessage,
+    /// The endpoint has no secret that signs now: Tern never sends an unsigned webhook.
+    NoActiveSecret,
 }
 
 impl DeadLetterReason {
     /// Every reason, for parsers and documentation.
-    pub const ALL: [Self; 6] = [
+    pub const ALL: [Self; 7] = [
         Self::Exhausted,
         Self::Gone,
         Self::EndpointDisabled,
         Self::EndpointDeleted,
         Self::BlockedDestination,
         Self::MalformedMessage,
+        Self::NoActiveSecret,
     ];
 
     /// The `snake_case` name.
@@ -50,6 +60,7 @@ impl DeadLetterReason {
             Self::EndpointDeleted => "endpoint_deleted",
             Self::BlockedDestination => "blocked_destination",
             Self::MalformedMessage => "malformed_message",
+            Self::NoActiveSecret => "no_active_secret",
         }
     }
 }
@@ -142,6 +153,16 @@ pub enum MessageError {
     /// `attempt` is 0.
     #[error("attempt numbers start at 1")]
     ZeroAttempt,
+    /// `attempt` or `replay_count` is beyond what Tern ever writes.
+    #[error(
+        "attempt {attempt} or replay count {replay_count} is out of range (at most {MAX_ATTEMPT} and {MAX_REPLAYS})"
+    )]
+    OutOfRange {
+        /// The attempt number found.
+        attempt: u32,
+        /// The replay count found.
+        replay_count: u32,
+    },
     /// `delivery_id` does not match the event and endpoint.
     #[error("delivery id {found} does not match event and endpoint ({expected})")]
     DeliveryIdMismatch {
@@ -189,6 +210,12 @@ impl DeliveryMessage {
         if msg.attempt == 0 {
             return Err(MessageError::ZeroAttempt);
         }
+        if msg.attempt > MAX_ATTEMPT || msg.replay_count > MAX_REPLAYS {
+            return Err(MessageError::OutOfRange {
+                attempt: msg.attempt,
+                replay_count: msg.replay_count,
+            });
+        }
         let expected = DeliveryId::of(&msg.event.id, &msg.endpoint_id);
         if msg.delivery_id != expected {
             return Err(MessageError::DeliveryIdMismatch {
@@ -214,7 +241,7 @@ impl DeliveryMessage {
         error: Option<String>,
     ) -> Self {
         Self {
-            attempt: self.attempt + 1,
+            attempt: self.attempt.saturating_add(1),
             first_attempt_at: Some(first_attempt_at),
             last_status: status,
             last_error: error,
@@ -241,7 +268,7 @@ impl DeliveryMessage {
         Self {
             attempt: 1,
             first_attempt_at: None,
-            replay_count: self.replay_count + 1,
+            replay_count: self.replay_count.saturating_add(1),
             last_status: None,
             last_error: None,
             not_before: None,
@@ -253,7 +280,7 @@ impl DeliveryMessage {
     /// A key that rises with every attempt of a delivery across replays: replays
     /// dominate attempts. Used for the conditional claim that prevents double POSTs.
     pub fn attempt_key(&self) -> u64 {
-        u64::from(self.replay_count) * 1_000_000 + u64::from(self.attempt)
+        (u64::from(self.replay_count) << 32) | u64::from(self.attempt)
     }
 }
 

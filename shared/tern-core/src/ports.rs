@@ -69,12 +69,21 @@ pub trait EndpointStore: Send + Sync {
     async fn list_all(&self) -> Result<Vec<Endpoint>, PortError>;
     /// Creates or replaces an endpoint.
     async fn put(&self, endpoint: &Endpoint) -> Result<(), PortError>;
-    /// Disables an endpoint, recording why.
+    /// Disables an endpoint, recording why. [`PortError::Rejected`] when it does not exist.
     async fn disable(
         &self,
         tenant: &TenantId,
         id: &EndpointId,
         reason: &str,
+    ) -> Result<(), PortError>;
+    /// Replaces only an endpoint's secrets (a rotation), leaving every other field as it is
+    /// now, so a concurrent disable is never undone. [`PortError::Rejected`] when the
+    /// endpoint does not exist.
+    async fn set_secrets(
+        &self,
+        tenant: &TenantId,
+        id: &EndpointId,
+        secrets: &[crate::endpoint::EndpointSecret],
     ) -> Result<(), PortError>;
 }
 

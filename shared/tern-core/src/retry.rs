@@ -22,6 +22,11 @@ pub const MAX_STEP_FUNCTIONS_INPUT_BYTES: usize = 262_144;
 /// Standard runs up to a year, but a longer wait is almost certainly a typo.
 pub const MAX_SCHEDULE_DELAY_SECONDS: u64 = 7 * 24 * 3600;
 
+/// Longest wait Tern ever schedules, in seconds: the longest schedule entry or
+/// `Retry-After` ceiling (7 days each) plus the most jitter (10 %). A message due later
+/// than this is corrupt.
+pub const MAX_WAIT_SECONDS: u64 = MAX_SCHEDULE_DELAY_SECONDS + MAX_SCHEDULE_DELAY_SECONDS / 10 + 1;
+
 /// Most retries a schedule may hold. Keeps the attempt budget and the attempt log bounded.
 pub const MAX_SCHEDULE_LEN: usize = 50;
 
@@ -47,6 +52,14 @@ pub enum ScheduleError {
         index: usize,
         /// The value, in seconds.
         seconds: u64,
+    },
+    /// An entry is not a whole number of seconds.
+    #[error("schedule entry {index} is {text:?}, not a whole number of seconds")]
+    NotANumber {
+        /// 0-based position.
+        index: usize,
+        /// The text written.
+        text: String,
     },
     /// An unknown preset name.
     #[error("unknown schedule preset {0:?}; expected \"default\" or \"short\"")]
@@ -115,7 +128,10 @@ impl RetrySchedule {
             .map(|(index, s)| {
                 s.trim()
                     .parse::<u64>()
-                    .map_err(|_| ScheduleError::BadDelay { index, seconds: 0 })
+                    .map_err(|_| ScheduleError::NotANumber {
+                        index,
+                        text: s.trim().to_owned(),
+                    })
             })
             .collect::<Result<Vec<_>, _>>()?;
         Self::new(delays)

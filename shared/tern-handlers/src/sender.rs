@@ -23,7 +23,8 @@ use tern_core::ports::{
     MessageQueue, PortError, QueueEntry,
 };
 use tern_core::retry::{
-    MAX_QUEUE_DELAY_SECONDS, WaitRoute, next_wait, parse_retry_after, route_wait, with_jitter,
+    MAX_QUEUE_DELAY_SECONDS, MAX_WAIT_SECONDS, WaitRoute, next_wait, parse_retry_after, route_wait,
+    with_jitter,
 };
 use tern_core::signing::signature_headers;
 use tern_core::{DeadLetter, DeadLetterReason, DeliveryMessage, Endpoint, Verdict};
@@ -151,6 +152,22 @@ async fn process(
     if let Some(until) = message.not_before
         && until > Utc::now() + chrono::Duration::milliseconds(500)
     {
+        // No wait Tern schedules is longer than MAX_WAIT_SECONDS: a later due time is
+        // corrupt, and parking it forever would hide it from every alarm.
+        let latest = Utc::now()
+            + chrono::Duration::seconds(
+                i64::try_from(MAX_WAIT_SECONDS).unwrap_or(i64::MAX / 1000) + 3600,
+            );
+        if until > latest {
+            return dead_letter(
+                deps,
+                &message,
+                DeadLetterReason::MalformedMessage,
+                None,
+                metrics,
+            )
+            .await;
+        }
         requeue_until(deps, &message, until).await?;
         return Ok(MessageOutcome::Waiting { until });
     }
@@ -206,13 +223,20 @@ async fn attempt(
         .timeout_ms
         .map_or(deps.policy.attempt_timeout, Duration::from_millis);
     let started = Utc::now();
+    let secrets = endpoint.active_secrets(started);
+    if secrets.is_empty() {
+        // Never send an unsigned webhook: the receiver could not tell it from a forgery.
+        return dead_letter(
+            deps,
+            &message,
+            DeadLetterReason::NoActiveSecret,
+            None,
+            metrics,
+        )
+        .await;
+    }
     let body = Bytes::from(message.event.payload.as_str().to_owned());
-    let headers = signature_headers(
-        &message.event.id,
-        started.timestamp(),
-        &body,
-        &endpoint.active_secrets(started),
-    );
+    let headers = signature_headers(&message.event.id, started.timestamp(), &body, &secrets);
     let report = deps
         .client
         .attempt(AttemptRequest {
@@ -413,9 +437,11 @@ async fn dead_letter(
     let (last_status, last_error) =
         last.unwrap_or((message.last_status, message.last_error.clone()));
     let attempts = match reason {
-        DeadLetterReason::EndpointDeleted | DeadLetterReason::EndpointDisabled => {
-            message.attempt - 1
-        }
+        // Dead-lettered before this message's attempt was made.
+        DeadLetterReason::EndpointDeleted
+        | DeadLetterReason::EndpointDisabled
+        | DeadLetterReason::NoActiveSecret
+        | DeadLetterReason::MalformedMessage => message.attempt - 1,
         _ => message.attempt,
     };
     let dead = message.dead_lettered(DeadLetter {

@@ -150,12 +150,14 @@ pub async fn rotate_secret(
         .await?
         .ok_or_else(|| OpsError::Invalid(format!("endpoint {id} of tenant {tenant} not found")))?;
     let secret = Secret::generate();
-    endpoint.rotate_secret(
-        secret.clone(),
-        Utc::now(),
-        chrono::Duration::hours(overlap_hours),
-    );
-    store.put(&endpoint).await?;
+    let overlap = chrono::Duration::try_hours(overlap_hours).ok_or_else(|| {
+        OpsError::Invalid(tern_core::endpoint::EndpointError::BadOverlap.to_string())
+    })?;
+    endpoint
+        .rotate_secret(secret.clone(), Utc::now(), overlap)
+        .map_err(|e| OpsError::Invalid(e.to_string()))?;
+    // Only the secrets are written: a disable that lands meanwhile (a 410) stays.
+    store.set_secrets(tenant, id, &endpoint.secrets).await?;
     Ok(secret)
 }
 

@@ -34,6 +34,9 @@ use tern_core::{Event, EventId, EventType, Payload, PayloadError, TenantId};
 /// days (the stream keeps records 24 h; the rest is for audits and relay replays).
 pub const DEFAULT_TTL_DAYS: i64 = 7;
 
+/// Longest outbox TTL accepted, in days (10 years).
+pub const MAX_TTL_DAYS: i64 = 3650;
+
 /// Why an event cannot be written.
 #[derive(Debug, thiserror::Error)]
 pub enum OutboxWriteError {
@@ -82,10 +85,11 @@ impl OutboxWriter {
         self
     }
 
-    /// Sets how long outbox items are kept, in days.
+    /// Sets how long outbox items are kept, in days, clamped to 1..=[`MAX_TTL_DAYS`] (the
+    /// relay needs an item for at least the stream's 24 h retention).
     #[must_use]
     pub fn with_ttl_days(mut self, days: i64) -> Self {
-        self.ttl = chrono::Duration::days(days);
+        self.ttl = chrono::Duration::days(days.clamp(1, MAX_TTL_DAYS));
         self
     }
 

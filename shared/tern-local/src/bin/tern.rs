@@ -133,8 +133,8 @@ enum EndpointCommand {
         tenant: String,
         /// Endpoint id.
         endpoint: String,
-        /// Hours both secrets sign.
-        #[arg(long, default_value_t = 24)]
+        /// Hours both secrets sign (0-720).
+        #[arg(long, default_value_t = 24, value_parser = clap::value_parser!(i64).range(0..=720))]
         overlap_hours: i64,
     },
 }
@@ -283,7 +283,8 @@ async fn endpoints(command: EndpointCommand, out: &mut dyn Write) -> Result<(), 
                 NewEndpoint {
                     tenant,
                     url,
-                    event_types: types,
+                    // "a, b" is two types, not "a" and " b".
+                    event_types: types.iter().map(|t| t.trim().to_owned()).collect(),
                     max_attempts,
                     timeout_ms,
                     schedule,
