@@ -773,3 +773,25 @@ pub async fn attempts_of(
     h.sort_by_key(|r| (r.replay_count, r.attempt));
     h
 }
+
+/// A Lambda SQS event carrying `bodies`, message ids `m0`, `m1`, ... (for driving the
+/// sender handler directly).
+pub fn sqs_event(bodies: &[String]) -> aws_lambda_events::sqs::SqsEvent {
+    let records: Vec<serde_json::Value> = bodies
+        .iter()
+        .enumerate()
+        .map(|(i, body)| {
+            serde_json::json!({
+                "messageId": format!("m{i}"),
+                "receiptHandle": format!("h{i}"),
+                "body": body,
+                "attributes": {},
+                "messageAttributes": {},
+                "eventSource": "aws:sqs",
+                "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:tern-delivery",
+                "awsRegion": "us-east-1",
+            })
+        })
+        .collect();
+    serde_json::from_value(serde_json::json!({ "Records": records })).unwrap()
+}

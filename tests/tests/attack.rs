@@ -10,7 +10,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use aws_lambda_events::sqs::SqsEvent;
 use chrono::Utc;
 use tern_core::endpoint::EndpointSecret;
 use tern_core::ports::{EndpointStore, PortError};
@@ -45,26 +44,6 @@ fn loopback_policy() -> DestinationPolicy {
         https_only: false,
         allow: vec!["127.0.0.1/32".parse().unwrap()],
     }
-}
-
-fn sqs_event(bodies: &[String]) -> SqsEvent {
-    let records: Vec<serde_json::Value> = bodies
-        .iter()
-        .enumerate()
-        .map(|(i, body)| {
-            serde_json::json!({
-                "messageId": format!("m{i}"),
-                "receiptHandle": format!("h{i}"),
-                "body": body,
-                "attributes": {},
-                "messageAttributes": {},
-                "eventSource": "aws:sqs",
-                "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:tern-delivery",
-                "awsRegion": "us-east-1",
-            })
-        })
-        .collect();
-    serde_json::from_value(serde_json::json!({ "Records": records })).unwrap()
 }
 
 fn new_endpoint(tenant: &str, url: &str, types: &[&str]) -> NewEndpoint {

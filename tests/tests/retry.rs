@@ -8,7 +8,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
-use aws_lambda_events::sqs::SqsEvent;
 use chrono::{DateTime, Utc};
 use proptest::prelude::*;
 use tern_core::endpoint::EndpointSecret;
@@ -577,26 +576,6 @@ async fn q3_attempt_budget_ignores_max_receive_count_and_replays_get_a_fresh_bud
 // ---------------------------------------------------------------------------------------
 // No double POSTs.
 // ---------------------------------------------------------------------------------------
-
-fn sqs_event(bodies: &[String]) -> SqsEvent {
-    let records: Vec<serde_json::Value> = bodies
-        .iter()
-        .enumerate()
-        .map(|(i, body)| {
-            serde_json::json!({
-                "messageId": format!("m{i}"),
-                "receiptHandle": format!("h{i}"),
-                "body": body,
-                "attributes": {},
-                "messageAttributes": {},
-                "eventSource": "aws:sqs",
-                "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:tern-delivery",
-                "awsRegion": "us-east-1",
-            })
-        })
-        .collect();
-    serde_json::from_value(serde_json::json!({ "Records": records })).unwrap()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_same_message_twice_or_a_replay_of_a_delivered_pair_is_not_posted_again() {

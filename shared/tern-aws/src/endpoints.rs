@@ -40,15 +40,42 @@ fn to_item(endpoint: &Endpoint) -> Result<HashMap<String, AttributeValue>, PortE
     Ok(item)
 }
 
-fn is_missing(e: &aws_sdk_dynamodb::error::SdkError<UpdateItemError>) -> bool {
-    matches!(
-        e.as_service_error(),
-        Some(UpdateItemError::ConditionalCheckFailedException(_))
-    )
-}
-
-fn not_found(tenant: &TenantId, id: &EndpointId) -> PortError {
-    PortError::Rejected(format!("endpoint {id} of tenant {tenant} does not exist"))
+impl DynamoEndpointStore {
+    /// Applies `update` to an endpoint that exists; a missing one is
+    /// [`PortError::Rejected`] (bad input), not an outage.
+    async fn update_existing(
+        &self,
+        tenant: &TenantId,
+        id: &EndpointId,
+        update: &str,
+        values: Vec<(&str, AttributeValue)>,
+    ) -> Result<(), PortError> {
+        let mut request = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("tenant_id", AttributeValue::S(tenant.to_string()))
+            .key("endpoint_id", AttributeValue::S(id.to_string()))
+            .update_expression(update)
+            .condition_expression("attribute_exists(endpoint_id)");
+        for (name, value) in values {
+            request = request.expression_attribute_values(name, value);
+        }
+        match request.send().await {
+            Ok(_) => Ok(()),
+            Err(e)
+                if matches!(
+                    e.as_service_error(),
+                    Some(UpdateItemError::ConditionalCheckFailedException(_))
+                ) =>
+            {
+                Err(PortError::Rejected(format!(
+                    "endpoint {id} of tenant {tenant} does not exist"
+                )))
+            }
+            Err(e) => Err(port_error(e)),
+        }
+    }
 }
 
 fn from_item(item: HashMap<String, AttributeValue>) -> Result<Endpoint, PortError> {
@@ -146,23 +173,16 @@ impl EndpointStore for DynamoEndpointStore {
         id: &EndpointId,
         reason: &str,
     ) -> Result<(), PortError> {
-        let result = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .key("tenant_id", AttributeValue::S(tenant.to_string()))
-            .key("endpoint_id", AttributeValue::S(id.to_string()))
-            .update_expression("SET enabled = :f, disabled_reason = :r")
-            .condition_expression("attribute_exists(endpoint_id)")
-            .expression_attribute_values(":f", AttributeValue::Bool(false))
-            .expression_attribute_values(":r", AttributeValue::S(reason.to_owned()))
-            .send()
-            .await;
-        match result {
-            Ok(_) => Ok(()),
-            Err(e) if is_missing(&e) => Err(not_found(tenant, id)),
-            Err(e) => Err(port_error(e)),
-        }
+        self.update_existing(
+            tenant,
+            id,
+            "SET enabled = :f, disabled_reason = :r",
+            vec![
+                (":f", AttributeValue::Bool(false)),
+                (":r", AttributeValue::S(reason.to_owned())),
+            ],
+        )
+        .await
     }
 
     async fn set_secrets(
@@ -173,21 +193,7 @@ impl EndpointStore for DynamoEndpointStore {
     ) -> Result<(), PortError> {
         let value: AttributeValue = serde_dynamo::to_attribute_value(secrets)
             .map_err(|e| PortError::Rejected(format!("secrets do not serialize: {e}")))?;
-        let result = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .key("tenant_id", AttributeValue::S(tenant.to_string()))
-            .key("endpoint_id", AttributeValue::S(id.to_string()))
-            .update_expression("SET secrets = :s")
-            .condition_expression("attribute_exists(endpoint_id)")
-            .expression_attribute_values(":s", value)
-            .send()
-            .await;
-        match result {
-            Ok(_) => Ok(()),
-            Err(e) if is_missing(&e) => Err(not_found(tenant, id)),
-            Err(e) => Err(port_error(e)),
-        }
+        self.update_existing(tenant, id, "SET secrets = :s", vec![(":s", value)])
+            .await
     }
 }
