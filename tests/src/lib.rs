@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
 use chrono::Utc;
-use tern_core::endpoint::EndpointSecret;
 use tern_core::{Endpoint, EndpointId, EventId, RetrySchedule, Secret, TenantId};
 use tern_local::local::{LocalOptions, LocalTern};
 use tern_local::pollers::LocalEvent;
@@ -163,24 +162,16 @@ pub async fn add_endpoint_with(
     max_attempts: Option<u32>,
     schedule: Option<RetrySchedule>,
 ) -> Endpoint {
-    let endpoint = Endpoint {
+    let mut endpoint = Endpoint::new(
         id,
-        tenant_id: TenantId::new(tenant).expect("tenant"),
-        url: url.to_owned(),
-        event_types: types.iter().map(|s| (*s).to_owned()).collect(),
-        secrets: vec![EndpointSecret {
-            secret: Secret::generate(),
-            created_at: Utc::now(),
-            expires_at: None,
-        }],
-        enabled: true,
-        disabled_reason: None,
-        timeout_ms: None,
-        schedule,
-        max_attempts,
-        description: None,
-        created_at: Utc::now(),
-    };
+        TenantId::new(tenant).expect("tenant"),
+        url,
+        types.iter().map(|s| (*s).to_owned()).collect(),
+        Secret::generate(),
+        Utc::now(),
+    );
+    endpoint.schedule = schedule;
+    endpoint.max_attempts = max_attempts;
     endpoint.validate().expect("valid endpoint");
     tern_core::ports::EndpointStore::put(local.sender.endpoints.as_ref(), &endpoint)
         .await
@@ -234,37 +225,32 @@ pub async fn eventually(limit: Duration, mut check: impl AsyncFnMut() -> bool) -
 
 /// Messages currently in a queue, read without consuming them (received then released).
 pub async fn peek_queue(local: &LocalTern, url: &str) -> Vec<String> {
-    let sqs = local.sqs();
-    let mut bodies = Vec::new();
-    let mut handles = Vec::new();
-    loop {
-        let out = sqs
-            .receive_message()
-            .queue_url(url)
-            .max_number_of_messages(10)
-            .visibility_timeout(30)
-            .send()
+    let queue = tern_aws::SqsQueue::new(local.sqs(), url);
+    tern_local::ops::peek(&queue, usize::MAX)
+        .await
+        .expect("peek")
+        .into_iter()
+        .map(|m| m.body)
+        .collect()
+}
+
+/// Waits until the attempt log of `event` holds at least `n` rows, or `limit` passes.
+pub async fn history_reaches(
+    local: &LocalTern,
+    event: &EventId,
+    n: usize,
+    limit: Duration,
+) -> bool {
+    eventually(limit, async || {
+        local
+            .sender
+            .ledger
+            .history(event)
             .await
-            .expect("receive");
-        let msgs = out.messages.unwrap_or_default();
-        if msgs.is_empty() {
-            break;
-        }
-        for m in msgs {
-            bodies.push(m.body.unwrap_or_default());
-            handles.push(m.receipt_handle.unwrap_or_default());
-        }
-    }
-    for h in handles {
-        let _ = sqs
-            .change_message_visibility()
-            .queue_url(url)
-            .receipt_handle(h)
-            .visibility_timeout(0)
-            .send()
-            .await;
-    }
-    bodies
+            .map(|h| h.len() >= n)
+            .unwrap_or(false)
+    })
+    .await
 }
 
 /// Verifies a captured request with the reference `standardwebhooks` crate over the

@@ -11,7 +11,6 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::Utc;
-use tern_core::endpoint::EndpointSecret;
 use tern_core::ports::{EndpointStore, PortError};
 use tern_core::{
     DeadLetter, DeadLetterReason, DeliveryMessage, Endpoint, EndpointId, RetrySchedule, Secret,
@@ -216,24 +215,17 @@ async fn a4_an_endpoint_without_an_active_secret_is_never_sent_an_unsigned_reque
     let (local, _rx) = deployment("a4", fast()).await;
     let receiver = Receiver::start().await.unwrap();
     let now = Utc::now();
-    let endpoint = Endpoint {
-        id: EndpointId::generate(),
-        tenant_id: TenantId::new("tnt_nosig").unwrap(),
-        url: receiver.url("/nosig"),
-        event_types: vec!["*".into()],
-        secrets: vec![EndpointSecret {
-            secret: Secret::generate(),
-            created_at: now - chrono::Duration::days(2),
-            expires_at: Some(now - chrono::Duration::hours(1)),
-        }],
-        enabled: true,
-        disabled_reason: None,
-        timeout_ms: None,
-        schedule: None,
-        max_attempts: Some(1),
-        description: None,
-        created_at: now - chrono::Duration::days(2),
-    };
+    let mut endpoint = Endpoint::new(
+        EndpointId::generate(),
+        TenantId::new("tnt_nosig").unwrap(),
+        receiver.url("/nosig"),
+        vec!["*".into()],
+        Secret::generate(),
+        now - chrono::Duration::days(2),
+    );
+    // Its only secret expired an hour ago (written directly, as other code could).
+    endpoint.secrets[0].expires_at = Some(now - chrono::Duration::hours(1));
+    endpoint.max_attempts = Some(1);
     let valid = endpoint.validate();
     local.sender.endpoints.put(&endpoint).await.unwrap();
     publish(&local, "order.paid", "tnt_nosig", r#"{"unsigned":true}"#).await;
@@ -493,24 +485,14 @@ async fn ok_cross_tenant_endpoint_and_extreme_attempt_numbers() {
     let delivery = Arc::new(MemQueue::default());
     let dlq = Arc::new(MemQueue::default());
     let deps = fake_sender(endpoints.clone(), delivery.clone(), dlq.clone());
-    let ep = Endpoint {
-        id: EndpointId::new("ep_other").unwrap(),
-        tenant_id: TenantId::new("tnt_owner").unwrap(),
-        url: receiver.url("/x"),
-        event_types: vec!["*".into()],
-        secrets: vec![EndpointSecret {
-            secret: Secret::generate(),
-            created_at: Utc::now(),
-            expires_at: None,
-        }],
-        enabled: true,
-        disabled_reason: None,
-        timeout_ms: None,
-        schedule: None,
-        max_attempts: None,
-        description: None,
-        created_at: Utc::now(),
-    };
+    let ep = Endpoint::new(
+        EndpointId::new("ep_other").unwrap(),
+        TenantId::new("tnt_owner").unwrap(),
+        receiver.url("/x"),
+        vec!["*".into()],
+        Secret::generate(),
+        Utc::now(),
+    );
     endpoints.put(&ep).await.unwrap();
     receiver.set("/x", Behavior::Always(Reply::status(500)));
 
@@ -885,24 +867,15 @@ async fn ok_informational_and_odd_answers() {
     for (answer, delivered) in cases {
         let port = serve(answer).await;
         let endpoints = Arc::new(MemEndpoints::default());
-        let mut ep = Endpoint {
-            id: EndpointId::generate(),
-            tenant_id: TenantId::new("tnt_1xx").unwrap(),
-            url: format!("http://127.0.0.1:{port}/h"),
-            event_types: vec!["*".into()],
-            secrets: vec![EndpointSecret {
-                secret: Secret::generate(),
-                created_at: Utc::now(),
-                expires_at: None,
-            }],
-            enabled: true,
-            disabled_reason: None,
-            timeout_ms: Some(3000),
-            schedule: None,
-            max_attempts: None,
-            description: None,
-            created_at: Utc::now(),
-        };
+        let mut ep = Endpoint::new(
+            EndpointId::generate(),
+            TenantId::new("tnt_1xx").unwrap(),
+            format!("http://127.0.0.1:{port}/h"),
+            vec!["*".into()],
+            Secret::generate(),
+            Utc::now(),
+        );
+        ep.timeout_ms = Some(3000);
         ep.validate().unwrap();
         endpoints.put(&ep).await.unwrap();
         ep.enabled = true;

@@ -13,7 +13,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use aws_lambda_events::sqs::SqsEvent;
 use chrono::Utc;
 use serde_json::{Value, json};
-use tern_core::endpoint::EndpointSecret;
 use tern_core::ports::EndpointStore as _;
 use tern_core::{DeadLetterReason, DeliveryMessage, Endpoint, EndpointId, Secret, TenantId};
 use tern_handlers::config::SenderPolicy;
@@ -109,24 +108,17 @@ fn stream_record(case: &Value, seq: usize) -> Value {
 }
 
 fn endpoint(id: &str, tenant: &str, url: &str) -> Endpoint {
-    Endpoint {
-        id: EndpointId::new(id).expect("id"),
-        tenant_id: TenantId::new(tenant).expect("tenant"),
-        url: url.to_owned(),
-        event_types: vec!["*".into()],
-        secrets: vec![EndpointSecret {
-            secret: Secret::generate(),
-            created_at: Utc::now(),
-            expires_at: None,
-        }],
-        enabled: true,
-        disabled_reason: None,
-        timeout_ms: Some(1_000),
-        schedule: None,
-        max_attempts: Some(3),
-        description: None,
-        created_at: Utc::now(),
-    }
+    let mut e = Endpoint::new(
+        EndpointId::new(id).expect("id"),
+        TenantId::new(tenant).expect("tenant"),
+        url,
+        vec!["*".into()],
+        Secret::generate(),
+        Utc::now(),
+    );
+    e.timeout_ms = Some(1_000);
+    e.max_attempts = Some(3);
+    e
 }
 
 struct Relay {

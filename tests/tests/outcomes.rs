@@ -578,17 +578,7 @@ async fn attempt_log_items_carry_every_field_and_expire_by_ttl() {
     let ep = add_endpoint(&local, "tnt_log", &receiver.url("/log"), &["*"], None).await;
     let before = chrono::Utc::now();
     let id = publish(&local, "order.paid", "tnt_log", r#"{"l":1}"#).await;
-    assert!(
-        eventually(Duration::from_secs(30), async || local
-            .sender
-            .ledger
-            .history(&id)
-            .await
-            .unwrap()
-            .len()
-            == 2)
-        .await
-    );
+    assert!(history_reaches(&local, &id, 2, Duration::from_secs(30)).await);
 
     let h = local.sender.ledger.history(&id).await.unwrap();
     assert_eq!(h.iter().map(|r| r.attempt).collect::<Vec<_>>(), vec![1, 2]);

@@ -108,17 +108,7 @@ async fn fails_then_succeeds_with_the_same_webhook_id() {
             (w[0].at, w[1].at)
         );
     }
-    assert!(
-        eventually(Duration::from_secs(10), async || local
-            .sender
-            .ledger
-            .history(&id)
-            .await
-            .unwrap()
-            .len()
-            == 3)
-        .await
-    );
+    assert!(history_reaches(&local, &id, 3, Duration::from_secs(10)).await);
     let history = local.sender.ledger.history(&id).await.unwrap();
     assert_eq!(
         history.iter().map(|r| r.attempt).collect::<Vec<_>>(),

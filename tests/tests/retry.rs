@@ -10,7 +10,6 @@ use std::time::{Duration, SystemTime};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use proptest::prelude::*;
-use tern_core::endpoint::EndpointSecret;
 use tern_core::ports::{
     AttemptRecord, Claim, DelayScheduler, DeliveryLedger, DeliveryState, EndpointStore,
     MessageQueue, PortError, QueueEntry,
@@ -905,24 +904,16 @@ fn property_no_send_message_ever_carries_a_delay_outside_0_to_900() {
             }
             receiver.set(&path, Behavior::Always(reply));
             let fakes = Arc::new(Fakes::default());
-            let endpoint = Endpoint {
-                id: EndpointId::new("ep_prop").unwrap(),
-                tenant_id: TenantId::new("tnt_prop").unwrap(),
-                url: receiver.url(&path),
-                event_types: vec!["*".into()],
-                secrets: vec![EndpointSecret {
-                    secret: secret.clone(),
-                    created_at: Utc::now(),
-                    expires_at: None,
-                }],
-                enabled: true,
-                disabled_reason: None,
-                timeout_ms: None,
-                schedule: Some(RetrySchedule::new(case.delays.clone()).unwrap()),
-                max_attempts: case.max_attempts,
-                description: None,
-                created_at: Utc::now(),
-            };
+            let mut endpoint = Endpoint::new(
+                EndpointId::new("ep_prop").unwrap(),
+                TenantId::new("tnt_prop").unwrap(),
+                receiver.url(&path),
+                vec!["*".into()],
+                secret.clone(),
+                Utc::now(),
+            );
+            endpoint.schedule = Some(RetrySchedule::new(case.delays.clone()).unwrap());
+            endpoint.max_attempts = case.max_attempts;
             *fakes.endpoint.lock().unwrap() = Some(endpoint.clone());
             let deps = SenderDeps {
                 endpoints: Arc::new(FakeEndpoints(fakes.clone())),

@@ -135,6 +135,37 @@ pub fn validate_url(text: &str) -> Result<url::Url, EndpointError> {
 }
 
 impl Endpoint {
+    /// An enabled endpoint with one current secret and the deployment's defaults (no
+    /// timeout, schedule or budget of its own), created at `now`. Set the optional fields
+    /// on the result; call [`Self::validate`] before storing it.
+    pub fn new(
+        id: EndpointId,
+        tenant_id: TenantId,
+        url: impl Into<String>,
+        event_types: Vec<String>,
+        secret: Secret,
+        now: DateTime<Utc>,
+    ) -> Self {
+        Self {
+            id,
+            tenant_id,
+            url: url.into(),
+            event_types,
+            secrets: vec![EndpointSecret {
+                secret,
+                created_at: now,
+                expires_at: None,
+            }],
+            enabled: true,
+            disabled_reason: None,
+            timeout_ms: None,
+            schedule: None,
+            max_attempts: None,
+            description: None,
+            created_at: now,
+        }
+    }
+
     /// Checks the fields a caller can get wrong.
     ///
     /// # Errors
@@ -241,24 +272,16 @@ mod tests {
     use crate::ids::EventId;
 
     fn endpoint() -> Endpoint {
-        Endpoint {
-            id: EndpointId::new("ep_1").unwrap(),
-            tenant_id: TenantId::new("tnt_a").unwrap(),
-            url: "https://example.invalid/hook".into(),
-            event_types: vec!["order.paid".into()],
-            secrets: vec![EndpointSecret {
-                secret: Secret::generate(),
-                created_at: Utc::now(),
-                expires_at: None,
-            }],
-            enabled: true,
-            disabled_reason: None,
-            timeout_ms: None,
-            schedule: None,
-            max_attempts: Some(3),
-            description: None,
-            created_at: Utc::now(),
-        }
+        let mut e = Endpoint::new(
+            EndpointId::new("ep_1").unwrap(),
+            TenantId::new("tnt_a").unwrap(),
+            "https://example.invalid/hook",
+            vec!["order.paid".into()],
+            Secret::generate(),
+            Utc::now(),
+        );
+        e.max_attempts = Some(3);
+        e
     }
 
     fn event(tenant: &str, ty: &str) -> Event {

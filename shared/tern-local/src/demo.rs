@@ -128,24 +128,13 @@ impl Demo {
 
 /// Endpoint ids of the deliveries in the DLQ, read without removing them.
 async fn dlq_endpoints(local: &LocalTern) -> Vec<String> {
-    let mut found = Vec::new();
-    let mut handles = Vec::new();
-    let q = &local.replay.dlq;
-    while let Ok(batch) = q.receive(10, 20).await {
-        if batch.is_empty() {
-            break;
-        }
-        for m in batch {
-            if let Ok(d) = DeliveryMessage::parse(&m.body) {
-                found.push(d.endpoint_id.to_string());
-            }
-            handles.push(m.receipt_handle);
-        }
-    }
-    for h in handles {
-        let _ = q.release(&h).await;
-    }
-    found
+    crate::ops::peek(local.replay.dlq.as_ref(), usize::MAX)
+        .await
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|m| DeliveryMessage::parse(&m.body).ok())
+        .map(|d| d.endpoint_id.to_string())
+        .collect()
 }
 
 fn line(written: usize, t: &BTreeMap<String, Tally>, retries: usize) -> String {

@@ -5,8 +5,7 @@
 use std::io::Write;
 
 use chrono::Utc;
-use tern_core::endpoint::EndpointSecret;
-use tern_core::ports::{DeliveryLedger, DrainableQueue, EndpointStore};
+use tern_core::ports::{DeliveryLedger, DrainableQueue, EndpointStore, PortError, ReceivedMessage};
 use tern_core::{DeliveryMessage, Endpoint, EndpointId, EventId, RetrySchedule, Secret, TenantId};
 use tern_http::{DestinationPolicy, HostLookup};
 
@@ -78,32 +77,27 @@ pub async fn add_endpoint(
         Some(s) => Secret::parse(&s).map_err(|e| bad(&e))?,
         None => Secret::generate(),
     };
-    let endpoint = Endpoint {
-        id: EndpointId::generate(),
-        tenant_id: TenantId::new(new.tenant).map_err(|e| bad(&e))?,
-        url: new.url,
-        event_types: if new.event_types.is_empty() {
-            vec!["*".into()]
-        } else {
-            new.event_types
-        },
-        secrets: vec![EndpointSecret {
-            secret,
-            created_at: Utc::now(),
-            expires_at: None,
-        }],
-        enabled: true,
-        disabled_reason: None,
-        timeout_ms: new.timeout_ms,
-        schedule: new
-            .schedule
-            .map(|s| RetrySchedule::parse(&s))
-            .transpose()
-            .map_err(|e| bad(&e))?,
-        max_attempts: new.max_attempts,
-        description: new.description,
-        created_at: Utc::now(),
+    let event_types = if new.event_types.is_empty() {
+        vec!["*".into()]
+    } else {
+        new.event_types
     };
+    let mut endpoint = Endpoint::new(
+        EndpointId::generate(),
+        TenantId::new(new.tenant).map_err(|e| bad(&e))?,
+        new.url,
+        event_types,
+        secret,
+        Utc::now(),
+    );
+    endpoint.timeout_ms = new.timeout_ms;
+    endpoint.schedule = new
+        .schedule
+        .map(|s| RetrySchedule::parse(&s))
+        .transpose()
+        .map_err(|e| bad(&e))?;
+    endpoint.max_attempts = new.max_attempts;
+    endpoint.description = new.description;
     endpoint.validate().map_err(|e| bad(&e))?;
     store.put(&endpoint).await?;
     Ok(endpoint)
@@ -215,6 +209,34 @@ pub async fn print_history(
     Ok(())
 }
 
+/// Reads up to `max` messages of a queue without removing them: each is hidden while
+/// the read goes on (so none is read twice), then made visible again.
+///
+/// # Errors
+/// A queue error; messages read so far are released first.
+pub async fn peek(
+    queue: &dyn DrainableQueue,
+    max: usize,
+) -> Result<Vec<ReceivedMessage>, PortError> {
+    let mut seen = Vec::new();
+    let mut result = Ok(());
+    while seen.len() < max {
+        let want = i32::try_from((max - seen.len()).min(10)).unwrap_or(10);
+        match queue.receive(want, 30).await {
+            Ok(batch) if batch.is_empty() => break,
+            Ok(batch) => seen.extend(batch),
+            Err(e) => {
+                result = Err(e);
+                break;
+            }
+        }
+    }
+    for m in &seen {
+        queue.release(&m.receipt_handle).await?;
+    }
+    result.map(|()| seen)
+}
+
 /// Prints up to `max` DLQ messages (payload and dead-letter record) without removing them.
 ///
 /// # Errors
@@ -224,45 +246,34 @@ pub async fn peek_dlq(
     dlq: &dyn DrainableQueue,
     max: u32,
 ) -> Result<u32, OpsError> {
-    let mut seen = Vec::new();
     let w = |e: std::io::Error| OpsError::Invalid(e.to_string());
-    while seen.len() < max as usize {
-        let want = i32::try_from((max as usize - seen.len()).min(10)).unwrap_or(10);
-        let batch = dlq.receive(want, 30).await?;
-        if batch.is_empty() {
-            break;
-        }
-        for m in batch {
-            match DeliveryMessage::parse(&m.body) {
-                Ok(d) => {
-                    let dl = d.dead_letter.as_ref();
-                    writeln!(
-                        out,
-                        "{}  endpoint={} type={} reason={} attempts={} last_status={} last_error={}\n  payload: {}",
-                        d.delivery_id,
-                        d.endpoint_id,
-                        d.event.event_type,
-                        dl.map_or("sqs_redrive".into(), |r| r.reason.to_string()),
-                        dl.map_or(d.attempt, |r| r.attempts),
-                        dl.and_then(|r| r.last_status).map_or("-".into(), |s| s.to_string()),
-                        dl.and_then(|r| r.last_error.clone()).unwrap_or_else(|| "-".into()),
-                        d.event.payload.as_str().chars().take(200).collect::<String>()
-                    )
-                    .map_err(w)?;
-                }
-                Err(e) => writeln!(
-                    out,
-                    "{}  unreadable ({e}): {}",
-                    m.message_id,
-                    m.body.chars().take(200).collect::<String>()
-                )
-                .map_err(w)?,
-            }
-            seen.push(m);
-        }
-    }
+    let seen = peek(dlq, max as usize).await?;
     for m in &seen {
-        dlq.release(&m.receipt_handle).await?;
+        match DeliveryMessage::parse(&m.body) {
+            Ok(d) => {
+                let dl = d.dead_letter.as_ref();
+                writeln!(
+                    out,
+                    "{}  endpoint={} type={} reason={} attempts={} last_status={} last_error={}\n  payload: {}",
+                    d.delivery_id,
+                    d.endpoint_id,
+                    d.event.event_type,
+                    dl.map_or("sqs_redrive".into(), |r| r.reason.to_string()),
+                    dl.map_or(d.attempt, |r| r.attempts),
+                    dl.and_then(|r| r.last_status).map_or("-".into(), |s| s.to_string()),
+                    dl.and_then(|r| r.last_error.clone()).unwrap_or_else(|| "-".into()),
+                    d.event.payload.as_str().chars().take(200).collect::<String>()
+                )
+                .map_err(w)?;
+            }
+            Err(e) => writeln!(
+                out,
+                "{}  unreadable ({e}): {}",
+                m.message_id,
+                m.body.chars().take(200).collect::<String>()
+            )
+            .map_err(w)?,
+        }
     }
     Ok(u32::try_from(seen.len()).unwrap_or(u32::MAX))
 }
