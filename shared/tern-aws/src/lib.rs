@@ -4,6 +4,7 @@
 
 #![warn(missing_docs)]
 
+pub mod budget;
 pub mod endpoints;
 pub mod error;
 pub mod ledger;

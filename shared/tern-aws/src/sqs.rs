@@ -131,21 +131,34 @@ impl MessageQueue for SqsQueue {
     }
 }
 
+/// Longest long poll, in seconds: 20 (SQS `ReceiveMessage` `WaitTimeSeconds` limit).
+pub const MAX_WAIT_SECONDS: i32 = 20;
+
 #[async_trait]
 impl DrainableQueue for SqsQueue {
     async fn receive(
         &self,
         max: i32,
         visibility_seconds: i32,
+        wait_seconds: i32,
     ) -> Result<Vec<ReceivedMessage>, PortError> {
+        let wait_seconds = wait_seconds.clamp(0, MAX_WAIT_SECONDS);
+        // A long poll legitimately takes up to its wait: the call's deadlines grow by it.
+        let wait = std::time::Duration::from_secs(u64::from(wait_seconds.unsigned_abs()));
+        let timeouts = aws_sdk_sqs::config::timeout::TimeoutConfig::builder()
+            .operation_attempt_timeout(crate::budget::ATTEMPT_TIMEOUT + wait)
+            .operation_timeout(crate::budget::OPERATION_TIMEOUT + wait)
+            .build();
         let out = self
             .client
             .receive_message()
             .queue_url(&self.url)
             .max_number_of_messages(max.clamp(1, 10))
             .visibility_timeout(visibility_seconds)
-            .wait_time_seconds(0)
+            .wait_time_seconds(wait_seconds)
             .message_attribute_names("All")
+            .customize()
+            .config_override(aws_sdk_sqs::config::Builder::default().timeout_config(timeouts))
             .send()
             .await
             .map_err(port_error)?;

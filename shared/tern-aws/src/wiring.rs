@@ -1,5 +1,6 @@
 //! Builds each handler's dependencies from its configuration and one shared AWS config.
-//! The Lambda binaries and local mode both call these, so they run the same wiring.
+//! The Lambda binaries and local mode both call these, so they run the same wiring. Every
+//! client gets the deadlines and bounded retries of [`crate::budget`].
 
 use std::sync::Arc;
 
@@ -15,6 +16,7 @@ use crate::{DynamoEndpointStore, DynamoLedger, SqsQueue, StepFunctionsScheduler}
 
 /// The relay's dependencies.
 pub fn relay_deps(config: &RelayConfig, aws: &SdkConfig) -> RelayDeps {
+    let aws = &crate::budget::bounded(aws);
     let sqs = aws_sdk_sqs::Client::new(aws);
     RelayDeps {
         endpoints: Arc::new(DynamoEndpointStore::new(
@@ -37,6 +39,7 @@ pub fn sender_deps(
     aws: &SdkConfig,
     lookup: Option<Arc<dyn HostLookup>>,
 ) -> Result<SenderDeps, ClientBuildError> {
+    let aws = &crate::budget::bounded(aws);
     let sqs = aws_sdk_sqs::Client::new(aws);
     let ddb = aws_sdk_dynamodb::Client::new(aws);
     let client = DeliveryClient::new(ClientOptions {
@@ -73,6 +76,7 @@ pub fn sender_deps(
 
 /// The replay function's dependencies.
 pub fn replay_deps(config: &ReplayConfig, aws: &SdkConfig) -> ReplayDeps {
+    let aws = &crate::budget::bounded(aws);
     let sqs = aws_sdk_sqs::Client::new(aws);
     ReplayDeps {
         dlq: Arc::new(SqsQueue::new(sqs.clone(), &config.dlq_url)),

@@ -4,6 +4,7 @@
 
 #![warn(missing_docs)]
 
+pub mod drain;
 pub mod endpoint;
 pub mod event;
 pub mod ids;
@@ -13,6 +14,7 @@ pub mod outcome;
 pub mod ports;
 pub mod retry;
 pub mod signing;
+pub mod sqs_text;
 
 pub use endpoint::{Endpoint, EndpointSecret};
 pub use event::{Event, EventType, Payload, PayloadError};

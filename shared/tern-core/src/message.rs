@@ -229,8 +229,11 @@ impl DeliveryMessage {
     /// The JSON body. Serializing a delivery message cannot fail (all fields are plain
     /// data and the payload is already valid JSON).
     pub fn to_body(&self) -> String {
-        serde_json::to_string(self)
-            .unwrap_or_else(|e| unreachable!("delivery message serializes: {e}"))
+        let json = serde_json::to_string(self)
+            .unwrap_or_else(|e| unreachable!("delivery message serializes: {e}"));
+        // A text field may hold a character SQS refuses (an old message's error text);
+        // the escape is lossless and never touches the payload, which cannot hold one.
+        crate::sqs_text::escape_json(json)
     }
 
     /// The message for the next attempt after a failed one.
@@ -244,7 +247,7 @@ impl DeliveryMessage {
             attempt: self.attempt.saturating_add(1),
             first_attempt_at: Some(first_attempt_at),
             last_status: status,
-            last_error: error,
+            last_error: crate::sqs_text::clean_opt(error.as_deref()),
             not_before: None,
             dead_letter: None,
             ..self.clone()
@@ -252,7 +255,8 @@ impl DeliveryMessage {
     }
 
     /// This message, dead-lettered.
-    pub fn dead_lettered(&self, dead_letter: DeadLetter) -> Self {
+    pub fn dead_lettered(&self, mut dead_letter: DeadLetter) -> Self {
+        dead_letter.last_error = crate::sqs_text::clean_opt(dead_letter.last_error.as_deref());
         Self {
             last_status: dead_letter.last_status,
             last_error: dead_letter.last_error.clone(),

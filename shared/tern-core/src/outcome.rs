@@ -105,6 +105,29 @@ pub fn classify(result: &AttemptResult) -> Verdict {
 }
 
 impl AttemptResult {
+    /// The same result with every receiver-controlled text (`Retry-After`, `Location`, the
+    /// error detail) reduced to characters SQS accepts and bounded to
+    /// [`crate::sqs_text::MAX_TEXT_BYTES`] bytes, so it can go into a queue message, a
+    /// message attribute or a log field as it is.
+    pub fn cleaned(self) -> Self {
+        use crate::sqs_text::{MAX_TEXT_BYTES, clean};
+        match self {
+            Self::Response {
+                status,
+                retry_after,
+                location,
+            } => Self::Response {
+                status,
+                retry_after: retry_after.map(|t| clean(&t, MAX_TEXT_BYTES).into_owned()),
+                location: location.map(|t| clean(&t, MAX_TEXT_BYTES).into_owned()),
+            },
+            Self::Failed { class, detail } => Self::Failed {
+                class,
+                detail: clean(&detail, MAX_TEXT_BYTES).into_owned(),
+            },
+        }
+    }
+
     /// HTTP status, when there was an answer.
     pub fn status(&self) -> Option<u16> {
         match self {

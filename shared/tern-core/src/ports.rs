@@ -188,12 +188,16 @@ pub struct ReceivedMessage {
 /// A queue Tern drains (the DLQ, by the replay function).
 #[async_trait]
 pub trait DrainableQueue: Send + Sync {
-    /// Receives up to `max` (1..=10, SQS limit) visible messages without waiting, hiding
-    /// them for `visibility_seconds`.
+    /// Receives up to `max` (1..=10, SQS limit) visible messages, hiding them for
+    /// `visibility_seconds`. `wait_seconds` (0..=20, SQS limit) > 0 is a long poll: it asks
+    /// every server of the queue and waits up to that long for a message. With 0 (a short
+    /// poll) SQS samples a subset of its servers and may answer empty while messages exist,
+    /// so a drain that stops on an empty answer must long-poll.
     async fn receive(
         &self,
         max: i32,
         visibility_seconds: i32,
+        wait_seconds: i32,
     ) -> Result<Vec<ReceivedMessage>, PortError>;
     /// Deletes a received message.
     async fn delete(&self, receipt_handle: &str) -> Result<(), PortError>;

@@ -5,6 +5,9 @@
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+use tern_core::drain::{Drain, DrainRule, DrainStop};
 use tern_core::ports::{DrainableQueue, MessageQueue, PortError, QueueEntry, ReceivedMessage};
 use tern_core::{DeadLetterReason, DeliveryMessage, EndpointId, EventType};
 
@@ -12,6 +15,11 @@ use crate::metrics::Metrics;
 
 /// Default most messages examined in one run.
 pub const DEFAULT_MAX_MESSAGES: u32 = 1000;
+
+/// Default time budget of one run, in seconds: 240. No new receive starts after it, so a
+/// run ends well inside the replay function's timeout (300 s, `infra/settings.json`) even
+/// with a last receive's long poll and AWS call deadlines (`tern_aws::budget`) on top.
+pub const DEFAULT_MAX_SECONDS: u32 = 240;
 
 /// Seconds a message examined by a run stays hidden from other readers while the run
 /// goes on. Longer than the replay function's timeout (300 s), so one run never sees
@@ -44,6 +52,9 @@ pub struct ReplayRequest {
     /// Most messages to examine; default [`DEFAULT_MAX_MESSAGES`].
     #[serde(default)]
     pub max_messages: Option<u32>,
+    /// Time budget in seconds; default [`DEFAULT_MAX_SECONDS`], at most that.
+    #[serde(default)]
+    pub max_seconds: Option<u32>,
     /// Filters.
     #[serde(default)]
     pub filters: ReplayFilters,
@@ -66,6 +77,10 @@ pub struct ReplaySummary {
     pub unreadable: u32,
     /// Delivery ids replayed (or that would be, in a dry run), at most 100.
     pub delivery_ids: Vec<String>,
+    /// Why the run ended: `max_reached`, `time_budget` (messages may remain: run again) or
+    /// `queue_empty` (consecutive long polls found nothing). `None` after an error.
+    #[serde(default)]
+    pub stopped: Option<DrainStop>,
 }
 
 /// What the replay needs.
@@ -122,12 +137,23 @@ async fn drain(
     left: &mut Vec<ReceivedMessage>,
     metrics: &Metrics,
 ) -> Result<(), PortError> {
-    while summary.examined < max {
-        let want = i32::try_from((max - summary.examined).min(10)).unwrap_or(10);
-        let batch = deps.dlq.receive(want, DRAIN_VISIBILITY_SECONDS).await?;
-        if batch.is_empty() {
-            break;
-        }
+    let rule = DrainRule {
+        wait_seconds: DrainRule::WAIT_SECONDS,
+        empty_polls_to_stop: DrainRule::EMPTY_POLLS_TO_STOP,
+        time_budget: Duration::from_secs(u64::from(
+            request
+                .max_seconds
+                .unwrap_or(DEFAULT_MAX_SECONDS)
+                .min(DEFAULT_MAX_SECONDS),
+        )),
+        visibility_seconds: DRAIN_VISIBILITY_SECONDS,
+    };
+    let mut drain = Drain::new(
+        deps.dlq.as_ref(),
+        rule,
+        usize::try_from(max).unwrap_or(usize::MAX),
+    );
+    while let Some(batch) = drain.next_batch().await? {
         for m in batch {
             summary.examined += 1;
             let Ok(parsed) = DeliveryMessage::parse(&m.body) else {
@@ -164,6 +190,7 @@ async fn drain(
             metrics.update(|c| c.replayed += 1);
         }
     }
+    summary.stopped = drain.stopped();
     Ok(())
 }
 

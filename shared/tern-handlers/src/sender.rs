@@ -27,8 +27,8 @@ use tern_core::retry::{
     with_jitter,
 };
 use tern_core::signing::signature_headers;
-use tern_core::{DeadLetter, DeadLetterReason, DeliveryMessage, Endpoint, Verdict};
-use tern_http::{AttemptRequest, DeliveryClient};
+use tern_core::{DeadLetter, DeadLetterReason, DeliveryMessage, Endpoint, Verdict, sqs_text};
+use tern_http::{AttemptReport, AttemptRequest, DeliveryClient};
 
 use crate::config::SenderPolicy;
 use crate::metrics::Metrics;
@@ -246,6 +246,14 @@ async fn attempt(
             deadline,
         })
         .await;
+    // From here on, receiver-controlled text (Location, Retry-After, error detail, excerpt)
+    // goes into queue messages, attributes, the attempt log and log lines: reduced once, here,
+    // to what SQS accepts and bounded (tern_core::sqs_text).
+    let report = AttemptReport {
+        result: report.result.cleaned(),
+        excerpt: sqs_text::clean_opt(report.excerpt.as_deref()),
+        ..report
+    };
     let status = report.result.status();
     let error = report.result.error_text();
 
@@ -505,7 +513,10 @@ async fn dead_letter_malformed(
                     "tern-reason".into(),
                     DeadLetterReason::MalformedMessage.to_string(),
                 ),
-                ("tern-error".into(), error.chars().take(1000).collect()),
+                (
+                    "tern-error".into(),
+                    sqs_text::clean(error, sqs_text::MAX_TEXT_BYTES).into_owned(),
+                ),
             ],
         })
         .await?;

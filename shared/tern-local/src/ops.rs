@@ -5,6 +5,7 @@
 use std::io::Write;
 
 use chrono::Utc;
+use tern_core::drain::{Drain, DrainRule};
 use tern_core::ports::{DeliveryLedger, DrainableQueue, EndpointStore, PortError, ReceivedMessage};
 use tern_core::{DeliveryMessage, Endpoint, EndpointId, EventId, RetrySchedule, Secret, TenantId};
 use tern_http::{DestinationPolicy, HostLookup};
@@ -209,6 +210,9 @@ pub async fn print_history(
     Ok(())
 }
 
+/// How long [`peek`] keeps reading before it shows what it has: 20 s.
+pub const PEEK_TIME_BUDGET: std::time::Duration = std::time::Duration::from_secs(20);
+
 /// Reads up to `max` messages of a queue without removing them: each is hidden while
 /// the read goes on (so none is read twice), then made visible again.
 ///
@@ -220,11 +224,18 @@ pub async fn peek(
 ) -> Result<Vec<ReceivedMessage>, PortError> {
     let mut seen = Vec::new();
     let mut result = Ok(());
-    while seen.len() < max {
-        let want = i32::try_from((max - seen.len()).min(10)).unwrap_or(10);
-        match queue.receive(want, 30).await {
-            Ok(batch) if batch.is_empty() => break,
-            Ok(batch) => seen.extend(batch),
+    // Long polls, stopping on consecutive empty answers: a short poll may miss messages.
+    let rule = DrainRule {
+        wait_seconds: DrainRule::WAIT_SECONDS,
+        empty_polls_to_stop: DrainRule::EMPTY_POLLS_TO_STOP,
+        time_budget: PEEK_TIME_BUDGET,
+        visibility_seconds: 30,
+    };
+    let mut drain = Drain::new(queue, rule, max);
+    loop {
+        match drain.next_batch().await {
+            Ok(Some(batch)) => seen.extend(batch),
+            Ok(None) => break,
             Err(e) => {
                 result = Err(e);
                 break;

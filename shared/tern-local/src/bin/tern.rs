@@ -199,7 +199,7 @@ async fn run(cli: Cli) -> Result<(), OpsError> {
         Command::Local { time_scale } => local(time_scale).await,
         Command::Endpoints { command } => endpoints(command, &mut out).await,
         Command::Attempts { event_id } => {
-            let aws = aws_config::load_from_env().await;
+            let aws = tern_aws::budget::bounded(&aws_config::load_from_env().await);
             let ledger = DynamoLedger::new(
                 aws_sdk_dynamodb::Client::new(&aws),
                 var("TERN_ATTEMPTS_TABLE")?,
@@ -208,7 +208,7 @@ async fn run(cli: Cli) -> Result<(), OpsError> {
             ops::print_history(&mut out, &ledger, &EventId::new(event_id).map_err(invalid)?).await
         }
         Command::Dlq { max } => {
-            let aws = aws_config::load_from_env().await;
+            let aws = tern_aws::budget::bounded(&aws_config::load_from_env().await);
             let dlq = SqsQueue::new(aws_sdk_sqs::Client::new(&aws), var("TERN_DLQ_URL")?);
             let n = ops::peek_dlq(&mut out, &dlq, max).await?;
             let _ = writeln!(out, "{n} message(s) shown; none removed.");
@@ -221,7 +221,7 @@ async fn run(cli: Cli) -> Result<(), OpsError> {
             reason,
             max,
         } => {
-            let aws = aws_config::load_from_env().await;
+            let aws = tern_aws::budget::bounded(&aws_config::load_from_env().await);
             let sqs = aws_sdk_sqs::Client::new(&aws);
             let deps = ReplayDeps {
                 dlq: std::sync::Arc::new(SqsQueue::new(sqs.clone(), var("TERN_DLQ_URL")?)),
@@ -233,6 +233,7 @@ async fn run(cli: Cli) -> Result<(), OpsError> {
             let request = ReplayRequest {
                 dry_run,
                 max_messages: max,
+                max_seconds: None,
                 filters: ReplayFilters {
                     endpoint_id: endpoint.map(EndpointId::new).transpose().map_err(invalid)?,
                     event_type: event_type
@@ -262,7 +263,7 @@ async fn run(cli: Cli) -> Result<(), OpsError> {
 }
 
 async fn endpoints(command: EndpointCommand, out: &mut dyn Write) -> Result<(), OpsError> {
-    let aws = aws_config::load_from_env().await;
+    let aws = tern_aws::budget::bounded(&aws_config::load_from_env().await);
     let store = DynamoEndpointStore::new(
         aws_sdk_dynamodb::Client::new(&aws),
         var("TERN_ENDPOINTS_TABLE")?,
