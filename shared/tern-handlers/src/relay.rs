@@ -783,4 +783,186 @@ mod tests {
         assert!(sqs_batches(&[]).is_empty());
         assert_eq!(sqs_batches(&[entry(2_000_000)]).len(), 1);
     }
+
+    fn event(id: &str) -> Box<Event> {
+        let record: OutboxRecord = serde_json::from_value(json!({
+            "event_id": id, "tern_record": "outbox_event", "schema_version": 1,
+            "event_type": "order.paid", "tenant_id": "tnt_a",
+            "created_at": "2026-01-01T00:00:00.000Z", "payload": "{}", "expires_at": 1767830400
+        }))
+        .unwrap();
+        Box::new(record.into_event(1024).unwrap())
+    }
+
+    fn deliver(id: &str, endpoints: &[&str]) -> Plan {
+        Plan::Deliver {
+            event: event(id),
+            endpoints: endpoints
+                .iter()
+                .map(|e| EndpointId::new(*e).unwrap())
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn entries_of_a_batch_keep_stream_order_and_distinct_ids() {
+        let plans = vec![
+            deliver("evt_a", &["ep_1", "ep_2"]),
+            Plan::Ignore,
+            deliver("evt_b", &["ep_1"]),
+        ];
+        let pending = delivery_entries(&plans);
+        let got: Vec<(usize, &str, &str)> = pending
+            .iter()
+            .map(|p| (p.record, p.endpoint.as_str(), p.entry.id.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (0, "ep_1", "r0e0"),
+                (0, "ep_2", "r0e1"),
+                (2, "ep_1", "r2e0")
+            ]
+        );
+    }
+
+    #[test]
+    fn the_lowest_failed_record_is_reported() {
+        let stop = |i: usize| Some((i, "lookup".to_owned()));
+        let failed = |v: Vec<usize>| v.into_iter().map(|i| (i, Some(format!("entry {i}"))));
+        assert_eq!(first_failed_record(None, failed(vec![])), None);
+        assert_eq!(
+            first_failed_record(None, failed(vec![23, 7, 30])),
+            Some((7, "entry 7".to_owned()))
+        );
+        assert_eq!(
+            first_failed_record(stop(5), failed(vec![7])),
+            Some((5, "lookup".to_owned()))
+        );
+        assert_eq!(
+            first_failed_record(stop(9), failed(vec![7])),
+            Some((7, "entry 7".to_owned()))
+        );
+    }
+
+    /// Fails, per call, the entries whose id is listed for that call; refuses as a whole
+    /// any call holding the id `whole`.
+    struct Script {
+        fail: Vec<Vec<&'static str>>,
+        calls: std::sync::Mutex<Vec<Vec<String>>>,
+    }
+
+    #[async_trait::async_trait]
+    impl MessageQueue for Script {
+        async fn send_batch(
+            &self,
+            entries: &[QueueEntry],
+        ) -> Result<Vec<Result<(), PortError>>, PortError> {
+            let mut calls = self.calls.lock().unwrap();
+            let n = calls.len();
+            calls.push(entries.iter().map(|e| e.id.clone()).collect());
+            if entries.len() > 1 && entries.iter().any(|e| e.id == "whole") {
+                return Err(PortError::Rejected("BatchRequestTooLong".into()));
+            }
+            let fail = self.fail.get(n).cloned().unwrap_or_default();
+            Ok(entries
+                .iter()
+                .map(|e| match e.id.as_str() {
+                    "whole" => Err(PortError::Rejected("too long".into())),
+                    id if fail.contains(&id) => Err(PortError::Unavailable("x".into())),
+                    _ => Ok(()),
+                })
+                .collect())
+        }
+        async fn send(&self, _: &QueueEntry) -> Result<(), PortError> {
+            Ok(())
+        }
+    }
+
+    fn named(ids: &[&str]) -> Vec<QueueEntry> {
+        ids.iter()
+            .map(|id| QueueEntry {
+                id: (*id).into(),
+                ..entry(1)
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn only_transiently_failed_entries_are_sent_again() {
+        let q = Script {
+            fail: vec![vec!["b", "c"], vec!["c"]],
+            calls: Default::default(),
+        };
+        let (results, retried) = send_packed(&q, &named(&["a", "b", "c", "d"])).await;
+        assert_eq!(results, vec![Ok(()); 4]);
+        assert_eq!(retried, 3);
+        assert_eq!(
+            *q.calls.lock().unwrap(),
+            vec![vec!["a", "b", "c", "d"], vec!["b", "c"], vec!["c"]]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_call_refused_as_a_whole_is_split_to_find_the_entry() {
+        let q = Script {
+            fail: vec![],
+            calls: Default::default(),
+        };
+        let (results, retried) = send_packed(&q, &named(&["a", "whole", "c"])).await;
+        assert_eq!(retried, 0);
+        assert!(results[0].is_ok() && results[2].is_ok());
+        assert!(matches!(results[1], Err(PortError::Rejected(_))));
+    }
+
+    fn raw(change: Value) -> Value {
+        json!({"eventID": "e1", "eventName": "INSERT", "dynamodb": change})
+    }
+
+    #[test]
+    fn only_the_fields_tern_uses_are_required() {
+        let keys = json!({"event_id": {"S": "evt_a"}});
+        let minimal = raw(json!({"SequenceNumber": "1", "Keys": keys}));
+        assert!(parse_record(&minimal).is_ok());
+        let nulls = raw(json!({
+            "SequenceNumber": "1", "Keys": keys, "SizeBytes": null,
+            "ApproximateCreationDateTime": null, "StreamViewType": null,
+            "NewImage": null, "OldImage": null
+        }));
+        assert!(parse_record(&nulls).is_ok());
+        for (without, field) in [
+            (raw(json!({"Keys": keys})), "SequenceNumber"),
+            (raw(json!({"SequenceNumber": "1"})), "Keys"),
+            (
+                json!({"dynamodb": {"SequenceNumber": "1", "Keys": keys}}),
+                "eventName",
+            ),
+        ] {
+            let err = parse_record(&without).unwrap_err();
+            assert!(err.contains(field), "{err}");
+        }
+    }
+
+    #[test]
+    fn an_insert_without_a_new_image_is_misconfiguration() {
+        let keys = json!({"event_id": {"S": "evt_a"}});
+        let record = parse_record(&raw(json!({
+            "SequenceNumber": "1", "Keys": keys, "StreamViewType": "KEYS_ONLY"
+        })))
+        .unwrap();
+        assert!(matches!(
+            read_record(&record, 1024),
+            Reading::Misconfigured(r) if r.contains("KEYS_ONLY")
+        ));
+    }
+
+    #[test]
+    fn parked_bodies_carry_no_character_sqs_refuses() {
+        let record =
+            json!({"eventID": "e\u{FFFF}", "dynamodb": {"Keys": {"k": {"S": "\u{FFFE}"}}}});
+        let body = poison_body_value(&record, "r");
+        assert!(!body.contains(['\u{FFFE}', '\u{FFFF}']));
+        let back: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(back["record"], record);
+    }
 }
