@@ -335,8 +335,8 @@ describe('alarms', () => {
   const topic = () => ref(stack.alarms.topic);
   const a = settings.alarms;
 
-  test('twelve alarms, each notifying the topic on alarm and on OK, missing data not breaching', () => {
-    template.resourceCountIs('AWS::CloudWatch::Alarm', 12);
+  test('thirteen alarms, each notifying the topic on alarm and on OK, missing data not breaching', () => {
+    template.resourceCountIs('AWS::CloudWatch::Alarm', 13);
     for (const alarm of stack.alarms.alarms) {
       const p = resource(alarm).Properties;
       expect(p.AlarmActions).toEqual([topic()]);
@@ -412,6 +412,18 @@ describe('alarms', () => {
       MetricName: 'ExecutionsFailed',
       Dimensions: [{ Name: 'StateMachineArn', Value: ref(stack.delayedDelivery.stateMachine) }],
       Threshold: 0,
+    });
+  });
+
+  test('relay misconfiguration: any RelayMisconfigured record in 5 min, namespace Tern, Service=tern', () => {
+    expect(alarmProps('RelayMisconfigured')).toMatchObject({
+      Namespace: 'Tern',
+      MetricName: 'RelayMisconfigured',
+      Dimensions: [{ Name: 'Service', Value: 'tern' }],
+      Statistic: 'Sum',
+      Period: 300,
+      Threshold: 0,
+      ComparisonOperator: 'GreaterThanThreshold',
     });
   });
 

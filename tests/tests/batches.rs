@@ -219,7 +219,10 @@ async fn o2_mixed_stream_batch_relays_only_the_outbox_insert() {
     assert_eq!(
         outcomes,
         vec![
-            RecordOutcome::Relayed { deliveries: 1 },
+            RecordOutcome::Relayed {
+                deliveries: 1,
+                parked: 0
+            },
             RecordOutcome::Ignored,
             RecordOutcome::Ignored,
             RecordOutcome::Ignored,
@@ -262,7 +265,13 @@ async fn o3_duplicate_stream_record_posts_once_per_endpoint() {
         let (response, outcomes) =
             tern_handlers::relay::handle(&local.relay, event, &metrics()).await;
         assert!(response.batch_item_failures.is_empty());
-        assert_eq!(outcomes, vec![RecordOutcome::Relayed { deliveries: 2 }]);
+        assert_eq!(
+            outcomes,
+            vec![RecordOutcome::Relayed {
+                deliveries: 2,
+                parked: 0
+            }]
+        );
     }
     let mut duplicates = 0;
     let mut delivered = 0;

@@ -84,7 +84,7 @@ fn stream_record(case: &Value, seq: usize) -> Value {
         "Keys": {"event_id": {"S": format!("key{seq}")}},
         "SequenceNumber": format!("{:021}", 100 + seq),
         "SizeBytes": 100,
-        "StreamViewType": "NEW_IMAGE",
+        "StreamViewType": case.get("stream_view_type").and_then(Value::as_str).unwrap_or("NEW_IMAGE"),
     });
     if let Some(img) = case.get("new_image") {
         dynamodb["NewImage"] = img.clone();
@@ -161,8 +161,8 @@ async fn stream_record_corpus() {
         .await;
         let got = match outcomes.as_slice() {
             [RecordOutcome::Ignored] => "ignored".to_owned(),
-            [RecordOutcome::Relayed { deliveries }] => format!("relayed:{deliveries}"),
-            [RecordOutcome::Poison { reason }] => {
+            [RecordOutcome::Relayed { deliveries, .. }] => format!("relayed:{deliveries}"),
+            [RecordOutcome::Poison { reason } | RecordOutcome::Misconfigured { reason }] => {
                 let want = case["reason_contains"].as_str().unwrap_or("");
                 if !reason.contains(want) {
                     failures.push(format!(
@@ -180,7 +180,11 @@ async fn stream_record_corpus() {
                         name(case)
                     ));
                 }
-                "poison".to_owned()
+                if matches!(outcomes[0], RecordOutcome::Poison { .. }) {
+                    "poison".to_owned()
+                } else {
+                    "misconfigured".to_owned()
+                }
             }
             other => format!("{other:?}"),
         };
@@ -199,6 +203,7 @@ async fn stream_record_corpus() {
             let msg = DeliveryMessage::parse(&entry.body).expect("relay writes valid messages");
             let attr = case["new_image"]["payload"]["S"]
                 .as_str()
+                .or_else(|| record["dynamodb"]["NewImage"]["payload"]["S"].as_str())
                 .unwrap_or_default();
             if msg.event.payload.as_str() != attr {
                 failures.push(format!(
@@ -228,12 +233,15 @@ async fn stream_record_corpus_as_one_batch_never_blocks() {
             .await;
     assert!(response.batch_item_failures.is_empty());
     assert_eq!(outcomes.len(), records.len());
-    let poison = cases(&doc).iter().filter(|c| expect(c) == "poison").count();
+    let poison = cases(&doc)
+        .iter()
+        .filter(|c| matches!(expect(c), "poison" | "misconfigured"))
+        .count();
     assert_eq!(r.failures.entries().len(), poison);
     let relayed: usize = outcomes
         .iter()
         .map(|o| match o {
-            RecordOutcome::Relayed { deliveries } => *deliveries,
+            RecordOutcome::Relayed { deliveries, .. } => *deliveries,
             _ => 0,
         })
         .sum();

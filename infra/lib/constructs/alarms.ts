@@ -10,7 +10,7 @@ import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import { Construct } from 'constructs';
 import { TernSettings } from '../settings';
 import { Functions } from './functions';
-import { TernMetrics } from './metrics';
+import { SERVICE_DIMENSION, TernMetrics } from './metrics';
 import { Queues } from './queues';
 
 export interface AlarmsProps {
@@ -73,6 +73,19 @@ export class Alarms extends Construct {
     this.add('DelayedDeliveryFailed',
       props.stateMachine.metricFailed({ statistic: cw.Stats.SUM, period: Duration.minutes(5) }), 0,
       'A delayed retry could not be put back on the delivery queue: that delivery is lost unless replayed from its attempts.');
+
+    // Emitted by the relay (EMF, shared/tern-handlers/src/metrics.rs) for a record only a
+    // misconfigured stream produces: an INSERT without NewImage (a KEYS_ONLY stream).
+    // Each such record is also parked, but this names the cause.
+    this.add('RelayMisconfigured',
+      new cw.Metric({
+        namespace: props.settings.metrics.namespace,
+        metricName: 'RelayMisconfigured',
+        dimensionsMap: { ...SERVICE_DIMENSION },
+        statistic: cw.Stats.SUM,
+        period: Duration.minutes(5),
+      }), 0,
+      'The relay received outbox stream records without NewImage: the stream view type is not NEW_IMAGE. Fix the stream, then re-read the parked records by their keys.');
 
     const period = Duration.seconds(a.successRatePeriodSeconds);
     this.add('SuccessRate', new TernMetrics(props.settings.metrics.namespace).successRate(period),

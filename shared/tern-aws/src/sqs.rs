@@ -68,22 +68,38 @@ fn delay_seconds(entry: &QueueEntry) -> Result<i32, PortError> {
 
 #[async_trait]
 impl MessageQueue for SqsQueue {
+    /// One `SendMessageBatch` call, answered per entry: an entry that cannot be built
+    /// (a delay above 900 s, a bad attribute) is refused alone and the others are sent;
+    /// SQS's `Failed` list maps `SenderFault: true` to [`PortError::Rejected`] and
+    /// `false` to [`PortError::Unavailable`]; an entry SQS names in neither list is
+    /// counted as unavailable, never as sent.
     async fn send_batch(
         &self,
         entries: &[QueueEntry],
     ) -> Result<Vec<Result<(), PortError>>, PortError> {
-        let built = entries
-            .iter()
-            .map(|e| {
+        let mut results: Vec<Result<(), PortError>> = Vec::with_capacity(entries.len());
+        let mut built = Vec::with_capacity(entries.len());
+        for e in entries {
+            let entry = delay_seconds(e).and_then(|delay| {
                 SendMessageBatchRequestEntry::builder()
                     .id(&e.id)
                     .message_body(&e.body)
-                    .delay_seconds(delay_seconds(e)?)
+                    .delay_seconds(delay)
                     .set_message_attributes(attributes(e)?)
                     .build()
                     .map_err(|err| PortError::Rejected(err.to_string()))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+            });
+            match entry {
+                Ok(entry) => {
+                    built.push(entry);
+                    results.push(Ok(()));
+                }
+                Err(e) => results.push(Err(e)),
+            }
+        }
+        if built.is_empty() {
+            return Ok(results);
+        }
         let out = self
             .client
             .send_message_batch()
@@ -105,14 +121,23 @@ impl MessageQueue for SqsQueue {
                 )
             })
             .collect();
-        Ok(entries
-            .iter()
-            .map(|e| match failed.get(e.id.as_str()) {
-                None => Ok(()),
+        let successful: std::collections::HashSet<&str> =
+            out.successful().iter().map(|s| s.id()).collect();
+        for (e, result) in entries.iter().zip(results.iter_mut()) {
+            if result.is_err() {
+                continue;
+            }
+            *result = match failed.get(e.id.as_str()) {
                 Some((true, why)) => Err(PortError::Rejected(why.clone())),
                 Some((false, why)) => Err(PortError::Unavailable(why.clone())),
-            })
-            .collect())
+                None if successful.contains(e.id.as_str()) => Ok(()),
+                None => Err(PortError::Unavailable(format!(
+                    "SendMessageBatch reported no result for entry {}",
+                    e.id
+                ))),
+            };
+        }
+        Ok(results)
     }
 
     async fn send(&self, entry: &QueueEntry) -> Result<(), PortError> {

@@ -34,6 +34,16 @@ pub struct Counts {
     pub deliveries_enqueued: u64,
     /// Messages the replay function moved back to the delivery queue.
     pub replayed: u64,
+    /// Stream records that can only come from a misconfigured stream or table (an INSERT
+    /// without `NewImage`: a `KEYS_ONLY` or `OLD_IMAGE` stream). Each is also parked in
+    /// the relay-failure queue; the `RelayMisconfigured` alarm fires on any.
+    pub relay_misconfigured: u64,
+    /// Items the relay parked in its failure queue: unreadable records, misconfigured
+    /// records, and delivery messages SQS refused (sender fault).
+    pub relay_parked: u64,
+    /// Delivery entries the relay sent again after a transient per-entry or per-call
+    /// failure of `SendMessageBatch`, within one invocation.
+    pub relay_send_retries: u64,
     /// Attempt latencies, in milliseconds.
     pub latencies_ms: Vec<u64>,
 }
@@ -95,6 +105,9 @@ impl Metrics {
             ("EventsRelayed", c.events_relayed),
             ("DeliveriesEnqueued", c.deliveries_enqueued),
             ("Replayed", c.replayed),
+            ("RelayMisconfigured", c.relay_misconfigured),
+            ("RelayParked", c.relay_parked),
+            ("RelaySendRetries", c.relay_send_retries),
         ];
         let mut doc = Map::new();
         let mut defs = Vec::new();
