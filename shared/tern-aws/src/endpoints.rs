@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
-use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
 use tern_core::endpoint::{EndpointSecret, EndpointUpdate};
 use tern_core::ports::{EndpointStore, PortError};
 use tern_core::{Endpoint, EndpointId, TenantId};
@@ -87,6 +87,46 @@ impl DynamoEndpointStore {
                 Err(not_found(tenant, id))
             }
             Err(e) => Err(port_error(e)),
+        }
+    }
+}
+
+impl DynamoEndpointStore {
+    /// Applies `update` when the endpoint exists and `condition` holds: `Ok(true)` when
+    /// applied, `Ok(false)` when the endpoint exists but `condition` does not hold,
+    /// [`PortError::Rejected`] when it does not exist.
+    async fn update_if(
+        &self,
+        tenant: &TenantId,
+        id: &EndpointId,
+        update: &str,
+        condition: &str,
+        values: Vec<(&str, AttributeValue)>,
+    ) -> Result<bool, PortError> {
+        let mut request = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("tenant_id", AttributeValue::S(tenant.to_string()))
+            .key("endpoint_id", AttributeValue::S(id.to_string()))
+            .update_expression(update)
+            .condition_expression(format!("attribute_exists(endpoint_id) AND ({condition})"))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
+        for (name, value) in values {
+            request = request.expression_attribute_values(name, value);
+        }
+        match request.send().await {
+            Ok(_) => Ok(true),
+            Err(e) => match e.as_service_error() {
+                Some(UpdateItemError::ConditionalCheckFailedException(c)) => {
+                    if c.item().is_some_and(|i| i.contains_key("endpoint_id")) {
+                        Ok(false)
+                    } else {
+                        Err(not_found(tenant, id))
+                    }
+                }
+                _ => Err(port_error(e)),
+            },
         }
     }
 }
@@ -197,16 +237,33 @@ impl EndpointStore for DynamoEndpointStore {
         id: &EndpointId,
         reason: &str,
     ) -> Result<(), PortError> {
-        // The time stays that of the first disable of a run: a later reason does not
-        // move when the endpoint stopped.
+        // An enabled endpoint also gets its disabled time; an already disabled one only
+        // the new reason, so the time stays that of the first disable. (A condition, not
+        // if_not_exists: items hold absent options as NULL attributes.)
+        let first = self
+            .update_if(
+                tenant,
+                id,
+                "SET enabled = :f, disabled_reason = :r, disabled_at = :now",
+                "enabled = :t",
+                vec![
+                    (":f", AttributeValue::Bool(false)),
+                    (":t", AttributeValue::Bool(true)),
+                    (":r", AttributeValue::S(reason.to_owned())),
+                    (":now", now_value()?),
+                ],
+            )
+            .await?;
+        if first {
+            return Ok(());
+        }
         self.update_existing(
             tenant,
             id,
-            "SET enabled = :f, disabled_reason = :r, disabled_at = if_not_exists(disabled_at, :now)",
+            "SET enabled = :f, disabled_reason = :r",
             vec![
                 (":f", AttributeValue::Bool(false)),
                 (":r", AttributeValue::S(reason.to_owned())),
-                (":now", now_value()?),
             ],
         )
         .await
@@ -218,16 +275,29 @@ impl EndpointStore for DynamoEndpointStore {
         id: &EndpointId,
         reason: &str,
     ) -> Result<(), PortError> {
+        let first = self
+            .update_if(
+                tenant,
+                id,
+                "SET enabled = :f, disabled_reason = :r, disabled_at = :now",
+                "attribute_not_exists(disabled_reason) OR attribute_type(disabled_reason, :null)",
+                vec![
+                    (":f", AttributeValue::Bool(false)),
+                    (":r", AttributeValue::S(reason.to_owned())),
+                    (":now", now_value()?),
+                    (":null", AttributeValue::S("NULL".into())),
+                ],
+            )
+            .await?;
+        if first {
+            return Ok(());
+        }
+        // It has a reason already: keep it (and its time); only make sure it is off.
         self.update_existing(
             tenant,
             id,
-            "SET enabled = :f, disabled_reason = if_not_exists(disabled_reason, :r), \
-             disabled_at = if_not_exists(disabled_at, :now)",
-            vec![
-                (":f", AttributeValue::Bool(false)),
-                (":r", AttributeValue::S(reason.to_owned())),
-                (":now", now_value()?),
-            ],
+            "SET enabled = :f",
+            vec![(":f", AttributeValue::Bool(false))],
         )
         .await
     }
@@ -244,12 +314,17 @@ impl EndpointStore for DynamoEndpointStore {
                 vec![(":t", AttributeValue::Bool(true))],
             )
             .await?;
-        let Some(reason) = old.get("disabled_reason").cloned() else {
+        // Absent options are stored as NULL attributes: only text counts.
+        let text = |name: &str| match old.get(name) {
+            Some(v @ AttributeValue::S(_)) => Some(v.clone()),
+            _ => None,
+        };
+        let Some(reason) = text("disabled_reason") else {
             return Ok(());
         };
         let mut update = "SET last_disabled_reason = :r".to_owned();
         let mut values = vec![(":r", reason)];
-        if let Some(at) = old.get("disabled_at").cloned() {
+        if let Some(at) = text("disabled_at") {
             update.push_str(", last_disabled_at = :at");
             values.push((":at", at));
         } else {
@@ -298,11 +373,12 @@ impl EndpointStore for DynamoEndpointStore {
         let mut remove = Vec::new();
         let mut values = vec![(":updated_at".to_owned(), now_value()?)];
         let mut field = |name: &str, v: Option<AttributeValue>| match v {
+            // `url` is a DynamoDB reserved word: every field goes through a #name.
             Some(v) => {
-                set.push(format!("{name} = :{name}"));
+                set.push(format!("#{name} = :{name}"));
                 values.push((format!(":{name}"), v));
             }
-            None => remove.push(name.to_owned()),
+            None => remove.push(format!("#{name}")),
         };
         if let Some(url) = &update.url {
             field("url", Some(AttributeValue::S(url.clone())));
@@ -326,13 +402,39 @@ impl EndpointStore for DynamoEndpointStore {
         if !remove.is_empty() {
             expression.push_str(&format!(" REMOVE {}", remove.join(", ")));
         }
-        self.update_existing(
-            tenant,
-            id,
-            &expression,
-            values.iter().map(|(k, v)| (k.as_str(), v.clone())).collect(),
-        )
-        .await
+        let names: Vec<String> = set
+            .iter()
+            .skip(1)
+            .map(|a| a.split(' ').next().unwrap_or_default().to_owned())
+            .chain(remove.iter().cloned())
+            .collect();
+        let mut request = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("tenant_id", AttributeValue::S(tenant.to_string()))
+            .key("endpoint_id", AttributeValue::S(id.to_string()))
+            .update_expression(expression)
+            .condition_expression("attribute_exists(endpoint_id)");
+        for name in names {
+            let field = name.trim_start_matches('#').to_owned();
+            request = request.expression_attribute_names(name, field);
+        }
+        for (name, value) in values {
+            request = request.expression_attribute_values(name, value);
+        }
+        match request.send().await {
+            Ok(_) => Ok(()),
+            Err(e)
+                if matches!(
+                    e.as_service_error(),
+                    Some(UpdateItemError::ConditionalCheckFailedException(_))
+                ) =>
+            {
+                Err(not_found(tenant, id))
+            }
+            Err(e) => Err(port_error(e)),
+        }
     }
 
     async fn set_secrets(
