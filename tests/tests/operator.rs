@@ -110,10 +110,13 @@ async fn crash_then_redeliver(name: &str, crash: CrashAt) -> (Vec<AttemptRecord>
         policy: s.policy.clone(),
     };
     let (response, results) =
-        tern_handlers::sender::handle(&crashing, sqs_event(&[message.to_body()]), &metrics())
-            .await;
+        tern_handlers::sender::handle(&crashing, sqs_event(&[message.to_body()]), &metrics()).await;
     assert_eq!(response.batch_item_failures.len(), 1, "{results:?}");
-    assert_eq!(receiver.requests("/c").len(), 1, "the crashed try was POSTed");
+    assert_eq!(
+        receiver.requests("/c").len(),
+        1,
+        "the crashed try was POSTed"
+    );
 
     // SQS brings the message back after the visibility timeout; the lease is over.
     let (response, results) =
@@ -157,7 +160,11 @@ async fn a_crash_after_the_200_before_recording_it_leaves_both_tries_in_the_log(
         [("abandoned", None), ("delivered", Some(200))],
         "{history:#?}"
     );
-    assert!(history.iter().all(|r| r.attempt == 1 && r.replay_count == 0));
+    assert!(
+        history
+            .iter()
+            .all(|r| r.attempt == 1 && r.replay_count == 0)
+    );
     let rows = rows(&printed);
     assert_eq!(rows.len(), 2, "{printed}");
     assert!(rows[0].contains("abandoned"), "{printed}");
@@ -206,7 +213,12 @@ async fn a_recorded_attempt_row_is_never_overwritten() {
         outcome: "delivered".into(),
         next_wait_seconds: None,
     };
-    local.sender.ledger.record_attempt(&record(200)).await.unwrap();
+    local
+        .sender
+        .ledger
+        .record_attempt(&record(200))
+        .await
+        .unwrap();
     let second = local.sender.ledger.record_attempt(&record(201)).await;
     assert!(matches!(second, Err(PortError::Rejected(_))), "{second:?}");
     let history = local.sender.ledger.history(&event).await.unwrap();
@@ -303,7 +315,9 @@ async fn a_second_disable_without_a_reason_keeps_the_first_reason() {
 
     // An enabled endpoint disabled without a reason gets the default one.
     let fresh = add_endpoint(&local, "tnt_dis", "http://127.0.0.1:9/b", &["*"], None).await;
-    let d = ops::disable_endpoint(store, None, &fresh.id, None).await.unwrap();
+    let d = ops::disable_endpoint(store, None, &fresh.id, None)
+        .await
+        .unwrap();
     assert_eq!(
         d.disabled_reason.as_deref(),
         Some(ops::DEFAULT_DISABLE_REASON)
@@ -397,7 +411,10 @@ async fn show_prints_every_field_and_never_a_secret() {
         &tern_core::endpoint::secret_fingerprint(&new_secret),
         &ep.created_at.to_rfc3339(),
     ] {
-        assert!(text.contains(expected), "{expected:?} missing from:\n{text}");
+        assert!(
+            text.contains(expected),
+            "{expected:?} missing from:\n{text}"
+        );
     }
 
     let mut json = Vec::new();
@@ -407,23 +424,23 @@ async fn show_prints_every_field_and_never_a_secret() {
     let mut keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
     keys.sort_unstable();
     let mut expected = [
-            "id",
-            "tenant_id",
-            "url",
-            "description",
-            "event_types",
-            "enabled",
-            "disabled_reason",
-            "disabled_at",
-            "last_disabled_reason",
-            "last_disabled_at",
-            "schedule_seconds",
-            "max_attempts",
-            "timeout_ms",
-            "secrets",
-            "created_at",
-            "updated_at",
-        ];
+        "id",
+        "tenant_id",
+        "url",
+        "description",
+        "event_types",
+        "enabled",
+        "disabled_reason",
+        "disabled_at",
+        "last_disabled_reason",
+        "last_disabled_at",
+        "schedule_seconds",
+        "max_attempts",
+        "timeout_ms",
+        "secrets",
+        "created_at",
+        "updated_at",
+    ];
     expected.sort_unstable();
     assert_eq!(keys, expected, "stable field names");
     assert_eq!(v["tenant_id"], "tnt_show");
@@ -544,7 +561,10 @@ async fn update_changes_only_the_named_fields_and_keeps_a_concurrent_disable_and
     assert_eq!(after.event_types, ["order.paid"]);
     assert_eq!(after.description.as_deref(), Some("moved"));
     assert_eq!(after.timeout_ms, Some(2_500));
-    assert_eq!(after.schedule.as_ref().map(|s| s.delays().to_vec()), Some(vec![10, 20]));
+    assert_eq!(
+        after.schedule.as_ref().map(|s| s.delays().to_vec()),
+        Some(vec![10, 20])
+    );
     assert_eq!(after.max_attempts, None, "back to the schedule's budget");
     assert!(after.updated_at.is_some());
     assert!(
@@ -556,7 +576,11 @@ async fn update_changes_only_the_named_fields_and_keeps_a_concurrent_disable_and
         after.disabled_reason.as_deref(),
         Some("gone: receiver answered 410 Gone")
     );
-    assert_eq!(after.secrets, *store.rotated.lock().unwrap(), "rotation kept");
+    assert_eq!(
+        after.secrets,
+        *store.rotated.lock().unwrap(),
+        "rotation kept"
+    );
     assert_eq!(after.secrets.len(), 2);
     assert_eq!(after.created_at, ep.created_at);
 }
@@ -631,7 +655,10 @@ async fn update_checks_the_new_url_like_add_and_refuses_bad_settings_without_wri
             no_dns().as_ref(),
         )
         .await;
-        assert!(matches!(err, Err(OpsError::Invalid(_))), "{update:?}: {err:?}");
+        assert!(
+            matches!(err, Err(OpsError::Invalid(_))),
+            "{update:?}: {err:?}"
+        );
     }
     assert_eq!(stored(&local, &ep).await, ep, "nothing was written");
 }
@@ -652,7 +679,11 @@ async fn every_endpoint_command_answers_an_unknown_id_with_not_found() {
     };
     // (tenant, id): an id nobody has, with and without a tenant; a real id under the
     // wrong tenant.
-    for (t, id) in [(None, &missing), (Some(&tenant), &missing), (Some(&other), &ep.id)] {
+    for (t, id) in [
+        (None, &missing),
+        (Some(&tenant), &missing),
+        (Some(&other), &ep.id),
+    ] {
         let results = [
             ops::find_endpoint(store, t, id).await.map(|_| ()),
             ops::enable_endpoint(store, t, id).await.map(|_| ()),
@@ -675,5 +706,9 @@ async fn every_endpoint_command_answers_an_unknown_id_with_not_found() {
         ops::rotate_secret(store, &other, &ep.id, 24).await,
         Err(OpsError::NotFound { .. })
     ));
-    assert_eq!(stored(&local, &ep).await, ep, "the real endpoint is untouched");
+    assert_eq!(
+        stored(&local, &ep).await,
+        ep,
+        "the real endpoint is untouched"
+    );
 }

@@ -57,7 +57,6 @@ fn ms(t: DateTime<Utc>) -> AttributeValue {
     n(t.timestamp_millis())
 }
 
-
 /// Why a first claim was refused, read from the state item as it was.
 enum Refusal {
     /// Delivered, or claimed by a holder that is alive or finished: do not POST.
@@ -66,7 +65,11 @@ enum Refusal {
     Expired,
 }
 
-fn refusal(item: Option<&HashMap<String, AttributeValue>>, key: u64, now: DateTime<Utc>) -> Refusal {
+fn refusal(
+    item: Option<&HashMap<String, AttributeValue>>,
+    key: u64,
+    now: DateTime<Utc>,
+) -> Refusal {
     let Some(item) = item else {
         return Refusal::Settled(Claim::AlreadyClaimed);
     };
@@ -78,8 +81,7 @@ fn refusal(item: Option<&HashMap<String, AttributeValue>>, key: u64, now: DateTi
         _ => None,
     };
     // Attempt keys use all 64 bits (replay count << 32): compare as u64.
-    let same_attempt =
-        matches!(item.get("claim_key"), Some(AttributeValue::N(v)) if v.parse::<u64>().ok() == Some(key));
+    let same_attempt = matches!(item.get("claim_key"), Some(AttributeValue::N(v)) if v.parse::<u64>().ok() == Some(key));
     let unfinished = matches!(item.get("claim_done"), Some(AttributeValue::Bool(false)));
     let expired = number("lease_until").is_some_and(|l| l < now.timestamp_millis());
     if same_attempt && unfinished && expired {

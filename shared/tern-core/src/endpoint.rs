@@ -430,7 +430,10 @@ mod tests {
         update.apply(&mut e).unwrap();
         assert_eq!(e.event_types, ["order.shipped"]);
         assert_eq!(e.timeout_ms, Some(5_000));
-        assert_eq!((e.url.as_str(), &e.secrets), (before.url.as_str(), &before.secrets));
+        assert_eq!(
+            (e.url.as_str(), &e.secrets),
+            (before.url.as_str(), &before.secrets)
+        );
         let bad = EndpointUpdate {
             timeout_ms: Some(Some(31_000)),
             ..EndpointUpdate::default()

@@ -8,9 +8,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use tern_core::drain::{Drain, DrainRule};
 use tern_core::endpoint::{EndpointUpdate, secret_fingerprint};
-use tern_core::ports::{
-    DeliveryLedger, DrainableQueue, EndpointStore, PortError, ReceivedMessage,
-};
+use tern_core::ports::{DeliveryLedger, DrainableQueue, EndpointStore, PortError, ReceivedMessage};
 use tern_core::{DeliveryMessage, Endpoint, EndpointId, EventId, RetrySchedule, Secret, TenantId};
 use tern_http::{DestinationPolicy, HostLookup};
 
@@ -440,9 +438,21 @@ pub fn print_endpoint(out: &mut dyn Write, e: &Endpoint, json: bool) -> std::io:
     writeln!(out, "event types:          {}", v.event_types.join(","))?;
     writeln!(out, "enabled:              {}", v.enabled)?;
     writeln!(out, "disabled reason:      {}", opt(v.disabled_reason, "-"))?;
-    writeln!(out, "disabled at:          {}", opt(time(v.disabled_at), "-"))?;
-    writeln!(out, "last disabled reason: {}", opt(v.last_disabled_reason, "-"))?;
-    writeln!(out, "last disabled at:     {}", opt(time(v.last_disabled_at), "-"))?;
+    writeln!(
+        out,
+        "disabled at:          {}",
+        opt(time(v.disabled_at), "-")
+    )?;
+    writeln!(
+        out,
+        "last disabled reason: {}",
+        opt(v.last_disabled_reason, "-")
+    )?;
+    writeln!(
+        out,
+        "last disabled at:     {}",
+        opt(time(v.last_disabled_at), "-")
+    )?;
     writeln!(
         out,
         "schedule (s):         {}",
@@ -466,7 +476,11 @@ pub fn print_endpoint(out: &mut dyn Write, e: &Endpoint, json: bool) -> std::io:
         opt(v.timeout_ms.map(|t| t.to_string()), "deployment default")
     )?;
     writeln!(out, "created at:           {}", v.created_at.to_rfc3339())?;
-    writeln!(out, "updated at:           {}", opt(time(v.updated_at), "-"))?;
+    writeln!(
+        out,
+        "updated at:           {}",
+        opt(time(v.updated_at), "-")
+    )?;
     writeln!(out, "secrets (newest first, never shown):")?;
     for s in &v.secrets {
         writeln!(

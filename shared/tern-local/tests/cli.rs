@@ -66,7 +66,12 @@ async fn endpoint_commands_exit_codes_and_json() {
         &["endpoints", "frobnicate", id],
     ] {
         let out = tern(&env, args);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out.stderr));
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
     }
 
     // An unknown id: a clear error naming it, exit code 1, for every endpoint command.
@@ -113,7 +118,10 @@ async fn endpoint_commands_exit_codes_and_json() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["enabled"], true);
     assert!(v["disabled_reason"].is_null());
-    assert_eq!(v["last_disabled_reason"], "gone: receiver answered 410 Gone");
+    assert_eq!(
+        v["last_disabled_reason"],
+        "gone: receiver answered 410 Gone"
+    );
 
     // update refuses a private URL (the SSRF guard, as for add) with exit code 1.
     let out = tern(
@@ -121,12 +129,19 @@ async fn endpoint_commands_exit_codes_and_json() {
         &["endpoints", "update", id, "--url", "http://10.0.0.5/hook"],
     );
     assert_eq!(out.status.code(), Some(1));
-    assert!(text(&out.stderr).contains("10.0.0.5"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("10.0.0.5"),
+        "{}",
+        text(&out.stderr)
+    );
 
     // delete; then it is gone (exit 1).
     let out = tern(&env, &["endpoints", "delete", id, "--tenant", "tnt_cli"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(store.get(&ep.tenant_id, &ep.id).await.unwrap(), None);
-    assert_eq!(tern(&env, &["endpoints", "show", id]).status.code(), Some(1));
+    assert_eq!(
+        tern(&env, &["endpoints", "show", id]).status.code(),
+        Some(1)
+    );
     moto.stop().await;
 }

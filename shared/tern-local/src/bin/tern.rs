@@ -7,8 +7,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use tern_aws::{DynamoEndpointStore, DynamoLedger, SqsQueue};
-use tern_core::ports::EndpointStore;
 use tern_core::endpoint::EndpointUpdate;
+use tern_core::ports::EndpointStore;
 use tern_core::{DeadLetterReason, EndpointId, EventId, EventType, RetrySchedule, TenantId};
 use tern_handlers::config::{DestinationSettings, Env};
 use tern_handlers::metrics::{Metrics, MetricsSink};
@@ -480,7 +480,10 @@ async fn endpoints(command: EndpointCommand, out: &mut dyn Write) -> Result<(), 
 }
 
 /// Parses the `--tenant` option and the endpoint id argument.
-fn ids(tenant: Option<String>, endpoint: String) -> Result<(Option<TenantId>, EndpointId), OpsError> {
+fn ids(
+    tenant: Option<String>,
+    endpoint: String,
+) -> Result<(Option<TenantId>, EndpointId), OpsError> {
     Ok((
         tenant.map(TenantId::new).transpose().map_err(invalid)?,
         EndpointId::new(endpoint).map_err(invalid)?,
