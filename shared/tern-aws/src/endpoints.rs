@@ -5,9 +5,10 @@ use std::collections::HashMap;
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
-use aws_sdk_dynamodb::types::AttributeValue;
-use tern_core::endpoint::EndpointSecret;
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
+use tern_core::endpoint::{EndpointSecret, EndpointUpdate};
 use tern_core::ports::{EndpointStore, PortError};
 use tern_core::{Endpoint, EndpointId, TenantId};
 
@@ -50,6 +51,19 @@ impl DynamoEndpointStore {
         update: &str,
         values: Vec<(&str, AttributeValue)>,
     ) -> Result<(), PortError> {
+        self.update_existing_returning_old(tenant, id, update, values)
+            .await
+            .map(|_| ())
+    }
+
+    /// As [`Self::update_existing`], returning the item as it was before.
+    async fn update_existing_returning_old(
+        &self,
+        tenant: &TenantId,
+        id: &EndpointId,
+        update: &str,
+        values: Vec<(&str, AttributeValue)>,
+    ) -> Result<HashMap<String, AttributeValue>, PortError> {
         let mut request = self
             .client
             .update_item()
@@ -57,25 +71,75 @@ impl DynamoEndpointStore {
             .key("tenant_id", AttributeValue::S(tenant.to_string()))
             .key("endpoint_id", AttributeValue::S(id.to_string()))
             .update_expression(update)
-            .condition_expression("attribute_exists(endpoint_id)");
+            .condition_expression("attribute_exists(endpoint_id)")
+            .return_values(ReturnValue::AllOld);
         for (name, value) in values {
             request = request.expression_attribute_values(name, value);
         }
         match request.send().await {
-            Ok(_) => Ok(()),
+            Ok(out) => Ok(out.attributes.unwrap_or_default()),
             Err(e)
                 if matches!(
                     e.as_service_error(),
                     Some(UpdateItemError::ConditionalCheckFailedException(_))
                 ) =>
             {
-                Err(PortError::Rejected(format!(
-                    "endpoint {id} of tenant {tenant} does not exist"
-                )))
+                Err(not_found(tenant, id))
             }
             Err(e) => Err(port_error(e)),
         }
     }
+}
+
+impl DynamoEndpointStore {
+    /// Applies `update` when the endpoint exists and `condition` holds: `Ok(true)` when
+    /// applied, `Ok(false)` when the endpoint exists but `condition` does not hold,
+    /// [`PortError::Rejected`] when it does not exist.
+    async fn update_if(
+        &self,
+        tenant: &TenantId,
+        id: &EndpointId,
+        update: &str,
+        condition: &str,
+        values: Vec<(&str, AttributeValue)>,
+    ) -> Result<bool, PortError> {
+        let mut request = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("tenant_id", AttributeValue::S(tenant.to_string()))
+            .key("endpoint_id", AttributeValue::S(id.to_string()))
+            .update_expression(update)
+            .condition_expression(format!("attribute_exists(endpoint_id) AND ({condition})"))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
+        for (name, value) in values {
+            request = request.expression_attribute_values(name, value);
+        }
+        match request.send().await {
+            Ok(_) => Ok(true),
+            Err(e) => match e.as_service_error() {
+                Some(UpdateItemError::ConditionalCheckFailedException(c)) => {
+                    if c.item().is_some_and(|i| i.contains_key("endpoint_id")) {
+                        Ok(false)
+                    } else {
+                        Err(not_found(tenant, id))
+                    }
+                }
+                _ => Err(port_error(e)),
+            },
+        }
+    }
+}
+
+/// The error for an endpoint that does not exist: bad input, not an outage.
+fn not_found(tenant: &TenantId, id: &EndpointId) -> PortError {
+    PortError::Rejected(format!("endpoint {id} of tenant {tenant} does not exist"))
+}
+
+/// Now as stored in the endpoint item (RFC 3339 text, as serde writes `DateTime<Utc>`).
+fn now_value() -> Result<AttributeValue, PortError> {
+    serde_dynamo::to_attribute_value(chrono::Utc::now())
+        .map_err(|e| PortError::Rejected(format!("time does not serialize: {e}")))
 }
 
 fn from_item(item: HashMap<String, AttributeValue>) -> Result<Endpoint, PortError> {
@@ -173,6 +237,26 @@ impl EndpointStore for DynamoEndpointStore {
         id: &EndpointId,
         reason: &str,
     ) -> Result<(), PortError> {
+        // An enabled endpoint also gets its disabled time; an already disabled one only
+        // the new reason, so the time stays that of the first disable. (A condition, not
+        // if_not_exists: items hold absent options as NULL attributes.)
+        let first = self
+            .update_if(
+                tenant,
+                id,
+                "SET enabled = :f, disabled_reason = :r, disabled_at = :now",
+                "enabled = :t",
+                vec![
+                    (":f", AttributeValue::Bool(false)),
+                    (":t", AttributeValue::Bool(true)),
+                    (":r", AttributeValue::S(reason.to_owned())),
+                    (":now", now_value()?),
+                ],
+            )
+            .await?;
+        if first {
+            return Ok(());
+        }
         self.update_existing(
             tenant,
             id,
@@ -183,6 +267,174 @@ impl EndpointStore for DynamoEndpointStore {
             ],
         )
         .await
+    }
+
+    async fn disable_keeping_reason(
+        &self,
+        tenant: &TenantId,
+        id: &EndpointId,
+        reason: &str,
+    ) -> Result<(), PortError> {
+        let first = self
+            .update_if(
+                tenant,
+                id,
+                "SET enabled = :f, disabled_reason = :r, disabled_at = :now",
+                "attribute_not_exists(disabled_reason) OR attribute_type(disabled_reason, :null)",
+                vec![
+                    (":f", AttributeValue::Bool(false)),
+                    (":r", AttributeValue::S(reason.to_owned())),
+                    (":now", now_value()?),
+                    (":null", AttributeValue::S("NULL".into())),
+                ],
+            )
+            .await?;
+        if first {
+            return Ok(());
+        }
+        // It has a reason already: keep it (and its time); only make sure it is off.
+        self.update_existing(
+            tenant,
+            id,
+            "SET enabled = :f",
+            vec![(":f", AttributeValue::Bool(false))],
+        )
+        .await
+    }
+
+    async fn enable(&self, tenant: &TenantId, id: &EndpointId) -> Result<(), PortError> {
+        // Two writes: an expression cannot copy an attribute that may be missing. The
+        // first is the one that matters (enabled, reason gone) and returns what it
+        // removed; the second keeps that for operators and touches nothing else.
+        let old = self
+            .update_existing_returning_old(
+                tenant,
+                id,
+                "SET enabled = :t REMOVE disabled_reason, disabled_at",
+                vec![(":t", AttributeValue::Bool(true))],
+            )
+            .await?;
+        // Absent options are stored as NULL attributes: only text counts.
+        let text = |name: &str| match old.get(name) {
+            Some(v @ AttributeValue::S(_)) => Some(v.clone()),
+            _ => None,
+        };
+        let Some(reason) = text("disabled_reason") else {
+            return Ok(());
+        };
+        let mut update = "SET last_disabled_reason = :r".to_owned();
+        let mut values = vec![(":r", reason)];
+        if let Some(at) = text("disabled_at") {
+            update.push_str(", last_disabled_at = :at");
+            values.push((":at", at));
+        } else {
+            update.push_str(" REMOVE last_disabled_at");
+        }
+        self.update_existing(tenant, id, &update, values).await
+    }
+
+    async fn delete(&self, tenant: &TenantId, id: &EndpointId) -> Result<(), PortError> {
+        match self
+            .client
+            .delete_item()
+            .table_name(&self.table)
+            .key("tenant_id", AttributeValue::S(tenant.to_string()))
+            .key("endpoint_id", AttributeValue::S(id.to_string()))
+            .condition_expression("attribute_exists(endpoint_id)")
+            .send()
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e)
+                if matches!(
+                    e.as_service_error(),
+                    Some(DeleteItemError::ConditionalCheckFailedException(_))
+                ) =>
+            {
+                Err(not_found(tenant, id))
+            }
+            Err(e) => Err(port_error(e)),
+        }
+    }
+
+    async fn update(
+        &self,
+        tenant: &TenantId,
+        id: &EndpointId,
+        update: &EndpointUpdate,
+    ) -> Result<(), PortError> {
+        fn value(v: &impl serde::Serialize) -> Result<AttributeValue, PortError> {
+            serde_dynamo::to_attribute_value(v)
+                .map_err(|e| PortError::Rejected(format!("update does not serialize: {e}")))
+        }
+        // Only the named fields are written (SET, or REMOVE for "back to the default"),
+        // so a disable or a rotation that lands meanwhile stays.
+        let mut set = vec!["updated_at = :updated_at".to_owned()];
+        let mut remove = Vec::new();
+        let mut values = vec![(":updated_at".to_owned(), now_value()?)];
+        let mut field = |name: &str, v: Option<AttributeValue>| match v {
+            // `url` is a DynamoDB reserved word: every field goes through a #name.
+            Some(v) => {
+                set.push(format!("#{name} = :{name}"));
+                values.push((format!(":{name}"), v));
+            }
+            None => remove.push(format!("#{name}")),
+        };
+        if let Some(url) = &update.url {
+            field("url", Some(AttributeValue::S(url.clone())));
+        }
+        if let Some(types) = &update.event_types {
+            field("event_types", Some(value(types)?));
+        }
+        if let Some(d) = &update.description {
+            field("description", d.clone().map(AttributeValue::S));
+        }
+        if let Some(t) = update.timeout_ms {
+            field("timeout_ms", t.map(|t| AttributeValue::N(t.to_string())));
+        }
+        if let Some(s) = &update.schedule {
+            field("schedule", s.as_ref().map(value).transpose()?);
+        }
+        if let Some(m) = update.max_attempts {
+            field("max_attempts", m.map(|m| AttributeValue::N(m.to_string())));
+        }
+        let mut expression = format!("SET {}", set.join(", "));
+        if !remove.is_empty() {
+            expression.push_str(&format!(" REMOVE {}", remove.join(", ")));
+        }
+        let names: Vec<String> = set
+            .iter()
+            .skip(1)
+            .map(|a| a.split(' ').next().unwrap_or_default().to_owned())
+            .chain(remove.iter().cloned())
+            .collect();
+        let mut request = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("tenant_id", AttributeValue::S(tenant.to_string()))
+            .key("endpoint_id", AttributeValue::S(id.to_string()))
+            .update_expression(expression)
+            .condition_expression("attribute_exists(endpoint_id)");
+        for name in names {
+            let field = name.trim_start_matches('#').to_owned();
+            request = request.expression_attribute_names(name, field);
+        }
+        for (name, value) in values {
+            request = request.expression_attribute_values(name, value);
+        }
+        match request.send().await {
+            Ok(_) => Ok(()),
+            Err(e)
+                if matches!(
+                    e.as_service_error(),
+                    Some(UpdateItemError::ConditionalCheckFailedException(_))
+                ) =>
+            {
+                Err(not_found(tenant, id))
+            }
+            Err(e) => Err(port_error(e)),
+        }
     }
 
     async fn set_secrets(

@@ -90,6 +90,16 @@ pub struct Endpoint {
     /// Why it is disabled.
     #[serde(default)]
     pub disabled_reason: Option<String>,
+    /// When it was disabled (the first disable of a run of them); `None` while enabled,
+    /// and for endpoints disabled before this field existed.
+    #[serde(default)]
+    pub disabled_at: Option<DateTime<Utc>>,
+    /// The disabled reason it had when it was last enabled again, kept for operators.
+    #[serde(default)]
+    pub last_disabled_reason: Option<String>,
+    /// When it was disabled before it was last enabled again.
+    #[serde(default)]
+    pub last_disabled_at: Option<DateTime<Utc>>,
     /// Attempt deadline in milliseconds; `None` uses the deployment default.
     #[serde(default)]
     pub timeout_ms: Option<u64>,
@@ -104,6 +114,72 @@ pub struct Endpoint {
     pub description: Option<String>,
     /// When it was created.
     pub created_at: DateTime<Utc>,
+    /// When an operator last changed its settings (`tern endpoints update`).
+    #[serde(default)]
+    pub updated_at: Option<DateTime<Utc>>,
+}
+
+/// A change to an endpoint's settings (`tern endpoints update`): each `Some` field is
+/// replaced, every other field stays as stored. Secrets and the enabled state are not
+/// settings: rotation and enable/disable have their own operations.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EndpointUpdate {
+    /// New receiver URL. Check it with the SSRF guard before applying.
+    pub url: Option<String>,
+    /// New subscriptions (`*` for all).
+    pub event_types: Option<Vec<String>>,
+    /// New operator note; `Some(None)` removes it.
+    pub description: Option<Option<String>>,
+    /// New attempt deadline in milliseconds; `Some(None)` returns to the deployment default.
+    pub timeout_ms: Option<Option<u64>>,
+    /// New retry schedule; `Some(None)` returns to the deployment default.
+    pub schedule: Option<Option<RetrySchedule>>,
+    /// New attempt budget; `Some(None)` returns to schedule length + 1.
+    pub max_attempts: Option<Option<u32>>,
+}
+
+impl EndpointUpdate {
+    /// True when it changes nothing.
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+
+    /// Applies the change to `endpoint` and checks the result with
+    /// [`Endpoint::validate`], so a store writes only a valid combination.
+    ///
+    /// # Errors
+    /// The first [`EndpointError`] of the updated endpoint; `endpoint` may be partly
+    /// changed then (apply to a copy).
+    pub fn apply(&self, endpoint: &mut Endpoint) -> Result<(), EndpointError> {
+        if let Some(url) = &self.url {
+            endpoint.url.clone_from(url);
+        }
+        if let Some(types) = &self.event_types {
+            endpoint.event_types.clone_from(types);
+        }
+        if let Some(d) = &self.description {
+            endpoint.description.clone_from(d);
+        }
+        if let Some(t) = self.timeout_ms {
+            endpoint.timeout_ms = t;
+        }
+        if let Some(s) = &self.schedule {
+            endpoint.schedule.clone_from(s);
+        }
+        if let Some(m) = self.max_attempts {
+            endpoint.max_attempts = m;
+        }
+        endpoint.validate()
+    }
+}
+
+/// A short public name for a secret, to tell secrets apart without showing one:
+/// `sha256:` and the first 12 hex digits of SHA-256 over the secret's text. Learning it
+/// does not help to find the secret (24-64 random bytes).
+pub fn secret_fingerprint(secret: &Secret) -> String {
+    use sha2::Digest as _;
+    let digest = sha2::Sha256::digest(secret.expose().as_bytes());
+    format!("sha256:{}", &hex::encode(digest)[..12])
 }
 
 /// Checks an endpoint URL: `http`/`https`, a host, no credentials, at most
@@ -158,11 +234,15 @@ impl Endpoint {
             }],
             enabled: true,
             disabled_reason: None,
+            disabled_at: None,
+            last_disabled_reason: None,
+            last_disabled_at: None,
             timeout_ms: None,
             schedule: None,
             max_attempts: None,
             description: None,
             created_at: now,
+            updated_at: None,
         }
     }
 
@@ -333,6 +413,44 @@ mod tests {
         );
         assert_eq!(e.active_secrets(now).len(), 2);
         assert_eq!(e.active_secrets(now + chrono::Duration::hours(25)).len(), 1);
+    }
+
+    #[test]
+    fn an_update_changes_only_what_it_sets_and_is_validated() {
+        let mut e = endpoint();
+        let before = e.clone();
+        EndpointUpdate::default().apply(&mut e).unwrap();
+        assert_eq!(e, before);
+        let update = EndpointUpdate {
+            event_types: Some(vec!["order.shipped".into()]),
+            timeout_ms: Some(Some(5_000)),
+            description: Some(None),
+            ..EndpointUpdate::default()
+        };
+        update.apply(&mut e).unwrap();
+        assert_eq!(e.event_types, ["order.shipped"]);
+        assert_eq!(e.timeout_ms, Some(5_000));
+        assert_eq!(
+            (e.url.as_str(), &e.secrets),
+            (before.url.as_str(), &before.secrets)
+        );
+        let bad = EndpointUpdate {
+            timeout_ms: Some(Some(31_000)),
+            ..EndpointUpdate::default()
+        };
+        assert_eq!(
+            bad.apply(&mut endpoint()),
+            Err(EndpointError::BadTimeout(31_000))
+        );
+    }
+
+    #[test]
+    fn a_fingerprint_names_a_secret_without_showing_it() {
+        let s = Secret::generate();
+        let f = secret_fingerprint(&s);
+        assert_eq!(f.len(), "sha256:".len() + 12);
+        assert!(!s.expose().contains(&f[7..]));
+        assert_ne!(f, secret_fingerprint(&Secret::generate()));
     }
 
     #[test]

@@ -69,13 +69,70 @@ pub trait EndpointStore: Send + Sync {
     async fn list_all(&self) -> Result<Vec<Endpoint>, PortError>;
     /// Creates or replaces an endpoint.
     async fn put(&self, endpoint: &Endpoint) -> Result<(), PortError>;
-    /// Disables an endpoint, recording why. [`PortError::Rejected`] when it does not exist.
+    /// Disables an endpoint, recording why (replacing an earlier reason) and, the first
+    /// time, when. [`PortError::Rejected`] when it does not exist.
     async fn disable(
         &self,
         tenant: &TenantId,
         id: &EndpointId,
         reason: &str,
     ) -> Result<(), PortError>;
+    /// Disables an endpoint, recording `reason` only when it holds no disabled reason yet:
+    /// a second disable without a reason of its own keeps the first one (an operator's
+    /// repeat must not hide the 410 that disabled it). [`PortError::Rejected`] when it does
+    /// not exist.
+    ///
+    /// The default reads, then disables only an enabled endpoint: not atomic; the
+    /// DynamoDB store does it in one conditional write.
+    async fn disable_keeping_reason(
+        &self,
+        tenant: &TenantId,
+        id: &EndpointId,
+        reason: &str,
+    ) -> Result<(), PortError> {
+        match self.get(tenant, id).await? {
+            None => Err(PortError::Rejected(format!(
+                "endpoint {id} of tenant {tenant} does not exist"
+            ))),
+            Some(e) if !e.enabled && e.disabled_reason.is_some() => Ok(()),
+            Some(_) => self.disable(tenant, id, reason).await,
+        }
+    }
+    /// Enables an endpoint (disabled by a 410 or an operator): clears its disabled reason
+    /// and time, keeping them as `last_disabled_reason` / `last_disabled_at`. Touches no
+    /// other field. [`PortError::Rejected`] when it does not exist, or when the store
+    /// cannot do it (the default).
+    async fn enable(&self, tenant: &TenantId, id: &EndpointId) -> Result<(), PortError> {
+        let _ = (tenant, id);
+        Err(PortError::Rejected(
+            "this endpoint store cannot enable endpoints".into(),
+        ))
+    }
+    /// Deletes an endpoint; queued deliveries to it dead-letter as `endpoint_deleted`.
+    /// [`PortError::Rejected`] when it does not exist, or when the store cannot do it
+    /// (the default).
+    async fn delete(&self, tenant: &TenantId, id: &EndpointId) -> Result<(), PortError> {
+        let _ = (tenant, id);
+        Err(PortError::Rejected(
+            "this endpoint store cannot delete endpoints".into(),
+        ))
+    }
+    /// Writes only the fields `update` sets (and `updated_at`), leaving every other field
+    /// as it is now, so a concurrent disable or rotation is never undone. The caller
+    /// validates first ([`crate::endpoint::EndpointUpdate::apply`]).
+    /// [`PortError::Rejected`] when it does not exist, or when the store cannot do it
+    /// (the default).
+    async fn update(
+        &self,
+        tenant: &TenantId,
+        id: &EndpointId,
+        update: &crate::endpoint::EndpointUpdate,
+    ) -> Result<(), PortError> {
+        let _ = (tenant, id, update);
+        Err(PortError::Rejected(
+            "this endpoint store cannot update endpoints".into(),
+        ))
+    }
     /// Replaces only an endpoint's secrets (a rotation), leaving every other field as it is
     /// now, so a concurrent disable is never undone. [`PortError::Rejected`] when the
     /// endpoint does not exist.
@@ -96,7 +153,32 @@ pub enum Claim {
     AlreadyDelivered,
     /// This attempt, or a later one, is owned by another message: do not POST.
     AlreadyClaimed,
+    /// This caller owns the attempt and must make it, taking it over from a holder whose
+    /// lease ran out before it finished (it crashed, or stopped after the POST and before
+    /// recording it). `takeover` counts the takeovers of this attempt (1 for the first);
+    /// it goes into the [`AttemptRecord`] so this attempt gets its own row.
+    TakenOver {
+        /// 1-based takeover number of this attempt.
+        takeover: u32,
+    },
 }
+
+impl Claim {
+    /// The takeover number when this caller must make the attempt (0 for a plain grant),
+    /// `None` when it must not POST.
+    pub fn granted_takeover(self) -> Option<u32> {
+        match self {
+            Claim::Granted => Some(0),
+            Claim::TakenOver { takeover } => Some(takeover),
+            Claim::AlreadyDelivered | Claim::AlreadyClaimed => None,
+        }
+    }
+}
+
+/// `outcome` of the row a takeover writes for the attempt it took over, when that
+/// attempt's holder stopped before recording it: the result is unknown (the receiver may
+/// have got the request).
+pub const OUTCOME_ABANDONED: &str = "abandoned";
 
 /// How a claimed attempt ended, for the delivery's state record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -121,6 +203,10 @@ pub struct AttemptRecord {
     pub replay_count: u32,
     /// 1-based attempt number within the budget.
     pub attempt: u32,
+    /// 0 for the first try of this attempt; n for the n-th takeover of it after a holder's
+    /// lease ran out ([`Claim::TakenOver`]). Each try has its own row.
+    #[serde(default)]
+    pub takeover: u32,
     /// When the attempt started.
     pub started_at: DateTime<Utc>,
     /// Time from start to the end of the response (or the error), in milliseconds.
@@ -139,7 +225,8 @@ pub struct AttemptRecord {
     pub response_excerpt: Option<String>,
     /// True when the body was longer than the excerpt, or could not be read whole.
     pub excerpt_truncated: bool,
-    /// What followed: `delivered`, `retry`, or `dead_letter:<reason>`.
+    /// What followed: `delivered`, `retry`, `dead_letter:<reason>`, or
+    /// [`OUTCOME_ABANDONED`] (the holder stopped before recording the result).
     pub outcome: String,
     /// Wait before the next attempt, in seconds, when one was scheduled.
     pub next_wait_seconds: Option<u64>,
@@ -150,8 +237,11 @@ pub struct AttemptRecord {
 pub trait DeliveryLedger: Send + Sync {
     /// Atomically claims attempt `message.attempt_key()` of the delivery, with a lease
     /// until `lease_until`. Granted only when the pair is not delivered and no other
-    /// message holds this or a later attempt (an expired, unfinished lease on the same
-    /// attempt can be taken over: its holder crashed). One conditional write, no read.
+    /// message holds this or a later attempt. An expired, unfinished lease on the same
+    /// attempt can be taken over (its holder crashed): that is [`Claim::TakenOver`], and
+    /// the ledger records the abandoned try in the attempt log (outcome
+    /// [`OUTCOME_ABANDONED`]) unless its holder recorded it. One conditional write in the
+    /// common case; a takeover costs two more.
     async fn claim(
         &self,
         message: &DeliveryMessage,
@@ -165,7 +255,10 @@ pub trait DeliveryLedger: Send + Sync {
         state: DeliveryState,
     ) -> Result<(), PortError>;
 
-    /// Appends an attempt to the log.
+    /// Appends an attempt to the log, one row per (endpoint, replay, attempt, takeover).
+    /// Never overwrites a recorded attempt (only an [`OUTCOME_ABANDONED`] placeholder, by
+    /// the real result of the same try); a second write of the same try is
+    /// [`PortError::Rejected`].
     async fn record_attempt(&self, record: &AttemptRecord) -> Result<(), PortError>;
 
     /// Every recorded attempt of an event, oldest first.

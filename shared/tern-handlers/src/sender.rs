@@ -176,11 +176,11 @@ async fn process(
         + chrono::Duration::milliseconds(i64::try_from(MAX_TIMEOUT_MS).unwrap_or(30_000))
         + chrono::Duration::seconds(LEASE_MARGIN_SECONDS);
     let claim = deps.ledger.claim(&message, lease).await?;
-    if claim != Claim::Granted {
+    let Some(takeover) = claim.granted_takeover() else {
         metrics.update(|c| c.duplicates += 1);
         tracing::info!(delivery_id = %message.delivery_id, attempt = message.attempt, ?claim, "duplicate; not sent");
         return Ok(MessageOutcome::Duplicate(claim));
-    }
+    };
 
     let endpoint = match deps
         .endpoints
@@ -209,12 +209,13 @@ async fn process(
         }
         Some(e) => e,
     };
-    attempt(deps, message, &endpoint, metrics).await
+    attempt(deps, message, takeover, &endpoint, metrics).await
 }
 
 async fn attempt(
     deps: &SenderDeps,
     message: DeliveryMessage,
+    takeover: u32,
     endpoint: &Endpoint,
     metrics: &Metrics,
 ) -> Result<MessageOutcome, PortError> {
@@ -305,6 +306,7 @@ async fn attempt(
         endpoint_id: message.endpoint_id.clone(),
         replay_count: message.replay_count,
         attempt: message.attempt,
+        takeover,
         started_at: started,
         latency_ms: report.latency_ms,
         status,

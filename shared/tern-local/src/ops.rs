@@ -4,8 +4,10 @@
 
 use std::io::Write;
 
-use chrono::Utc;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
 use tern_core::drain::{Drain, DrainRule};
+use tern_core::endpoint::{EndpointUpdate, secret_fingerprint};
 use tern_core::ports::{DeliveryLedger, DrainableQueue, EndpointStore, PortError, ReceivedMessage};
 use tern_core::{DeliveryMessage, Endpoint, EndpointId, EventId, RetrySchedule, Secret, TenantId};
 use tern_http::{DestinationPolicy, HostLookup};
@@ -21,6 +23,17 @@ pub enum OpsError {
     /// Bad input.
     #[error("{0}")]
     Invalid(String),
+    /// No endpoint has this id (in this tenant, when one was named).
+    #[error("endpoint {id} not found{}", tenant.as_ref().map(|t| format!(" for tenant {t}")).unwrap_or_default())]
+    NotFound {
+        /// The id asked for.
+        id: String,
+        /// The tenant named, if any.
+        tenant: Option<String>,
+    },
+    /// An id matches endpoints of several tenants: name the tenant.
+    #[error("endpoint id {0} exists for several tenants ({1}); pass --tenant")]
+    Ambiguous(String, String),
     /// AWS call failed.
     #[error(transparent)]
     Port(#[from] tern_core::ports::PortError),
@@ -143,7 +156,10 @@ pub async fn rotate_secret(
     let mut endpoint = store
         .get(tenant, id)
         .await?
-        .ok_or_else(|| OpsError::Invalid(format!("endpoint {id} of tenant {tenant} not found")))?;
+        .ok_or_else(|| OpsError::NotFound {
+            id: id.to_string(),
+            tenant: Some(tenant.to_string()),
+        })?;
     let secret = Secret::generate();
     let overlap = chrono::Duration::try_hours(overlap_hours).ok_or_else(|| {
         OpsError::Invalid(tern_core::endpoint::EndpointError::BadOverlap.to_string())
@@ -156,7 +172,334 @@ pub async fn rotate_secret(
     Ok(secret)
 }
 
-/// Prints an event's attempt history.
+/// Finds an endpoint by id, in `tenant` when given, else in every tenant (a table scan:
+/// fine for an operator, never on a hot path).
+///
+/// # Errors
+/// [`OpsError::NotFound`], [`OpsError::Ambiguous`] (the id exists for several tenants),
+/// or a store error.
+pub async fn find_endpoint(
+    store: &dyn EndpointStore,
+    tenant: Option<&TenantId>,
+    id: &EndpointId,
+) -> Result<Endpoint, OpsError> {
+    let not_found = || OpsError::NotFound {
+        id: id.to_string(),
+        tenant: tenant.map(ToString::to_string),
+    };
+    if let Some(t) = tenant {
+        return store.get(t, id).await?.ok_or_else(not_found);
+    }
+    let mut found: Vec<Endpoint> = store
+        .list_all()
+        .await?
+        .into_iter()
+        .filter(|e| &e.id == id)
+        .collect();
+    match found.len() {
+        0 => Err(not_found()),
+        1 => Ok(found.remove(0)),
+        _ => Err(OpsError::Ambiguous(
+            id.to_string(),
+            found
+                .iter()
+                .map(|e| e.tenant_id.to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+        )),
+    }
+}
+
+/// Maps a store's "does not exist" (the endpoint vanished between the lookup and the
+/// write) to [`OpsError::NotFound`].
+fn vanished(e: PortError, endpoint: &Endpoint) -> OpsError {
+    match e {
+        PortError::Rejected(why) if why.contains("does not exist") => OpsError::NotFound {
+            id: endpoint.id.to_string(),
+            tenant: Some(endpoint.tenant_id.to_string()),
+        },
+        other => OpsError::Port(other),
+    }
+}
+
+/// `tern endpoints disable`: disables an endpoint. With `reason` it records that reason
+/// (replacing an earlier one; the disabled time stays that of the first disable); without
+/// one it records [`DEFAULT_DISABLE_REASON`] only when the endpoint has no reason yet, so
+/// a repeat never hides why it was disabled (a 410, say). Returns the endpoint as stored.
+///
+/// # Errors
+/// [`OpsError::NotFound`], [`OpsError::Ambiguous`], or a store error.
+pub async fn disable_endpoint(
+    store: &dyn EndpointStore,
+    tenant: Option<&TenantId>,
+    id: &EndpointId,
+    reason: Option<&str>,
+) -> Result<Endpoint, OpsError> {
+    let endpoint = find_endpoint(store, tenant, id).await?;
+    let result = match reason {
+        Some(r) => store.disable(&endpoint.tenant_id, id, r).await,
+        None => {
+            store
+                .disable_keeping_reason(&endpoint.tenant_id, id, DEFAULT_DISABLE_REASON)
+                .await
+        }
+    };
+    result.map_err(|e| vanished(e, &endpoint))?;
+    find_endpoint(store, Some(&endpoint.tenant_id), id).await
+}
+
+/// Reason recorded by `tern endpoints disable` without `--reason`.
+pub const DEFAULT_DISABLE_REASON: &str = "disabled by an operator";
+
+/// `tern endpoints enable`: turns a disabled endpoint (by a 410 or an operator) back on;
+/// its reason and time move to `last_disabled_reason` / `last_disabled_at`. Returns the
+/// endpoint as stored.
+///
+/// # Errors
+/// [`OpsError::NotFound`], [`OpsError::Ambiguous`], or a store error.
+pub async fn enable_endpoint(
+    store: &dyn EndpointStore,
+    tenant: Option<&TenantId>,
+    id: &EndpointId,
+) -> Result<Endpoint, OpsError> {
+    let endpoint = find_endpoint(store, tenant, id).await?;
+    store
+        .enable(&endpoint.tenant_id, id)
+        .await
+        .map_err(|e| vanished(e, &endpoint))?;
+    find_endpoint(store, Some(&endpoint.tenant_id), id).await
+}
+
+/// `tern endpoints delete`: removes an endpoint. Deliveries already queued for it
+/// dead-letter as `endpoint_deleted`. Returns what was deleted.
+///
+/// # Errors
+/// [`OpsError::NotFound`], [`OpsError::Ambiguous`], or a store error.
+pub async fn delete_endpoint(
+    store: &dyn EndpointStore,
+    tenant: Option<&TenantId>,
+    id: &EndpointId,
+) -> Result<Endpoint, OpsError> {
+    let endpoint = find_endpoint(store, tenant, id).await?;
+    store
+        .delete(&endpoint.tenant_id, id)
+        .await
+        .map_err(|e| vanished(e, &endpoint))?;
+    Ok(endpoint)
+}
+
+/// `tern endpoints update`: changes the settings `update` names and nothing else. A new
+/// URL passes the same SSRF check as `tern endpoints add`; the result is validated as a
+/// whole before anything is written; the write touches only the named fields, so a
+/// disable or a rotation that lands meanwhile is kept. Returns the endpoint as stored.
+///
+/// # Errors
+/// [`OpsError::Invalid`] (nothing to change, a refused URL, an invalid result),
+/// [`OpsError::NotFound`], [`OpsError::Ambiguous`], or a store error.
+pub async fn update_endpoint(
+    store: &dyn EndpointStore,
+    tenant: Option<&TenantId>,
+    id: &EndpointId,
+    update: &EndpointUpdate,
+    policy: &DestinationPolicy,
+    lookup: &dyn HostLookup,
+) -> Result<Endpoint, OpsError> {
+    if update.is_empty() {
+        return Err(OpsError::Invalid(
+            "nothing to update: pass at least one of --url, --types, --description, \
+             --timeout-ms, --schedule, --max-attempts"
+                .into(),
+        ));
+    }
+    let endpoint = find_endpoint(store, tenant, id).await?;
+    if let Some(url) = &update.url {
+        tern_http::check_endpoint_url(url, policy, lookup)
+            .await
+            .map_err(|e| OpsError::Invalid(e.to_string()))?;
+    }
+    let mut preview = endpoint.clone();
+    update
+        .apply(&mut preview)
+        .map_err(|e| OpsError::Invalid(e.to_string()))?;
+    store
+        .update(&endpoint.tenant_id, id, update)
+        .await
+        .map_err(|e| vanished(e, &endpoint))?;
+    find_endpoint(store, Some(&endpoint.tenant_id), id).await
+}
+
+/// One secret as `tern endpoints show` reports it: never the secret itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SecretView {
+    /// [`secret_fingerprint`]: `sha256:` + 12 hex digits; tells secrets apart.
+    pub fingerprint: String,
+    /// `current` (signs, no expiry), `previous` (signs until `expires_at`: a rotation's
+    /// overlap) or `expired` (no longer signs).
+    pub state: &'static str,
+    /// When it was added (RFC 3339).
+    pub created_at: DateTime<Utc>,
+    /// When it stops signing (RFC 3339); `null` for the current secret.
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+/// An endpoint as `tern endpoints show --json` prints it. The field names are stable;
+/// `null` means "not set" (for `timeout_ms`, `schedule_seconds`, `max_attempts`: the
+/// deployment default applies).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EndpointView {
+    /// Endpoint id.
+    pub id: String,
+    /// Owning tenant.
+    pub tenant_id: String,
+    /// Receiver URL.
+    pub url: String,
+    /// Operator note.
+    pub description: Option<String>,
+    /// Subscribed event types (`*`: all).
+    pub event_types: Vec<String>,
+    /// False when disabled.
+    pub enabled: bool,
+    /// Why it is disabled.
+    pub disabled_reason: Option<String>,
+    /// When it was disabled (RFC 3339).
+    pub disabled_at: Option<DateTime<Utc>>,
+    /// The reason it had when it was last enabled again.
+    pub last_disabled_reason: Option<String>,
+    /// When it was disabled before it was last enabled again (RFC 3339).
+    pub last_disabled_at: Option<DateTime<Utc>>,
+    /// Waits before each retry, seconds (jitter of 0-10 % is added).
+    pub schedule_seconds: Option<Vec<u64>>,
+    /// Attempt budget.
+    pub max_attempts: Option<u32>,
+    /// Attempt deadline, milliseconds.
+    pub timeout_ms: Option<u64>,
+    /// Signing secrets, newest first.
+    pub secrets: Vec<SecretView>,
+    /// When it was created (RFC 3339).
+    pub created_at: DateTime<Utc>,
+    /// When its settings were last updated (RFC 3339).
+    pub updated_at: Option<DateTime<Utc>>,
+}
+
+impl EndpointView {
+    /// The view of `e` at `now` (which decides each secret's state).
+    pub fn of(e: &Endpoint, now: DateTime<Utc>) -> Self {
+        Self {
+            id: e.id.to_string(),
+            tenant_id: e.tenant_id.to_string(),
+            url: e.url.clone(),
+            description: e.description.clone(),
+            event_types: e.event_types.clone(),
+            enabled: e.enabled,
+            disabled_reason: e.disabled_reason.clone(),
+            disabled_at: e.disabled_at,
+            last_disabled_reason: e.last_disabled_reason.clone(),
+            last_disabled_at: e.last_disabled_at,
+            schedule_seconds: e.schedule.as_ref().map(|s| s.delays().to_vec()),
+            max_attempts: e.max_attempts,
+            timeout_ms: e.timeout_ms,
+            secrets: e
+                .secrets
+                .iter()
+                .map(|s| SecretView {
+                    fingerprint: secret_fingerprint(&s.secret),
+                    state: match s.expires_at {
+                        None => "current",
+                        Some(t) if t > now => "previous",
+                        Some(_) => "expired",
+                    },
+                    created_at: s.created_at,
+                    expires_at: s.expires_at,
+                })
+                .collect(),
+            created_at: e.created_at,
+            updated_at: e.updated_at,
+        }
+    }
+}
+
+/// Prints one endpoint, every field (`--json`: one [`EndpointView`] object). Secrets
+/// appear as fingerprints with their rotation state, never their value.
+///
+/// # Errors
+/// A write error.
+pub fn print_endpoint(out: &mut dyn Write, e: &Endpoint, json: bool) -> std::io::Result<()> {
+    let v = EndpointView::of(e, Utc::now());
+    if json {
+        let text = serde_json::to_string_pretty(&v).map_err(std::io::Error::other)?;
+        return writeln!(out, "{text}");
+    }
+    let opt = |o: Option<String>, none: &str| o.unwrap_or_else(|| none.to_owned());
+    let time = |t: Option<DateTime<Utc>>| t.map(|t| t.to_rfc3339());
+    writeln!(out, "id:                   {}", v.id)?;
+    writeln!(out, "tenant:               {}", v.tenant_id)?;
+    writeln!(out, "url:                  {}", v.url)?;
+    writeln!(out, "description:          {}", opt(v.description, "-"))?;
+    writeln!(out, "event types:          {}", v.event_types.join(","))?;
+    writeln!(out, "enabled:              {}", v.enabled)?;
+    writeln!(out, "disabled reason:      {}", opt(v.disabled_reason, "-"))?;
+    writeln!(
+        out,
+        "disabled at:          {}",
+        opt(time(v.disabled_at), "-")
+    )?;
+    writeln!(
+        out,
+        "last disabled reason: {}",
+        opt(v.last_disabled_reason, "-")
+    )?;
+    writeln!(
+        out,
+        "last disabled at:     {}",
+        opt(time(v.last_disabled_at), "-")
+    )?;
+    writeln!(
+        out,
+        "schedule (s):         {}",
+        opt(
+            v.schedule_seconds.map(|s| s
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(",")),
+            "deployment default"
+        )
+    )?;
+    writeln!(
+        out,
+        "max attempts:         {}",
+        opt(v.max_attempts.map(|m| m.to_string()), "schedule length + 1")
+    )?;
+    writeln!(
+        out,
+        "timeout (ms):         {}",
+        opt(v.timeout_ms.map(|t| t.to_string()), "deployment default")
+    )?;
+    writeln!(out, "created at:           {}", v.created_at.to_rfc3339())?;
+    writeln!(
+        out,
+        "updated at:           {}",
+        opt(time(v.updated_at), "-")
+    )?;
+    writeln!(out, "secrets (newest first, never shown):")?;
+    for s in &v.secrets {
+        writeln!(
+            out,
+            "  {}  {:<8}  created {}  {}",
+            s.fingerprint,
+            s.state,
+            s.created_at.to_rfc3339(),
+            s.expires_at
+                .map(|t| format!("expires {}", t.to_rfc3339()))
+                .unwrap_or_else(|| "no expiry".into())
+        )?;
+    }
+    Ok(())
+}
+
+/// Prints an event's attempt history, oldest first: one line per try, a takeover marked
+/// `<attempt> takeover <n>`, an abandoned try (its sender stopped before recording the
+/// result) with outcome `abandoned`.
 ///
 /// # Errors
 /// A ledger error.
@@ -173,7 +516,7 @@ pub async fn print_history(
     }
     writeln!(
         out,
-        "{:<24} {:<38} {:>6} {:>7} {:>6} {:>8}  {:<22} ERROR / RESPONSE",
+        "{:<24} {:<38} {:>6} {:>11} {:>6} {:>8}  {:<22} ERROR / RESPONSE",
         "TIME", "ENDPOINT", "REPLAY", "ATTEMPT", "STATUS", "LATENCY", "OUTCOME"
     )
     .map_err(w)?;
@@ -191,13 +534,20 @@ pub async fn print_history(
                 })
             })
             .unwrap_or_default();
+        // A takeover is a second try of the same attempt after its first holder's
+        // lease ran out: `1 takeover 1`. Both rows stay in the log.
+        let attempt = if r.takeover == 0 {
+            r.attempt.to_string()
+        } else {
+            format!("{} takeover {}", r.attempt, r.takeover)
+        };
         writeln!(
             out,
-            "{:<24} {:<38} {:>6} {:>7} {:>6} {:>6}ms  {:<22} {}",
+            "{:<24} {:<38} {:>6} {:>11} {:>6} {:>6}ms  {:<22} {}",
             r.started_at.format("%Y-%m-%dT%H:%M:%S%.3f"),
             r.endpoint_id,
             r.replay_count,
-            r.attempt,
+            attempt,
             r.status
                 .map(|s| s.to_string())
                 .unwrap_or_else(|| "-".into()),

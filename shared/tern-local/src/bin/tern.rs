@@ -7,8 +7,9 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use tern_aws::{DynamoEndpointStore, DynamoLedger, SqsQueue};
+use tern_core::endpoint::EndpointUpdate;
 use tern_core::ports::EndpointStore;
-use tern_core::{DeadLetterReason, EndpointId, EventId, EventType, TenantId};
+use tern_core::{DeadLetterReason, EndpointId, EventId, EventType, RetrySchedule, TenantId};
 use tern_handlers::config::{DestinationSettings, Env};
 use tern_handlers::metrics::{Metrics, MetricsSink};
 use tern_handlers::replay::{ReplayDeps, ReplayFilters, ReplayRequest};
@@ -115,24 +116,80 @@ enum EndpointCommand {
         #[arg(long)]
         tenant: Option<String>,
     },
-    /// Disable an endpoint: new events skip it, queued deliveries dead-letter.
-    Disable {
-        /// Tenant id.
-        #[arg(long)]
-        tenant: String,
+    /// Show every field of an endpoint (secrets as fingerprints, never their value).
+    Show {
         /// Endpoint id.
         endpoint: String,
-        /// Why.
-        #[arg(long, default_value = "disabled by an operator")]
-        reason: String,
+        /// Tenant id (found by the id when omitted).
+        #[arg(long)]
+        tenant: Option<String>,
+        /// Print one JSON object (stable field names, see the README).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Change settings; only the options given change. A new URL is checked like `add`.
+    Update {
+        /// Endpoint id.
+        endpoint: String,
+        /// Tenant id (found by the id when omitted).
+        #[arg(long)]
+        tenant: Option<String>,
+        /// New receiver URL.
+        #[arg(long)]
+        url: Option<String>,
+        /// New event types, comma-separated; `*` for all.
+        #[arg(long, value_delimiter = ',')]
+        types: Option<Vec<String>>,
+        /// New note for operators ("" removes it).
+        #[arg(long)]
+        description: Option<String>,
+        /// New attempt deadline in milliseconds (1000-30000); 0 = deployment default.
+        #[arg(long)]
+        timeout_ms: Option<u64>,
+        /// New retry schedule: `default`, `short`, or seconds like `60,300,1800`;
+        /// `deployment` = the deployment default.
+        #[arg(long)]
+        schedule: Option<String>,
+        /// New attempt budget; 0 = schedule length + 1.
+        #[arg(long)]
+        max_attempts: Option<u32>,
+    },
+    /// Disable an endpoint: new events skip it, queued deliveries dead-letter.
+    Disable {
+        /// Endpoint id.
+        endpoint: String,
+        /// Tenant id (found by the id when omitted).
+        #[arg(long)]
+        tenant: Option<String>,
+        /// Why. Replaces an earlier reason; without it an earlier reason is kept (else
+        /// "disabled by an operator").
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Enable a disabled endpoint (by a 410 or an operator); the old reason is kept as
+    /// the last disabled reason.
+    Enable {
+        /// Endpoint id.
+        endpoint: String,
+        /// Tenant id (found by the id when omitted).
+        #[arg(long)]
+        tenant: Option<String>,
+    },
+    /// Delete an endpoint; queued deliveries to it dead-letter as endpoint_deleted.
+    Delete {
+        /// Endpoint id.
+        endpoint: String,
+        /// Tenant id (found by the id when omitted).
+        #[arg(long)]
+        tenant: Option<String>,
     },
     /// New signing secret; the old one keeps signing during the overlap.
     RotateSecret {
-        /// Tenant id.
-        #[arg(long)]
-        tenant: String,
         /// Endpoint id.
         endpoint: String,
+        /// Tenant id (found by the id when omitted).
+        #[arg(long)]
+        tenant: Option<String>,
         /// Hours both secrets sign (0-720).
         #[arg(long, default_value_t = 24, value_parser = clap::value_parser!(i64).range(0..=720))]
         overlap_hours: i64,
@@ -154,6 +211,8 @@ async fn main() -> ExitCode {
             .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
             .init();
     }
+    // Exit codes: 0 done; 1 the command failed (unknown endpoint, refused input, AWS
+    // error); 2 usage error (clap exits with 2 itself while parsing).
     match run(Cli::parse()).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -322,33 +381,94 @@ async fn endpoints(command: EndpointCommand, out: &mut dyn Write) -> Result<(), 
             };
             ops::print_endpoints(out, &list).map_err(invalid)
         }
-        EndpointCommand::Disable {
-            tenant,
+        EndpointCommand::Show {
             endpoint,
+            tenant,
+            json,
+        } => {
+            let (tenant, id) = ids(tenant, endpoint)?;
+            let ep = ops::find_endpoint(&store, tenant.as_ref(), &id).await?;
+            ops::print_endpoint(out, &ep, json).map_err(invalid)
+        }
+        EndpointCommand::Update {
+            endpoint,
+            tenant,
+            url,
+            types,
+            description,
+            timeout_ms,
+            schedule,
+            max_attempts,
+        } => {
+            let (tenant, id) = ids(tenant, endpoint)?;
+            let update = EndpointUpdate {
+                url,
+                event_types: types.map(|t| t.iter().map(|t| t.trim().to_owned()).collect()),
+                description: description.map(|d| Some(d).filter(|d| !d.is_empty())),
+                timeout_ms: timeout_ms.map(|t| Some(t).filter(|t| *t != 0)),
+                schedule: schedule
+                    .map(|s| match s.as_str() {
+                        "deployment" => Ok(None),
+                        _ => RetrySchedule::parse(&s).map(Some),
+                    })
+                    .transpose()
+                    .map_err(invalid)?,
+                max_attempts: max_attempts.map(|m| Some(m).filter(|m| *m != 0)),
+            };
+            let destinations = DestinationSettings::from_env(&Env::process()).map_err(invalid)?;
+            let ep = ops::update_endpoint(
+                &store,
+                tenant.as_ref(),
+                &id,
+                &update,
+                &DestinationPolicy {
+                    https_only: destinations.https_only,
+                    allow: destinations.allow,
+                },
+                &SystemLookup,
+            )
+            .await?;
+            let _ = writeln!(out, "updated");
+            ops::print_endpoint(out, &ep, false).map_err(invalid)
+        }
+        EndpointCommand::Disable {
+            endpoint,
+            tenant,
             reason,
         } => {
-            store
-                .disable(
-                    &TenantId::new(tenant).map_err(invalid)?,
-                    &EndpointId::new(endpoint).map_err(invalid)?,
-                    &reason,
-                )
-                .await?;
-            let _ = writeln!(out, "disabled");
+            let (tenant, id) = ids(tenant, endpoint)?;
+            let ep = ops::disable_endpoint(&store, tenant.as_ref(), &id, reason.as_deref()).await?;
+            let _ = writeln!(
+                out,
+                "disabled ({})",
+                ep.disabled_reason.as_deref().unwrap_or("-")
+            );
+            Ok(())
+        }
+        EndpointCommand::Enable { endpoint, tenant } => {
+            let (tenant, id) = ids(tenant, endpoint)?;
+            let ep = ops::enable_endpoint(&store, tenant.as_ref(), &id).await?;
+            let _ = writeln!(
+                out,
+                "enabled (last disabled reason: {})",
+                ep.last_disabled_reason.as_deref().unwrap_or("-")
+            );
+            Ok(())
+        }
+        EndpointCommand::Delete { endpoint, tenant } => {
+            let (tenant, id) = ids(tenant, endpoint)?;
+            let ep = ops::delete_endpoint(&store, tenant.as_ref(), &id).await?;
+            let _ = writeln!(out, "deleted endpoint {} of tenant {}", ep.id, ep.tenant_id);
             Ok(())
         }
         EndpointCommand::RotateSecret {
-            tenant,
             endpoint,
+            tenant,
             overlap_hours,
         } => {
-            let secret = ops::rotate_secret(
-                &store,
-                &TenantId::new(tenant).map_err(invalid)?,
-                &EndpointId::new(endpoint).map_err(invalid)?,
-                overlap_hours,
-            )
-            .await?;
+            let (tenant, id) = ids(tenant, endpoint)?;
+            let ep = ops::find_endpoint(&store, tenant.as_ref(), &id).await?;
+            let secret = ops::rotate_secret(&store, &ep.tenant_id, &id, overlap_hours).await?;
             let _ = writeln!(out, "new signing secret (shown once): {}", secret.expose());
             let _ = writeln!(
                 out,
@@ -357,6 +477,17 @@ async fn endpoints(command: EndpointCommand, out: &mut dyn Write) -> Result<(), 
             Ok(())
         }
     }
+}
+
+/// Parses the `--tenant` option and the endpoint id argument.
+fn ids(
+    tenant: Option<String>,
+    endpoint: String,
+) -> Result<(Option<TenantId>, EndpointId), OpsError> {
+    Ok((
+        tenant.map(TenantId::new).transpose().map_err(invalid)?,
+        EndpointId::new(endpoint).map_err(invalid)?,
+    ))
 }
 
 async fn local(time_scale: f64) -> Result<(), OpsError> {
