@@ -21,7 +21,7 @@ build:
 	$(CARGO) build --workspace --all-targets
 
 demo: venv
-	$(CARGO) run --quiet -p tern-local --bin tern -- demo
+	$(CARGO) run --quiet -p tern-cli --features local --bin tern -- demo
 
 # Every part runs even when an earlier one fails, so one run shows every problem.
 test: venv

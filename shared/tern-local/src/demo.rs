@@ -20,7 +20,7 @@ use tern_outbox::OutboxWriter;
 
 use crate::local::{LocalOptions, LocalTern};
 use crate::moto::MotoServer;
-use crate::ops::{NewEndpoint, add_endpoint, print_history};
+use tern_ops::{NewEndpoint, add_endpoint, print_history};
 use crate::pollers::LocalEvent;
 use crate::receiver::{Behavior, Receiver, Reply};
 
@@ -128,7 +128,7 @@ impl Demo {
 
 /// Endpoint ids of the deliveries in the DLQ, read without removing them.
 async fn dlq_endpoints(local: &LocalTern) -> Vec<String> {
-    crate::ops::peek(local.replay.dlq.as_ref(), usize::MAX)
+    tern_ops::peek(local.replay.dlq.as_ref(), usize::MAX)
         .await
         .unwrap_or_default()
         .iter()

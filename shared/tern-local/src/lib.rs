@@ -7,12 +7,13 @@
 pub mod demo;
 pub mod local;
 pub mod moto;
-pub mod ops;
 pub mod pollers;
 pub mod receiver;
 pub mod resources;
 pub mod settings;
 
+/// The operator commands, re-exported from `tern-ops` for the demo and tests.
+pub use tern_ops as ops;
 pub use local::{LocalOptions, LocalTern};
 pub use moto::MotoServer;
 pub use receiver::{Behavior, Receiver, Reply};

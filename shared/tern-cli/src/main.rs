@@ -14,10 +14,10 @@ use tern_handlers::config::{DestinationSettings, Env};
 use tern_handlers::metrics::{Metrics, MetricsSink};
 use tern_handlers::replay::{ReplayDeps, ReplayFilters, ReplayRequest};
 use tern_http::{DestinationPolicy, SystemLookup};
-use tern_local::demo::{DemoOptions, run as run_demo};
-use tern_local::local::{LocalOptions, LocalTern};
-use tern_local::moto::MotoServer;
-use tern_local::ops::{self, NewEndpoint, OpsError, var};
+use tern_ops::{self as ops, NewEndpoint, OpsError, var};
+
+#[cfg(feature = "local")]
+mod local_mode;
 
 #[derive(Parser)]
 #[command(
@@ -237,24 +237,7 @@ fn invalid(e: impl std::fmt::Display) -> OpsError {
 async fn run(cli: Cli) -> Result<(), OpsError> {
     let mut out = std::io::stdout();
     match cli.command {
-        Command::Demo { events, time_scale } => {
-            let options = DemoOptions {
-                events,
-                time_scale,
-                ..DemoOptions::default()
-            };
-            let report = run_demo(options, &mut out).await.map_err(invalid)?;
-            let all = report
-                .after_replay
-                .values()
-                .all(|t| t.delivered == report.written && t.bad_signatures == 0);
-            if !all {
-                return Err(OpsError::Invalid(
-                    "after the replay, not every event was delivered".into(),
-                ));
-            }
-            Ok(())
-        }
+        Command::Demo { events, time_scale } => demo(events, time_scale, &mut out).await,
         Command::Local { time_scale } => local(time_scale).await,
         Command::Endpoints { command } => endpoints(command, &mut out).await,
         Command::Attempts { event_id } => {
@@ -490,40 +473,31 @@ fn ids(
     ))
 }
 
+#[cfg(feature = "local")]
 async fn local(time_scale: f64) -> Result<(), OpsError> {
-    let moto = MotoServer::start().await.map_err(invalid)?;
-    let options = LocalOptions {
-        time_scale,
-        ..LocalOptions::default()
-    };
-    let mut local = LocalTern::create(moto.sdk_config().await, &options)
-        .await
-        .map_err(invalid)?;
-    let _events = local.start_pollers(&options);
-    let mut env = vec![
-        ("AWS_ENDPOINT_URL".to_owned(), moto.url.clone()),
-        ("AWS_REGION".to_owned(), "us-east-1".to_owned()),
-        ("AWS_ACCESS_KEY_ID".to_owned(), "testing".to_owned()),
-        ("AWS_SECRET_ACCESS_KEY".to_owned(), "testing".to_owned()),
-    ];
-    env.extend(local.env.iter().cloned());
-    let text: String = env
-        .iter()
-        .map(|(k, v)| format!("export {k}='{v}'\n"))
-        .collect();
-    std::fs::create_dir_all(".tern").map_err(invalid)?;
-    std::fs::write(".tern/local.env", &text).map_err(invalid)?;
-    println!(
-        "Local mode is running (moto at {}). In another shell:\n  source .tern/local.env\n  tern endpoints add --tenant tnt_me --url http://127.0.0.1:8000/hook\nOutbox table: {}\nPress Ctrl-C to stop.",
-        moto.url, local.resources.outbox_table
-    );
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .map_err(invalid)?;
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
-    }
-    drop(local);
-    moto.stop().await;
-    Ok(())
+    local_mode::local(time_scale).await
+}
+
+#[cfg(feature = "local")]
+async fn demo(events: usize, time_scale: f64, out: &mut (dyn Write + Send)) -> Result<(), OpsError> {
+    local_mode::demo(events, time_scale, out).await
+}
+
+/// What `tern local` and `tern demo` say in a build without local mode.
+#[cfg(not(feature = "local"))]
+const NO_LOCAL_MODE: &str = "this tern was built without local mode: install it with \
+    `cargo install --path shared/tern-cli --features local`, or run `make demo` in the repo";
+
+/// Usage error (exit 2): this build cannot run the command.
+#[cfg(not(feature = "local"))]
+async fn local(_time_scale: f64) -> Result<(), OpsError> {
+    eprintln!("error: {NO_LOCAL_MODE}");
+    std::process::exit(2)
+}
+
+/// Usage error (exit 2): this build cannot run the command.
+#[cfg(not(feature = "local"))]
+async fn demo(_events: usize, _time_scale: f64, _out: &mut (dyn Write + Send)) -> Result<(), OpsError> {
+    eprintln!("error: {NO_LOCAL_MODE}");
+    std::process::exit(2)
 }
