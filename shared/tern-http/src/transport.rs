@@ -221,7 +221,9 @@ pub struct Tapped {
 fn is_reset(e: &io::Error) -> bool {
     matches!(
         e.kind(),
-        io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionAborted
+        io::ErrorKind::ConnectionReset
+            | io::ErrorKind::BrokenPipe
+            | io::ErrorKind::ConnectionAborted
     )
 }
 
@@ -388,11 +390,7 @@ impl Connector {
         } else {
             Box::new(tcp)
         };
-        Ok(TokioIo::new(Tapped {
-            io,
-            state,
-            h2,
-        }))
+        Ok(TokioIo::new(Tapped { io, state, h2 }))
     }
 }
 
