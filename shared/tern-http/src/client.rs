@@ -6,13 +6,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use reqwest::redirect::Policy;
+use http::header::{CONTENT_TYPE, USER_AGENT};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
 use tern_core::outcome::{AttemptResult, ErrorClass};
 use tokio::time::timeout_at;
 
-use crate::guard::{
-    BlockedError, DestinationPolicy, DnsError, GuardedResolver, HostLookup, SystemLookup,
-};
+use crate::guard::{BlockedError, DestinationPolicy, DnsError, HostLookup, SystemLookup};
+use crate::transport::{CapturedHead, ConnState, ConnTag, ConnectError, Connector};
 
 /// Bytes of the response body kept in the attempt log: 1 KiB. The rest is never read, so
 /// memory stays flat whatever the receiver sends.
@@ -39,10 +42,33 @@ impl Default for ClientOptions {
     }
 }
 
-/// Could not build the HTTP client (TLS roots missing).
+/// Could not build the HTTP client (the platform's TLS certificate verifier did not start).
 #[derive(Debug, thiserror::Error)]
 #[error("cannot build the HTTP client: {0}")]
-pub struct ClientBuildError(#[from] reqwest::Error);
+pub struct ClientBuildError(#[from] rustls::Error);
+
+/// Most header lines of a response head parsed: 1,000 (hyper's default is 100). A head
+/// with more, or bigger than [`MAX_HEAD_BYTES`], is not a failure: the attempt is
+/// classified by its status line (see [`crate::transport`]).
+pub const MAX_RESPONSE_HEADERS: usize = 1_000;
+
+/// Most bytes hyper buffers for one response head: 64 KiB (hyper's default is ~400 KiB;
+/// Tern needs the status, `Retry-After` and `Location` only).
+pub const MAX_HEAD_BYTES: usize = 64 * 1024;
+
+/// Most characters kept of a receiver-controlled header value (`Retry-After`,
+/// `Location`): 512.
+pub const MAX_HEADER_VALUE_CHARS: usize = 512;
+
+/// `bytes` as lossy UTF-8, cut to [`MAX_HEADER_VALUE_CHARS`].
+pub(crate) fn bounded_text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes)
+        .chars()
+        .take(MAX_HEADER_VALUE_CHARS)
+        .collect()
+}
+
+type Http = Client<Connector, Full<Bytes>>;
 
 /// One attempt to make.
 #[derive(Debug, Clone)]
@@ -75,31 +101,66 @@ pub struct AttemptReport {
 /// connections.
 #[derive(Clone)]
 pub struct DeliveryClient {
-    http: reqwest::Client,
+    /// Pools keep-alive connections (idle up to 30 s).
+    pooled: Http,
+    /// Never reuses a connection: the one re-send after a stale pooled connection.
+    fresh: Http,
     policy: Arc<DestinationPolicy>,
     excerpt_bytes: usize,
 }
 
+/// What sending produced before the body is read.
+enum Sent {
+    /// A response hyper parsed.
+    Response(hyper::Response<Incoming>, Option<Arc<ConnState>>),
+    /// A status line hyper could not parse the rest of (or that was cut off).
+    Head(CapturedHead),
+    /// No answer.
+    Failed(hyper_util::client::legacy::Error),
+}
+
 impl DeliveryClient {
-    /// Builds the client: redirects off, proxies off, TLS verification on, every resolved
-    /// address checked by the SSRF guard.
+    /// Builds the client: redirects never followed (hyper has none to follow), no proxy,
+    /// TLS verification on (the platform verifier with the system roots, built once
+    /// here), every resolved address checked by the SSRF guard.
     ///
     /// # Errors
-    /// [`ClientBuildError`] when the TLS backend cannot start.
+    /// [`ClientBuildError`] when the TLS verifier cannot start.
     pub fn new(options: ClientOptions) -> Result<Self, ClientBuildError> {
         let policy = Arc::new(options.policy);
-        let http = reqwest::Client::builder()
-            .redirect(Policy::none())
-            .no_proxy()
-            .user_agent(tern_core::USER_AGENT)
-            .dns_resolver(Arc::new(GuardedResolver::new(
-                options.lookup,
-                policy.clone(),
-            )))
-            .pool_idle_timeout(Duration::from_secs(30))
-            .build()?;
+        let provider = rustls::crypto::CryptoProvider::get_default()
+            .cloned()
+            .unwrap_or_else(|| Arc::new(rustls::crypto::aws_lc_rs::default_provider()));
+        let verifier = rustls_platform_verifier::Verifier::new(provider.clone())?;
+        let mut tls = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()?
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(verifier))
+            .with_no_client_auth();
+        tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        let connector = Connector {
+            lookup: options.lookup,
+            policy: policy.clone(),
+            tls: tokio_rustls::TlsConnector::from(Arc::new(tls)),
+        };
+        let build = |max_idle: usize| {
+            Client::builder(TokioExecutor::new())
+                .pool_timer(TokioTimer::new())
+                .timer(TokioTimer::new())
+                .pool_idle_timeout(Duration::from_secs(30))
+                .pool_max_idle_per_host(max_idle)
+                .http1_max_headers(MAX_RESPONSE_HEADERS)
+                .http1_max_buf_size(MAX_HEAD_BYTES)
+                // Tern reads three headers; a malformed one it does not need is skipped,
+                // never a failure of a request the receiver answered.
+                .http1_ignore_invalid_headers_in_responses(true)
+                .http1_allow_obsolete_multiline_headers_in_responses(true)
+                .http1_allow_spaces_after_header_name_in_responses(true)
+                .build(connector.clone())
+        };
         Ok(Self {
-            http,
+            pooled: build(usize::MAX),
+            fresh: build(0),
             policy,
             excerpt_bytes: options.excerpt_bytes,
         })
@@ -150,47 +211,67 @@ impl DeliveryClient {
             Ok(u) => u,
             Err(detail) => return failed(ErrorClass::Blocked, detail),
         };
-        let mut builder = self
-            .http
-            .post(url)
-            .header("content-type", "application/json");
+        let mut request = http::Request::post(url.as_str())
+            .header(CONTENT_TYPE, "application/json")
+            .header(USER_AGENT, tern_core::USER_AGENT);
         for (name, value) in req.headers {
-            builder = builder.header(*name, value);
+            request = request.header(*name, value.as_str());
         }
-        let sent = timeout_at(deadline, builder.body(req.body).send()).await;
-        let mut response = match sent {
+        // Checked once here so the re-send below cannot fail to build.
+        let request = match request.body(Full::new(req.body)) {
+            Ok(r) => r,
+            Err(e) => return failed(ErrorClass::Protocol, format!("invalid request: {e}")),
+        };
+        let sent = match timeout_at(deadline, self.send(request)).await {
             Err(_) => {
                 return failed(
                     ErrorClass::Timeout,
                     format!("no response within {} ms", req.deadline.as_millis()),
                 );
             }
-            Ok(Err(e)) => {
+            Ok(sent) => sent,
+        };
+        let (response, conn) = match sent {
+            Sent::Response(r, conn) => (r, conn),
+            Sent::Head(head) => {
+                return AttemptReport {
+                    result: AttemptResult::Response {
+                        status: head.status,
+                        retry_after: head.retry_after,
+                        location: head.location,
+                    },
+                    latency_ms: elapsed_ms(),
+                    excerpt: None,
+                    excerpt_truncated: true,
+                };
+            }
+            Sent::Failed(e) => {
                 let (class, detail) = classify_error(&e);
                 return failed(class, detail);
             }
-            Ok(Ok(r)) => r,
         };
 
         let status = response.status().as_u16();
         let header = |name: &str| {
-            response.headers().get(name).map(|v| {
-                String::from_utf8_lossy(v.as_bytes())
-                    .chars()
-                    .take(512)
-                    .collect::<String>()
-            })
+            response
+                .headers()
+                .get(name)
+                .map(|v| bounded_text(v.as_bytes()))
         };
         let retry_after = header("retry-after");
         let location = header("location");
 
         // Read at most excerpt_bytes + 1 bytes, by the same deadline. The outcome already
         // depends on the status alone; the body is only for the log.
+        let mut body = response.into_body();
         let mut kept: Vec<u8> = Vec::new();
         let mut truncated = false;
         loop {
-            match timeout_at(deadline, response.chunk()).await {
-                Ok(Ok(Some(chunk))) => {
+            match timeout_at(deadline, body.frame()).await {
+                Ok(Some(Ok(frame))) => {
+                    let Ok(chunk) = frame.into_data() else {
+                        continue; // trailers
+                    };
                     let room = self.excerpt_bytes.saturating_sub(kept.len());
                     kept.extend_from_slice(&chunk[..chunk.len().min(room)]);
                     if chunk.len() > room {
@@ -198,14 +279,19 @@ impl DeliveryClient {
                         break;
                     }
                 }
-                Ok(Ok(None)) => break,
-                Ok(Err(_)) | Err(_) => {
+                Ok(None) => {
+                    if let Some(conn) = &conn {
+                        conn.response_completed();
+                    }
+                    break;
+                }
+                Ok(Some(Err(_))) | Err(_) => {
                     truncated = true;
                     break;
                 }
             }
         }
-        drop(response);
+        drop(body);
         AttemptReport {
             result: AttemptResult::Response {
                 status,
@@ -217,13 +303,100 @@ impl DeliveryClient {
             excerpt_truncated: truncated,
         }
     }
+
+    /// Sends `request` on a pooled connection. When that connection turns out stale (it
+    /// had completed a response, and failed before one byte of this one), the request is
+    /// sent once more on a fresh connection; the caller's deadline covers both.
+    async fn send(&self, request: http::Request<Full<Bytes>>) -> Sent {
+        let (parts, body) = request.into_parts();
+        let copy = || {
+            let mut r = http::Request::new(body.clone());
+            *r.method_mut() = parts.method.clone();
+            *r.uri_mut() = parts.uri.clone();
+            *r.headers_mut() = parts.headers.clone();
+            r
+        };
+        let err = match answer(self.pooled.request(copy()).await) {
+            Ok(sent) => return sent,
+            Err((e, conn)) => match conn {
+                Some(conn) if conn.failed_stale() => e,
+                _ => return Sent::Failed(e),
+            },
+        };
+        tracing::info!(
+            error = %error_detail(&err),
+            "pooled connection closed before any answer; sending again on a new connection"
+        );
+        match answer(self.fresh.request(copy()).await) {
+            Ok(sent) => sent,
+            Err((e, _)) => Sent::Failed(e),
+        }
+    }
 }
 
-/// Maps a reqwest error to an error class by walking its source chain.
-fn classify_error(e: &reqwest::Error) -> (ErrorClass, String) {
-    let mut source: Option<&(dyn StdError + 'static)> = Some(e);
-    let mut innermost = e.to_string();
+/// The connection state a response or error carries, if the connection was ours.
+fn conn_of(extensions: &http::Extensions) -> Option<Arc<ConnState>> {
+    extensions.get::<ConnTag>().map(|t| t.0.clone())
+}
+
+/// A response, or the status line the receiver sent before the error, or the error and
+/// the connection it happened on.
+fn answer(
+    result: Result<hyper::Response<Incoming>, hyper_util::client::legacy::Error>,
+) -> Result<Sent, (hyper_util::client::legacy::Error, Option<Arc<ConnState>>)> {
+    match result {
+        Ok(r) => {
+            let conn = conn_of(r.extensions());
+            Ok(Sent::Response(r, conn))
+        }
+        Err(e) => {
+            let conn = e.connect_info().and_then(|c| {
+                let mut ext = http::Extensions::new();
+                c.get_extras(&mut ext);
+                conn_of(&ext)
+            });
+            // Once a status line has arrived, the receiver has answered: headers hyper
+            // refused, or a connection cut mid-head, do not turn that into a failure.
+            if let Some(head) = conn.as_ref().and_then(|c| c.captured_head()) {
+                tracing::info!(
+                    status = head.status,
+                    error = %error_detail(&e),
+                    "response head not parsed; classified by its status line"
+                );
+                return Ok(Sent::Head(head));
+            }
+            Err((e, conn))
+        }
+    }
+}
+
+/// The innermost error's text.
+fn error_detail(e: &(dyn StdError + 'static)) -> String {
+    let mut detail = e.to_string();
+    let mut source = e.source();
     while let Some(err) = source {
+        detail = err.to_string();
+        source = err.source();
+    }
+    detail
+}
+
+/// Maps a client error to an error class by walking its source chain.
+fn classify_error(e: &hyper_util::client::legacy::Error) -> (ErrorClass, String) {
+    let mut source: Option<&(dyn StdError + 'static)> = Some(e);
+    while let Some(err) = source {
+        if let Some(c) = err.downcast_ref::<ConnectError>() {
+            return match c {
+                ConnectError::Blocked(b) => (ErrorClass::Blocked, b.to_string()),
+                ConnectError::Dns(d) => (ErrorClass::Dns, d.to_string()),
+                ConnectError::Connect { .. } => (ErrorClass::Connect, c.to_string()),
+                ConnectError::Tls(io) => (
+                    ErrorClass::Tls,
+                    rustls_error(io).map_or_else(|| c.to_string(), ToString::to_string),
+                ),
+                ConnectError::BadUri(_) => (ErrorClass::Blocked, c.to_string()),
+            };
+        }
         if let Some(b) = err.downcast_ref::<BlockedError>() {
             return (ErrorClass::Blocked, b.to_string());
         }
@@ -233,17 +406,14 @@ fn classify_error(e: &reqwest::Error) -> (ErrorClass, String) {
         if let Some(t) = rustls_error(err) {
             return (ErrorClass::Tls, t.to_string());
         }
-        innermost = err.to_string();
         source = err.source();
     }
-    let class = if e.is_timeout() {
-        ErrorClass::Timeout
-    } else if e.is_connect() {
+    let class = if e.is_connect() {
         ErrorClass::Connect
     } else {
         ErrorClass::Protocol
     };
-    (class, innermost)
+    (class, error_detail(e))
 }
 
 /// The rustls error inside `err`, if any. `io::Error::source()` skips the error it wraps

@@ -242,17 +242,49 @@ impl Resolve for GuardedResolver {
         let lookup = self.lookup.clone();
         let policy = self.policy.clone();
         Box::pin(async move {
-            let addrs: Vec<SocketAddr> = lookup.lookup(name.as_str().to_owned()).await?.collect();
-            if addrs.is_empty() {
-                return Err(Box::new(DnsError(format!("{}: no addresses", name.as_str()))) as _);
-            }
-            let ips: Vec<IpAddr> = addrs.iter().map(SocketAddr::ip).collect();
-            check_all(&policy, &ips)
-                .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)?;
+            let addrs = resolve_checked(lookup.as_ref(), &policy, name.as_str())
+                .await
+                .map_err(|e| match e {
+                    ResolveError::Dns(d) => d,
+                    ResolveError::Blocked(b) => Box::new(b) as _,
+                })?;
             let addrs: Addrs = Box::new(addrs.into_iter());
             Ok(addrs)
         })
     }
+}
+
+/// Why [`resolve_checked`] gave no addresses.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ResolveError {
+    /// The lookup failed or returned nothing.
+    #[error("{0}")]
+    Dns(Box<dyn std::error::Error + Send + Sync>),
+    /// An address of the answer is denied.
+    #[error(transparent)]
+    Blocked(#[from] BlockedError),
+}
+
+/// Looks `host` up once and refuses the whole answer when any address is denied; the
+/// addresses returned (port 0) are the only ones a connection may use.
+pub(crate) async fn resolve_checked(
+    lookup: &dyn HostLookup,
+    policy: &DestinationPolicy,
+    host: &str,
+) -> Result<Vec<SocketAddr>, ResolveError> {
+    let addrs: Vec<SocketAddr> = lookup
+        .lookup(host.to_owned())
+        .await
+        .map_err(ResolveError::Dns)?
+        .collect();
+    if addrs.is_empty() {
+        return Err(ResolveError::Dns(Box::new(DnsError(format!(
+            "{host}: no addresses"
+        )))));
+    }
+    let ips: Vec<IpAddr> = addrs.iter().map(SocketAddr::ip).collect();
+    check_all(policy, &ips)?;
+    Ok(addrs)
 }
 
 /// A fixed host table for tests: names map to addresses; any other name fails to

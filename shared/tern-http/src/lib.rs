@@ -6,6 +6,7 @@
 
 pub mod client;
 pub mod guard;
+pub mod transport;
 
 pub use client::{AttemptReport, AttemptRequest, ClientOptions, DeliveryClient};
 pub use guard::{

@@ -1,0 +1,470 @@
+//! The connections attempts travel on: a connector that resolves through the SSRF guard,
+//! connects over TCP and, for `https`, verifies TLS; and a tap around every connection
+//! that lets the client tell what the receiver actually sent when hyper reports an error.
+//!
+//! Why a tap: hyper reports a connection as one error, but the receiver's answer may
+//! already be there. Three cases matter (issue 11):
+//! - a response head hyper refuses to parse (too many or malformed headers) still began
+//!   with a status line; the tap keeps the first [`HEAD_CAPTURE_BYTES`] of each response so
+//!   the status can be recovered;
+//! - a receiver that answers early (410 before reading a large body) and closes makes the
+//!   rest of the body write fail with a reset, although its answer sits in the socket's
+//!   receive buffer; the tap swallows writes after a reset so hyper goes on to read it;
+//! - a pooled keep-alive connection the receiver closed as the next request arrived
+//!   fails with no response byte; the tap tells whether the connection had completed a
+//!   response before (reused) and whether any byte of this response arrived.
+
+use std::future::Future;
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
+
+use hyper_util::client::legacy::connect::{Connected, Connection};
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+
+use crate::guard::{BlockedError, DestinationPolicy, HostLookup, ResolveError, resolve_checked};
+
+/// Bytes of each response head kept by the tap to recover the status line (and
+/// `Retry-After` / `Location` when they are in it) when hyper cannot parse the head: 8 KiB.
+/// Ample for a status line; the bound keeps memory flat per connection.
+pub const HEAD_CAPTURE_BYTES: usize = 8 * 1024;
+
+/// Why a connection could not be made. Each variant is one error class of the attempt log.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    /// The URL cannot be connected to (no host, or a scheme other than http/https).
+    #[error("cannot connect to this URL: {0}")]
+    BadUri(String),
+    /// The destination is refused by the SSRF guard.
+    #[error(transparent)]
+    Blocked(#[from] BlockedError),
+    /// The host name did not resolve.
+    #[error("{0}")]
+    Dns(Box<dyn std::error::Error + Send + Sync>),
+    /// No address accepted a TCP connection.
+    #[error("tcp connect to {addr}: {source}")]
+    Connect {
+        /// The last address tried.
+        addr: SocketAddr,
+        /// The socket error.
+        source: io::Error,
+    },
+    /// The TLS handshake failed (certificate, protocol, or the peer hung up during it).
+    #[error("tls handshake: {0}")]
+    Tls(#[source] io::Error),
+}
+
+impl From<ResolveError> for ConnectError {
+    fn from(e: ResolveError) -> Self {
+        match e {
+            ResolveError::Dns(d) => ConnectError::Dns(d),
+            ResolveError::Blocked(b) => ConnectError::Blocked(b),
+        }
+    }
+}
+
+/// What the tap knows about one connection, shared between the connection's IO and the
+/// client (through [`Connected::extra`]).
+#[derive(Debug, Default)]
+pub(crate) struct ConnState {
+    inner: Mutex<TapState>,
+}
+
+#[derive(Debug)]
+struct TapState {
+    /// No request has been written since the last response completed (or ever).
+    idle: bool,
+    /// Response bytes read since the current request began.
+    read_since_request: u64,
+    /// The first bytes of the current response.
+    head: Vec<u8>,
+    /// Responses read to their end on this connection.
+    responses_completed: u32,
+    /// A write failed with a reset; later writes are swallowed.
+    write_failed: bool,
+}
+
+impl Default for TapState {
+    fn default() -> Self {
+        Self {
+            idle: true,
+            read_since_request: 0,
+            head: Vec::new(),
+            responses_completed: 0,
+            write_failed: false,
+        }
+    }
+}
+
+impl ConnState {
+    fn lock(&self) -> MutexGuard<'_, TapState> {
+        // A panic while holding this lock leaves plain counters behind: keep using them.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn on_write(&self) {
+        let mut s = self.lock();
+        if s.idle {
+            s.idle = false;
+            s.read_since_request = 0;
+            s.head.clear();
+        }
+    }
+
+    fn on_read(&self, bytes: &[u8]) {
+        let mut s = self.lock();
+        s.read_since_request = s.read_since_request.saturating_add(bytes.len() as u64);
+        let room = HEAD_CAPTURE_BYTES.saturating_sub(s.head.len());
+        s.head.extend_from_slice(&bytes[..bytes.len().min(room)]);
+    }
+
+    /// The client read a response to its end: the connection may carry another request.
+    pub(crate) fn response_completed(&self) {
+        let mut s = self.lock();
+        s.responses_completed = s.responses_completed.saturating_add(1);
+        s.idle = true;
+        s.read_since_request = 0;
+        s.head.clear();
+    }
+
+    /// True when the request that just failed went on a connection that had completed a
+    /// response before (a pooled keep-alive connection) and not one byte of its own
+    /// response arrived: the receiver closed a stale connection, and sending the request
+    /// again on a fresh connection cannot duplicate an answered request.
+    pub(crate) fn failed_stale(&self) -> bool {
+        let s = self.lock();
+        s.responses_completed > 0 && s.read_since_request == 0
+    }
+
+    /// The status line (and `Retry-After`, `Location`) of the current response, when its
+    /// first bytes hold one: the receiver's answer even when hyper could not parse the head.
+    pub(crate) fn captured_head(&self) -> Option<CapturedHead> {
+        CapturedHead::parse(&self.lock().head)
+    }
+}
+
+/// What can be read from the first bytes of a response head.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CapturedHead {
+    pub status: u16,
+    pub retry_after: Option<String>,
+    pub location: Option<String>,
+}
+
+impl CapturedHead {
+    /// Parses `HTTP/1.x NNN ...` and the header lines after it that fit in `bytes`. Only a
+    /// final status (200-599) counts; an interim 1xx is not an answer.
+    pub(crate) fn parse(bytes: &[u8]) -> Option<Self> {
+        let mut lines = bytes.split(|b| *b == b'\n');
+        let first = lines.next()?;
+        let rest = first
+            .strip_prefix(b"HTTP/1.1 ")
+            .or_else(|| first.strip_prefix(b"HTTP/1.0 "))?;
+        let code = rest.get(..3)?;
+        if !code.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        if !matches!(rest.get(3), None | Some(b' ' | b'\r')) {
+            return None;
+        }
+        let status: u16 = std::str::from_utf8(code).ok()?.parse().ok()?;
+        if !(200..=599).contains(&status) {
+            return None;
+        }
+        let mut head = Self {
+            status,
+            retry_after: None,
+            location: None,
+        };
+        for line in lines {
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            if line.is_empty() {
+                break;
+            }
+            let Some(colon) = line.iter().position(|b| *b == b':') else {
+                continue;
+            };
+            let (name, value) = (&line[..colon], &line[colon + 1..]);
+            let value = || Some(crate::client::bounded_text(value.trim_ascii()));
+            if name.eq_ignore_ascii_case(b"retry-after") && head.retry_after.is_none() {
+                head.retry_after = value();
+            } else if name.eq_ignore_ascii_case(b"location") && head.location.is_none() {
+                head.location = value();
+            }
+        }
+        Some(head)
+    }
+}
+
+/// Hands the client's copy of a connection's [`ConnState`] around in [`Connected`]
+/// extras (which must be `Clone`).
+#[derive(Clone, Debug)]
+pub(crate) struct ConnTag(pub Arc<ConnState>);
+
+/// Any byte stream a connection runs on (plain TCP or TLS over TCP).
+trait Io: AsyncRead + AsyncWrite + Send + Unpin {}
+impl<T: AsyncRead + AsyncWrite + Send + Unpin> Io for T {}
+
+/// A connection's IO with the tap around it (see the module docs).
+pub struct Tapped {
+    io: Box<dyn Io>,
+    state: Arc<ConnState>,
+    /// TLS negotiated HTTP/2 (ALPN `h2`).
+    h2: bool,
+}
+
+fn is_reset(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::ConnectionReset
+            | io::ErrorKind::BrokenPipe
+            | io::ErrorKind::ConnectionAborted
+    )
+}
+
+impl Tapped {
+    /// Maps a write result: after a reset the request cannot reach the receiver any more,
+    /// but its answer may already be in the receive buffer, so the write is reported done
+    /// and hyper goes on to read. The read then yields the answer, or the reset.
+    fn written<T>(&self, r: Poll<io::Result<T>>, done: T) -> Poll<io::Result<T>> {
+        match r {
+            Poll::Ready(Err(e)) if is_reset(&e) => {
+                tracing::debug!(error = %e, "write failed with a reset; reading the answer");
+                self.state.lock().write_failed = true;
+                Poll::Ready(Ok(done))
+            }
+            other => other,
+        }
+    }
+
+    fn write_failed(&self) -> bool {
+        self.state.lock().write_failed
+    }
+}
+
+impl AsyncRead for Tapped {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let r = Pin::new(&mut self.io).poll_read(cx, buf);
+        if let Poll::Ready(Ok(())) = r {
+            let new = &buf.filled()[before..];
+            if !new.is_empty() {
+                self.state.on_read(new);
+            }
+        }
+        r
+    }
+}
+
+impl AsyncWrite for Tapped {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        if buf.is_empty() {
+            return Poll::Ready(Ok(0));
+        }
+        self.state.on_write();
+        if self.write_failed() {
+            return Poll::Ready(Ok(buf.len()));
+        }
+        let r = Pin::new(&mut self.io).poll_write(cx, buf);
+        self.written(r, buf.len())
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let len: usize = bufs.iter().map(|b| b.len()).sum();
+        if len == 0 {
+            return Poll::Ready(Ok(0));
+        }
+        self.state.on_write();
+        if self.write_failed() {
+            return Poll::Ready(Ok(len));
+        }
+        let r = Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
+        self.written(r, len)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if self.write_failed() {
+            return Poll::Ready(Ok(()));
+        }
+        let r = Pin::new(&mut self.io).poll_flush(cx);
+        self.written(r, ())
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if self.write_failed() {
+            return Poll::Ready(Ok(()));
+        }
+        let r = Pin::new(&mut self.io).poll_shutdown(cx);
+        self.written(r, ())
+    }
+}
+
+impl Connection for Tapped {
+    fn connected(&self) -> Connected {
+        let connected = Connected::new().extra(ConnTag(self.state.clone()));
+        if self.h2 {
+            connected.negotiated_h2()
+        } else {
+            connected
+        }
+    }
+}
+
+/// The connector of the delivery client: SSRF guard on every address, TCP, TLS.
+#[derive(Clone)]
+pub(crate) struct Connector {
+    pub lookup: Arc<dyn HostLookup>,
+    pub policy: Arc<DestinationPolicy>,
+    pub tls: TlsConnector,
+}
+
+impl Connector {
+    async fn connect(self, uri: http::Uri) -> Result<TokioIo<Tapped>, ConnectError> {
+        let https = match uri.scheme_str() {
+            Some("https") => true,
+            Some("http") => false,
+            other => {
+                return Err(ConnectError::BadUri(format!(
+                    "scheme {}",
+                    other.unwrap_or("(none)")
+                )));
+            }
+        };
+        let host = uri
+            .host()
+            .ok_or_else(|| ConnectError::BadUri("no host".into()))?;
+        let host = host
+            .strip_prefix('[')
+            .and_then(|h| h.strip_suffix(']'))
+            .unwrap_or(host);
+        let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
+        let ips: Vec<IpAddr> = match host.parse::<IpAddr>() {
+            Ok(ip) => {
+                self.policy.check_ip(ip)?;
+                vec![ip]
+            }
+            Err(_) => resolve_checked(self.lookup.as_ref(), &self.policy, host)
+                .await?
+                .into_iter()
+                .map(|a| a.ip())
+                .collect(),
+        };
+        let tcp = connect_first(&ips, port).await?;
+        // Small writes (the head) should not wait for an ACK.
+        let _ = tcp.set_nodelay(true);
+        let state = Arc::new(ConnState::default());
+        let mut h2 = false;
+        let io: Box<dyn Io> = if https {
+            let name = rustls::pki_types::ServerName::try_from(host.to_owned())
+                .map_err(|e| ConnectError::BadUri(format!("host {host}: {e}")))?;
+            let tls = self
+                .tls
+                .connect(name, tcp)
+                .await
+                .map_err(ConnectError::Tls)?;
+            if tls.get_ref().1.alpn_protocol() == Some(b"h2") {
+                h2 = true;
+            }
+            Box::new(tls)
+        } else {
+            Box::new(tcp)
+        };
+        Ok(TokioIo::new(Tapped { io, state, h2 }))
+    }
+}
+
+/// Connects to the addresses in order; the first that accepts wins.
+async fn connect_first(ips: &[IpAddr], port: u16) -> Result<TcpStream, ConnectError> {
+    let mut last = None;
+    for ip in ips {
+        let addr = SocketAddr::new(*ip, port);
+        match TcpStream::connect(addr).await {
+            Ok(s) => return Ok(s),
+            Err(source) => last = Some(ConnectError::Connect { addr, source }),
+        }
+    }
+    Err(last.unwrap_or_else(|| ConnectError::BadUri("no address to connect to".into())))
+}
+
+impl tower_service::Service<http::Uri> for Connector {
+    type Response = TokioIo<Tapped>;
+    type Error = ConnectError;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, uri: http::Uri) -> Self::Future {
+        Box::pin(self.clone().connect(uri))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_status_line_is_recovered_from_the_first_bytes() {
+        let h = CapturedHead::parse(
+            b"HTTP/1.1 503 Busy\r\nx-a: 1\r\nRetry-After: 7\r\nlocation: /x\r\n\r\nbody",
+        )
+        .unwrap();
+        assert_eq!(
+            h,
+            CapturedHead {
+                status: 503,
+                retry_after: Some("7".into()),
+                location: Some("/x".into())
+            }
+        );
+        // Cut mid-head: the status alone.
+        let h = CapturedHead::parse(b"HTTP/1.0 200\r\nx-a: 1\r\nx-").unwrap();
+        assert_eq!((h.status, h.retry_after), (200, None));
+        for junk in [
+            &b""[..],
+            b"HTTP/1.1 20",
+            b"HTTP/1.1 2000 X\r\n",
+            b"HTTP/2 200\r\n",
+            b"hello, this is not http\r\n",
+            b"HTTP/1.1 100 Continue\r\n\r\n",
+        ] {
+            assert_eq!(CapturedHead::parse(junk), None, "{junk:?}");
+        }
+    }
+
+    #[test]
+    fn a_connection_is_stale_only_after_a_completed_response_and_before_any_answer_byte() {
+        let s = ConnState::default();
+        s.on_write();
+        assert!(!s.failed_stale(), "first request on a fresh connection");
+        s.on_read(b"HTTP/1.1 200 OK\r\n\r\n");
+        s.response_completed();
+        s.on_write();
+        assert!(s.failed_stale(), "reused, nothing answered");
+        s.on_read(b"H");
+        assert!(!s.failed_stale(), "an answer began");
+        assert_eq!(s.captured_head(), None);
+    }
+}
