@@ -479,7 +479,11 @@ async fn local(time_scale: f64) -> Result<(), OpsError> {
 }
 
 #[cfg(feature = "local")]
-async fn demo(events: usize, time_scale: f64, out: &mut (dyn Write + Send)) -> Result<(), OpsError> {
+async fn demo(
+    events: usize,
+    time_scale: f64,
+    out: &mut (dyn Write + Send),
+) -> Result<(), OpsError> {
     local_mode::demo(events, time_scale, out).await
 }
 
@@ -497,7 +501,11 @@ async fn local(_time_scale: f64) -> Result<(), OpsError> {
 
 /// Usage error (exit 2): this build cannot run the command.
 #[cfg(not(feature = "local"))]
-async fn demo(_events: usize, _time_scale: f64, _out: &mut (dyn Write + Send)) -> Result<(), OpsError> {
+async fn demo(
+    _events: usize,
+    _time_scale: f64,
+    _out: &mut (dyn Write + Send),
+) -> Result<(), OpsError> {
     eprintln!("error: {NO_LOCAL_MODE}");
     std::process::exit(2)
 }

@@ -20,9 +20,9 @@ use tern_outbox::OutboxWriter;
 
 use crate::local::{LocalOptions, LocalTern};
 use crate::moto::MotoServer;
-use tern_ops::{NewEndpoint, add_endpoint, print_history};
 use crate::pollers::LocalEvent;
 use crate::receiver::{Behavior, Receiver, Reply};
+use tern_ops::{NewEndpoint, add_endpoint, print_history};
 
 /// Demo settings.
 #[derive(Debug, Clone)]

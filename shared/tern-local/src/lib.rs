@@ -12,8 +12,8 @@ pub mod receiver;
 pub mod resources;
 pub mod settings;
 
-/// The operator commands, re-exported from `tern-ops` for the demo and tests.
-pub use tern_ops as ops;
 pub use local::{LocalOptions, LocalTern};
 pub use moto::MotoServer;
 pub use receiver::{Behavior, Receiver, Reply};
+/// The operator commands, re-exported from `tern-ops` for the demo and tests.
+pub use tern_ops as ops;

@@ -2,6 +2,8 @@
 //! whatever AWS the SDK configuration points at (moto in local mode, a real account
 //! otherwise), with table and queue names from the same `TERN_*` variables the functions read.
 
+pub mod dlq;
+
 use std::io::Write;
 
 use chrono::{DateTime, Utc};

@@ -1,0 +1,273 @@
+//! The DLQ as an operator sees it: each message read as a dead letter, and dead letters
+//! grouped by endpoint and reason ("which endpoint is failing, and why?"). Pure functions
+//! over messages already read (see [`crate::peek`]); the `tern dlq` command and the
+//! console's Dead letters widget both render these.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use tern_core::DeliveryMessage;
+use tern_core::ports::ReceivedMessage;
+
+/// Group reason of a message SQS moved to the DLQ itself after `maxReceiveCount` receives
+/// (a crash, a panic, an AWS outage): it carries no dead-letter record.
+pub const REASON_SQS_REDRIVE: &str = "sqs_redrive";
+
+/// Group reason of a message that is not a delivery message at all.
+pub const REASON_UNREADABLE: &str = "unreadable";
+
+/// Characters of a payload kept in a sample.
+pub const SAMPLE_CHARS: usize = 500;
+
+/// One DLQ message, read. Field names are the `--json` contract of `tern dlq --list`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DeadLetterView {
+    /// SQS message id (`tern dlq --show <message-id>`).
+    pub message_id: String,
+    /// `<event id>.<endpoint id>`, when readable.
+    pub delivery_id: Option<String>,
+    /// Event id (the `webhook-id`).
+    pub event_id: Option<String>,
+    /// Event type.
+    pub event_type: Option<String>,
+    /// Tenant.
+    pub tenant_id: Option<String>,
+    /// Endpoint.
+    pub endpoint_id: Option<String>,
+    /// Dead-letter reason (`exhausted`, `gone`, ...), [`REASON_SQS_REDRIVE`] or
+    /// [`REASON_UNREADABLE`].
+    pub reason: String,
+    /// HTTP status of the last attempt.
+    pub last_status: Option<u16>,
+    /// Error of the last attempt.
+    pub last_error: Option<String>,
+    /// Attempts made in the budget that ended here.
+    pub attempts: Option<u32>,
+    /// When it was dead-lettered (UTC); `None` for a message SQS moved itself.
+    pub dead_lettered_at: Option<DateTime<Utc>>,
+    /// Replays so far.
+    pub replay_count: Option<u32>,
+    /// The payload (or the unreadable body), cut to [`SAMPLE_CHARS`] characters.
+    pub payload_sample: String,
+    /// True when the sample was cut.
+    pub payload_truncated: bool,
+}
+
+fn sample(text: &str) -> (String, bool) {
+    let mut chars = text.chars();
+    let kept: String = chars.by_ref().take(SAMPLE_CHARS).collect();
+    (kept, chars.next().is_some())
+}
+
+/// Reads one DLQ message. Never fails: an unreadable body is a view with reason
+/// [`REASON_UNREADABLE`] and the body as its sample.
+pub fn view(message: &ReceivedMessage) -> DeadLetterView {
+    match DeliveryMessage::parse(&message.body) {
+        Ok(d) => {
+            let record = d.dead_letter.as_ref();
+            let (payload_sample, payload_truncated) = sample(d.event.payload.as_str());
+            DeadLetterView {
+                message_id: message.message_id.clone(),
+                delivery_id: Some(d.delivery_id.to_string()),
+                event_id: Some(d.event.id.to_string()),
+                event_type: Some(d.event.event_type.to_string()),
+                tenant_id: Some(d.event.tenant_id.to_string()),
+                endpoint_id: Some(d.endpoint_id.to_string()),
+                reason: record
+                    .map_or_else(|| REASON_SQS_REDRIVE.to_owned(), |r| r.reason.to_string()),
+                last_status: record.map_or(d.last_status, |r| r.last_status),
+                last_error: record.map_or_else(|| d.last_error.clone(), |r| r.last_error.clone()),
+                attempts: Some(record.map_or(d.attempt, |r| r.attempts)),
+                dead_lettered_at: record.map(|r| r.at),
+                replay_count: Some(d.replay_count),
+                payload_sample,
+                payload_truncated,
+            }
+        }
+        Err(_) => {
+            let (payload_sample, payload_truncated) = sample(&message.body);
+            DeadLetterView {
+                message_id: message.message_id.clone(),
+                delivery_id: None,
+                event_id: None,
+                event_type: None,
+                tenant_id: None,
+                endpoint_id: None,
+                reason: REASON_UNREADABLE.to_owned(),
+                last_status: None,
+                last_error: None,
+                attempts: None,
+                dead_lettered_at: None,
+                replay_count: None,
+                payload_sample,
+                payload_truncated,
+            }
+        }
+    }
+}
+
+/// Dead letters of one endpoint with one reason. Field names are the `--json` contract of
+/// `tern dlq`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DeadLetterGroup {
+    /// Tenant (`None` for unreadable messages).
+    pub tenant_id: Option<String>,
+    /// Endpoint (`None` for unreadable messages).
+    pub endpoint_id: Option<String>,
+    /// Reason, as in [`DeadLetterView::reason`].
+    pub reason: String,
+    /// Messages in the group.
+    pub count: usize,
+    /// Oldest dead-letter time in the group (UTC).
+    pub oldest: Option<DateTime<Utc>>,
+    /// Newest dead-letter time in the group (UTC).
+    pub newest: Option<DateTime<Utc>>,
+    /// Last status of the newest dead letter.
+    pub last_status: Option<u16>,
+    /// Last error of the newest dead letter.
+    pub last_error: Option<String>,
+    /// One message of the group (the newest), to inspect before replaying.
+    pub sample: DeadLetterView,
+}
+
+/// Groups dead letters by (tenant, endpoint, reason), largest group first (then by endpoint
+/// and reason, so the order is stable).
+pub fn group(views: &[DeadLetterView]) -> Vec<DeadLetterGroup> {
+    type Key = (Option<String>, Option<String>, String);
+    let mut groups: BTreeMap<Key, Vec<&DeadLetterView>> = BTreeMap::new();
+    for v in views {
+        groups
+            .entry((v.tenant_id.clone(), v.endpoint_id.clone(), v.reason.clone()))
+            .or_default()
+            .push(v);
+    }
+    let mut out: Vec<DeadLetterGroup> = groups
+        .into_iter()
+        .map(|((tenant_id, endpoint_id, reason), members)| {
+            let newest_member = members
+                .iter()
+                .copied()
+                .max_by_key(|v| v.dead_lettered_at)
+                .unwrap_or(members[0]);
+            DeadLetterGroup {
+                tenant_id,
+                endpoint_id,
+                reason,
+                count: members.len(),
+                oldest: members.iter().filter_map(|v| v.dead_lettered_at).min(),
+                newest: members.iter().filter_map(|v| v.dead_lettered_at).max(),
+                last_status: newest_member.last_status,
+                last_error: newest_member.last_error.clone(),
+                sample: newest_member.clone(),
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| {
+        b.count
+            .cmp(&a.count)
+            .then_with(|| a.endpoint_id.cmp(&b.endpoint_id))
+            .then_with(|| a.reason.cmp(&b.reason))
+    });
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tern_core::{DeadLetter, DeadLetterReason, EndpointId, Event};
+
+    fn message(
+        id: &str,
+        endpoint: &str,
+        reason: Option<DeadLetterReason>,
+        minute: u32,
+    ) -> ReceivedMessage {
+        let event: Event = serde_json::from_value(serde_json::json!({
+            "id": format!("evt_{id}"), "type": "order.paid", "tenant_id": "tnt_a",
+            "created_at": "2026-11-30T00:00:00Z", "payload": {"id": id},
+        }))
+        .unwrap();
+        let mut m = DeliveryMessage::first(event, EndpointId::new(endpoint).unwrap());
+        if let Some(reason) = reason {
+            m = m.dead_lettered(DeadLetter {
+                reason,
+                last_status: Some(500 + u16::try_from(minute).unwrap()),
+                last_error: Some(format!("http status {}", 500 + minute)),
+                attempts: 7,
+                at: format!("2026-11-30T10:{minute:02}:00Z").parse().unwrap(),
+            });
+        }
+        ReceivedMessage {
+            message_id: format!("m_{id}"),
+            receipt_handle: format!("r_{id}"),
+            body: m.to_body(),
+            attributes: vec![],
+        }
+    }
+
+    #[test]
+    fn groups_by_endpoint_and_reason_largest_first() {
+        let messages = [
+            message("1", "ep_a", Some(DeadLetterReason::Exhausted), 1),
+            message("2", "ep_a", Some(DeadLetterReason::Exhausted), 3),
+            message("3", "ep_a", Some(DeadLetterReason::Gone), 2),
+            message("4", "ep_b", None, 0),
+            ReceivedMessage {
+                message_id: "m_junk".into(),
+                receipt_handle: "r".into(),
+                body: "</table><img src=x onerror=alert(1)>".into(),
+                attributes: vec![],
+            },
+        ];
+        let views: Vec<_> = messages.iter().map(view).collect();
+        let groups = group(&views);
+        assert_eq!(groups.len(), 4);
+        let first = &groups[0];
+        assert_eq!(
+            (
+                first.endpoint_id.as_deref(),
+                first.reason.as_str(),
+                first.count
+            ),
+            (Some("ep_a"), "exhausted", 2)
+        );
+        assert_eq!(
+            first.oldest.unwrap().to_rfc3339(),
+            "2026-11-30T10:01:00+00:00"
+        );
+        assert_eq!(
+            first.newest.unwrap().to_rfc3339(),
+            "2026-11-30T10:03:00+00:00"
+        );
+        assert_eq!(first.last_status, Some(503), "the newest one's status");
+        assert_eq!(first.sample.event_id.as_deref(), Some("evt_2"));
+        let redriven = groups
+            .iter()
+            .find(|g| g.reason == REASON_SQS_REDRIVE)
+            .unwrap();
+        assert_eq!(redriven.endpoint_id.as_deref(), Some("ep_b"));
+        assert_eq!(redriven.oldest, None);
+        let junk = groups
+            .iter()
+            .find(|g| g.reason == REASON_UNREADABLE)
+            .unwrap();
+        assert_eq!(
+            junk.sample.payload_sample,
+            "</table><img src=x onerror=alert(1)>"
+        );
+    }
+
+    #[test]
+    fn samples_are_cut() {
+        let body = "x".repeat(SAMPLE_CHARS + 10);
+        let v = view(&ReceivedMessage {
+            message_id: "m".into(),
+            receipt_handle: "r".into(),
+            body,
+            attributes: vec![],
+        });
+        assert_eq!(v.payload_sample.chars().count(), SAMPLE_CHARS);
+        assert!(v.payload_truncated);
+    }
+}
