@@ -37,7 +37,7 @@ test-rust: venv
 	$(CARGO) test --workspace --all-targets --no-fail-fast
 	$(CARGO) test --workspace --doc
 
-# Concurrent SQS stress test of the local AWS (tools/moto_server.py); about 30 s.
+# Concurrent SQS stress test of the local AWS (tools/moto_server.py); about 30 s on 2 cores.
 test-moto: venv
 	$(VENV)/bin/python tools/test_moto_server.py
 
