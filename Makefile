@@ -8,7 +8,7 @@ PYTHON ?= python3
 VENV   := .venv
 CARGO  ?= cargo
 
-.PHONY: demo test venv build test-rust test-receivers test-infra fmt lint clean
+.PHONY: demo test venv build test-rust test-moto test-receivers test-infra fmt lint clean
 
 venv: $(VENV)/.installed
 
@@ -27,6 +27,7 @@ demo: venv
 test: venv
 	@status=0; \
 	$(MAKE) --no-print-directory test-rust || status=1; \
+	$(MAKE) --no-print-directory test-moto || status=1; \
 	$(MAKE) --no-print-directory test-receivers || status=1; \
 	$(MAKE) --no-print-directory test-infra || status=1; \
 	if [ $$status -ne 0 ]; then echo "make test: FAILED (see above)"; fi; \
@@ -35,6 +36,10 @@ test: venv
 test-rust: venv
 	$(CARGO) test --workspace --all-targets --no-fail-fast
 	$(CARGO) test --workspace --doc
+
+# Concurrent SQS stress test of the local AWS (tools/moto_server.py); about 30 s on 2 cores.
+test-moto: venv
+	$(VENV)/bin/python tools/test_moto_server.py
 
 test-receivers: venv
 	PYTHON=$(CURDIR)/$(VENV)/bin/python examples/receivers/check.sh

@@ -64,7 +64,7 @@ pub struct MotoCommand {
 }
 
 /// Finds moto: `$TERN_MOTO_SERVER` (a `moto_server` executable), else the venv's Python
-/// running the repo's `tools/moto_server.py` (stock moto plus one fix, see that file),
+/// running the repo's `tools/moto_server.py` (stock moto plus fixes, see that file),
 /// looking for `.venv` in the current directory and its parents.
 ///
 /// # Errors
@@ -108,6 +108,16 @@ impl MotoServer {
     /// # Errors
     /// [`MotoError`] with what to do about it.
     pub async fn start() -> Result<Self, MotoError> {
+        Self::start_with_env(&[]).await
+    }
+
+    /// Like [`Self::start`], with extra environment variables for the server, for example
+    /// `TERN_MOTO_STOCK=<fix>` to leave one of `tools/moto_server.py`'s fixes out and
+    /// compare with stock moto.
+    ///
+    /// # Errors
+    /// [`MotoError`] with what to do about it.
+    pub async fn start_with_env(vars: &[(&str, &str)]) -> Result<Self, MotoError> {
         let moto = find_moto_server()?;
         let port = free_port()?;
         // TERN_MOTO_LOG=<file> keeps moto's own log (tracebacks of its 500s) for debugging.
@@ -130,6 +140,7 @@ impl MotoServer {
             .args(["-H", "127.0.0.1", "-p", &port.to_string()])
             // Step Functions service tasks call back into moto at localhost:$MOTO_PORT.
             .env("MOTO_PORT", port.to_string())
+            .envs(vars.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)

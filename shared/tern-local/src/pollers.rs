@@ -40,38 +40,63 @@ pub enum LocalEvent {
     Sent(Vec<MessageResult>),
 }
 
-/// Converts a DynamoDB Streams record to the JSON shape Lambda delivers.
+/// Converts a DynamoDB Streams record to the JSON shape Lambda delivers. A field the
+/// record lacks (moto leaves some out) is left out too, as in AWS's records, never written
+/// as `null`; `ApproximateCreationDateTime` is whole seconds since the epoch, as Lambda
+/// writes it.
 pub fn lambda_record(record: &Record, stream_arn: &str) -> Value {
     let change = record.dynamodb();
-    let image =
-        |m: Option<&HashMap<String, aws_sdk_dynamodbstreams::types::AttributeValue>>| -> Value {
-            m.map(|m| {
-                serde_json::to_value(serde_dynamo::Item::from(m.clone())).unwrap_or(Value::Null)
-            })
-            .unwrap_or(Value::Null)
-        };
-    let mut dynamodb = json!({
-        "ApproximateCreationDateTime": change.and_then(|c| c.approximate_creation_date_time()).map(|t| t.secs()),
-        "Keys": image(change.and_then(|c| c.keys.as_ref())),
-        "SequenceNumber": change.and_then(|c| c.sequence_number()),
-        "SizeBytes": change.and_then(|c| c.size_bytes()).unwrap_or(0),
-        "StreamViewType": change.and_then(|c| c.stream_view_type()).map(|v| v.as_str().to_owned()),
-    });
-    if let Some(new) = change.and_then(|c| c.new_image.as_ref()) {
-        dynamodb["NewImage"] = image(Some(new));
-    }
-    if let Some(old) = change.and_then(|c| c.old_image.as_ref()) {
-        dynamodb["OldImage"] = image(Some(old));
-    }
+    let image = |m: &HashMap<String, aws_sdk_dynamodbstreams::types::AttributeValue>| {
+        serde_json::to_value(serde_dynamo::Item::from(m.clone())).ok()
+    };
+    let mut dynamodb = serde_json::Map::new();
+    let mut put = |key: &str, value: Option<Value>| {
+        if let Some(value) = value {
+            dynamodb.insert(key.to_owned(), value);
+        }
+    };
+    put(
+        "ApproximateCreationDateTime",
+        change
+            .and_then(|c| c.approximate_creation_date_time())
+            .map(|t| json!(t.secs())),
+    );
+    put("Keys", change.and_then(|c| c.keys.as_ref()).and_then(image));
+    put(
+        "NewImage",
+        change.and_then(|c| c.new_image.as_ref()).and_then(image),
+    );
+    put(
+        "OldImage",
+        change.and_then(|c| c.old_image.as_ref()).and_then(image),
+    );
+    put(
+        "SequenceNumber",
+        change.and_then(|c| c.sequence_number()).map(|s| json!(s)),
+    );
+    put(
+        "SizeBytes",
+        change.and_then(|c| c.size_bytes()).map(|n| json!(n)),
+    );
+    put(
+        "StreamViewType",
+        change
+            .and_then(|c| c.stream_view_type())
+            .map(|v| json!(v.as_str())),
+    );
     let mut value = json!({
-        "eventID": record.event_id(),
-        "eventName": record.event_name().map(|n| n.as_str().to_owned()),
-        "eventVersion": record.event_version().unwrap_or("1.1"),
         "eventSource": "aws:dynamodb",
         "awsRegion": record.aws_region().unwrap_or("us-east-1"),
         "eventSourceARN": stream_arn,
+        "eventVersion": record.event_version().unwrap_or("1.1"),
         "dynamodb": dynamodb,
     });
+    if let Some(id) = record.event_id() {
+        value["eventID"] = json!(id);
+    }
+    if let Some(name) = record.event_name() {
+        value["eventName"] = json!(name.as_str());
+    }
     if let Some(id) = record.user_identity() {
         value["userIdentity"] = json!({"type": id.r#type(), "principalId": id.principal_id()});
     }
@@ -90,7 +115,28 @@ pub struct StreamPollerOptions {
     pub idle: Duration,
 }
 
+/// How long a shard's iterator may return nothing before the poller checks it against a
+/// fresh iterator from the same position, in seconds. A check costs two calls
+/// (GetShardIterator, GetRecords with limit 1), at most once per this period per shard.
+pub const STALE_CHECK_SECONDS: u64 = 5;
+
+/// Where the poller reads one shard.
+struct ShardPosition {
+    iterator: Option<String>,
+    /// Sequence number of the last record read: a fresh iterator continues after it.
+    last_sequence: Option<String>,
+    /// Since when reads have returned no record (reset by a record or a check).
+    empty_since: Option<tokio::time::Instant>,
+}
+
 /// Polls the outbox stream and calls the relay handler.
+///
+/// A shard whose iterator returns nothing for [`STALE_CHECK_SECONDS`] is checked: if a
+/// fresh iterator from the last sequence number read does return records, the old one
+/// was stale (moto once handed out iterators on a shard that no longer received records,
+/// see tools/moto_server.py fix 3). The poller logs a warning naming the stream and the
+/// shard, and carries on with the fresh iterator, so nothing is skipped and nothing is
+/// read twice.
 pub fn spawn_stream_poller(
     aws: &SdkConfig,
     stream_arn: String,
@@ -101,7 +147,7 @@ pub fn spawn_stream_poller(
 ) -> JoinHandle<()> {
     let streams = aws_sdk_dynamodbstreams::Client::new(aws);
     tokio::spawn(async move {
-        let mut iterators: HashMap<String, Option<String>> = HashMap::new();
+        let mut shards: HashMap<String, ShardPosition> = HashMap::new();
         loop {
             let mut busy = false;
             match streams
@@ -119,19 +165,27 @@ pub fn spawn_stream_poller(
                         let Some(shard_id) = shard.shard_id() else {
                             continue;
                         };
-                        if !iterators.contains_key(shard_id) {
-                            let it = streams
-                                .get_shard_iterator()
-                                .stream_arn(&stream_arn)
-                                .shard_id(shard_id)
-                                .shard_iterator_type(ShardIteratorType::TrimHorizon)
-                                .send()
-                                .await
-                                .ok()
-                                .and_then(|o| o.shard_iterator);
-                            iterators.insert(shard_id.to_owned(), it);
+                        if !shards.contains_key(shard_id) {
+                            // Not stored until it succeeds: a failed call is retried on
+                            // the next pass instead of leaving the shard unread.
+                            let Some(iterator) =
+                                shard_iterator(&streams, &stream_arn, shard_id, None).await
+                            else {
+                                continue;
+                            };
+                            shards.insert(
+                                shard_id.to_owned(),
+                                ShardPosition {
+                                    iterator: Some(iterator),
+                                    last_sequence: None,
+                                    empty_since: None,
+                                },
+                            );
                         }
-                        let Some(Some(it)) = iterators.get(shard_id).cloned() else {
+                        let Some(position) = shards.get_mut(shard_id) else {
+                            continue;
+                        };
+                        let Some(it) = position.iterator.clone() else {
                             continue;
                         };
                         let out = match streams
@@ -147,7 +201,24 @@ pub fn spawn_stream_poller(
                                 continue;
                             }
                         };
-                        iterators.insert(shard_id.to_owned(), out.next_shard_iterator.clone());
+                        position.iterator = out.next_shard_iterator.clone();
+                        if let Some(last) = out
+                            .records()
+                            .last()
+                            .and_then(|r| r.dynamodb())
+                            .and_then(|c| c.sequence_number())
+                        {
+                            position.last_sequence = Some(last.to_owned());
+                            position.empty_since = None;
+                        } else {
+                            let since = *position
+                                .empty_since
+                                .get_or_insert_with(tokio::time::Instant::now);
+                            if since.elapsed() >= Duration::from_secs(STALE_CHECK_SECONDS) {
+                                position.empty_since = None;
+                                recheck_stale(&streams, &stream_arn, shard_id, position).await;
+                            }
+                        }
                         let records: Vec<Value> = out
                             .records()
                             .iter()
@@ -182,6 +253,74 @@ pub fn spawn_stream_poller(
             }
         }
     })
+}
+
+/// A shard iterator after `after` (a sequence number), or at the trim horizon.
+async fn shard_iterator(
+    streams: &aws_sdk_dynamodbstreams::Client,
+    stream_arn: &str,
+    shard_id: &str,
+    after: Option<&str>,
+) -> Option<String> {
+    let request = streams
+        .get_shard_iterator()
+        .stream_arn(stream_arn)
+        .shard_id(shard_id);
+    let request = match after {
+        Some(sequence) => request
+            .shard_iterator_type(ShardIteratorType::AfterSequenceNumber)
+            .sequence_number(sequence),
+        None => request.shard_iterator_type(ShardIteratorType::TrimHorizon),
+    };
+    match request.send().await {
+        Ok(o) => o.shard_iterator,
+        Err(e) => {
+            tracing::warn!(stream_arn, shard_id, error = %aws_sdk_dynamodbstreams::error::DisplayErrorContext(e), "get_shard_iterator failed");
+            None
+        }
+    }
+}
+
+/// Compares a shard iterator that keeps returning nothing with a fresh one from the same
+/// position; when the fresh one finds records, warns and switches to it.
+async fn recheck_stale(
+    streams: &aws_sdk_dynamodbstreams::Client,
+    stream_arn: &str,
+    shard_id: &str,
+    position: &mut ShardPosition,
+) {
+    let after = position.last_sequence.as_deref();
+    let Some(fresh) = shard_iterator(streams, stream_arn, shard_id, after).await else {
+        return;
+    };
+    let waiting = match streams
+        .get_records()
+        .shard_iterator(fresh)
+        .limit(1)
+        .send()
+        .await
+    {
+        Ok(o) => !o.records().is_empty(),
+        Err(e) => {
+            tracing::warn!(stream_arn, shard_id, error = %aws_sdk_dynamodbstreams::error::DisplayErrorContext(e), "get_records failed");
+            return;
+        }
+    };
+    if !waiting {
+        return;
+    }
+    tracing::warn!(
+        stream_arn,
+        shard_id,
+        after_sequence = after.unwrap_or("trim horizon"),
+        empty_seconds = STALE_CHECK_SECONDS,
+        "stream poller's shard iterator returned no records while the stream holds newer ones; \
+         reading on with a fresh iterator from the last record read"
+    );
+    // The probe's iterator has moved past the record it returned: take another one.
+    if let Some(iterator) = shard_iterator(streams, stream_arn, shard_id, after).await {
+        position.iterator = Some(iterator);
+    }
 }
 
 async fn invoke_relay(
@@ -372,4 +511,82 @@ pub fn spawn_queue_pollers(
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aws_sdk_dynamodbstreams::types::{AttributeValue, OperationType, StreamRecord};
+
+    fn keys() -> HashMap<String, AttributeValue> {
+        HashMap::from([("event_id".to_owned(), AttributeValue::S("evt_1".into()))])
+    }
+
+    /// moto's records may lack ApproximateCreationDateTime and SizeBytes: they are left
+    /// out, as AWS leaves out what a record does not have, never written as null.
+    #[test]
+    fn absent_record_fields_are_left_out_not_null() {
+        let record = Record::builder()
+            .event_id("e1")
+            .event_name(OperationType::Insert)
+            .dynamodb(
+                StreamRecord::builder()
+                    .set_keys(Some(keys()))
+                    .set_new_image(Some(keys()))
+                    .sequence_number("100")
+                    .build(),
+            )
+            .build();
+        let value = lambda_record(&record, "arn:stream");
+        let dynamodb = value["dynamodb"].as_object().expect("dynamodb object");
+        for absent in [
+            "ApproximateCreationDateTime",
+            "SizeBytes",
+            "StreamViewType",
+            "OldImage",
+        ] {
+            assert!(!dynamodb.contains_key(absent), "{absent} in {value}");
+        }
+        assert_eq!(dynamodb["SequenceNumber"], "100");
+        assert_eq!(dynamodb["Keys"]["event_id"]["S"], "evt_1");
+        assert_eq!(dynamodb["NewImage"]["event_id"]["S"], "evt_1");
+        assert_eq!(value["eventName"], "INSERT");
+        fn no_null(v: &Value) -> bool {
+            match v {
+                Value::Null => false,
+                Value::Array(a) => a.iter().all(no_null),
+                Value::Object(o) => o.values().all(no_null),
+                _ => true,
+            }
+        }
+        assert!(no_null(&value), "{value}");
+    }
+
+    /// Fields moto does give come through with AWS's types: whole epoch seconds, a number
+    /// of bytes, the view type's name.
+    #[test]
+    fn present_record_fields_keep_their_values() {
+        let record = Record::builder()
+            .event_name(OperationType::Insert)
+            .dynamodb(
+                StreamRecord::builder()
+                    .set_keys(Some(keys()))
+                    .approximate_creation_date_time(
+                        aws_sdk_dynamodbstreams::primitives::DateTime::from_secs(1_700_000_000),
+                    )
+                    .size_bytes(57)
+                    .stream_view_type(aws_sdk_dynamodbstreams::types::StreamViewType::NewImage)
+                    .sequence_number("7")
+                    .build(),
+            )
+            .build();
+        let value = lambda_record(&record, "arn:stream");
+        assert_eq!(
+            value["dynamodb"]["ApproximateCreationDateTime"],
+            1_700_000_000
+        );
+        assert_eq!(value["dynamodb"]["SizeBytes"], 57);
+        assert_eq!(value["dynamodb"]["StreamViewType"], "NEW_IMAGE");
+        assert_eq!(value["eventSourceARN"], "arn:stream");
+    }
 }

@@ -1,0 +1,268 @@
+"""Stress test of the moto launcher's SQS (tools/moto_server.py, fix 4 `sqs-lock`).
+
+Senders, receivers and deleters run at once on one queue, as Tern's local pollers do. Every
+message must be received exactly once: none lost, none handed to two receivers while in
+flight, none back after its delete. The visibility timeout (300 s) is longer than the
+run, so any second receipt of a message is a fault, never a legitimate redelivery.
+
+Run: `.venv/bin/python tools/test_moto_server.py` (part of `make test`). Size: 2 rounds on
+fresh queues of 800 messages each, 400 queued before receiving starts (moto's races are
+windows that grow with queue length), 4 sender, 4 receiver and 4 deleter threads; 31 s on 2
+cores under a load average of 4 to 8. `TERN_MOTO_STOCK=sqs-lock` runs it against stock
+moto's SQS: it failed in both runs at this size and both at 3 rounds of 1,000 (1-3 faulty
+rounds per run: a message handed to two receivers, lost, or back in the queue after its
+delete); without the backlog it found the race in only about half the runs. A race: a run
+on stock can be lucky.
+
+`.venv/bin/python tools/test_moto_server.py --bench` prints ReceiveMessage latency by queue
+depth (the numbers in the README's local mode section).
+"""
+
+import os
+import queue as queue_module
+import socket
+import subprocess
+import sys
+import threading
+import time
+import unittest
+import urllib.request
+from pathlib import Path
+
+import boto3
+from botocore.config import Config
+
+MESSAGES = 800
+# Messages queued before receiving starts.
+BACKLOG = 400
+# Rounds on fresh queues: most rounds find stock moto's race, not all.
+ROUNDS = 2
+SENDERS = 4
+RECEIVERS = 4
+DELETERS = 4
+VISIBILITY_SECONDS = 300
+# A run that stops making progress for this long has lost messages (seconds).
+STALL_SECONDS = 5.0
+
+LAUNCHER = Path(__file__).with_name("moto_server.py")
+
+
+def start_launcher():
+    """Starts tools/moto_server.py on a free 127.0.0.1 port; returns (process, url)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    process = subprocess.Popen(
+        [sys.executable, str(LAUNCHER), "-H", "127.0.0.1", "-p", str(port)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/moto-api/", timeout=1):
+                return process, url
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()
+                raise RuntimeError(f"moto launcher did not answer on {url}")
+            time.sleep(0.1)
+
+
+def sqs_client(url):
+    return boto3.client(
+        "sqs",
+        endpoint_url=url,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        config=Config(retries={"max_attempts": 1}, max_pool_connections=4),
+    )
+
+
+class Ledger:
+    """Every receipt and delete, by message body, shared by all threads."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.receipts = {}  # body -> receipts so far
+        self.deleted = set()  # bodies whose delete succeeded
+        self.in_flight_twice = []  # bodies received again before their delete finished
+        self.back_after_delete = []  # bodies received again after their delete
+        self.delete_failures = []
+        self.last_progress = time.monotonic()
+
+    def received(self, body):
+        with self.lock:
+            self.last_progress = time.monotonic()
+            count = self.receipts.get(body, 0)
+            self.receipts[body] = count + 1
+            if count:
+                (self.back_after_delete if body in self.deleted else self.in_flight_twice).append(body)
+
+    def delete_done(self, bodies, failed):
+        with self.lock:
+            self.deleted.update(bodies)
+            self.delete_failures.extend(failed)
+
+
+class ConcurrentQueueTest(unittest.TestCase):
+    def setUp(self):
+        self.process, self.url = start_launcher()
+
+    def tearDown(self):
+        self.process.kill()
+        self.process.wait()
+
+    def test_every_message_received_once_with_concurrent_send_receive_delete(self):
+        for n in range(ROUNDS):
+            with self.subTest(round=n):
+                self.round(f"stress{n}")
+
+    def round(self, name):
+        client = sqs_client(self.url)
+        queue = client.create_queue(
+            QueueName=name, Attributes={"VisibilityTimeout": str(VISIBILITY_SECONDS)}
+        )["QueueUrl"]
+        ledger = Ledger()
+        stop = threading.Event()
+        errors = []
+
+        def send(first):
+            c = sqs_client(self.url)
+            try:
+                for start in range(first, MESSAGES, 10 * SENDERS):
+                    entries = [
+                        {"Id": f"e{i}", "MessageBody": f"m{i:05}"} for i in range(start, min(start + 10, MESSAGES))
+                    ]
+                    answer = c.send_message_batch(QueueUrl=queue, Entries=entries)
+                    if answer.get("Failed"):
+                        errors.append(f"send failed: {answer['Failed']}")
+            except Exception as e:  # noqa: BLE001 - reported as a test failure below
+                errors.append(f"sender: {e!r}")
+
+        handles = queue_module.Queue()
+
+        def receive():
+            c = sqs_client(self.url)
+            try:
+                while not stop.is_set():
+                    messages = c.receive_message(QueueUrl=queue, MaxNumberOfMessages=10, WaitTimeSeconds=1).get(
+                        "Messages", []
+                    )
+                    for m in messages:
+                        ledger.received(m["Body"])
+                        handles.put(m)
+            except Exception as e:  # noqa: BLE001 - reported as a test failure below
+                errors.append(f"receiver: {e!r}")
+
+        def delete():
+            # Deleters of their own, one DeleteMessage per message: many deletes overlap
+            # with each other, with receives and with sends. (Batch deletes found stock
+            # moto's race less often: 1 of 3 runs against 3 of 3.)
+            c = sqs_client(self.url)
+            try:
+                while not (stop.is_set() and handles.empty()):
+                    try:
+                        m = handles.get(timeout=0.2)
+                    except queue_module.Empty:
+                        continue
+                    c.delete_message(QueueUrl=queue, ReceiptHandle=m["ReceiptHandle"])
+                    ledger.delete_done([m["Body"]], [])
+            except Exception as e:  # noqa: BLE001 - reported as a test failure below
+                errors.append(f"deleter: {e!r}")
+
+        senders = [threading.Thread(target=send, args=(10 * k,)) for k in range(SENDERS)]
+        receivers = [threading.Thread(target=receive) for _ in range(RECEIVERS)]
+        receivers += [threading.Thread(target=delete) for _ in range(DELETERS)]
+        for t in senders:
+            t.start()
+        # A backlog first: moto's races are windows that grow with the queue's length.
+        def depth():
+            attributes = client.get_queue_attributes(QueueUrl=queue, AttributeNames=["ApproximateNumberOfMessages"])
+            return int(attributes["Attributes"]["ApproximateNumberOfMessages"])
+
+        while depth() < BACKLOG and any(t.is_alive() for t in senders):
+            time.sleep(0.05)
+        for t in receivers:
+            t.start()
+        for t in senders:
+            t.join()
+        # Run until every message was received, or nothing new arrives for STALL_SECONDS;
+        # then keep receiving a little longer so a message that comes back is seen.
+        while True:
+            with ledger.lock:
+                done = len(ledger.receipts) >= MESSAGES
+                stalled = time.monotonic() - ledger.last_progress > STALL_SECONDS
+            if done or stalled:
+                break
+            time.sleep(0.1)
+        time.sleep(2.5)
+        stop.set()
+        for t in receivers:
+            t.join()
+
+        expected = {f"m{i:05}" for i in range(MESSAGES)}
+        lost = sorted(expected - set(ledger.receipts))
+        self.assertEqual(errors, [])
+        self.assertEqual(ledger.delete_failures, [])
+        self.assertEqual(lost, [], f"{len(lost)} of {MESSAGES} messages never received")
+        self.assertEqual(
+            ledger.in_flight_twice, [], f"{len(ledger.in_flight_twice)} messages handed to two receivers in flight"
+        )
+        self.assertEqual(
+            ledger.back_after_delete, [], f"{len(ledger.back_after_delete)} messages came back after their delete"
+        )
+        attributes = client.get_queue_attributes(QueueUrl=queue, AttributeNames=["All"])["Attributes"]
+        left = {k: attributes[k] for k in ("ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible")}
+        self.assertEqual(left, dict.fromkeys(left, "0"), "messages still in the queue after every delete succeeded")
+
+
+def bench():
+    """Median latency of ReceiveMessage (10 messages, then released) and SendMessageBatch
+    (10 messages) by queue depth, in milliseconds."""
+    process, url = start_launcher()
+    try:
+        client = sqs_client(url)
+        for depth in (250, 1_000):
+            queue = client.create_queue(QueueName=f"bench{depth}")["QueueUrl"]
+            sends = []
+            for start in range(0, depth, 10):
+                began = time.perf_counter()
+                client.send_message_batch(
+                    QueueUrl=queue, Entries=[{"Id": f"e{i}", "MessageBody": "x" * 1_000} for i in range(10)]
+                )
+                sends.append((time.perf_counter() - began) * 1000)
+            receives = []
+            for _ in range(10):
+                began = time.perf_counter()
+                messages = client.receive_message(QueueUrl=queue, MaxNumberOfMessages=10, VisibilityTimeout=600)[
+                    "Messages"
+                ]
+                receives.append((time.perf_counter() - began) * 1000)
+                client.change_message_visibility_batch(
+                    QueueUrl=queue,
+                    Entries=[
+                        {"Id": f"v{i}", "ReceiptHandle": m["ReceiptHandle"], "VisibilityTimeout": 0}
+                        for i, m in enumerate(messages)
+                    ],
+                )
+            receives.sort()
+            last_sends = sorted(sends[-10:])
+            print(
+                f"depth {depth:>5}: ReceiveMessage(10) median {receives[len(receives) // 2]:.0f} ms, "
+                f"SendMessageBatch(10) at that depth median {last_sends[len(last_sends) // 2]:.0f} ms"
+            )
+    finally:
+        process.kill()
+        process.wait()
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("NO_PROXY", "127.0.0.1")
+    if "--bench" in sys.argv:
+        bench()
+    else:
+        unittest.main()
