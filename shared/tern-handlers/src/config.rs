@@ -130,6 +130,12 @@ pub struct SenderConfig {
     pub attempt_log_ttl_days: u32,
     /// `TERN_METRICS_NAMESPACE`.
     pub metrics_namespace: String,
+    /// `TERN_ENDPOINT_CACHE_SECONDS`, seconds, default
+    /// [`crate::endpoint_cache::DEFAULT_ENDPOINT_CACHE_SECONDS`] (30), at most
+    /// [`crate::endpoint_cache::MAX_ENDPOINT_CACHE_SECONDS`] (300), 0 = off: how long a
+    /// warm sender serves an endpoint from memory, i.e. the longest a disable or rotation
+    /// made elsewhere takes to reach it.
+    pub endpoint_cache: Duration,
 }
 
 /// How the sender retries. Shared by the Lambda and local mode.
@@ -231,6 +237,7 @@ impl SenderConfig {
             allow_destinations: destinations.allow,
             attempt_log_ttl_days: env.parsed("TERN_ATTEMPT_LOG_TTL_DAYS", 30)?,
             metrics_namespace: metrics_namespace(env),
+            endpoint_cache: endpoint_cache(env)?,
         })
     }
 }
@@ -293,6 +300,21 @@ impl ReplayConfig {
             metrics_namespace: metrics_namespace(env),
         })
     }
+}
+
+fn endpoint_cache(env: &Env<'_>) -> Result<Duration, ConfigError> {
+    use crate::endpoint_cache::{DEFAULT_ENDPOINT_CACHE_SECONDS, MAX_ENDPOINT_CACHE_SECONDS};
+    let seconds: u64 = env.parsed(
+        "TERN_ENDPOINT_CACHE_SECONDS",
+        DEFAULT_ENDPOINT_CACHE_SECONDS,
+    )?;
+    if seconds > MAX_ENDPOINT_CACHE_SECONDS {
+        return Err(ConfigError::Invalid {
+            name: "TERN_ENDPOINT_CACHE_SECONDS",
+            reason: format!("{seconds} s is outside 0..={MAX_ENDPOINT_CACHE_SECONDS} s"),
+        });
+    }
+    Ok(Duration::from_secs(seconds))
 }
 
 #[cfg(test)]
