@@ -414,3 +414,67 @@ async fn an_operator_disable_through_the_senders_store_applies_at_once() {
         "new and previous secret: {signatures}"
     );
 }
+
+/// The attempt row a sender would record for a 2xx of `m`'s try `takeover`.
+fn success(m: &DeliveryMessage, takeover: u32, status: u16) -> AttemptRecord {
+    AttemptRecord {
+        event_id: m.event.id.clone(),
+        endpoint_id: m.endpoint_id.clone(),
+        replay_count: m.replay_count,
+        attempt: m.attempt,
+        takeover,
+        started_at: Utc::now(),
+        latency_ms: 7,
+        status: Some(status),
+        error_class: None,
+        error: None,
+        location: None,
+        response_excerpt: None,
+        excerpt_truncated: false,
+        outcome: "delivered".into(),
+        next_wait_seconds: None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_holder_and_its_takeover_both_keep_their_success_whatever_the_order() {
+    let local = deployment_without_pollers("ddb-race", options()).await;
+    let ledger = local.sender.ledger.clone();
+    let ep = add_endpoint(&local, "tnt_race", "http://127.0.0.1:9/x", &["*"], None).await;
+    for slow_first in [false, true] {
+        let m = message("tnt_race", &ep, u32::from(slow_first));
+        // The slow holder's lease is over when the redelivery comes: it is taken over.
+        let past = Utc::now() - chrono::Duration::seconds(1);
+        assert_eq!(ledger.claim(&m, past).await.unwrap(), Claim::Granted);
+        let later = Utc::now() + chrono::Duration::seconds(60);
+        assert_eq!(
+            ledger.claim(&m, later).await.unwrap(),
+            Claim::TakenOver { takeover: 1 }
+        );
+        let (slow, taker) = (success(&m, 0, 201), success(&m, 1, 200));
+        if slow_first {
+            ledger.record_delivered(&m, &slow).await.unwrap();
+            ledger.record_delivered(&m, &taker).await.unwrap();
+        } else {
+            ledger.record_delivered(&m, &taker).await.unwrap();
+            ledger.record_delivered(&m, &slow).await.unwrap();
+        }
+        // A write the SDK retried after its answer was lost lands once.
+        ledger.record_delivered(&m, &taker).await.unwrap();
+        let h = ledger.history(&m.event.id).await.unwrap();
+        let tries: Vec<(u32, Option<u16>, &str)> = h
+            .iter()
+            .map(|r| (r.takeover, r.status, r.outcome.as_str()))
+            .collect();
+        assert_eq!(
+            tries,
+            [(0, Some(201), "delivered"), (1, Some(200), "delivered")],
+            "slow_first={slow_first}: {h:#?}"
+        );
+        // And the pair is delivered: a later redelivery is not sent.
+        assert_eq!(
+            ledger.claim(&m, later).await.unwrap(),
+            Claim::AlreadyDelivered
+        );
+    }
+}

@@ -352,7 +352,7 @@ async fn attempt(
         tracing::warn!(error = %e, delivery_id = %message.delivery_id, "attempt not logged");
     }
     tracing::info!(
-        delivery_id = %message.delivery_id, attempt = message.attempt, status, error = error.as_deref().unwrap_or(""),
+        delivery_id = %message.delivery_id, attempt = message.attempt, status, error = error.as_deref(),
         latency_ms = report.latency_ms, outcome = %record.outcome, "attempt"
     );
 
