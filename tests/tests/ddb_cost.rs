@@ -184,7 +184,7 @@ fn counted(local: &LocalTern) -> Counted {
 
 fn message(tenant: &str, ep: &Endpoint, n: u32) -> DeliveryMessage {
     let event = tern_outbox::OutboxWriter::new("unused")
-        .prepare("order.paid", tenant, &format!(r#"{{"n":{n}}}"#))
+        .prepare("order.paid", tenant, format!(r#"{{"n":{n}}}"#))
         .unwrap()
         .event;
     DeliveryMessage::first(event, ep.id.clone())

@@ -89,7 +89,7 @@ where
     };
     for n in 0..DELIVERIES {
         let event = tern_outbox::OutboxWriter::new("unused")
-            .prepare("order.paid", tenant, &format!(r#"{{"n":{n}}}"#))
+            .prepare("order.paid", tenant, format!(r#"{{"n":{n}}}"#))
             .unwrap()
             .event;
         let body = DeliveryMessage::first(event, endpoint.id.clone()).to_body();
