@@ -504,8 +504,12 @@ impl DeliveryLedger for DynamoLedger {
                     return Ok(());
                 }
                 // Its own row (replacing only an `abandoned` placeholder of this try),
-                // then the plain finish, as before the combined write existed.
-                let logged = self.put_attempt(record).await;
+                // then the plain finish, as before the combined write existed. A row this
+                // try already has is this try's own success (a retried call): done.
+                let logged = match self.put_attempt(record).await {
+                    Err(PortError::Rejected(_)) => Ok(()),
+                    other => other,
+                };
                 let finished = self.finish(message, DeliveryState::Delivered).await;
                 logged.and(finished)
             }

@@ -268,13 +268,18 @@ pub trait DeliveryLedger: Send + Sync {
     /// claim and this). `record` must be the attempt this caller claimed, with outcome
     /// `delivered`; [`Self::history`] returns it like any other row. It never overwrites
     /// a recorded success: when this caller's claim was taken over meanwhile, the attempt
-    /// gets its own row, as [`Self::record_attempt`] would write it.
+    /// gets its own row, as [`Self::record_attempt`] would write it. Recording the same try
+    /// again (a retried call) changes nothing and is not an error.
     async fn record_delivered(
         &self,
         message: &DeliveryMessage,
         record: &AttemptRecord,
     ) -> Result<(), PortError> {
-        let logged = self.record_attempt(record).await;
+        // Rejected = this try's row is already there (a retried call).
+        let logged = match self.record_attempt(record).await {
+            Err(PortError::Rejected(_)) => Ok(()),
+            other => other,
+        };
         let finished = self.finish(message, DeliveryState::Delivered).await;
         logged.and(finished)
     }
