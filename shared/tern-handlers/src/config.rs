@@ -366,4 +366,34 @@ mod tests {
             assert!(SenderPolicy::from_env(&Env(&set(bad))).is_err(), "{bad}");
         }
     }
+
+    #[test]
+    fn endpoint_cache_defaults_to_30_s_can_be_off_and_is_bounded() {
+        let with = |cache: Option<&'static str>| {
+            move |k: &str| match k {
+                "TERN_ENDPOINTS_TABLE"
+                | "TERN_ATTEMPTS_TABLE"
+                | "TERN_DELIVERY_QUEUE_URL"
+                | "TERN_DLQ_URL" => Some("x".to_owned()),
+                "TERN_ENDPOINT_CACHE_SECONDS" => cache.map(str::to_owned),
+                _ => None,
+            }
+        };
+        let read = |cache| SenderConfig::from_env(&Env(&with(cache))).map(|c| c.endpoint_cache);
+        assert_eq!(read(None), Ok(Duration::from_secs(30)));
+        assert_eq!(read(Some("0")), Ok(Duration::ZERO));
+        assert_eq!(read(Some("300")), Ok(Duration::from_secs(300)));
+        for bad in ["301", "-1", "soon"] {
+            assert!(
+                matches!(
+                    read(Some(bad)),
+                    Err(ConfigError::Invalid {
+                        name: "TERN_ENDPOINT_CACHE_SECONDS",
+                        ..
+                    })
+                ),
+                "{bad}"
+            );
+        }
+    }
 }
