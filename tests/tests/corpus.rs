@@ -345,10 +345,7 @@ async fn delivery_message_corpus() {
         // Whatever went on a queue is something SQS accepts: bodies and attribute values.
         for entry in dlq.entries().iter().chain(delivery.entries().iter()) {
             let texts = std::iter::once(&entry.body).chain(entry.attributes.iter().map(|(_, v)| v));
-            if let Some(bad) = texts
-                .into_iter()
-                .find(|t| !tern_core::sqs_text::is_clean(t))
-            {
+            if let Some(bad) = texts.into_iter().find(|t| !tern_core::sqs_text::is_clean(t)) {
                 failures.push(format!("{}: SQS would refuse {bad:?}", name(case)));
             }
         }
