@@ -3,7 +3,7 @@
  * stack prop > CDK context (`-c tern:<name>=<value>` or cdk.json) > infra/settings.json.
  */
 import { Node } from 'constructs';
-import { TernSettings } from './settings';
+import { TableCapacityMode, TernSettings } from './settings';
 
 /**
  * The tunable settings of a Tern stack. Every one is optional; the default
@@ -54,6 +54,11 @@ export interface TernOptions {
   /** Keep the three tables when the stack is deleted or a table is replaced. Default: true. */
   readonly retainData?: boolean;
   /**
+   * DynamoDB capacity of the three tables: `on-demand` (pay per request) or `provisioned` (capacity
+   * units with auto scaling in the ranges of capacity.tables, for steady high volume). Default: capacity.mode.
+   */
+  readonly tableCapacityMode?: TableCapacityMode;
+  /**
    * Folder of prebuilt functions laid out as `cargo lambda build --release --arm64` writes them
    * (`<dir>/relay/bootstrap`, ...), usually `../target/lambda`. When set, the stack uses these files
    * and does not run cargo-lambda. Default: unset, so `RustFunction` builds each binary at synth.
@@ -82,6 +87,7 @@ export interface TernConfig {
   readonly deliveryVisibilityTimeoutSeconds: number;
   readonly logRetentionDays: number;
   readonly retainData: boolean;
+  readonly tableCapacityMode: TableCapacityMode;
   readonly prebuiltArtifactsDir?: string;
 }
 
@@ -112,6 +118,7 @@ const KINDS: { [K in keyof Required<TernOptions>]: Kind } = {
   deliveryVisibilityTimeoutSeconds: 'number',
   logRetentionDays: 'number',
   retainData: 'boolean',
+  tableCapacityMode: 'string',
   prebuiltArtifactsDir: 'string',
 };
 
@@ -176,6 +183,7 @@ export function resolveConfig(node: Node, settings: TernSettings, props: TernOpt
       explicitVisibility ?? Math.max(settings.queues.delivery.visibilityTimeoutSeconds, minVisibility),
     logRetentionDays: pick('logRetentionDays', settings.logs.retentionDays)!,
     retainData: pick('retainData', true)!,
+    tableCapacityMode: pick('tableCapacityMode', settings.capacity.mode)!,
     prebuiltArtifactsDir: pick('prebuiltArtifactsDir', undefined),
   };
   validate(config, minVisibility);
@@ -198,6 +206,9 @@ function validate(c: TernConfig, minVisibility: number): void {
   const intIn = (name: string, v: number, lo: number, hi: number) => {
     if (!Number.isInteger(v) || v < lo || v > hi) fail(`${name} must be an integer in ${lo}..${hi}, got ${v}`);
   };
+  if (c.tableCapacityMode !== 'on-demand' && c.tableCapacityMode !== 'provisioned') {
+    fail(`tableCapacityMode must be "on-demand" or "provisioned", got ${JSON.stringify(c.tableCapacityMode)}`);
+  }
   intIn('senderBatchSize', c.senderBatchSize, 1, 10);
   intIn('relayBatchSize', c.relayBatchSize, 1, 10000);
   intIn('senderMaxConcurrency', c.senderMaxConcurrency, 2, 1000);

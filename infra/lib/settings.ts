@@ -20,6 +20,21 @@ export interface FunctionSettings {
   readonly memoryMb: number;
 }
 
+/** Auto scaling range of one capacity dimension of a provisioned table, capacity units. */
+export interface CapacityRange {
+  readonly min: number;
+  readonly max: number;
+}
+
+/** DynamoDB billing of the tables: on-demand (pay per request) or provisioned with auto scaling. */
+export type TableCapacityMode = 'on-demand' | 'provisioned';
+
+/** Provisioned read and write capacity of one table (used only in provisioned mode). */
+export interface TableCapacity {
+  readonly read: CapacityRange;
+  readonly write: CapacityRange;
+}
+
 export interface TernSettings {
   readonly tables: {
     readonly outbox: TableSettings;
@@ -67,6 +82,17 @@ export interface TernSettings {
     readonly outboxTtlDays: number;
     readonly attemptLogTtlDays: number;
     readonly httpsOnly: boolean;
+  };
+  /** DynamoDB capacity: the mode (default on-demand) and, for provisioned mode, each table's auto scaling range. */
+  readonly capacity: {
+    readonly mode: TableCapacityMode;
+    /** Auto scaling keeps consumed / provisioned capacity near this, percent (20-90, Application Auto Scaling's range for DynamoDB). */
+    readonly targetUtilizationPercent: number;
+    readonly tables: {
+      readonly outbox: TableCapacity;
+      readonly endpoints: TableCapacity;
+      readonly attempts: TableCapacity;
+    };
   };
   readonly metrics: { readonly namespace: string };
   /** Added by the infra: CloudWatch Logs retention of every log group, days. */
@@ -122,6 +148,21 @@ export function loadSettings(file: string = path.join(INFRA_DIR, 'settings.json'
     if (typeof value !== 'number' || !(value > 0)) {
       throw new Error(`settings.json: ${key} must be a positive number, got ${JSON.stringify(value)}`);
     }
+  }
+  if (s.capacity?.mode !== 'on-demand' && s.capacity?.mode !== 'provisioned') {
+    throw new Error(`settings.json: capacity.mode must be "on-demand" or "provisioned", got ${JSON.stringify(s.capacity?.mode)}`);
+  }
+  for (const table of ['outbox', 'endpoints', 'attempts'] as const) {
+    for (const dim of ['read', 'write'] as const) {
+      const r = s.capacity.tables?.[table]?.[dim];
+      if (!r || !Number.isInteger(r.min) || !Number.isInteger(r.max) || r.min < 1 || r.max < r.min) {
+        throw new Error(`settings.json: capacity.tables.${table}.${dim} must be whole units with 1 <= min <= max, got ${JSON.stringify(r)}`);
+      }
+    }
+  }
+  const target = s.capacity.targetUtilizationPercent;
+  if (typeof target !== 'number' || target < 20 || target > 90) {
+    throw new Error(`settings.json: capacity.targetUtilizationPercent must be in 20..90, got ${JSON.stringify(target)}`);
   }
   if (!Array.isArray(s.delivery.retrySchedule) || s.delivery.retrySchedule.length === 0) {
     throw new Error('settings.json: delivery.retrySchedule must be a non-empty array of seconds');

@@ -32,7 +32,11 @@ export class TernStack extends Stack {
     const config = resolveConfig(this.node, settings, props);
     this.config = config;
 
-    this.storage = new Storage(this, 'Storage', { settings, retainData: config.retainData });
+    this.storage = new Storage(this, 'Storage', {
+      settings,
+      retainData: config.retainData,
+      capacityMode: config.tableCapacityMode,
+    });
     this.queues = new Queues(this, 'Queues', {
       settings,
       deliveryVisibilityTimeoutSeconds: config.deliveryVisibilityTimeoutSeconds,

@@ -3,11 +3,13 @@
  * sizes, redrive, visibility timeout, stream and mapping settings, alarms.
  */
 import { CfnElement } from 'aws-cdk-lib';
-import { defaultStack, samTemplate, CfnTemplate } from './helpers';
+import { defaultStack, samTemplate, settings, synth, CfnTemplate } from './helpers';
 import { critical, Critical, Names, samEventToMapping } from './normalize';
 
-function cdkCritical(): Critical {
-  const { stack, json } = defaultStack();
+function cdkCritical(mode?: 'on-demand' | 'provisioned'): Critical {
+  const { stack, json } = mode
+    ? synth({ alarmEmail: 'ops@example.com' }, { 'tern:tableCapacityMode': mode })
+    : defaultStack();
   const id = (c: { node: { defaultChild?: unknown } }) => stack.getLogicalId(c.node.defaultChild as CfnElement);
   const names: Names = {
     [id(stack.storage.outbox)]: 'outbox',
@@ -31,8 +33,9 @@ function cdkCritical(): Critical {
   return critical(json, names, mappings, sm.StateMachineType);
 }
 
-function samCritical(): Critical {
+function samCritical(mode?: 'on-demand' | 'provisioned'): Critical {
   const t: CfnTemplate = samTemplate();
+  if (mode) t.Parameters!.TableCapacityMode.Default = mode;
   const names: Names = {
     OutboxTable: 'outbox',
     EndpointsTable: 'endpoints',
@@ -66,6 +69,53 @@ describe('CDK and SAM templates agree', () => {
 
   test.each(['outbox', 'endpoints', 'attempts'])('table %s: keys, stream, TTL, PITR, SSE, retention policy', (tbl) => {
     expect(sam.tables[tbl]).toEqual(cdk.tables[tbl]);
+  });
+
+  test('tables are on-demand by default in both, with no auto scaling', () => {
+    expect(settings.capacity.mode).toBe('on-demand');
+    for (const c of [cdk, sam]) {
+      for (const tbl of ['outbox', 'endpoints', 'attempts']) {
+        expect(c.tables[tbl]).toMatchObject({ BillingMode: 'PAY_PER_REQUEST' });
+        expect((c.tables[tbl] as any).ProvisionedThroughput).toBeUndefined();
+      }
+      expect(c.capacity).toEqual({});
+    }
+  });
+
+  test.each(['on-demand', 'provisioned'] as const)('table capacity mode %s: billing, capacity and auto scaling agree', (mode) => {
+    const c = cdkCritical(mode);
+    const s = samCritical(mode);
+    expect(s.tables).toEqual(c.tables);
+    expect(s.capacity).toEqual(c.capacity);
+  });
+
+  test('provisioned mode: every table scales reads and writes in the settings.json ranges', () => {
+    const c = cdkCritical('provisioned');
+    const cap = settings.capacity;
+    for (const tbl of ['outbox', 'endpoints', 'attempts'] as const) {
+      const range = cap.tables[tbl];
+      expect(c.tables[tbl]).toMatchObject({
+        BillingMode: 'PROVISIONED',
+        ProvisionedThroughput: { ReadCapacityUnits: range.read.min, WriteCapacityUnits: range.write.min },
+      });
+      const policy = (metric: string) => [
+        { PolicyType: 'TargetTrackingScaling', TargetValue: cap.targetUtilizationPercent, PredefinedMetricType: metric },
+      ];
+      expect(c.capacity[tbl]).toEqual({
+        'dynamodb:table:ReadCapacityUnits': {
+          ServiceNamespace: 'dynamodb',
+          MinCapacity: range.read.min,
+          MaxCapacity: range.read.max,
+          Policies: policy('DynamoDBReadCapacityUtilization'),
+        },
+        'dynamodb:table:WriteCapacityUnits': {
+          ServiceNamespace: 'dynamodb',
+          MinCapacity: range.write.min,
+          MaxCapacity: range.write.max,
+          Policies: policy('DynamoDBWriteCapacityUtilization'),
+        },
+      });
+    }
   });
 
   test.each(['delivery', 'dlq', 'relayFailures'])('queue %s: visibility, retention, redrive, SSE', (q) => {

@@ -25,6 +25,8 @@ export interface Synthesized {
 export type CfnTemplate = {
   Resources: Record<string, { Type: string; Properties?: any; Metadata?: any; DeletionPolicy?: string; UpdateReplacePolicy?: string; Condition?: string }>;
   Parameters?: Record<string, { Type: string; Default?: unknown }>;
+  Conditions?: Record<string, unknown>;
+  Mappings?: Record<string, Record<string, Record<string, unknown>>>;
   Outputs?: Record<string, any>;
   [k: string]: unknown;
 };

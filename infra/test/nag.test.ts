@@ -11,7 +11,7 @@ import { AwsSolutionsChecks } from 'cdk-nag';
 import { createApp } from '../lib/app';
 import { nagAcknowledgments } from '../lib/nag-suppressions';
 import { TernStack } from '../lib/tern-stack';
-import { defaultStack } from './helpers';
+import { defaultStack, synth } from './helpers';
 
 function violations(scope: TernStack): string[] {
   const report = new AwsSolutionsChecks(scope, { verbose: true }).validateScope(scope);
@@ -23,6 +23,11 @@ describe('cdk-nag AwsSolutions', () => {
 
   test('no unacknowledged finding', () => {
     expect(violations(stack)).toEqual([]);
+  });
+
+  test('no unacknowledged finding with provisioned tables and auto scaling either', () => {
+    const provisioned = synth({ alarmEmail: 'ops@example.com' }, { 'tern:tableCapacityMode': 'provisioned' }).stack;
+    expect(violations(provisioned)).toEqual([]);
   });
 
   test('the acknowledged findings are exactly these four, each with a reason', () => {

@@ -8,11 +8,50 @@ import { CfnTemplate } from './helpers';
 /** Logical id -> role name ("outbox", "delivery", "relay", ...). */
 export type Names = Record<string, string>;
 
+/** Evaluates a template condition (by name) with every parameter at its default. */
+export function conditionHolds(name: string, names: Names, t: CfnTemplate): boolean {
+  const conditions = (t.Conditions ?? {}) as Record<string, unknown>;
+  if (!(name in conditions)) throw new Error(`no condition ${name}`);
+  return evalCondition(conditions[name], names, t);
+}
+
+function evalCondition(c: unknown, names: Names, t: CfnTemplate): boolean {
+  const o = (c ?? {}) as Record<string, unknown>;
+  const [key] = Object.keys(o);
+  const args = o[key] as unknown[];
+  switch (key) {
+    case 'Condition':
+      return conditionHolds(String(o.Condition), names, t);
+    case 'Fn::Equals':
+      return JSON.stringify(normalizeValue(args[0], names, t)) === JSON.stringify(normalizeValue(args[1], names, t));
+    case 'Fn::Not':
+      return !evalCondition(args[0], names, t);
+    case 'Fn::And':
+      return args.every((a) => evalCondition(a, names, t));
+    case 'Fn::Or':
+      return args.some((a) => evalCondition(a, names, t));
+    default:
+      throw new Error(`cannot evaluate condition ${JSON.stringify(c)}`);
+  }
+}
+
 export function normalizeValue(v: unknown, names: Names, t: CfnTemplate): unknown {
   if (Array.isArray(v)) return v.map((x) => normalizeValue(x, names, t));
   if (v && typeof v === 'object') {
     const o = v as Record<string, unknown>;
     const keys = Object.keys(o);
+    // Conditional values resolve with the parameters at their defaults; AWS::NoValue drops the property.
+    if (keys.length === 1 && keys[0] === 'Fn::If') {
+      const [cond, yes, no] = o['Fn::If'] as [string, unknown, unknown];
+      return normalizeValue(conditionHolds(cond, names, t) ? yes : no, names, t);
+    }
+    if (keys.length === 1 && keys[0] === 'Fn::FindInMap') {
+      const [map, top, second] = (o['Fn::FindInMap'] as unknown[]).map((x) => String(normalizeValue(x, names, t)));
+      const value = (t.Mappings as any)?.[map]?.[top]?.[second];
+      if (value === undefined) throw new Error(`no mapping ${map}.${top}.${second}`);
+      return value;
+    }
+    if (keys.length === 1 && keys[0] === 'Ref' && o.Ref === 'AWS::NoValue') return undefined;
     if (keys.length === 1 && keys[0] === 'Ref') {
       const id = String(o.Ref);
       if (names[id]) return `ref:${names[id]}`;
@@ -37,6 +76,8 @@ function num(v: unknown): unknown {
 export interface Critical {
   functions: Record<string, unknown>;
   tables: Record<string, unknown>;
+  /** Auto scaling of each provisioned table: dimension -> range, target and metric (empty when on-demand). */
+  capacity: Record<string, Record<string, unknown>>;
   queues: Record<string, unknown>;
   tlsOnlyQueues: string[];
   mappings: Record<string, unknown>;
@@ -95,7 +136,9 @@ export function critical(
         {
           KeySchema: p.KeySchema,
           AttributeDefinitions: p.AttributeDefinitions,
-          BillingMode: p.BillingMode,
+          // CloudFormation's default when BillingMode is absent (CDK omits it for provisioned tables).
+          BillingMode: n(p.BillingMode) ?? 'PROVISIONED',
+          ProvisionedThroughput: n(p.ProvisionedThroughput),
           StreamSpecification: p.StreamSpecification,
           TimeToLiveSpecification: p.TimeToLiveSpecification,
           PointInTimeRecoverySpecification: p.PointInTimeRecoverySpecification,
@@ -105,6 +148,38 @@ export function critical(
       ];
     }),
   );
+
+  // Resources behind a false condition are not deployed.
+  const deployed = (r: { Condition?: string }) => !r.Condition || conditionHolds(r.Condition, names, t);
+  const tableOf = (resourceId: unknown): string => {
+    const text = JSON.stringify(resourceId);
+    const id = Object.keys(names).find((k) => text.includes(`"Ref":"${k}"`) || text.includes(`\${${k}}`));
+    if (!id) throw new Error(`scalable target on an unknown table: ${text}`);
+    return names[id];
+  };
+  const capacity: Record<string, Record<string, unknown>> = {};
+  for (const [id, r] of Object.entries(t.Resources)) {
+    if (r.Type !== 'AWS::ApplicationAutoScaling::ScalableTarget' || !deployed(r)) continue;
+    const p = r.Properties;
+    const policies = Object.values(t.Resources).filter(
+      (x) => x.Type === 'AWS::ApplicationAutoScaling::ScalingPolicy' && deployed(x) && x.Properties.ScalingTargetId?.Ref === id,
+    );
+    const table = tableOf(p.ResourceId);
+    capacity[table] ??= {};
+    capacity[table][p.ScalableDimension] = {
+      ServiceNamespace: p.ServiceNamespace,
+      MinCapacity: num(n(p.MinCapacity)),
+      MaxCapacity: num(n(p.MaxCapacity)),
+      Policies: policies.map((x) => {
+        const c = x.Properties.TargetTrackingScalingPolicyConfiguration;
+        return {
+          PolicyType: x.Properties.PolicyType,
+          TargetValue: num(n(c.TargetValue)),
+          PredefinedMetricType: c.PredefinedMetricSpecification?.PredefinedMetricType,
+        };
+      }),
+    };
+  }
 
   const queues = Object.fromEntries(
     QUEUE_NAMES.map((name) => {
@@ -167,6 +242,7 @@ export function critical(
     JSON.stringify({
       functions,
       tables,
+      capacity,
       queues,
       tlsOnlyQueues: [...tlsOnly].sort(),
       mappings: Object.fromEntries(Object.entries(mappings).map(([k, v]) => [k, n(v)])),

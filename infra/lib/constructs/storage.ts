@@ -1,16 +1,19 @@
 import { RemovalPolicy } from 'aws-cdk-lib';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import { Construct } from 'constructs';
-import { TableSettings, TernSettings } from '../settings';
+import { TableCapacity, TableCapacityMode, TableSettings, TernSettings } from '../settings';
 
 export interface StorageProps {
   readonly settings: TernSettings;
   /** Keep the tables when the stack is deleted or a table is replaced. */
   readonly retainData: boolean;
+  /** On-demand, or provisioned with auto scaling in the ranges of settings.capacity.tables. */
+  readonly capacityMode: TableCapacityMode;
 }
 
 /**
- * The three DynamoDB tables. All are on-demand, encrypted with the AWS managed
+ * The three DynamoDB tables. All are on-demand by default (or provisioned with
+ * read and write auto scaling, `capacityMode`), encrypted with the AWS managed
  * key and have point-in-time recovery: the outbox and the attempt log are
  * the record of what was promised and what was done.
  */
@@ -26,21 +29,42 @@ export class Storage extends Construct {
     super(scope, id);
     const removalPolicy = props.retainData ? RemovalPolicy.RETAIN : RemovalPolicy.DESTROY;
     const t = props.settings.tables;
-    this.outbox = this.table('Outbox', t.outbox, removalPolicy);
-    this.endpoints = this.table('Endpoints', t.endpoints, removalPolicy);
-    this.attempts = this.table('Attempts', t.attempts, removalPolicy);
+    const c = props.settings.capacity;
+    const capacity = (table: TableCapacity) =>
+      props.capacityMode === 'provisioned' ? { ...table, targetUtilizationPercent: c.targetUtilizationPercent } : undefined;
+    this.outbox = this.table('Outbox', t.outbox, removalPolicy, capacity(c.tables.outbox));
+    this.endpoints = this.table('Endpoints', t.endpoints, removalPolicy, capacity(c.tables.endpoints));
+    this.attempts = this.table('Attempts', t.attempts, removalPolicy, capacity(c.tables.attempts));
   }
 
-  private table(id: string, s: TableSettings, removalPolicy: RemovalPolicy): dynamodb.Table {
-    return new dynamodb.Table(this, id, {
+  private table(
+    id: string,
+    s: TableSettings,
+    removalPolicy: RemovalPolicy,
+    provisioned?: TableCapacity & { targetUtilizationPercent: number },
+  ): dynamodb.Table {
+    const table = new dynamodb.Table(this, id, {
       partitionKey: { name: s.partitionKey, type: dynamodb.AttributeType.STRING },
       sortKey: s.sortKey ? { name: s.sortKey, type: dynamodb.AttributeType.STRING } : undefined,
       timeToLiveAttribute: s.ttlAttribute,
       stream: s.streamViewType ? dynamodb.StreamViewType[s.streamViewType] : undefined,
-      billingMode: dynamodb.BillingMode.PAY_PER_REQUEST,
+      billingMode: provisioned ? dynamodb.BillingMode.PROVISIONED : dynamodb.BillingMode.PAY_PER_REQUEST,
+      // Provisioned tables start at the bottom of their auto scaling range.
+      readCapacity: provisioned?.read.min,
+      writeCapacity: provisioned?.write.min,
       encryption: dynamodb.TableEncryption.AWS_MANAGED,
       pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
       removalPolicy,
     });
+    if (provisioned) {
+      const target = { targetUtilizationPercent: provisioned.targetUtilizationPercent };
+      table
+        .autoScaleReadCapacity({ minCapacity: provisioned.read.min, maxCapacity: provisioned.read.max })
+        .scaleOnUtilization(target);
+      table
+        .autoScaleWriteCapacity({ minCapacity: provisioned.write.min, maxCapacity: provisioned.write.max })
+        .scaleOnUtilization(target);
+    }
+    return table;
   }
 }

@@ -5,6 +5,13 @@
 //! appended for the n-th takeover of an attempt (a redelivery that took over an expired
 //! lease), so one Query returns an event's whole history in order and no try ever
 //! overwrites another's row. Items expire through the `expires_at` TTL.
+//!
+//! A success has no row of its own: the write that marks the state item delivered also
+//! stores the successful attempt's summary on it (`ok_*` attributes, no response
+//! excerpt), and [`DeliveryLedger::history`] returns it as the attempt's row. So a
+//! delivery that succeeds at once costs two writes (claim, delivered), each on an item
+//! under 1 KB (one write capacity unit), and no read. Failed attempts keep their own rows
+//! with the response excerpt.
 
 use std::collections::HashMap;
 
@@ -44,6 +51,106 @@ impl DynamoLedger {
         AttributeValue::N((Utc::now() + self.ttl).timestamp().to_string())
     }
 }
+
+/// Attributes of the successful attempt's summary on a delivered state item. Short
+/// names: they count towards the item's size (DynamoDB bills 1 KB per write unit).
+const OK_ATTEMPT: &str = "ok_attempt";
+const OK_REPLAY: &str = "ok_replay";
+const OK_TAKEOVER: &str = "ok_takeover";
+const OK_STARTED_AT: &str = "ok_started_at";
+const OK_LATENCY_MS: &str = "ok_latency_ms";
+const OK_STATUS: &str = "ok_status";
+
+/// The size DynamoDB bills for an item, in bytes, as documented ("Item sizes and
+/// formats", DynamoDB developer guide): each attribute's name in UTF-8 bytes plus its
+/// value: a string's UTF-8 bytes, a number's significant digits / 2 + 1 (rounded up, so
+/// this is an upper bound), 1 for a boolean or null, binary's length, and 3 plus the
+/// elements for a list or map (1 more per element). A write of an item up to 1,024 bytes
+/// costs one write unit.
+pub fn item_size_bytes(item: &HashMap<String, AttributeValue>) -> usize {
+    item.iter().map(|(k, v)| k.len() + value_size(v)).sum()
+}
+
+fn value_size(v: &AttributeValue) -> usize {
+    match v {
+        AttributeValue::S(s) => s.len(),
+        AttributeValue::N(n) => {
+            let digits = n.chars().filter(char::is_ascii_digit).count();
+            digits.div_ceil(2) + 1
+        }
+        AttributeValue::B(b) => b.as_ref().len(),
+        AttributeValue::Bool(_) | AttributeValue::Null(_) => 1,
+        AttributeValue::L(l) => 3 + l.iter().map(|e| value_size(e) + 1).sum::<usize>(),
+        AttributeValue::M(m) => {
+            3 + m
+                .iter()
+                .map(|(k, e)| k.len() + value_size(e) + 1)
+                .sum::<usize>()
+        }
+        AttributeValue::Ss(l) => l.iter().map(String::len).sum(),
+        AttributeValue::Ns(l) => l.iter().map(|n| n.len().div_ceil(2) + 1).sum(),
+        AttributeValue::Bs(l) => l.iter().map(|b| b.as_ref().len()).sum(),
+        _ => 0,
+    }
+}
+
+/// The successful attempt stored on a delivered state item, as an attempt row; `None`
+/// when the item holds none (not delivered, or delivered by a writer whose attempt has
+/// its own row).
+fn delivered_row(
+    event: &EventId,
+    item: &HashMap<String, AttributeValue>,
+) -> Result<Option<AttemptRecord>, PortError> {
+    let Some(status) = item.get(OK_STATUS) else {
+        return Ok(None);
+    };
+    let bad = |what: &str| {
+        PortError::Rejected(format!(
+            "delivered state item of event {event} has a bad {what}"
+        ))
+    };
+    let number = |name: &str| -> Result<u64, PortError> {
+        match item.get(name) {
+            Some(AttributeValue::N(v)) => v.parse::<u64>().map_err(|_| bad(name)),
+            _ => Err(bad(name)),
+        }
+    };
+    let small = |name: &str| number(name).and_then(|v| u32::try_from(v).map_err(|_| bad(name)));
+    let endpoint = match item.get("endpoint_id") {
+        Some(AttributeValue::S(s)) => EndpointId::new(s.clone()).map_err(|_| bad("endpoint_id"))?,
+        _ => return Err(bad("endpoint_id")),
+    };
+    let started_at = match item.get(OK_STARTED_AT) {
+        Some(AttributeValue::S(s)) => DateTime::parse_from_rfc3339(s)
+            .map_err(|_| bad(OK_STARTED_AT))?
+            .with_timezone(&Utc),
+        _ => return Err(bad(OK_STARTED_AT)),
+    };
+    let status = match status {
+        AttributeValue::N(v) => v.parse::<u16>().map_err(|_| bad(OK_STATUS))?,
+        _ => return Err(bad(OK_STATUS)),
+    };
+    Ok(Some(AttemptRecord {
+        event_id: event.clone(),
+        endpoint_id: endpoint,
+        replay_count: small(OK_REPLAY)?,
+        attempt: small(OK_ATTEMPT)?,
+        takeover: small(OK_TAKEOVER)?,
+        started_at,
+        latency_ms: number(OK_LATENCY_MS)?,
+        status: Some(status),
+        error_class: None,
+        error: None,
+        location: None,
+        response_excerpt: None,
+        excerpt_truncated: false,
+        outcome: OUTCOME_DELIVERED.into(),
+        next_wait_seconds: None,
+    }))
+}
+
+/// `outcome` of a successful attempt's row.
+const OUTCOME_DELIVERED: &str = "delivered";
 
 fn state_key(m: &DeliveryMessage) -> String {
     format!("state#{}", m.endpoint_id)
@@ -326,6 +433,89 @@ impl DeliveryLedger for DynamoLedger {
         self.put_attempt(record).await
     }
 
+    async fn record_delivered(
+        &self,
+        message: &DeliveryMessage,
+        record: &AttemptRecord,
+    ) -> Result<(), PortError> {
+        let now = Utc::now().to_rfc3339();
+        // Only the holder of this very try may store its success on the state item, and
+        // only once: a holder whose claim was taken over (it was slow, not dead) or that
+        // finds the pair delivered by another try writes its own row instead, so no
+        // success ever replaces another.
+        let holder = if record.takeover == 0 {
+            "(attribute_not_exists(claim_takeover) OR claim_takeover = :tk)"
+        } else {
+            "claim_takeover = :tk"
+        };
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("event_id", AttributeValue::S(message.event.id.to_string()))
+            .key("sk", AttributeValue::S(state_key(message)))
+            .update_expression(
+                "SET claim_done = :t, delivery_state = :s, updated_at = :now, delivered_at = :now, \
+                 expires_at = :exp, ok_attempt = :a, ok_replay = :r, ok_takeover = :tk, \
+                 ok_started_at = :st, ok_latency_ms = :lat, ok_status = :status",
+            )
+            .condition_expression(format!(
+                "claim_key = :k AND attribute_not_exists(delivered_at) AND {holder}"
+            ))
+            .expression_attribute_values(":k", n(message.attempt_key()))
+            .expression_attribute_values(":t", AttributeValue::Bool(true))
+            .expression_attribute_values(":s", AttributeValue::S("delivered".into()))
+            .expression_attribute_values(":now", AttributeValue::S(now))
+            .expression_attribute_values(":exp", self.expires_at())
+            .expression_attribute_values(":a", n(record.attempt))
+            .expression_attribute_values(":r", n(record.replay_count))
+            .expression_attribute_values(":tk", n(record.takeover))
+            .expression_attribute_values(":st", AttributeValue::S(record.started_at.to_rfc3339()))
+            .expression_attribute_values(":lat", n(record.latency_ms))
+            .expression_attribute_values(":status", n(record.status.unwrap_or(0)))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                let Some(UpdateItemError::ConditionalCheckFailedException(c)) =
+                    e.as_service_error()
+                else {
+                    return Err(port_error(e));
+                };
+                // The SDK retried a write that had landed (its answer was lost): the
+                // item already holds this very try's success.
+                if let Some(item) = c.item()
+                    && delivered_row(&message.event.id, item)
+                        .ok()
+                        .flatten()
+                        .is_some_and(|r| {
+                            r.endpoint_id == record.endpoint_id
+                                && (r.replay_count, r.attempt, r.takeover, r.started_at)
+                                    == (
+                                        record.replay_count,
+                                        record.attempt,
+                                        record.takeover,
+                                        record.started_at,
+                                    )
+                        })
+                {
+                    return Ok(());
+                }
+                // Its own row (replacing only an `abandoned` placeholder of this try),
+                // then the plain finish, as before the combined write existed. A row this
+                // try already has is this try's own success (a retried call): done.
+                let logged = match self.put_attempt(record).await {
+                    Err(PortError::Rejected(_)) => Ok(()),
+                    other => other,
+                };
+                let finished = self.finish(message, DeliveryState::Delivered).await;
+                logged.and(finished)
+            }
+        }
+    }
+
     async fn history(&self, event: &EventId) -> Result<Vec<AttemptRecord>, PortError> {
         let mut records = Vec::new();
         let mut start = None;
@@ -334,18 +524,24 @@ impl DeliveryLedger for DynamoLedger {
                 .client
                 .query()
                 .table_name(&self.table)
-                .key_condition_expression("event_id = :e AND begins_with(sk, :p)")
+                // The whole partition: attempt rows and the state items, which hold
+                // each pair's successful attempt.
+                .key_condition_expression("event_id = :e")
                 .expression_attribute_values(":e", AttributeValue::S(event.to_string()))
-                .expression_attribute_values(":p", AttributeValue::S("attempt#".into()))
                 .set_exclusive_start_key(start)
                 .send()
                 .await
                 .map_err(port_error)?;
             for item in out.items.unwrap_or_default() {
-                records.push(
-                    serde_dynamo::from_item(item)
-                        .map_err(|e| PortError::Rejected(e.to_string()))?,
-                );
+                let is_state = matches!(item.get("sk"), Some(AttributeValue::S(sk)) if sk.starts_with("state#"));
+                if is_state {
+                    records.extend(delivered_row(event, &item)?);
+                } else {
+                    records.push(
+                        serde_dynamo::from_item(item)
+                            .map_err(|e| PortError::Rejected(e.to_string()))?,
+                    );
+                }
             }
             start = out.last_evaluated_key;
             if start.is_none() {

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use aws_config::SdkConfig;
 use tern_handlers::config::{RelayConfig, ReplayConfig, SenderConfig};
+use tern_handlers::endpoint_cache::CachedEndpoints;
 use tern_handlers::relay::RelayDeps;
 use tern_handlers::replay::ReplayDeps;
 use tern_handlers::sender::SenderDeps;
@@ -51,9 +52,13 @@ pub fn sender_deps(
         ..ClientOptions::default()
     })?;
     Ok(SenderDeps {
-        endpoints: Arc::new(DynamoEndpointStore::new(
-            ddb.clone(),
-            &config.endpoints_table,
+        // Warm instances serve endpoints from memory for `endpoint_cache` (30 s default).
+        endpoints: Arc::new(CachedEndpoints::new(
+            Arc::new(DynamoEndpointStore::new(
+                ddb.clone(),
+                &config.endpoints_table,
+            )),
+            config.endpoint_cache,
         )),
         ledger: Arc::new(DynamoLedger::new(
             ddb,

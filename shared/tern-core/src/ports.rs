@@ -261,6 +261,29 @@ pub trait DeliveryLedger: Send + Sync {
     /// [`PortError::Rejected`].
     async fn record_attempt(&self, record: &AttemptRecord) -> Result<(), PortError>;
 
+    /// Records a successful attempt and marks the claim finished as
+    /// [`DeliveryState::Delivered`]: what [`Self::record_attempt`] then [`Self::finish`] do
+    /// (the default), in one conditional write where the store can (the DynamoDB ledger
+    /// keeps the success on the delivery's state item, so a delivery costs two writes:
+    /// claim and this). `record` must be the attempt this caller claimed, with outcome
+    /// `delivered`; [`Self::history`] returns it like any other row. It never overwrites
+    /// a recorded success: when this caller's claim was taken over meanwhile, the attempt
+    /// gets its own row, as [`Self::record_attempt`] would write it. Recording the same try
+    /// again (a retried call) changes nothing and is not an error.
+    async fn record_delivered(
+        &self,
+        message: &DeliveryMessage,
+        record: &AttemptRecord,
+    ) -> Result<(), PortError> {
+        // Rejected = this try's row is already there (a retried call).
+        let logged = match self.record_attempt(record).await {
+            Err(PortError::Rejected(_)) => Ok(()),
+            other => other,
+        };
+        let finished = self.finish(message, DeliveryState::Delivered).await;
+        logged.and(finished)
+    }
+
     /// Every recorded attempt of an event, oldest first.
     async fn history(&self, event: &EventId) -> Result<Vec<AttemptRecord>, PortError>;
 }

@@ -130,6 +130,12 @@ pub struct SenderConfig {
     pub attempt_log_ttl_days: u32,
     /// `TERN_METRICS_NAMESPACE`.
     pub metrics_namespace: String,
+    /// `TERN_ENDPOINT_CACHE_SECONDS`, seconds, default
+    /// [`crate::endpoint_cache::DEFAULT_ENDPOINT_CACHE_SECONDS`] (30), at most
+    /// [`crate::endpoint_cache::MAX_ENDPOINT_CACHE_SECONDS`] (300), 0 = off: how long a
+    /// warm sender serves an endpoint from memory, i.e. the longest a disable or rotation
+    /// made elsewhere takes to reach it.
+    pub endpoint_cache: Duration,
 }
 
 /// How the sender retries. Shared by the Lambda and local mode.
@@ -231,6 +237,7 @@ impl SenderConfig {
             allow_destinations: destinations.allow,
             attempt_log_ttl_days: env.parsed("TERN_ATTEMPT_LOG_TTL_DAYS", 30)?,
             metrics_namespace: metrics_namespace(env),
+            endpoint_cache: endpoint_cache(env)?,
         })
     }
 }
@@ -295,6 +302,21 @@ impl ReplayConfig {
     }
 }
 
+fn endpoint_cache(env: &Env<'_>) -> Result<Duration, ConfigError> {
+    use crate::endpoint_cache::{DEFAULT_ENDPOINT_CACHE_SECONDS, MAX_ENDPOINT_CACHE_SECONDS};
+    let seconds: u64 = env.parsed(
+        "TERN_ENDPOINT_CACHE_SECONDS",
+        DEFAULT_ENDPOINT_CACHE_SECONDS,
+    )?;
+    if seconds > MAX_ENDPOINT_CACHE_SECONDS {
+        return Err(ConfigError::Invalid {
+            name: "TERN_ENDPOINT_CACHE_SECONDS",
+            reason: format!("{seconds} s is outside 0..={MAX_ENDPOINT_CACHE_SECONDS} s"),
+        });
+    }
+    Ok(Duration::from_secs(seconds))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -342,6 +364,36 @@ mod tests {
         );
         for bad in ["0", "604801", "abc"] {
             assert!(SenderPolicy::from_env(&Env(&set(bad))).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn endpoint_cache_defaults_to_30_s_can_be_off_and_is_bounded() {
+        let with = |cache: Option<&'static str>| {
+            move |k: &str| match k {
+                "TERN_ENDPOINTS_TABLE"
+                | "TERN_ATTEMPTS_TABLE"
+                | "TERN_DELIVERY_QUEUE_URL"
+                | "TERN_DLQ_URL" => Some("x".to_owned()),
+                "TERN_ENDPOINT_CACHE_SECONDS" => cache.map(str::to_owned),
+                _ => None,
+            }
+        };
+        let read = |cache| SenderConfig::from_env(&Env(&with(cache))).map(|c| c.endpoint_cache);
+        assert_eq!(read(None), Ok(Duration::from_secs(30)));
+        assert_eq!(read(Some("0")), Ok(Duration::ZERO));
+        assert_eq!(read(Some("300")), Ok(Duration::from_secs(300)));
+        for bad in ["301", "-1", "soon"] {
+            assert!(
+                matches!(
+                    read(Some(bad)),
+                    Err(ConfigError::Invalid {
+                        name: "TERN_ENDPOINT_CACHE_SECONDS",
+                        ..
+                    })
+                ),
+                "{bad}"
+            );
         }
     }
 }

@@ -5,6 +5,7 @@
 #![warn(missing_docs)]
 
 pub mod config;
+pub mod endpoint_cache;
 pub mod logging;
 pub mod metrics;
 pub mod relay;

@@ -1,8 +1,8 @@
 //! The sender: SQS batch of delivery messages -> one signed POST each, concurrently.
 //!
 //! Per message: read it (malformed -> DLQ, `malformed_message`); claim the attempt in the
-//! ledger (a duplicate or an already-delivered pair is dropped without a POST); load the
-//! endpoint (deleted or disabled -> DLQ); POST; then per the failure table: delivered,
+//! ledger (a duplicate or an already-delivered pair is dropped without a POST) while
+//! loading the endpoint (deleted or disabled -> DLQ); POST; then per the failure table: delivered,
 //! retry later (DelaySeconds up to 900 s, Step Functions beyond), or dead-letter. Only a
 //! failure to reach our own infrastructure, or a panic, reports the message in
 //! `batchItemFailures`; SQS then retries it, and after `maxReceiveCount` redrives it to
@@ -175,18 +175,22 @@ async fn process(
     let lease = Utc::now()
         + chrono::Duration::milliseconds(i64::try_from(MAX_TIMEOUT_MS).unwrap_or(30_000))
         + chrono::Duration::seconds(LEASE_MARGIN_SECONDS);
-    let claim = deps.ledger.claim(&message, lease).await?;
+    // The claim and the endpoint read run together: neither needs the other, and with
+    // the endpoint cache warm the read costs nothing. A read made for a message that
+    // turns out to be a duplicate is the price of not waiting for both in turn.
+    let (claim, endpoint) = futures::join!(
+        deps.ledger.claim(&message, lease),
+        deps.endpoints
+            .get(&message.event.tenant_id, &message.endpoint_id)
+    );
+    let claim = claim?;
     let Some(takeover) = claim.granted_takeover() else {
         metrics.update(|c| c.duplicates += 1);
         tracing::info!(delivery_id = %message.delivery_id, attempt = message.attempt, ?claim, "duplicate; not sent");
         return Ok(MessageOutcome::Duplicate(claim));
     };
 
-    let endpoint = match deps
-        .endpoints
-        .get(&message.event.tenant_id, &message.endpoint_id)
-        .await?
-    {
+    let endpoint = match endpoint? {
         None => {
             return dead_letter(
                 deps,
@@ -301,6 +305,7 @@ async fn attempt(
             c.attempts_failed += 1;
         }
     });
+    let delivered = verdict == Verdict::Delivered;
     let record = AttemptRecord {
         event_id: message.event.id.clone(),
         endpoint_id: message.endpoint_id.clone(),
@@ -323,8 +328,14 @@ async fn attempt(
             } => location.clone(),
             _ => None,
         },
-        response_excerpt: report.excerpt.clone(),
-        excerpt_truncated: report.excerpt_truncated,
+        // The excerpt is for diagnosing failures; a success's body is not kept, which
+        // keeps the delivered record under 1 KB (one DynamoDB write unit).
+        response_excerpt: if delivered {
+            None
+        } else {
+            report.excerpt.clone()
+        },
+        excerpt_truncated: !delivered && report.excerpt_truncated,
         outcome: match &outcome {
             MessageOutcome::Delivered { .. } => "delivered".into(),
             MessageOutcome::Retrying { .. } => "retry".into(),
@@ -335,17 +346,24 @@ async fn attempt(
         },
         next_wait_seconds: wait,
     };
-    // The attempt log is for people; losing one row must not cause a second POST.
-    if let Err(e) = deps.ledger.record_attempt(&record).await {
+    // The attempt log is for people; losing one row must not cause a second POST. A
+    // success is recorded together with the delivered state (one write), below.
+    if !delivered && let Err(e) = deps.ledger.record_attempt(&record).await {
         tracing::warn!(error = %e, delivery_id = %message.delivery_id, "attempt not logged");
     }
     tracing::info!(
-        delivery_id = %message.delivery_id, attempt = message.attempt, status, error = error.as_deref().unwrap_or(""),
+        delivery_id = %message.delivery_id, attempt = message.attempt, status, error = error.as_deref(),
         latency_ms = report.latency_ms, outcome = %record.outcome, "attempt"
     );
 
     match &outcome {
-        MessageOutcome::Delivered { .. } => finish(deps, &message, DeliveryState::Delivered).await,
+        MessageOutcome::Delivered { .. } => {
+            // Best effort, like `finish`: the POST succeeded; a lost marker can at worst
+            // let a late duplicate through after the lease expires.
+            if let Err(e) = deps.ledger.record_delivered(&message, &record).await {
+                tracing::warn!(error = %e, delivery_id = %message.delivery_id, "delivery not recorded");
+            }
+        }
         MessageOutcome::Retrying { wait_seconds, .. } => {
             let first = message.first_attempt_at.unwrap_or(started);
             let next = message.next_attempt(first, status, error);
