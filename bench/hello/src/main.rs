@@ -9,9 +9,10 @@ async fn main() -> Result<(), Error> {
     run(service_fn(
         |event: LambdaEvent<serde_json::Value>| async move {
             // Touch the event so the parse is not optimised away.
-            let records = event.payload.get("Records").map_or(0, |r| {
-                r.as_array().map_or(0, Vec::len)
-            });
+            let records = event
+                .payload
+                .get("Records")
+                .map_or(0, |r| r.as_array().map_or(0, Vec::len));
             Ok::<_, Error>(serde_json::json!({ "hello": "world", "records": records }))
         },
     ))

@@ -160,10 +160,16 @@ pub fn table(inputs: &Inputs) -> Vec<CostRow> {
                     DDB_WRU
                 }
                 * 1e6;
-            let (dynamodb, sqs, lambda, logs) = (mix(d0, d1), mix(s0, s1), mix(l0, l1), mix(g0, g1));
+            let (dynamodb, sqs, lambda, logs) =
+                (mix(d0, d1), mix(s0, s1), mix(l0, l1), mix(g0, g1));
             rows.push(CostRow {
                 retried_percent: pct,
-                dynamodb_mode: if provisioned { "provisioned" } else { "on-demand" }.into(),
+                dynamodb_mode: if provisioned {
+                    "provisioned"
+                } else {
+                    "on-demand"
+                }
+                .into(),
                 dynamodb,
                 outbox_write: outbox,
                 sqs,

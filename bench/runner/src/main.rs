@@ -170,8 +170,8 @@ async fn run(args: Args) -> Result<(), BoxError> {
     rows.push(batch_latency(args.rounds).await?);
 
     let moto = MotoServer::start().await?;
-    let proxy = CountingProxy::start(&moto.url, &["relay", "sender", "esm", "app", "binary"])
-        .await?;
+    let proxy =
+        CountingProxy::start(&moto.url, &["relay", "sender", "esm", "app", "binary"]).await?;
     let binary = binary_runs(&bin_dir, args.rounds, &proxy).await?;
     rows.push(binary.rss.clone());
     rows.push(binary.log_row.clone());
@@ -195,7 +195,9 @@ async fn run(args: Args) -> Result<(), BoxError> {
         started.elapsed().as_secs_f64()
     ));
     md.push_str(&stats::markdown(&rows));
-    md.push_str("\n## AWS requests per delivery (counted on the wire, moto behind a counting proxy)\n\n");
+    md.push_str(
+        "\n## AWS requests per delivery (counted on the wire, moto behind a counting proxy)\n\n",
+    );
     md.push_str(&aws.markdown());
     md.push_str(&format!(
         "\nReal sender binary, happy path, per delivery: {}\n",
@@ -503,18 +505,28 @@ async fn batch_latency(rounds: usize) -> Result<Row, BoxError> {
     let (mut ten, mut one) = (Sample::default(), Sample::default());
     let bar = progress((rounds * 2) as u64, "batch 10 vs 1, 200 ms");
     for round in 0..rounds {
-        for size in if round % 2 == 0 { [BATCH, 1] } else { [1, BATCH] } {
+        for size in if round % 2 == 0 {
+            [BATCH, 1]
+        } else {
+            [1, BATCH]
+        } {
             let events = sqs_events(&format!("lat{round}_{size}_"), 1, size)?;
             let t0 = Instant::now();
             tern_batches(&deps, events).await?;
             let ms = t0.elapsed().as_secs_f64() * 1e3;
-            if size == BATCH { ten.push(ms) } else { one.push(ms) }
+            if size == BATCH {
+                ten.push(ms)
+            } else {
+                one.push(ms)
+            }
             bar.inc(1);
         }
     }
     bar.finish_and_clear();
     Ok(Row {
-        measure: "sender invocation, batch of 10 (Tern) vs batch of 1 (ref), receiver answers in 200 ms".into(),
+        measure:
+            "sender invocation, batch of 10 (Tern) vs batch of 1 (ref), receiver answers in 200 ms"
+                .into(),
         unit: "ms".into(),
         tern: ten,
         reference: "batch of 1".into(),
@@ -652,7 +664,8 @@ async fn binary_runs(
 
     // Log bytes and invocation time: one warm process, `rounds` batches of 10 x 1 KiB,
     // stdout (where Lambda's log capture reads the JSON logs and the EMF metrics) to a file.
-    let log_path = std::env::temp_dir().join(format!("tern-bench-sender-{}.log", std::process::id()));
+    let log_path =
+        std::env::temp_dir().join(format!("tern-bench-sender-{}.log", std::process::id()));
     let file = std::fs::File::create(&log_path)?;
     let mut f = spawn_function(&sender, "sender", &env, Stdio::from(file)).await?;
     // The first invocation builds connections; it is not part of the per-batch figures.
@@ -787,7 +800,12 @@ async fn aws_counts(proxy: &CountingProxy, n: usize) -> Result<AwsCounts, BoxErr
             None,
             2 * n,
         ),
-        ("dead_letter", Behavior::Always(Reply::status(500)), Some(1), n),
+        (
+            "dead_letter",
+            Behavior::Always(Reply::status(500)),
+            Some(1),
+            n,
+        ),
     ] {
         let counts = scenario_counts(proxy, scenario, behavior, max_attempts, n, expected_posts)
             .await
@@ -815,7 +833,11 @@ async fn scenario_counts(
         async move { tern_local::moto::sdk_config_for(&url).await }
     };
     let options = LocalOptions {
-        prefix: format!("bench-{}-{}-", scenario.replace('_', "-"), std::process::id()),
+        prefix: format!(
+            "bench-{}-{}-",
+            scenario.replace('_', "-"),
+            std::process::id()
+        ),
         // One retry after 1 s (an SQS DelaySeconds), then dead-letter: the retry scenario
         // fails each first attempt once.
         schedule: Some(tern_core::RetrySchedule::new(vec![1])?),
@@ -926,7 +948,9 @@ fn sizes(bin_dir: &Path, lambda_dir: &Path) -> Vec<Row> {
             unit: "MB".into(),
             tern: one(size_mb(&lambda_dir.join(n).join("bootstrap.zip"))),
             reference: "hello-world".into(),
-            reference_sample: one(size_mb(&lambda_dir.join("hello-world").join("bootstrap.zip"))),
+            reference_sample: one(size_mb(
+                &lambda_dir.join("hello-world").join("bootstrap.zip"),
+            )),
         });
     }
     rows

@@ -69,7 +69,11 @@ pub fn markdown(rows: &[Row]) -> String {
             r.unit,
             fmt(r.tern.min()),
             fmt(r.tern.median()),
-            if r.reference.is_empty() { "-" } else { &r.reference },
+            if r.reference.is_empty() {
+                "-"
+            } else {
+                &r.reference
+            },
             fmt(r.reference_sample.min()),
             fmt(r.reference_sample.median()),
             r.tern.values.len()

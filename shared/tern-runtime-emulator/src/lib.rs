@@ -218,7 +218,10 @@ impl RuntimeApi {
         vec![
             ("AWS_LAMBDA_RUNTIME_API".into(), self.address()),
             ("AWS_LAMBDA_FUNCTION_NAME".into(), function_name.into()),
-            ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE".into(), memory_mb.to_string()),
+            (
+                "AWS_LAMBDA_FUNCTION_MEMORY_SIZE".into(),
+                memory_mb.to_string(),
+            ),
             ("AWS_LAMBDA_FUNCTION_VERSION".into(), "$LATEST".into()),
             (
                 "AWS_LAMBDA_LOG_GROUP_NAME".into(),
