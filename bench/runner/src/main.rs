@@ -872,7 +872,7 @@ async fn scenario_counts(
         let prepared = writer.prepare(
             "order.paid",
             "tnt_bench",
-            &payload_json(SMALL_PAYLOAD, &format!("{scenario}{i}")),
+            payload_json(SMALL_PAYLOAD, &format!("{scenario}{i}")),
         )?;
         app.transact_write_items()
             .transact_items(prepared.transact_item()?)
