@@ -8,7 +8,7 @@ PYTHON ?= python3
 VENV   := .venv
 CARGO  ?= cargo
 
-.PHONY: demo test venv build test-rust test-moto test-receivers test-infra fmt lint clean
+.PHONY: demo test venv build test-rust test-moto test-receivers test-infra fmt lint clean bench package package-venv
 
 venv: $(VENV)/.installed
 
@@ -34,6 +34,8 @@ test: venv
 	exit $$status
 
 test-rust: venv
+	# The real Lambda binaries, for tests/tests/real_binaries.rs (run under the Runtime API emulator).
+	$(CARGO) build -p tern-sender -p tern-relay -p tern-replay
 	$(CARGO) test --workspace --all-targets --no-fail-fast
 	$(CARGO) test --workspace --doc
 
@@ -46,6 +48,45 @@ test-receivers: venv
 
 test-infra: venv
 	$(MAKE) -C infra test CFN_LINT=$(CURDIR)/$(VENV)/bin/cfn-lint
+
+# Benchmarks (not part of `make test`): release builds of the three functions and the
+# hello-world reference, then every figure against its reference in the same run.
+# Writes $(BENCH_OUT)/report.md (also printed) and report.json. About 5 minutes after
+# the build on 2 cores; `make package` first adds the arm64 zip sizes.
+CARGO_TARGET ?= $(if $(CARGO_TARGET_DIR),$(CARGO_TARGET_DIR),$(CURDIR)/target)
+BENCH_OUT ?= $(CARGO_TARGET)/bench
+BENCH_ARGS ?=
+FUNCTIONS := -p tern-sender -p tern-relay -p tern-replay
+
+bench: venv
+	$(CARGO) build --release $(FUNCTIONS) -p tern-bench-hello -p tern-bench
+	$(CARGO_TARGET)/release/tern-bench --bin-dir $(CARGO_TARGET)/release \
+	  --lambda-dir $(CARGO_TARGET)/lambda-zip --out $(BENCH_OUT) $(BENCH_ARGS)
+
+# The documented build path: cargo-lambda and Zig from requirements-package.txt (a venv
+# of their own), the aarch64 target from rustup, then only the three function binaries
+# (and the hello-world reference) for arm64, zipped under $(CARGO_TARGET)/lambda/<name>/,
+# then the CDK app synthesized with those artifacts (tern:prebuiltArtifactsDir).
+PACKAGE_VENV := .venv-package
+package-venv: $(PACKAGE_VENV)/.installed
+
+$(PACKAGE_VENV)/.installed: requirements-package.txt
+	$(PYTHON) -m venv $(PACKAGE_VENV)
+	$(PACKAGE_VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements-package.txt
+	@touch $@
+
+package: package-venv
+	rustup target add aarch64-unknown-linux-gnu
+	PATH="$(CURDIR)/$(PACKAGE_VENV)/bin:$$PATH" $(CARGO) lambda build --release --arm64 \
+	  $(FUNCTIONS) -p tern-bench-hello
+	PATH="$(CURDIR)/$(PACKAGE_VENV)/bin:$$PATH" $(CARGO) lambda build --release --arm64 \
+	  --output-format zip --lambda-dir $(CARGO_TARGET)/lambda-zip $(FUNCTIONS) -p tern-bench-hello
+	@for f in sender relay replay hello-world; do \
+	  printf '%-12s bootstrap.zip %9s bytes\n' $$f "$$(stat -c %s $(CARGO_TARGET)/lambda-zip/$$f/bootstrap.zip)"; done
+	$(MAKE) -C infra deps
+	cd infra && npx cdk synth --quiet -o $(CARGO_TARGET)/package-cdk.out \
+	  -c tern:prebuiltArtifactsDir=$(CARGO_TARGET)/lambda -c tern:alarmEmail=ops@example.com
+	@echo "synthesized with the arm64 artifacts of $(CARGO_TARGET)/lambda into $(CARGO_TARGET)/package-cdk.out"
 
 fmt:
 	$(CARGO) fmt --all

@@ -1,0 +1,171 @@
+//! The real Lambda binaries (`sender`, `relay`, `replay`, as `cargo build` makes them),
+//! each run once as Lambda would run its `bootstrap`: spawned with the Lambda environment
+//! and pointed at a Runtime API emulator on 127.0.0.1, with AWS on moto. Each gets an
+//! event from `events/` and its answer is checked, so a binary that cannot start (a
+//! missing variable, an AWS call at init, a panic in the wiring) or answers in the wrong
+//! shape fails here, not in a deployment.
+//!
+//! The binaries are looked up next to this test's own executable (`target/<profile>/`);
+//! `cargo test --workspace --all-targets` (`make test`) builds them first. Run alone:
+//! `cargo build -p tern-sender -p tern-relay -p tern-replay` then
+//! `cargo test -p tern-tests --test real_binaries`.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tern_core::EndpointId;
+use tern_local::{LocalOptions, LocalTern};
+use tern_runtime_emulator::{Outcome, RuntimeApi};
+use tern_tests::*;
+
+/// How long one invocation may take (it does a few calls to moto and POSTs on loopback).
+const INVOKE_LIMIT: Duration = Duration::from_secs(60);
+
+/// Path of a workspace binary built with the same profile as this test.
+fn binary(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    // target/<profile>/deps/real_binaries-<hash> -> target/<profile>/<name>
+    let dir = exe
+        .parent()
+        .and_then(|d| d.parent())
+        .expect("test executable lives in target/<profile>/deps");
+    let path = dir.join(name);
+    assert!(
+        path.is_file(),
+        "{} is missing: build it first with `cargo build -p tern-{name}` (make test does)",
+        path.display()
+    );
+    path
+}
+
+/// A running function binary under the emulator. Killed when dropped.
+struct Function {
+    api: RuntimeApi,
+    child: tokio::process::Child,
+}
+
+impl Function {
+    /// Spawns `name` with the deployment's function environment, AWS pointed at moto.
+    async fn start(name: &str, local: &LocalTern) -> Self {
+        let api = RuntimeApi::start().await.expect("runtime API emulator");
+        let child = tokio::process::Command::new(binary(name))
+            .env_clear()
+            .envs(api.lambda_env(name, 256))
+            .envs(local.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .env("AWS_ENDPOINT_URL", moto_url())
+            .env("AWS_REGION", "us-east-1")
+            .env("AWS_ACCESS_KEY_ID", "testing")
+            .env("AWS_SECRET_ACCESS_KEY", "testing")
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn the function binary");
+        Self { api, child }
+    }
+
+    /// Invokes it once; returns the JSON it answered. Panics on an error outcome, or
+    /// when the process exits first (a failed init ends a Lambda process).
+    async fn invoke(&mut self, event: &Value) -> Value {
+        let payload = serde_json::to_vec(event).expect("event JSON");
+        let outcome = tokio::select! {
+            o = self.api.invoke(payload, INVOKE_LIMIT) => o,
+            status = self.child.wait() => panic!("the function exited with {status:?}"),
+        };
+        match outcome {
+            Ok(Outcome::Response(body)) => {
+                serde_json::from_slice(&body).expect("the function answered JSON")
+            }
+            other => panic!("the function did not answer: {other:?}"),
+        }
+    }
+}
+
+/// The sender binary delivers `events/sqs-delivery-batch.json` (3 messages to
+/// `ep_fixture`) to a loopback receiver and answers the all-ok partial batch response.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sender_binary_answers_the_fixture_batch() {
+    let local = deployment_without_pollers("rbsender", LocalOptions::default()).await;
+    let receiver = Receiver::start().await.expect("receiver");
+    add_endpoint_with(
+        &local,
+        EndpointId::new("ep_fixture").expect("id"),
+        "tnt_fixture",
+        &receiver.url("/hook"),
+        &["order.paid"],
+        None,
+        None,
+    )
+    .await;
+    let mut f = Function::start("sender", &local).await;
+    let got = f.invoke(&fixture_json("sqs-delivery-batch.json")).await;
+    assert_eq!(got, fixture_json("golden/sqs-batch-all-ok.json"));
+    let posts = receiver.requests("/hook");
+    let mut ids: Vec<&str> = posts
+        .iter()
+        .filter_map(|c| c.header("webhook-id"))
+        .collect();
+    ids.sort_unstable();
+    assert_eq!(ids, ["evt_fixture_1", "evt_fixture_2", "evt_fixture_3"]);
+}
+
+/// The relay binary turns `events/dynamodb-stream-insert.json` (one INSERT of
+/// `evt_stream_2` for `tnt_fixture`) into one delivery message for the tenant's endpoint,
+/// and answers an empty `batchItemFailures`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relay_binary_answers_the_fixture_stream_batch() {
+    let local = deployment_without_pollers("rbrelay", LocalOptions::default()).await;
+    add_endpoint_with(
+        &local,
+        EndpointId::new("ep_fixture").expect("id"),
+        "tnt_fixture",
+        "http://127.0.0.1:9/hook",
+        &["order.paid"],
+        None,
+        None,
+    )
+    .await;
+    let mut f = Function::start("relay", &local).await;
+    let got = f.invoke(&fixture_json("dynamodb-stream-insert.json")).await;
+    assert_eq!(got, json!({ "batchItemFailures": [] }));
+    let queued = peek_queue(&local, &local.resources.delivery_queue_url.clone()).await;
+    assert_eq!(queued.len(), 1, "{queued:?}");
+    let message = tern_core::DeliveryMessage::parse(&queued[0]).expect("a delivery message");
+    assert_eq!(message.delivery_id.as_str(), "evt_stream_2.ep_fixture");
+    assert_eq!(message.attempt, 1);
+}
+
+/// The replay binary takes a `ReplayRequest` and moves a dead letter back to the delivery
+/// queue, answering its `ReplaySummary`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replay_binary_answers_a_replay_request() {
+    let local = deployment_without_pollers("rbreplay", LocalOptions::default()).await;
+    let batch = fixture_json("sqs-delivery-batch.json");
+    let body = batch["Records"][0]["body"].as_str().expect("fixture body");
+    local
+        .sqs()
+        .send_message()
+        .queue_url(&local.resources.dlq_url)
+        .message_body(body)
+        .send()
+        .await
+        .expect("seed the DLQ");
+    let mut f = Function::start("replay", &local).await;
+    let got = f.invoke(&json!({ "max_messages": 1 })).await;
+    assert_eq!(got["dry_run"], json!(false), "{got}");
+    assert_eq!(got["examined"], json!(1), "{got}");
+    assert_eq!(got["replayed"], json!(1), "{got}");
+    assert_eq!(
+        got["delivery_ids"],
+        json!(["evt_fixture_1.ep_fixture"]),
+        "{got}"
+    );
+    let queued = peek_queue(&local, &local.resources.delivery_queue_url.clone()).await;
+    assert_eq!(queued.len(), 1, "{queued:?}");
+    let message = tern_core::DeliveryMessage::parse(&queued[0]).expect("a delivery message");
+    assert_eq!(message.delivery_id.as_str(), "evt_fixture_1.ep_fixture");
+}
