@@ -20,7 +20,12 @@ $(VENV)/.installed: requirements-dev.txt
 build:
 	$(CARGO) build --workspace --all-targets
 
+# Built first with cargo's progress shown (a first build takes minutes; never a silent
+# wait), then run quietly.
 demo: venv
+	@echo "make demo: building tern with local mode (cargo shows progress; minutes on a first build)..."
+	$(CARGO) build -p tern-cli --features local --bin tern
+	@echo "make demo: running the demo (moto as the local AWS, receivers on 127.0.0.1)..."
 	$(CARGO) run --quiet -p tern-cli --features local --bin tern -- demo
 
 # Every part runs even when an earlier one fails, so one run shows every problem.

@@ -45,7 +45,11 @@ pub async fn demo(
 /// # Errors
 /// [`OpsError::Invalid`] when moto or the resources cannot start.
 pub async fn local(time_scale: f64) -> Result<(), OpsError> {
+    // Status lines on stderr, so a first start (moto can take seconds) is never silent;
+    // RUST_LOG=info shows every relay and attempt as well.
+    eprintln!("tern local: starting moto (the local AWS) on 127.0.0.1...");
     let moto = MotoServer::start().await.map_err(invalid)?;
+    eprintln!("tern local: moto is up at {}; creating the tables and queues...", moto.url);
     let options = LocalOptions {
         time_scale,
         ..LocalOptions::default()
@@ -53,10 +57,14 @@ pub async fn local(time_scale: f64) -> Result<(), OpsError> {
     let mut local = LocalTern::create(moto.sdk_config().await, &options)
         .await
         .map_err(invalid)?;
+    eprintln!("tern local: starting the stream and queue pollers (time scale {time_scale})...");
     let _events = local.start_pollers(&options);
+    // Enough for the AWS CLI and boto3 too: they read AWS_DEFAULT_REGION, the Rust SDK
+    // AWS_REGION; the CLI also needs credentials even though moto ignores them.
     let mut env = vec![
         ("AWS_ENDPOINT_URL".to_owned(), moto.url.clone()),
         ("AWS_REGION".to_owned(), "us-east-1".to_owned()),
+        ("AWS_DEFAULT_REGION".to_owned(), "us-east-1".to_owned()),
         ("AWS_ACCESS_KEY_ID".to_owned(), "testing".to_owned()),
         ("AWS_SECRET_ACCESS_KEY".to_owned(), "testing".to_owned()),
     ];
@@ -68,7 +76,14 @@ pub async fn local(time_scale: f64) -> Result<(), OpsError> {
     std::fs::create_dir_all(".tern").map_err(invalid)?;
     std::fs::write(".tern/local.env", &text).map_err(invalid)?;
     println!(
-        "Local mode is running (moto at {}). In another shell:\n  source .tern/local.env\n  tern endpoints add --tenant tnt_me --url http://127.0.0.1:8000/hook\nOutbox table: {}\nPress Ctrl-C to stop.",
+        "Local mode is running (moto at {}); names and credentials are in .tern/local.env.\n\
+         In another shell:\n  \
+         source .tern/local.env\n  \
+         tern endpoints add --tenant tnt_me --url http://127.0.0.1:8000/hook --schedule short   # prints the signing secret\n\
+         (--schedule short retries within about 2 h instead of 36 h: the quick way to see a dead letter;\n\
+         with --time-scale 0.01 it takes about a minute.)\n\
+         Outbox table: {}\n\
+         Logs: RUST_LOG=info tern local. Press Ctrl-C to stop.",
         moto.url, local.resources.outbox_table
     );
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
