@@ -59,20 +59,7 @@ pub async fn local(time_scale: f64) -> Result<(), OpsError> {
         .map_err(invalid)?;
     eprintln!("tern local: starting the stream and queue pollers (time scale {time_scale})...");
     let _events = local.start_pollers(&options);
-    // Enough for the AWS CLI and boto3 too: they read AWS_DEFAULT_REGION, the Rust SDK
-    // AWS_REGION; the CLI also needs credentials even though moto ignores them.
-    let mut env = vec![
-        ("AWS_ENDPOINT_URL".to_owned(), moto.url.clone()),
-        ("AWS_REGION".to_owned(), "us-east-1".to_owned()),
-        ("AWS_DEFAULT_REGION".to_owned(), "us-east-1".to_owned()),
-        ("AWS_ACCESS_KEY_ID".to_owned(), "testing".to_owned()),
-        ("AWS_SECRET_ACCESS_KEY".to_owned(), "testing".to_owned()),
-    ];
-    env.extend(local.env.iter().cloned());
-    let text: String = env
-        .iter()
-        .map(|(k, v)| format!("export {k}='{v}'\n"))
-        .collect();
+    let text = env_file(&moto.url, &local.env);
     std::fs::create_dir_all(".tern").map_err(invalid)?;
     std::fs::write(".tern/local.env", &text).map_err(invalid)?;
     println!(
@@ -95,4 +82,45 @@ pub async fn local(time_scale: f64) -> Result<(), OpsError> {
     drop(local);
     moto.stop().await;
     Ok(())
+}
+
+/// The text of `.tern/local.env`: everything `tern`, the examples, the AWS CLI and boto3
+/// need to reach local mode. The AWS CLI and boto3 read the region from
+/// `AWS_DEFAULT_REGION` (the Rust SDK from `AWS_REGION`) and want credentials even though
+/// moto ignores them.
+fn env_file(moto_url: &str, names: &[(String, String)]) -> String {
+    let mut env = vec![
+        ("AWS_ENDPOINT_URL".to_owned(), moto_url.to_owned()),
+        ("AWS_REGION".to_owned(), "us-east-1".to_owned()),
+        ("AWS_DEFAULT_REGION".to_owned(), "us-east-1".to_owned()),
+        ("AWS_ACCESS_KEY_ID".to_owned(), "testing".to_owned()),
+        ("AWS_SECRET_ACCESS_KEY".to_owned(), "testing".to_owned()),
+    ];
+    env.extend(names.iter().cloned());
+    env.iter().map(|(k, v)| format!("export {k}='{v}'\n")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The AWS CLI and boto3 work from the file alone: region (both spellings) and
+    /// credentials are there, next to the endpoint and the names.
+    #[test]
+    fn env_file_is_enough_for_the_aws_cli_and_boto3() {
+        let text = env_file(
+            "http://127.0.0.1:5000",
+            &[("TERN_DLQ_URL".to_owned(), "http://q".to_owned())],
+        );
+        for line in [
+            "export AWS_ENDPOINT_URL='http://127.0.0.1:5000'",
+            "export AWS_REGION='us-east-1'",
+            "export AWS_DEFAULT_REGION='us-east-1'",
+            "export AWS_ACCESS_KEY_ID='testing'",
+            "export AWS_SECRET_ACCESS_KEY='testing'",
+            "export TERN_DLQ_URL='http://q'",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} missing from:\n{text}");
+        }
+    }
 }

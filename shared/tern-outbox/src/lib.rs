@@ -201,7 +201,9 @@ pub enum PayloadArgumentError {
 
 /// The payload a command-line argument stands for: the argument itself, or for
 /// `@<path>` the text of that file (an absolute path, or one relative to the working
-/// directory). Used by the `publish` example; handy for your own tools.
+/// directory) without the line break an editor ends a file with (a payload must end
+/// with its `}`: [`PayloadError`]). Used by the `publish` example; handy for your own
+/// tools.
 ///
 /// # Errors
 /// [`PayloadArgumentError`], whose message names the path and the reason.
@@ -212,10 +214,15 @@ pub fn payload_argument(arg: &str) -> Result<String, PayloadArgumentError> {
     if path.is_empty() {
         return Err(PayloadArgumentError::EmptyPath);
     }
-    std::fs::read_to_string(path).map_err(|source| PayloadArgumentError::File {
+    let mut text = std::fs::read_to_string(path).map_err(|source| PayloadArgumentError::File {
         path: path.to_owned(),
         source,
-    })
+    })?;
+    // Only the final line break(s): anything else stays as written, byte for byte.
+    while text.ends_with('\n') || text.ends_with('\r') {
+        text.pop();
+    }
+    Ok(text)
 }
 
 /// True when a `TransactWriteItems` failed because the item at `index` (0-based, in the

@@ -32,7 +32,8 @@ fn prepare_with_id_needs_only_this_crate() {
 fn payload_argument_reads_absolute_and_relative_paths() {
     // cargo runs integration tests in the package directory: a relative path is from there.
     let relative = payload_argument("@tests/fixtures/order.json").expect("relative path");
-    assert_eq!(relative.trim(), r#"{"order_id":"o_file","amount_cents":4200}"#);
+    // The file ends with a line break, as editors write them; the payload does not.
+    assert_eq!(relative, r#"{"order_id":"o_file","amount_cents":4200}"#);
     let absolute = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/order.json");
     let text = payload_argument(&format!("@{}", absolute.display())).expect("absolute path");
     assert_eq!(text, relative);
