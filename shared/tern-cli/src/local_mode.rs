@@ -49,7 +49,10 @@ pub async fn local(time_scale: f64) -> Result<(), OpsError> {
     // RUST_LOG=info shows every relay and attempt as well.
     eprintln!("tern local: starting moto (the local AWS) on 127.0.0.1...");
     let moto = MotoServer::start().await.map_err(invalid)?;
-    eprintln!("tern local: moto is up at {}; creating the tables and queues...", moto.url);
+    eprintln!(
+        "tern local: moto is up at {}; creating the tables and queues...",
+        moto.url
+    );
     let options = LocalOptions {
         time_scale,
         ..LocalOptions::default()
@@ -97,7 +100,9 @@ fn env_file(moto_url: &str, names: &[(String, String)]) -> String {
         ("AWS_SECRET_ACCESS_KEY".to_owned(), "testing".to_owned()),
     ];
     env.extend(names.iter().cloned());
-    env.iter().map(|(k, v)| format!("export {k}='{v}'\n")).collect()
+    env.iter()
+        .map(|(k, v)| format!("export {k}='{v}'\n"))
+        .collect()
 }
 
 #[cfg(test)]
@@ -120,7 +125,10 @@ mod tests {
             "export AWS_SECRET_ACCESS_KEY='testing'",
             "export TERN_DLQ_URL='http://q'",
         ] {
-            assert!(text.lines().any(|l| l == line), "{line} missing from:\n{text}");
+            assert!(
+                text.lines().any(|l| l == line),
+                "{line} missing from:\n{text}"
+            );
         }
     }
 }

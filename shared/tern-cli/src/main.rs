@@ -463,10 +463,7 @@ async fn attempts(
     out: &mut dyn Write,
 ) -> Result<(), OpsError> {
     let event = EventId::new(event_id).map_err(invalid)?;
-    let endpoint = endpoint
-        .map(EndpointId::new)
-        .transpose()
-        .map_err(invalid)?;
+    let endpoint = endpoint.map(EndpointId::new).transpose().map_err(invalid)?;
     let ledger = DynamoLedger::new(ctx.dynamodb(), ctx.names.get("TERN_ATTEMPTS_TABLE")?, 30);
     let history = ledger.history(&event).await?;
     let report = ops::attempts::report(
@@ -723,12 +720,9 @@ async fn replay(
         max_seconds: None,
         filters,
     };
-    let summary = tern_handlers::replay::handle(
-        &deps,
-        request,
-        &Metrics::new("Tern", MetricsSink::Discard),
-    )
-    .await?;
+    let summary =
+        tern_handlers::replay::handle(&deps, request, &Metrics::new("Tern", MetricsSink::Discard))
+            .await?;
     if ctx.json {
         #[derive(Serialize)]
         struct ReplayOutput<'a> {
@@ -831,8 +825,12 @@ async fn endpoints(
                     },
                 );
             }
-            writeln!(out, "endpoint {} created for tenant {}", ep.id, ep.tenant_id)
-                .map_err(write_err)?;
+            writeln!(
+                out,
+                "endpoint {} created for tenant {}",
+                ep.id, ep.tenant_id
+            )
+            .map_err(write_err)?;
             writeln!(
                 out,
                 "signing secret (shown once, give it to the receiver): {}",

@@ -78,7 +78,9 @@ fn stream_json(v: &AttributeValue) -> Result<Value, OpsError> {
         AttributeValue::Null(b) => json!({ "NULL": b }),
         AttributeValue::Ss(s) => json!({ "SS": s }),
         AttributeValue::Ns(n) => json!({ "NS": n }),
-        AttributeValue::L(l) => json!({ "L": l.iter().map(stream_json).collect::<Result<Vec<_>, _>>()? }),
+        AttributeValue::L(l) => {
+            json!({ "L": l.iter().map(stream_json).collect::<Result<Vec<_>, _>>()? })
+        }
         AttributeValue::M(m) => json!({ "M": image(m)? }),
         _ => {
             return Err(OpsError::Invalid(
@@ -254,9 +256,11 @@ async fn relay_again(
             endpoint_id: view.endpoint_id,
             deliveries,
         }),
-        Some(RecordOutcome::Relayed { parked, .. }) => Err(Settled::Parked(OpsError::Invalid(format!(
-            "the delivery queue refused {parked} delivery message(s) again; parked again as new messages"
-        )))),
+        Some(RecordOutcome::Relayed { parked, .. }) => {
+            Err(Settled::Parked(OpsError::Invalid(format!(
+                "the delivery queue refused {parked} delivery message(s) again; parked again as new messages"
+            ))))
+        }
         Some(RecordOutcome::Poison { reason } | RecordOutcome::Misconfigured { reason }) => {
             Err(Settled::Parked(OpsError::Invalid(format!(
                 "outbox item {event_id} still cannot be relayed: {reason}; parked again as a new message"

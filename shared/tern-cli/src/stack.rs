@@ -59,7 +59,9 @@ impl Names {
             .map(|s| {
                 s.outputs()
                     .iter()
-                    .filter_map(|o| Some((o.output_key()?.to_owned(), o.output_value()?.to_owned())))
+                    .filter_map(|o| {
+                        Some((o.output_key()?.to_owned(), o.output_value()?.to_owned()))
+                    })
                     .collect()
             })
             .unwrap_or_default();

@@ -135,15 +135,18 @@ async fn dead_letter(
             attempts: 7,
             at: at.parse().unwrap(),
         });
-    SqsQueue::new(aws_sdk_sqs::Client::new(&s.aws), s.resources.dlq_url.clone())
-        .send(&QueueEntry {
-            id: "t".into(),
-            body: m.to_body(),
-            delay_seconds: 0,
-            attributes: vec![],
-        })
-        .await
-        .unwrap();
+    SqsQueue::new(
+        aws_sdk_sqs::Client::new(&s.aws),
+        s.resources.dlq_url.clone(),
+    )
+    .send(&QueueEntry {
+        id: "t".into(),
+        body: m.to_body(),
+        delay_seconds: 0,
+        attributes: vec![],
+    })
+    .await
+    .unwrap();
 }
 
 async fn queue_bodies(s: &Setup, url: &str) -> Vec<String> {
@@ -159,8 +162,24 @@ async fn queue_bodies(s: &Setup, url: &str) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dlq_answers_which_endpoint_is_failing() {
     let s = setup("toc1-").await;
-    dead_letter(&s, "evt_1", "tnt_a", "ep_a", DeadLetterReason::Exhausted, "2026-11-30T10:01:00Z").await;
-    dead_letter(&s, "evt_2", "tnt_a", "ep_a", DeadLetterReason::Exhausted, "2026-11-30T10:03:00Z").await;
+    dead_letter(
+        &s,
+        "evt_1",
+        "tnt_a",
+        "ep_a",
+        DeadLetterReason::Exhausted,
+        "2026-11-30T10:01:00Z",
+    )
+    .await;
+    dead_letter(
+        &s,
+        "evt_2",
+        "tnt_a",
+        "ep_a",
+        DeadLetterReason::Exhausted,
+        "2026-11-30T10:03:00Z",
+    )
+    .await;
     let big = format!(r#"{{"order":"{}"}}"#, "z".repeat(2000));
     let m = DeliveryMessage::first(
         serde_json::from_value(serde_json::json!({
@@ -177,19 +196,25 @@ async fn dlq_answers_which_endpoint_is_failing() {
         attempts: 1,
         at: "2026-11-30T10:02:00Z".parse().unwrap(),
     });
-    SqsQueue::new(aws_sdk_sqs::Client::new(&s.aws), s.resources.dlq_url.clone())
-        .send(&QueueEntry {
-            id: "t".into(),
-            body: m.to_body(),
-            delay_seconds: 0,
-            attributes: vec![],
-        })
-        .await
-        .unwrap();
+    SqsQueue::new(
+        aws_sdk_sqs::Client::new(&s.aws),
+        s.resources.dlq_url.clone(),
+    )
+    .send(&QueueEntry {
+        id: "t".into(),
+        body: m.to_body(),
+        delay_seconds: 0,
+        attributes: vec![],
+    })
+    .await
+    .unwrap();
 
     // Grouped by endpoint and reason, with totals and dead-letter times (UTC).
     let v = json(&s.env, &["dlq", "--json"]);
-    assert_eq!((v["total"].as_u64(), v["shown"].as_u64()), (Some(3), Some(3)));
+    assert_eq!(
+        (v["total"].as_u64(), v["shown"].as_u64()),
+        (Some(3), Some(3))
+    );
     let groups = v["items"].as_array().unwrap();
     assert_eq!(groups.len(), 2);
     assert_eq!(groups[0]["endpoint_id"], "ep_a");
@@ -200,8 +225,14 @@ async fn dlq_answers_which_endpoint_is_failing() {
     assert_eq!(groups[1]["endpoint_id"], "ep_b");
     assert_eq!(groups[1]["reason"], "gone");
     let table = expect(&s.env, &["dlq"], 0);
-    assert!(table.lines().next().unwrap().contains("OLDEST (UTC)"), "{table}");
-    assert!(table.contains("3 of 3 dead letters shown; none removed."), "{table}");
+    assert!(
+        table.lines().next().unwrap().contains("OLDEST (UTC)"),
+        "{table}"
+    );
+    assert!(
+        table.contains("3 of 3 dead letters shown; none removed."),
+        "{table}"
+    );
     // Cut by --max: says so.
     let table = expect(&s.env, &["dlq", "--max", "1"], 0);
     assert!(
@@ -221,7 +252,10 @@ async fn dlq_answers_which_endpoint_is_failing() {
     assert_eq!(v["payload"].as_str().unwrap(), big, "the whole payload");
     assert_eq!(v["endpoint_id"], "ep_b");
     let shown = expect(&s.env, &["dlq", "--show", &id], 0);
-    assert!(shown.contains(&big) && shown.contains("reason:           gone"), "{shown}");
+    assert!(
+        shown.contains(&big) && shown.contains("reason:           gone"),
+        "{shown}"
+    );
     let out = tern(&s.env, &["dlq", "--show", "no-such-message"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("no-such-message is not in the DLQ"));
@@ -230,7 +264,14 @@ async fn dlq_answers_which_endpoint_is_failing() {
     s.moto.stop().await;
 }
 
-fn attempt(event: &str, endpoint: &str, n: u32, second: u32, outcome: &str, wait: Option<u64>) -> AttemptRecord {
+fn attempt(
+    event: &str,
+    endpoint: &str,
+    n: u32,
+    second: u32,
+    outcome: &str,
+    wait: Option<u64>,
+) -> AttemptRecord {
     AttemptRecord {
         event_id: EventId::new(event).unwrap(),
         endpoint_id: EndpointId::new(endpoint).unwrap(),
@@ -280,7 +321,14 @@ async fn attempts_show_excerpt_next_due_and_dead_letter() {
         .await
         .unwrap();
     ledger
-        .record_attempt(&attempt(&tried, "ep_a", 2, 30, "dead_letter:exhausted", None))
+        .record_attempt(&attempt(
+            &tried,
+            "ep_a",
+            2,
+            30,
+            "dead_letter:exhausted",
+            None,
+        ))
         .await
         .unwrap();
     ledger
@@ -292,19 +340,38 @@ async fn attempts_show_excerpt_next_due_and_dead_letter() {
     let attempts = v["attempts"].as_array().unwrap();
     assert_eq!(attempts.len(), 3);
     assert_eq!(attempts[0]["response_excerpt"], "maintenance until 11:00");
-    assert_eq!(attempts[0]["next_attempt_due_at"], "2026-11-30T10:01:00.120Z");
+    assert_eq!(
+        attempts[0]["next_attempt_due_at"],
+        "2026-11-30T10:01:00.120Z"
+    );
     assert_eq!(v["dead_letters"][0]["reason"], "exhausted");
-    assert_eq!(v["dead_letters"][0]["dead_lettered_at"], "2026-11-30T10:00:30.120Z");
+    assert_eq!(
+        v["dead_letters"][0]["dead_lettered_at"],
+        "2026-11-30T10:00:30.120Z"
+    );
 
     let table = expect(&s.env, &["attempts", &tried], 0);
     let lines: Vec<&str> = table.lines().collect();
-    assert!(lines[0].contains("TIME (UTC)") && lines[0].contains("NEXT DUE (UTC)"), "{table}");
-    assert!(lines[1].contains("2026-11-30 10:00:00.000Z") && lines[1].contains("2026-11-30 10:01:00.120Z"), "{table}");
+    assert!(
+        lines[0].contains("TIME (UTC)") && lines[0].contains("NEXT DUE (UTC)"),
+        "{table}"
+    );
+    assert!(
+        lines[1].contains("2026-11-30 10:00:00.000Z")
+            && lines[1].contains("2026-11-30 10:01:00.120Z"),
+        "{table}"
+    );
     assert!(lines[1].contains("maintenance until 11:00"), "{table}");
-    assert!(lines.last().unwrap().contains("in DLQ: exhausted"), "{table}");
+    assert!(
+        lines.last().unwrap().contains("in DLQ: exhausted"),
+        "{table}"
+    );
 
     // --endpoint keeps one endpoint's rows.
-    let v = json(&s.env, &["attempts", &tried, "--endpoint", "ep_b", "--json"]);
+    let v = json(
+        &s.env,
+        &["attempts", &tried, "--endpoint", "ep_b", "--json"],
+    );
     assert_eq!(v["attempts"].as_array().unwrap().len(), 1);
     assert_eq!(v["attempts"][0]["outcome"], "delivered");
 
@@ -314,7 +381,11 @@ async fn attempts_show_excerpt_next_due_and_dead_letter() {
     let out = tern(&s.env, &["attempts", "evt_never_written"]);
     assert_eq!(out.status.code(), Some(1));
     let err = text(&out.stderr);
-    assert!(err.contains("event evt_never_written not found") && err.contains(&s.resources.outbox_table), "{err}");
+    assert!(
+        err.contains("event evt_never_written not found")
+            && err.contains(&s.resources.outbox_table),
+        "{err}"
+    );
     s.moto.stop().await;
 }
 
@@ -323,30 +394,86 @@ async fn replay_refuses_dead_targets_and_filters_the_outage() {
     let s = setup("toc3-").await;
     endpoint(&s, "ep_live", "tnt_a", true).await;
     endpoint(&s, "ep_off", "tnt_a", false).await;
-    dead_letter(&s, "evt_before", "tnt_a", "ep_live", DeadLetterReason::Exhausted, "2026-11-30T09:00:00Z").await;
-    dead_letter(&s, "evt_during1", "tnt_a", "ep_live", DeadLetterReason::Exhausted, "2026-11-30T10:15:00Z").await;
-    dead_letter(&s, "evt_during2", "tnt_b", "ep_live", DeadLetterReason::Exhausted, "2026-11-30T10:45:00Z").await;
-    dead_letter(&s, "evt_off", "tnt_a", "ep_off", DeadLetterReason::Gone, "2026-11-30T10:20:00Z").await;
-    dead_letter(&s, "evt_ghost", "tnt_a", "ep_ghost", DeadLetterReason::EndpointDeleted, "2026-11-30T10:30:00Z").await;
+    dead_letter(
+        &s,
+        "evt_before",
+        "tnt_a",
+        "ep_live",
+        DeadLetterReason::Exhausted,
+        "2026-11-30T09:00:00Z",
+    )
+    .await;
+    dead_letter(
+        &s,
+        "evt_during1",
+        "tnt_a",
+        "ep_live",
+        DeadLetterReason::Exhausted,
+        "2026-11-30T10:15:00Z",
+    )
+    .await;
+    dead_letter(
+        &s,
+        "evt_during2",
+        "tnt_b",
+        "ep_live",
+        DeadLetterReason::Exhausted,
+        "2026-11-30T10:45:00Z",
+    )
+    .await;
+    dead_letter(
+        &s,
+        "evt_off",
+        "tnt_a",
+        "ep_off",
+        DeadLetterReason::Gone,
+        "2026-11-30T10:20:00Z",
+    )
+    .await;
+    dead_letter(
+        &s,
+        "evt_ghost",
+        "tnt_a",
+        "ep_ghost",
+        DeadLetterReason::EndpointDeleted,
+        "2026-11-30T10:30:00Z",
+    )
+    .await;
 
     // Usage errors (exit 2): the reasons listed are those of --help.
     let out = tern(&s.env, &["replay", "--reason", "broken"]);
     assert_eq!(out.status.code(), Some(2));
     let help = expect(&s.env, &["replay", "--help"], 0);
     for r in DeadLetterReason::ALL {
-        assert!(text(&out.stderr).contains(r.as_str()), "{}", text(&out.stderr));
+        assert!(
+            text(&out.stderr).contains(r.as_str()),
+            "{}",
+            text(&out.stderr)
+        );
         assert!(help.contains(r.as_str()), "{help}");
     }
-    assert_eq!(tern(&s.env, &["replay", "--since", "yesterday"]).status.code(), Some(2));
+    assert_eq!(
+        tern(&s.env, &["replay", "--since", "yesterday"])
+            .status
+            .code(),
+        Some(2)
+    );
 
     // Without a filter the disabled and the unknown endpoint are targets: refused, no terminal.
     let out = tern(&s.env, &["replay"]);
     assert_eq!(out.status.code(), Some(1));
     let err = text(&out.stderr);
     assert!(err.contains("refusing to replay"), "{err}");
-    assert!(err.contains("endpoint ep_off: disabled (gone: receiver answered 410 Gone)"), "{err}");
+    assert!(
+        err.contains("endpoint ep_off: disabled (gone: receiver answered 410 Gone)"),
+        "{err}"
+    );
     assert!(err.contains("endpoint ep_ghost: unknown"), "{err}");
-    assert_eq!(queue_bodies(&s, &s.resources.dlq_url).await.len(), 5, "nothing moved");
+    assert_eq!(
+        queue_bodies(&s, &s.resources.dlq_url).await.len(),
+        5,
+        "nothing moved"
+    );
     let out = tern(&s.env, &["replay", "--endpoint", "ep_off"]);
     assert_eq!(out.status.code(), Some(1));
 
@@ -354,7 +481,18 @@ async fn replay_refuses_dead_targets_and_filters_the_outage() {
     // window but --endpoint narrows to the live one).
     let v = json(
         &s.env,
-        &["replay", "--endpoint", "ep_live", "--tenant", "tnt_a", "--since", "2026-11-30T10:00:00Z", "--until", "2026-11-30T11:00:00Z", "--json"],
+        &[
+            "replay",
+            "--endpoint",
+            "ep_live",
+            "--tenant",
+            "tnt_a",
+            "--since",
+            "2026-11-30T10:00:00Z",
+            "--until",
+            "2026-11-30T11:00:00Z",
+            "--json",
+        ],
     );
     assert_eq!(v["replayed"], 1, "{v}");
     assert_eq!(v["delivery_ids"][0], "evt_during1.ep_live");
@@ -362,14 +500,20 @@ async fn replay_refuses_dead_targets_and_filters_the_outage() {
     let v = json(&s.env, &["replay", "--event", "evt_during2", "--json"]);
     assert_eq!(v["replayed"], 1, "{v}");
     // --force replays to the disabled one anyway, and says so.
-    let v = json(&s.env, &["replay", "--event", "evt_off", "--force", "--json"]);
+    let v = json(
+        &s.env,
+        &["replay", "--event", "evt_off", "--force", "--json"],
+    );
     assert_eq!(v["replayed"], 1);
     assert_eq!(v["bad_targets"][0]["endpoint_id"], "ep_off");
     let delivered: Vec<String> = queue_bodies(&s, &s.resources.delivery_queue_url).await;
     assert_eq!(delivered.len(), 3);
     let left = queue_bodies(&s, &s.resources.dlq_url).await;
     assert_eq!(left.len(), 2);
-    assert!(left.iter().any(|b| b.contains("evt_before")) && left.iter().any(|b| b.contains("evt_ghost")));
+    assert!(
+        left.iter().any(|b| b.contains("evt_before"))
+            && left.iter().any(|b| b.contains("evt_ghost"))
+    );
     s.moto.stop().await;
 }
 
@@ -386,7 +530,10 @@ async fn relay_failures_name_the_tern_event_and_retry_it() {
     let item = ddb
         .get_item()
         .table_name(&s.resources.outbox_table)
-        .key("event_id", aws_sdk_dynamodb::types::AttributeValue::S(good.clone()))
+        .key(
+            "event_id",
+            aws_sdk_dynamodb::types::AttributeValue::S(good.clone()),
+        )
         .send()
         .await
         .unwrap()
@@ -411,14 +558,27 @@ async fn relay_failures_name_the_tern_event_and_retry_it() {
                      "SequenceNumber": "700", "SizeBytes": 10, "StreamViewType": "NEW_IMAGE"}
     }]});
     let deps = tern_handlers::relay::RelayDeps {
-        endpoints: std::sync::Arc::new(tern_aws::DynamoEndpointStore::new(ddb.clone(), s.resources.endpoints_table.clone())),
-        delivery_queue: std::sync::Arc::new(SqsQueue::new(sqs.clone(), s.resources.delivery_queue_url.clone())),
-        failure_queue: std::sync::Arc::new(SqsQueue::new(sqs.clone(), s.resources.relay_failure_queue_url.clone())),
+        endpoints: std::sync::Arc::new(tern_aws::DynamoEndpointStore::new(
+            ddb.clone(),
+            s.resources.endpoints_table.clone(),
+        )),
+        delivery_queue: std::sync::Arc::new(SqsQueue::new(
+            sqs.clone(),
+            s.resources.delivery_queue_url.clone(),
+        )),
+        failure_queue: std::sync::Arc::new(SqsQueue::new(
+            sqs.clone(),
+            s.resources.relay_failure_queue_url.clone(),
+        )),
         max_payload_bytes: 262_144,
     };
-    let metrics = tern_handlers::metrics::Metrics::new("Tern", tern_handlers::metrics::MetricsSink::Discard);
+    let metrics =
+        tern_handlers::metrics::Metrics::new("Tern", tern_handlers::metrics::MetricsSink::Discard);
     let (_, outcomes) = tern_handlers::relay::handle_value(&deps, record, &metrics).await;
-    assert!(matches!(outcomes[0], tern_handlers::relay::RecordOutcome::Poison { .. }));
+    assert!(matches!(
+        outcomes[0],
+        tern_handlers::relay::RecordOutcome::Poison { .. }
+    ));
 
     // A refused delivery for one endpoint, parked with the names relay.rs gives it.
     let refused = outbox_event(&s, "tnt_a").await;
@@ -440,13 +600,28 @@ async fn relay_failures_name_the_tern_event_and_retry_it() {
     let v = json(&s.env, &["relay-failures", "--json"]);
     assert_eq!(v["total"], 2);
     let items = v["items"].as_array().unwrap();
-    let poison = items.iter().find(|i| i["tern_event_id"] == good.as_str()).expect("names the Tern event");
-    assert!(poison["reason"].as_str().unwrap().contains("schema version 99"), "{poison}");
+    let poison = items
+        .iter()
+        .find(|i| i["tern_event_id"] == good.as_str())
+        .expect("names the Tern event");
+    assert!(
+        poison["reason"]
+            .as_str()
+            .unwrap()
+            .contains("schema version 99"),
+        "{poison}"
+    );
     assert_eq!(poison["kind"], "unreadable_outbox_record");
-    let other = items.iter().find(|i| i["tern_event_id"] == refused.as_str()).unwrap();
+    let other = items
+        .iter()
+        .find(|i| i["tern_event_id"] == refused.as_str())
+        .unwrap();
     assert_eq!(other["endpoint_id"], "ep_two");
     let table = expect(&s.env, &["relay-failures"], 0);
-    assert!(table.contains(&good) && !table.contains("stream-record-77"), "{table}");
+    assert!(
+        table.contains(&good) && !table.contains("stream-record-77"),
+        "{table}"
+    );
 
     let poison_id = poison["message_id"].as_str().unwrap().to_owned();
     let refused_id = other["message_id"].as_str().unwrap().to_owned();
@@ -454,7 +629,10 @@ async fn relay_failures_name_the_tern_event_and_retry_it() {
     assert_eq!(out.status.code(), Some(1));
 
     // The refused one goes to its endpoint only.
-    let v = json(&s.env, &["relay-failures", "--retry", &refused_id, "--json"]);
+    let v = json(
+        &s.env,
+        &["relay-failures", "--retry", &refused_id, "--json"],
+    );
     assert_eq!(v["deliveries"], 1);
     assert_eq!(v["endpoint_id"], "ep_two");
     let queued: Vec<DeliveryMessage> = queue_bodies(&s, &s.resources.delivery_queue_url)
@@ -463,14 +641,27 @@ async fn relay_failures_name_the_tern_event_and_retry_it() {
         .map(|b| DeliveryMessage::parse(b).unwrap())
         .collect();
     assert_eq!(queued.len(), 1);
-    assert_eq!((queued[0].event.id.as_str(), queued[0].endpoint_id.as_str()), (refused.as_str(), "ep_two"));
+    assert_eq!(
+        (queued[0].event.id.as_str(), queued[0].endpoint_id.as_str()),
+        (refused.as_str(), "ep_two")
+    );
 
     // The poison one: the item in the table is right (only the stream record was bad, as
     // after a fix), so re-reading it by its keys relays it to both endpoints.
     let out = expect(&s.env, &["relay-failures", "--retry", &poison_id], 0);
     assert!(out.contains("2 delivery message(s) queued"), "{out}");
-    assert_eq!(queue_bodies(&s, &s.resources.delivery_queue_url).await.len(), 3);
-    assert!(queue_bodies(&s, &s.resources.relay_failure_queue_url).await.is_empty(), "both removed");
+    assert_eq!(
+        queue_bodies(&s, &s.resources.delivery_queue_url)
+            .await
+            .len(),
+        3
+    );
+    assert!(
+        queue_bodies(&s, &s.resources.relay_failure_queue_url)
+            .await
+            .is_empty(),
+        "both removed"
+    );
     s.moto.stop().await;
 }
 
@@ -504,7 +695,10 @@ async fn stack_outputs_json_and_a_stale_local_env() {
         .expect("moto creates the stack");
 
     // No TERN_* variable at all: --stack supplies the names.
-    let v = json(&s.aws_env, &["--stack", "tern-oncall", "endpoints", "list", "--json"]);
+    let v = json(
+        &s.aws_env,
+        &["--stack", "tern-oncall", "endpoints", "list", "--json"],
+    );
     assert_eq!(v[0]["id"], "ep_stack");
     let v = json(&s.aws_env, &["--stack", "tern-oncall", "dlq", "--json"]);
     assert_eq!(v["total"], 0);
@@ -513,22 +707,50 @@ async fn stack_outputs_json_and_a_stale_local_env() {
     assert!(text(&out.stderr).contains("TERN_ENDPOINTS_TABLE is required"));
     let out = tern(&s.aws_env, &["--stack", "no-such-stack", "dlq"]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(text(&out.stderr).contains("stack no-such-stack does not exist"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("stack no-such-stack does not exist"),
+        "{}",
+        text(&out.stderr)
+    );
 
     // --json on the printing endpoint commands.
-    let v = json(&s.env, &["endpoints", "add", "--tenant", "tnt_j", "--url", "http://127.0.0.1:9/j", "--json"]);
+    let v = json(
+        &s.env,
+        &[
+            "endpoints",
+            "add",
+            "--tenant",
+            "tnt_j",
+            "--url",
+            "http://127.0.0.1:9/j",
+            "--json",
+        ],
+    );
     let id = v["id"].as_str().unwrap().to_owned();
     assert!(v["secret"].as_str().unwrap().starts_with("whsec_"));
     for args in [
         vec!["endpoints", "show", id.as_str(), "--json"],
         vec!["endpoints", "disable", id.as_str(), "--json"],
         vec!["endpoints", "enable", id.as_str(), "--json"],
-        vec!["endpoints", "update", id.as_str(), "--description", "x", "--json"],
+        vec![
+            "endpoints",
+            "update",
+            id.as_str(),
+            "--description",
+            "x",
+            "--json",
+        ],
     ] {
         assert_eq!(json(&s.env, &args)["id"], id.as_str(), "{args:?}");
     }
-    assert_eq!(json(&s.env, &["endpoints", "rotate-secret", &id, "--json"])["id"], id.as_str());
-    assert_eq!(json(&s.env, &["endpoints", "delete", &id, "--json"])["id"], id.as_str());
+    assert_eq!(
+        json(&s.env, &["endpoints", "rotate-secret", &id, "--json"])["id"],
+        id.as_str()
+    );
+    assert_eq!(
+        json(&s.env, &["endpoints", "delete", &id, "--json"])["id"],
+        id.as_str()
+    );
 
     // A stale env file: the port it names has nothing listening any more.
     let url = s.moto.url.clone();
@@ -536,7 +758,10 @@ async fn stack_outputs_json_and_a_stale_local_env() {
     let out = tern(&s.env, &["dlq"]);
     assert_eq!(out.status.code(), Some(1));
     let err = text(&out.stderr);
-    assert!(err.contains(&url) && err.contains("is `tern local` running?"), "{err}");
+    assert!(
+        err.contains(&url) && err.contains("is `tern local` running?"),
+        "{err}"
+    );
     assert!(!err.contains("dispatch failure"), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
 }

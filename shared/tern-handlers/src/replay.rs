@@ -7,9 +7,9 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use tern_core::drain::{Drain, DrainRule, DrainStop};
 use tern_core::ports::{DrainableQueue, MessageQueue, PortError, QueueEntry, ReceivedMessage};
-use chrono::{DateTime, Utc};
 use tern_core::{DeadLetterReason, DeliveryMessage, EndpointId, EventId, EventType, TenantId};
 
 use crate::metrics::Metrics;
@@ -283,18 +283,30 @@ mod tests {
             ..ReplayFilters::default()
         };
         let at = |t: &str| dead_letter("tnt_a", "evt_1", Some(t));
-        assert!(filters_match(&outage, &at("2026-11-30T10:00:00Z")), "since is inclusive");
+        assert!(
+            filters_match(&outage, &at("2026-11-30T10:00:00Z")),
+            "since is inclusive"
+        );
         assert!(filters_match(&outage, &at("2026-11-30T10:59:59Z")));
-        assert!(!filters_match(&outage, &at("2026-11-30T11:00:00Z")), "until is exclusive");
+        assert!(
+            !filters_match(&outage, &at("2026-11-30T11:00:00Z")),
+            "until is exclusive"
+        );
         assert!(!filters_match(&outage, &at("2026-11-30T09:59:59Z")));
-        assert!(!filters_match(&outage, &dead_letter("tnt_a", "evt_1", None)), "no dead-letter time");
+        assert!(
+            !filters_match(&outage, &dead_letter("tnt_a", "evt_1", None)),
+            "no dead-letter time"
+        );
 
         let tenant = ReplayFilters {
             tenant_id: Some(TenantId::new("tnt_a").unwrap()),
             ..ReplayFilters::default()
         };
         assert!(filters_match(&tenant, &dead_letter("tnt_a", "evt_1", None)));
-        assert!(!filters_match(&tenant, &dead_letter("tnt_b", "evt_1", None)));
+        assert!(!filters_match(
+            &tenant,
+            &dead_letter("tnt_b", "evt_1", None)
+        ));
         let event = ReplayFilters {
             event_id: Some(EventId::new("evt_2").unwrap()),
             ..ReplayFilters::default()

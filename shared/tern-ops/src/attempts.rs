@@ -149,7 +149,14 @@ pub fn print_report(out: &mut dyn Write, r: &AttemptsReport) -> std::io::Result<
     writeln!(
         out,
         "{:<25} {:<38} {:>6} {:>11} {:>6} {:>8}  {:<30} {:<25} ERROR / RESPONSE",
-        "TIME (UTC)", "ENDPOINT", "REPLAY", "ATTEMPT", "STATUS", "LATENCY", "OUTCOME", "NEXT DUE (UTC)"
+        "TIME (UTC)",
+        "ENDPOINT",
+        "REPLAY",
+        "ATTEMPT",
+        "STATUS",
+        "LATENCY",
+        "OUTCOME",
+        "NEXT DUE (UTC)"
     )?;
     enum Row<'a> {
         Try(&'a AttemptView),
@@ -159,7 +166,11 @@ pub fn print_report(out: &mut dyn Write, r: &AttemptsReport) -> std::io::Result<
         .attempts
         .iter()
         .map(|a| (a.started_at, 0, Row::Try(a)))
-        .chain(r.dead_letters.iter().map(|d| (d.dead_lettered_at, 1, Row::Dead(d))))
+        .chain(
+            r.dead_letters
+                .iter()
+                .map(|d| (d.dead_lettered_at, 1, Row::Dead(d))),
+        )
         .collect();
     rows.sort_by_key(|(t, order, _)| (*t, *order));
     for (_, _, row) in rows {
@@ -174,7 +185,11 @@ pub fn print_report(out: &mut dyn Write, r: &AttemptsReport) -> std::io::Result<
                             format!(
                                 "{}{}",
                                 x.chars().take(TABLE_EXCERPT_CHARS).collect::<String>(),
-                                if a.excerpt_truncated || cut { "…" } else { "" }
+                                if a.excerpt_truncated || cut {
+                                    "…"
+                                } else {
+                                    ""
+                                }
                             )
                         })
                     })
@@ -212,7 +227,10 @@ pub fn print_report(out: &mut dyn Write, r: &AttemptsReport) -> std::io::Result<
                 if d.replayed_since {
                     "dead-lettered; replayed since".to_owned()
                 } else {
-                    format!("dead-lettered; `tern replay --event {}` once fixed", r.event_id)
+                    format!(
+                        "dead-lettered; `tern replay --event {}` once fixed",
+                        r.event_id
+                    )
                 }
             )?,
         }
@@ -264,7 +282,10 @@ mod tests {
         print_report(&mut text, &r).unwrap();
         let text = String::from_utf8(text).unwrap();
         let last = text.lines().last().unwrap();
-        assert!(last.contains("in DLQ: exhausted") && last.contains("2026-11-30 10:00:10.250Z"), "{text}");
+        assert!(
+            last.contains("in DLQ: exhausted") && last.contains("2026-11-30 10:00:10.250Z"),
+            "{text}"
+        );
         assert!(text.lines().next().unwrap().contains("TIME (UTC)"));
         assert!(report("evt_1", Some("ep_2"), &rows).attempts.is_empty());
     }

@@ -185,8 +185,10 @@ pub struct DeadLetterDetail {
 
 /// Reads one DLQ message with its whole payload.
 pub fn detail(message: &ReceivedMessage) -> DeadLetterDetail {
-    let payload = DeliveryMessage::parse(&message.body)
-        .map_or_else(|_| message.body.clone(), |d| d.event.payload.as_str().to_owned());
+    let payload = DeliveryMessage::parse(&message.body).map_or_else(
+        |_| message.body.clone(),
+        |d| d.event.payload.as_str().to_owned(),
+    );
     DeadLetterDetail {
         view: view(message),
         payload,
@@ -206,7 +208,10 @@ pub struct DlqReport<T> {
 }
 
 fn utc(t: Option<DateTime<Utc>>) -> String {
-    t.map_or_else(|| "-".into(), |t| t.format("%Y-%m-%d %H:%M:%SZ").to_string())
+    t.map_or_else(
+        || "-".into(),
+        |t| t.format("%Y-%m-%d %H:%M:%SZ").to_string(),
+    )
 }
 
 fn one_line(text: &str, chars: usize) -> String {
@@ -223,7 +228,11 @@ pub fn shown_line(shown: usize, total: u64) -> String {
     format!(
         "{shown} of {} dead letters shown{}; none removed.",
         total.max(shown as u64),
-        if cut { " (raise --max to see more)" } else { "" }
+        if cut {
+            " (raise --max to see more)"
+        } else {
+            ""
+        }
     )
 }
 

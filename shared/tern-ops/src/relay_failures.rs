@@ -43,7 +43,10 @@ pub fn view(message: &ReceivedMessage) -> RelayFailureView {
             message_id: message.message_id.clone(),
             tern_event_id: None,
             endpoint_id: None,
-            reason: format!("unreadable parked body: {}", message.body.chars().take(200).collect::<String>()),
+            reason: format!(
+                "unreadable parked body: {}",
+                message.body.chars().take(200).collect::<String>()
+            ),
             kind,
             keys: None,
             sequence_number: None,

@@ -34,7 +34,8 @@ fn payload_argument_reads_absolute_and_relative_paths() {
     let relative = payload_argument("@tests/fixtures/order.json").expect("relative path");
     // The file ends with a line break, as editors write them; the payload does not.
     assert_eq!(relative, r#"{"order_id":"o_file","amount_cents":4200}"#);
-    let absolute = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/order.json");
+    let absolute =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/order.json");
     let text = payload_argument(&format!("@{}", absolute.display())).expect("absolute path");
     assert_eq!(text, relative);
     assert_eq!(payload_argument(r#"{"a":1}"#).unwrap(), r#"{"a":1}"#);
@@ -54,6 +55,14 @@ fn payload_argument_errors_are_readable() {
             && text.to_lowercase().contains("no such file"),
         "{text}"
     );
-    assert!(matches!(payload_argument("@"), Err(PayloadArgumentError::EmptyPath)));
-    assert!(payload_argument("@").unwrap_err().to_string().contains("@payload.json"));
+    assert!(matches!(
+        payload_argument("@"),
+        Err(PayloadArgumentError::EmptyPath)
+    ));
+    assert!(
+        payload_argument("@")
+            .unwrap_err()
+            .to_string()
+            .contains("@payload.json")
+    );
 }
