@@ -27,6 +27,18 @@ fn tern(dir: &std::path::Path, env: &[(String, String)], args: &[&str]) -> std::
         .expect("tern runs")
 }
 
+/// Stops the `tern local` this test started (by its pid) when the test ends, pass or fail.
+struct Stop(std::process::Child);
+
+impl Drop for Stop {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.0.id().to_string()])
+            .status();
+        let _ = self.0.wait();
+    }
+}
+
 #[test]
 fn tern_local_reports_progress_and_its_env_file_is_enough() {
     let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
@@ -38,7 +50,7 @@ fn tern_local_reports_progress_and_its_env_file_is_enough() {
         "moto is required: run `make venv` ({})",
         moto.display()
     );
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tern"))
+    let child = Command::new(env!("CARGO_BIN_EXE_tern"))
         .args(["local", "--time-scale", "0.01"])
         .current_dir(&dir)
         .env("TERN_MOTO_SERVER", &moto)
@@ -47,10 +59,11 @@ fn tern_local_reports_progress_and_its_env_file_is_enough() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("tern local starts");
+    let mut child = Stop(child);
     let (tx, rx) = mpsc::channel::<String>();
     for stream in [
-        Box::new(child.stderr.take().unwrap()) as Box<dyn std::io::Read + Send>,
-        Box::new(child.stdout.take().unwrap()),
+        Box::new(child.0.stderr.take().unwrap()) as Box<dyn std::io::Read + Send>,
+        Box::new(child.0.stdout.take().unwrap()),
     ] {
         let tx = tx.clone();
         std::thread::spawn(move || {
@@ -72,7 +85,6 @@ fn tern_local_reports_progress_and_its_env_file_is_enough() {
         match rx.recv_timeout(START_LIMIT) {
             Ok(line) => said.push(line),
             Err(e) => {
-                let _ = child.kill();
                 panic!("tern local did not start ({e}); it said: {said:#?}");
             }
         }
@@ -121,10 +133,7 @@ fn tern_local_reports_progress_and_its_env_file_is_enough() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("signing secret (shown once"));
 
     // Stop it (the process this test started), then the same file is stale.
-    let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
-    let _ = child.wait();
+    drop(child);
     let out = tern(&dir, &env, &["dlq"]);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
