@@ -765,3 +765,64 @@ async fn stack_outputs_json_and_a_stale_local_env() {
     assert!(!err.contains("dispatch failure"), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
 }
+
+/// Runs `tern` on a pseudo-terminal (util-linux `script`), typing `answer`.
+fn tern_on_terminal(env: &[(String, String)], args: &str, answer: &str) -> (Option<i32>, String) {
+    use std::io::Write as _;
+    let mut child = std::process::Command::new("script")
+        .args([
+            "-qec",
+            &format!("{} {args}", env!("CARGO_BIN_EXE_tern")),
+            "/dev/null",
+        ])
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("util-linux `script` is required for this test");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(answer.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    (out.status.code(), text(&out.stdout))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replay_asks_on_a_terminal() {
+    let s = setup("toc6-").await;
+    endpoint(&s, "ep_off", "tnt_a", false).await;
+    dead_letter(
+        &s,
+        "evt_off",
+        "tnt_a",
+        "ep_off",
+        DeadLetterReason::Gone,
+        "2026-11-30T10:20:00Z",
+    )
+    .await;
+    // "n" (or anything but y/yes): refused, nothing moved.
+    let (code, said) = tern_on_terminal(&s.env, "replay", "n\n");
+    assert_eq!(code, Some(1), "{said}");
+    assert!(
+        said.contains("Replay anyway? [y/N]") && said.contains("endpoint ep_off: disabled"),
+        "{said}"
+    );
+    assert_eq!(queue_bodies(&s, &s.resources.dlq_url).await.len(), 1);
+    // "y": replayed.
+    let (code, said) = tern_on_terminal(&s.env, "replay", "y\n");
+    assert_eq!(code, Some(0), "{said}");
+    assert!(said.contains("replayed 1 of 1"), "{said}");
+    assert_eq!(
+        queue_bodies(&s, &s.resources.delivery_queue_url)
+            .await
+            .len(),
+        1
+    );
+    s.moto.stop().await;
+}
