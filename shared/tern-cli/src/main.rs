@@ -390,6 +390,12 @@ impl Ctx {
 
 async fn run(cli: Cli) -> Result<(), OpsError> {
     let mut out = std::io::stdout();
+    if cli.json && matches!(cli.command, Command::Demo { .. } | Command::Local { .. }) {
+        // Usage error (exit 2), not a silently ignored flag: these two print live progress
+        // for people; `.tern/local.env` is what scripts read.
+        eprintln!("error: --json is not available for `tern local` and `tern demo`");
+        std::process::exit(2);
+    }
     match cli.command {
         Command::Demo { events, time_scale } => demo(events, time_scale, &mut out).await,
         Command::Local { time_scale } => local(time_scale).await,

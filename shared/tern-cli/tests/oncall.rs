@@ -713,6 +713,13 @@ async fn stack_outputs_json_and_a_stale_local_env() {
         text(&out.stderr)
     );
 
+    // --json where people watch progress is a usage error, not ignored.
+    for args in [["local", "--json"], ["demo", "--json"]] {
+        let out = tern(&s.env, &args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(text(&out.stderr).contains("--json is not available"));
+    }
+
     // --json on the printing endpoint commands.
     let v = json(
         &s.env,
