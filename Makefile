@@ -20,7 +20,12 @@ $(VENV)/.installed: requirements-dev.txt
 build:
 	$(CARGO) build --workspace --all-targets
 
+# Built first with cargo's progress shown (a first build takes minutes; never a silent
+# wait), then run quietly.
 demo: venv
+	@echo "make demo: building tern with local mode (cargo shows progress; minutes on a first build)..."
+	$(CARGO) build -p tern-cli --features local --bin tern
+	@echo "make demo: running the demo (moto as the local AWS, receivers on 127.0.0.1)..."
 	$(CARGO) run --quiet -p tern-cli --features local --bin tern -- demo
 
 # Every part runs even when an earlier one fails, so one run shows every problem.
@@ -37,6 +42,8 @@ test-rust: venv
 	# The real Lambda binaries, for tests/tests/real_binaries.rs (run under the Runtime API emulator).
 	$(CARGO) build -p tern-sender -p tern-relay -p tern-replay
 	$(CARGO) test --workspace --all-targets --no-fail-fast
+	# tern local / tern demo are behind tern-cli's `local` feature: their tests too.
+	$(CARGO) test -p tern-cli --features local --test local_mode
 	$(CARGO) test --workspace --doc
 
 # Concurrent SQS stress test of the local AWS (tools/moto_server.py); about 30 s on 2 cores.

@@ -94,6 +94,9 @@ export interface TernConfig {
 /** Seconds the replay function keeps an examined DLQ message hidden (Rust constant DRAIN_VISIBILITY_SECONDS). */
 export const REPLAY_DRAIN_VISIBILITY_SECONDS = 330;
 
+/** What `alarmEmail` must look like: name@domain.tld, no spaces (also template.yaml's AlarmEmail AllowedPattern). */
+export const ALARM_EMAIL = /^[^@\s]+@[^@\s]+\.[^@\s]+$/;
+
 /** Context key of an option: `tern:<name>`. */
 export const contextKey = (name: keyof TernOptions): string => `tern:${name}`;
 
@@ -208,6 +211,11 @@ function validate(c: TernConfig, minVisibility: number): void {
   };
   if (c.tableCapacityMode !== 'on-demand' && c.tableCapacityMode !== 'provisioned') {
     fail(`tableCapacityMode must be "on-demand" or "provisioned", got ${JSON.stringify(c.tableCapacityMode)}`);
+  }
+  // SNS accepts any string as an e-mail endpoint at deploy time and the subscription then
+  // never confirms: the alarms would go nowhere. Same rule as the SAM AlarmEmail pattern.
+  if (c.alarmEmail !== undefined && !ALARM_EMAIL.test(c.alarmEmail)) {
+    fail(`alarmEmail must be an e-mail address (name@domain), got ${JSON.stringify(c.alarmEmail)}`);
   }
   intIn('senderBatchSize', c.senderBatchSize, 1, 10);
   intIn('relayBatchSize', c.relayBatchSize, 1, 10000);

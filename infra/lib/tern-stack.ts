@@ -74,6 +74,7 @@ export class TernStack extends Stack {
     out('EndpointsTableName', this.storage.endpoints.tableName, 'Endpoints and subscriptions');
     out('AttemptsTableName', this.storage.attempts.tableName, 'Delivery attempt log');
     out('DeliveryQueueUrl', this.queues.delivery.queueUrl, 'Delivery queue');
+    out('DeliveryQueueArn', this.queues.delivery.queueArn, 'Delivery queue ARN (console redrive destination)');
     out('DlqUrl', this.queues.dlq.queueUrl, 'Dead-letter queue');
     out('DlqArn', this.queues.dlq.queueArn, 'Dead-letter queue ARN (console redrive)');
     out('RelayFailureQueueUrl', this.queues.relayFailures.queueUrl, 'Stream records the relay could not handle');

@@ -74,6 +74,11 @@ describe('refused settings', () => {
     expect(() => build(props)).toThrow(message);
   });
 
+  test.each(['oncall', 'oncall@example', 'on call@example.com', 'a@b@example.com'])('alarmEmail %j (props or -c) stops the synth', (email) => {
+    expect(() => build({ alarmEmail: email })).toThrow(/alarmEmail must be an e-mail address/);
+    expect(() => build({}, { 'tern:alarmEmail': email })).toThrow(/alarmEmail must be an e-mail address/);
+  });
+
   test('a context value that is not a number', () => {
     expect(() => build({}, { 'tern:senderMaxConcurrency': 'many' })).toThrow(/tern:senderMaxConcurrency/);
   });

@@ -485,7 +485,7 @@ describe('outputs', () => {
     expect(json.Outputs!.OutboxTableArn).toMatchObject({ Value: arn(stack.storage.outbox), Export: { Name: 'Tern-OutboxTableArn' } });
   });
 
-  test.each(['DeliveryQueueUrl', 'DlqUrl', 'DlqArn', 'RelayFailureQueueUrl', 'DelayStateMachineArn', 'ReplayFunctionName', 'AlarmTopicArn', 'EndpointsTableName', 'AttemptsTableName'])(
+  test.each(['DeliveryQueueUrl', 'DeliveryQueueArn', 'DlqUrl', 'DlqArn', 'RelayFailureQueueUrl', 'DelayStateMachineArn', 'ReplayFunctionName', 'AlarmTopicArn', 'EndpointsTableName', 'AttemptsTableName'])(
     'output %s',
     (name) => {
       expect(json.Outputs![name]).toBeDefined();

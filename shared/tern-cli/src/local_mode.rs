@@ -45,7 +45,14 @@ pub async fn demo(
 /// # Errors
 /// [`OpsError::Invalid`] when moto or the resources cannot start.
 pub async fn local(time_scale: f64) -> Result<(), OpsError> {
+    // Status lines on stderr, so a first start (moto can take seconds) is never silent;
+    // RUST_LOG=info shows every relay and attempt as well.
+    eprintln!("tern local: starting moto (the local AWS) on 127.0.0.1...");
     let moto = MotoServer::start().await.map_err(invalid)?;
+    eprintln!(
+        "tern local: moto is up at {}; creating the tables and queues...",
+        moto.url
+    );
     let options = LocalOptions {
         time_scale,
         ..LocalOptions::default()
@@ -53,22 +60,20 @@ pub async fn local(time_scale: f64) -> Result<(), OpsError> {
     let mut local = LocalTern::create(moto.sdk_config().await, &options)
         .await
         .map_err(invalid)?;
+    eprintln!("tern local: starting the stream and queue pollers (time scale {time_scale})...");
     let _events = local.start_pollers(&options);
-    let mut env = vec![
-        ("AWS_ENDPOINT_URL".to_owned(), moto.url.clone()),
-        ("AWS_REGION".to_owned(), "us-east-1".to_owned()),
-        ("AWS_ACCESS_KEY_ID".to_owned(), "testing".to_owned()),
-        ("AWS_SECRET_ACCESS_KEY".to_owned(), "testing".to_owned()),
-    ];
-    env.extend(local.env.iter().cloned());
-    let text: String = env
-        .iter()
-        .map(|(k, v)| format!("export {k}='{v}'\n"))
-        .collect();
+    let text = env_file(&moto.url, &local.env);
     std::fs::create_dir_all(".tern").map_err(invalid)?;
     std::fs::write(".tern/local.env", &text).map_err(invalid)?;
     println!(
-        "Local mode is running (moto at {}). In another shell:\n  source .tern/local.env\n  tern endpoints add --tenant tnt_me --url http://127.0.0.1:8000/hook\nOutbox table: {}\nPress Ctrl-C to stop.",
+        "Local mode is running (moto at {}); names and credentials are in .tern/local.env.\n\
+         In another shell:\n  \
+         source .tern/local.env\n  \
+         tern endpoints add --tenant tnt_me --url http://127.0.0.1:8000/hook --schedule short   # prints the signing secret\n\
+         (--schedule short retries within about 2 h instead of 36 h: the quick way to see a dead letter;\n\
+         with --time-scale 0.01 it takes about a minute.)\n\
+         Outbox table: {}\n\
+         Logs: RUST_LOG=info tern local. Press Ctrl-C to stop.",
         moto.url, local.resources.outbox_table
     );
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
@@ -80,4 +85,50 @@ pub async fn local(time_scale: f64) -> Result<(), OpsError> {
     drop(local);
     moto.stop().await;
     Ok(())
+}
+
+/// The text of `.tern/local.env`: everything `tern`, the examples, the AWS CLI and boto3
+/// need to reach local mode. The AWS CLI and boto3 read the region from
+/// `AWS_DEFAULT_REGION` (the Rust SDK from `AWS_REGION`) and want credentials even though
+/// moto ignores them.
+fn env_file(moto_url: &str, names: &[(String, String)]) -> String {
+    let mut env = vec![
+        ("AWS_ENDPOINT_URL".to_owned(), moto_url.to_owned()),
+        ("AWS_REGION".to_owned(), "us-east-1".to_owned()),
+        ("AWS_DEFAULT_REGION".to_owned(), "us-east-1".to_owned()),
+        ("AWS_ACCESS_KEY_ID".to_owned(), "testing".to_owned()),
+        ("AWS_SECRET_ACCESS_KEY".to_owned(), "testing".to_owned()),
+    ];
+    env.extend(names.iter().cloned());
+    env.iter()
+        .map(|(k, v)| format!("export {k}='{v}'\n"))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The AWS CLI and boto3 work from the file alone: region (both spellings) and
+    /// credentials are there, next to the endpoint and the names.
+    #[test]
+    fn env_file_is_enough_for_the_aws_cli_and_boto3() {
+        let text = env_file(
+            "http://127.0.0.1:5000",
+            &[("TERN_DLQ_URL".to_owned(), "http://q".to_owned())],
+        );
+        for line in [
+            "export AWS_ENDPOINT_URL='http://127.0.0.1:5000'",
+            "export AWS_REGION='us-east-1'",
+            "export AWS_DEFAULT_REGION='us-east-1'",
+            "export AWS_ACCESS_KEY_ID='testing'",
+            "export AWS_SECRET_ACCESS_KEY='testing'",
+            "export TERN_DLQ_URL='http://q'",
+        ] {
+            assert!(
+                text.lines().any(|l| l == line),
+                "{line} missing from:\n{text}"
+            );
+        }
+    }
 }

@@ -2,32 +2,71 @@
 //! DLQ and replays. Table and queue names come from the same `TERN_*` variables the
 //! functions read; AWS access from the usual AWS variables (`AWS_ENDPOINT_URL` for moto).
 
-use std::io::Write;
+use std::io::{IsTerminal as _, Write};
 use std::process::ExitCode;
+use std::sync::Arc;
 
+use aws_config::SdkConfig;
+use chrono::{DateTime, Utc};
 use clap::{Parser, Subcommand};
+use serde::Serialize;
 use tern_aws::{DynamoEndpointStore, DynamoLedger, SqsQueue};
 use tern_core::endpoint::EndpointUpdate;
-use tern_core::ports::EndpointStore;
-use tern_core::{DeadLetterReason, EndpointId, EventId, EventType, RetrySchedule, TenantId};
+use tern_core::ports::{DeliveryLedger as _, EndpointStore};
+use tern_core::{
+    DeadLetterReason, DeliveryMessage, EndpointId, EventId, EventType, RetrySchedule, TenantId,
+};
 use tern_handlers::config::{DestinationSettings, Env};
 use tern_handlers::metrics::{Metrics, MetricsSink};
 use tern_handlers::replay::{ReplayDeps, ReplayFilters, ReplayRequest};
 use tern_http::{DestinationPolicy, SystemLookup};
-use tern_ops::{self as ops, NewEndpoint, OpsError, var};
+use tern_ops::{self as ops, NewEndpoint, OpsError};
 
 #[cfg(feature = "local")]
 mod local_mode;
+mod relay_retry;
+mod stack;
+
+use stack::Names;
 
 #[derive(Parser)]
 #[command(
     name = "tern",
     version,
-    about = "Tern: webhook delivery on AWS serverless. Operator tool and local mode."
+    about = "Tern: webhook delivery on AWS serverless. Operator tool and local mode.",
+    after_help = "Exit codes: 0 done; 1 the command failed (unknown id, refused, AWS error); 2 usage error.\n\
+        Names: TERN_* variables (source .tern/local.env for local mode), or --stack <name> for a deployed stack's outputs.\n\
+        Logs: RUST_LOG=info (or debug) on stderr."
 )]
 struct Cli {
+    /// Read table and queue names from this CloudFormation stack's outputs (instead of
+    /// the TERN_* variables; see the README for which output feeds which variable).
+    #[arg(long, global = true, env = "TERN_STACK")]
+    stack: Option<String>,
+    /// Print JSON instead of a table (stable field names, see the README).
+    #[arg(long, global = true)]
+    json: bool,
     #[command(subcommand)]
     command: Command,
+}
+
+/// The dead-letter reasons `--reason` takes: help and error list the same ones.
+fn reason_parser() -> clap::builder::PossibleValuesParser {
+    clap::builder::PossibleValuesParser::new(DeadLetterReason::ALL.map(DeadLetterReason::as_str))
+}
+
+/// Parses an RFC 3339 time (`2026-11-30T10:00:00Z`) or a date (`2026-11-30`, midnight UTC).
+fn utc_time(text: &str) -> Result<DateTime<Utc>, String> {
+    if let Ok(t) = DateTime::parse_from_rfc3339(text) {
+        return Ok(t.with_timezone(&Utc));
+    }
+    chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d")
+        .ok()
+        .and_then(|d| d.and_hms_opt(0, 0, 0))
+        .map(|t| t.and_utc())
+        .ok_or_else(|| {
+            format!("{text:?} is not a time: use RFC 3339 like 2026-11-30T10:00:00Z, or a date like 2026-11-30")
+        })
 }
 
 #[derive(Subcommand)]
@@ -53,18 +92,30 @@ enum Command {
         #[command(subcommand)]
         command: EndpointCommand,
     },
-    /// Show every attempt of an event, oldest first.
+    /// Show every attempt of an event, oldest first (times in UTC), with the response
+    /// excerpt, when the next attempt is due, and a last row when it was dead-lettered.
     Attempts {
         /// Event id (the webhook-id).
         event_id: String,
+        /// Only this endpoint's attempts.
+        #[arg(long)]
+        endpoint: Option<String>,
     },
-    /// Inspect the DLQ without changing it.
+    /// Inspect the DLQ without changing it: dead letters grouped by endpoint and reason.
     Dlq {
-        /// Most messages to show.
+        /// Most messages to read.
         #[arg(long, default_value_t = 50)]
         max: u32,
+        /// One line per dead letter instead of groups.
+        #[arg(long, conflicts_with = "show")]
+        list: bool,
+        /// One dead letter whole (payload included), by its SQS message id.
+        #[arg(long, value_name = "MESSAGE_ID")]
+        show: Option<String>,
     },
-    /// Move dead-lettered deliveries back to the delivery queue (fresh budget, same webhook-id).
+    /// Move dead-lettered deliveries back to the delivery queue (fresh budget, same
+    /// webhook-id). Refuses when a target endpoint is disabled or deleted (they would
+    /// dead-letter again), unless you confirm on a terminal or pass --force.
     Replay {
         /// Count what would be replayed; change nothing.
         #[arg(long)]
@@ -72,15 +123,41 @@ enum Command {
         /// Only this endpoint.
         #[arg(long)]
         endpoint: Option<String>,
+        /// Only this tenant.
+        #[arg(long)]
+        tenant: Option<String>,
+        /// Only this event (webhook-id).
+        #[arg(long)]
+        event: Option<String>,
         /// Only this event type.
         #[arg(long)]
         event_type: Option<String>,
-        /// Only this reason: exhausted, gone, endpoint_disabled, endpoint_deleted, blocked_destination.
-        #[arg(long)]
+        /// Only this dead-letter reason.
+        #[arg(long, value_parser = reason_parser())]
         reason: Option<String>,
+        /// Only deliveries dead-lettered at or after this time (UTC; RFC 3339 or a date).
+        #[arg(long, value_parser = utc_time)]
+        since: Option<DateTime<Utc>>,
+        /// Only deliveries dead-lettered before this time (UTC; RFC 3339 or a date).
+        #[arg(long, value_parser = utc_time)]
+        until: Option<DateTime<Utc>>,
         /// Most messages to examine.
         #[arg(long)]
         max: Option<u32>,
+        /// Replay even to disabled or deleted endpoints (they dead-letter again).
+        #[arg(long)]
+        force: bool,
+    },
+    /// The relay-failure queue: outbox items the relay could not relay, by Tern event id
+    /// and reason. --retry relays one again once the cause is fixed.
+    RelayFailures {
+        /// Most messages to read.
+        #[arg(long, default_value_t = 50)]
+        max: u32,
+        /// Re-read this parked item's outbox item by its keys and relay it again (then
+        /// remove it from the queue), by its SQS message id.
+        #[arg(long, value_name = "MESSAGE_ID")]
+        retry: Option<String>,
     },
 }
 
@@ -123,9 +200,6 @@ enum EndpointCommand {
         /// Tenant id (found by the id when omitted).
         #[arg(long)]
         tenant: Option<String>,
-        /// Print one JSON object (stable field names, see the README).
-        #[arg(long)]
-        json: bool,
     },
     /// Change settings; only the options given change. A new URL is checked like `add`.
     Update {
@@ -234,82 +308,480 @@ fn invalid(e: impl std::fmt::Display) -> OpsError {
     OpsError::Invalid(e.to_string())
 }
 
+fn write_err(e: std::io::Error) -> OpsError {
+    OpsError::Invalid(e.to_string())
+}
+
+/// Prints `value` as pretty JSON (the `--json` output of every command).
+fn print_json(out: &mut dyn Write, value: &impl Serialize) -> Result<(), OpsError> {
+    let text = serde_json::to_string_pretty(value).map_err(invalid)?;
+    writeln!(out, "{text}").map_err(write_err)
+}
+
+/// How long `tern` waits for a TCP connection to `AWS_ENDPOINT_URL` before going on: 2 s
+/// (a local server answers in microseconds; a remote one is left to the SDK's deadlines).
+const ENDPOINT_CHECK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// When `AWS_ENDPOINT_URL` is set (local mode) and nothing listens there, says so: a
+/// stale `.tern/local.env` (from a `tern local` that has stopped) gets one line, not an
+/// SDK error dump.
+async fn check_endpoint_url() -> Result<(), OpsError> {
+    let Some(text) = std::env::var("AWS_ENDPOINT_URL")
+        .ok()
+        .filter(|v| !v.is_empty())
+    else {
+        return Ok(());
+    };
+    let url = url::Url::parse(&text)
+        .map_err(|e| OpsError::Invalid(format!("AWS_ENDPOINT_URL={text:?} is not a URL: {e}")))?;
+    let (Some(host), Some(port)) = (url.host_str(), url.port_or_known_default()) else {
+        return Ok(());
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    match tokio::time::timeout(
+        ENDPOINT_CHECK_TIMEOUT,
+        tokio::net::TcpStream::connect((host, port)),
+    )
+    .await
+    {
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+            Err(OpsError::Invalid(format!(
+                "nothing answers at AWS_ENDPOINT_URL={text} (connection refused): is `tern local` running? \
+                 Start it, then `source .tern/local.env` again (each start writes a new port)"
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// What every AWS command needs: the SDK configuration and where the names come from.
+struct Ctx {
+    aws: SdkConfig,
+    names: Names,
+    json: bool,
+}
+
+impl Ctx {
+    async fn new(stack: Option<&str>, json: bool) -> Result<Self, OpsError> {
+        check_endpoint_url().await?;
+        let aws = tern_aws::budget::bounded(&aws_config::load_from_env().await);
+        let names = match stack {
+            Some(stack) => Names::from_stack(&aws, stack).await?,
+            None => Names::from_env(),
+        };
+        Ok(Self { aws, names, json })
+    }
+
+    fn sqs(&self) -> aws_sdk_sqs::Client {
+        aws_sdk_sqs::Client::new(&self.aws)
+    }
+
+    fn dynamodb(&self) -> aws_sdk_dynamodb::Client {
+        aws_sdk_dynamodb::Client::new(&self.aws)
+    }
+
+    fn endpoints(&self) -> Result<DynamoEndpointStore, OpsError> {
+        Ok(DynamoEndpointStore::new(
+            self.dynamodb(),
+            self.names.get("TERN_ENDPOINTS_TABLE")?,
+        ))
+    }
+}
+
 async fn run(cli: Cli) -> Result<(), OpsError> {
     let mut out = std::io::stdout();
+    if cli.json && matches!(cli.command, Command::Demo { .. } | Command::Local { .. }) {
+        // Usage error (exit 2), not a silently ignored flag: these two print live progress
+        // for people; `.tern/local.env` is what scripts read.
+        eprintln!("error: --json is not available for `tern local` and `tern demo`");
+        std::process::exit(2);
+    }
     match cli.command {
         Command::Demo { events, time_scale } => demo(events, time_scale, &mut out).await,
         Command::Local { time_scale } => local(time_scale).await,
-        Command::Endpoints { command } => endpoints(command, &mut out).await,
-        Command::Attempts { event_id } => {
-            let aws = tern_aws::budget::bounded(&aws_config::load_from_env().await);
-            let ledger = DynamoLedger::new(
-                aws_sdk_dynamodb::Client::new(&aws),
-                var("TERN_ATTEMPTS_TABLE")?,
-                30,
-            );
-            ops::print_history(&mut out, &ledger, &EventId::new(event_id).map_err(invalid)?).await
+        Command::Endpoints { command } => {
+            let ctx = Ctx::new(cli.stack.as_deref(), cli.json).await?;
+            endpoints(&ctx, command, &mut out).await
         }
-        Command::Dlq { max } => {
-            let aws = tern_aws::budget::bounded(&aws_config::load_from_env().await);
-            let dlq = SqsQueue::new(aws_sdk_sqs::Client::new(&aws), var("TERN_DLQ_URL")?);
-            let n = ops::peek_dlq(&mut out, &dlq, max).await?;
-            let _ = writeln!(out, "{n} message(s) shown; none removed.");
-            Ok(())
+        Command::Attempts { event_id, endpoint } => {
+            let ctx = Ctx::new(cli.stack.as_deref(), cli.json).await?;
+            attempts(&ctx, &event_id, endpoint.as_deref(), &mut out).await
+        }
+        Command::Dlq { max, list, show } => {
+            let ctx = Ctx::new(cli.stack.as_deref(), cli.json).await?;
+            dlq(&ctx, max, list, show.as_deref(), &mut out).await
         }
         Command::Replay {
             dry_run,
             endpoint,
+            tenant,
+            event,
             event_type,
             reason,
+            since,
+            until,
             max,
+            force,
         } => {
-            let aws = tern_aws::budget::bounded(&aws_config::load_from_env().await);
-            let sqs = aws_sdk_sqs::Client::new(&aws);
-            let deps = ReplayDeps {
-                dlq: std::sync::Arc::new(SqsQueue::new(sqs.clone(), var("TERN_DLQ_URL")?)),
-                delivery_queue: std::sync::Arc::new(SqsQueue::new(
-                    sqs,
-                    var("TERN_DELIVERY_QUEUE_URL")?,
-                )),
+            let ctx = Ctx::new(cli.stack.as_deref(), cli.json).await?;
+            let filters = ReplayFilters {
+                endpoint_id: endpoint.map(EndpointId::new).transpose().map_err(invalid)?,
+                event_type: event_type
+                    .map(EventType::new)
+                    .transpose()
+                    .map_err(invalid)?,
+                reason: reason
+                    .map(|r| r.parse::<DeadLetterReason>())
+                    .transpose()
+                    .map_err(invalid)?,
+                tenant_id: tenant.map(TenantId::new).transpose().map_err(invalid)?,
+                event_id: event.map(EventId::new).transpose().map_err(invalid)?,
+                dead_lettered_since: since,
+                dead_lettered_until: until,
             };
-            let request = ReplayRequest {
-                dry_run,
-                max_messages: max,
-                max_seconds: None,
-                filters: ReplayFilters {
-                    endpoint_id: endpoint.map(EndpointId::new).transpose().map_err(invalid)?,
-                    event_type: event_type
-                        .map(EventType::new)
-                        .transpose()
-                        .map_err(invalid)?,
-                    reason: reason
-                        .map(|r| r.parse::<DeadLetterReason>())
-                        .transpose()
-                        .map_err(invalid)?,
-                },
-            };
-            let summary = tern_handlers::replay::handle(
-                &deps,
-                request,
-                &Metrics::new("Tern", MetricsSink::Discard),
-            )
-            .await?;
-            let _ = writeln!(
-                out,
-                "{}",
-                serde_json::to_string_pretty(&summary).unwrap_or_default()
-            );
-            Ok(())
+            if let (Some(s), Some(u)) = (since, until)
+                && s >= u
+            {
+                return Err(OpsError::Invalid(format!(
+                    "--since ({}) must be before --until ({})",
+                    s.to_rfc3339(),
+                    u.to_rfc3339()
+                )));
+            }
+            replay(&ctx, filters, dry_run, max, force, &mut out).await
+        }
+        Command::RelayFailures { max, retry } => {
+            let ctx = Ctx::new(cli.stack.as_deref(), cli.json).await?;
+            match retry {
+                Some(id) => relay_retry::retry(&ctx, &id, max, &mut out).await,
+                None => relay_failures(&ctx, max, &mut out).await,
+            }
         }
     }
 }
 
-async fn endpoints(command: EndpointCommand, out: &mut dyn Write) -> Result<(), OpsError> {
-    let aws = tern_aws::budget::bounded(&aws_config::load_from_env().await);
-    let store = DynamoEndpointStore::new(
-        aws_sdk_dynamodb::Client::new(&aws),
-        var("TERN_ENDPOINTS_TABLE")?,
+/// `tern attempts`: an unknown event id (not in the outbox table) is an error; a known
+/// one without attempts says so.
+async fn attempts(
+    ctx: &Ctx,
+    event_id: &str,
+    endpoint: Option<&str>,
+    out: &mut dyn Write,
+) -> Result<(), OpsError> {
+    let event = EventId::new(event_id).map_err(invalid)?;
+    let endpoint = endpoint.map(EndpointId::new).transpose().map_err(invalid)?;
+    let ledger = DynamoLedger::new(ctx.dynamodb(), ctx.names.get("TERN_ATTEMPTS_TABLE")?, 30);
+    let history = ledger.history(&event).await?;
+    let report = ops::attempts::report(
+        event.as_str(),
+        endpoint.as_ref().map(EndpointId::as_str),
+        &history,
     );
+    if report.attempts.is_empty() {
+        // Tell "no such event" from "not tried yet": the outbox table has every event
+        // until its TTL.
+        let outbox = ctx.names.get("TERN_OUTBOX_TABLE")?;
+        let item = ctx
+            .dynamodb()
+            .get_item()
+            .table_name(&outbox)
+            .key(
+                "event_id",
+                aws_sdk_dynamodb::types::AttributeValue::S(event.to_string()),
+            )
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(tern_aws::error::port_error)?;
+        if item.item().is_none() {
+            return Err(OpsError::Invalid(format!(
+                "event {event} not found: it is not in the outbox table {outbox} \
+                 (a wrong id, or its item expired after the outbox TTL, 7 days by default)"
+            )));
+        }
+    }
+    if ctx.json {
+        return print_json(out, &report);
+    }
+    if report.attempts.is_empty() {
+        let whom = endpoint.map_or_else(String::new, |e| format!(" to endpoint {e}"));
+        return writeln!(
+            out,
+            "no attempts yet for event {event}{whom}: it is in the outbox; the relay and the sender \
+             have not tried it yet, or no endpoint subscribes to it"
+        )
+        .map_err(write_err);
+    }
+    ops::attempts::print_report(out, &report).map_err(write_err)
+}
+
+/// Messages in a queue: SQS's approximate visible plus in-flight counts.
+async fn queue_depth(sqs: &aws_sdk_sqs::Client, url: &str) -> Result<u64, OpsError> {
+    use aws_sdk_sqs::types::QueueAttributeName as A;
+    let answer = sqs
+        .get_queue_attributes()
+        .queue_url(url)
+        .attribute_names(A::ApproximateNumberOfMessages)
+        .attribute_names(A::ApproximateNumberOfMessagesNotVisible)
+        .send()
+        .await
+        .map_err(tern_aws::error::port_error)?;
+    let count = |a: A| {
+        answer
+            .attributes()
+            .and_then(|m| m.get(&a))
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    Ok(count(A::ApproximateNumberOfMessages) + count(A::ApproximateNumberOfMessagesNotVisible))
+}
+
+async fn dlq(
+    ctx: &Ctx,
+    max: u32,
+    list: bool,
+    show: Option<&str>,
+    out: &mut dyn Write,
+) -> Result<(), OpsError> {
+    let url = ctx.names.get("TERN_DLQ_URL")?;
+    let sqs = ctx.sqs();
+    let queue = SqsQueue::new(sqs.clone(), url.clone());
+    if let Some(id) = show {
+        let (found, read) = ops::take(&queue, id, max as usize).await?;
+        let Some(m) = found else {
+            return Err(OpsError::Invalid(format!(
+                "message {id} is not in the DLQ (read {read} messages; raise --max to read more)"
+            )));
+        };
+        use tern_core::ports::DrainableQueue as _;
+        queue.release(&m.receipt_handle).await?;
+        let d = ops::dlq::detail(&m);
+        return if ctx.json {
+            print_json(out, &d)
+        } else {
+            ops::dlq::print_detail(out, &d).map_err(write_err)
+        };
+    }
+    let total = queue_depth(&sqs, &url).await?;
+    let seen = ops::peek(&queue, max as usize).await?;
+    let views: Vec<_> = seen.iter().map(ops::dlq::view).collect();
+    let shown = views.len();
+    if list {
+        if ctx.json {
+            return print_json(
+                out,
+                &ops::dlq::DlqReport {
+                    total,
+                    shown,
+                    items: views,
+                },
+            );
+        }
+        return ops::dlq::print_list(out, &views, total).map_err(write_err);
+    }
+    let groups = ops::dlq::group(&views);
+    if ctx.json {
+        return print_json(
+            out,
+            &ops::dlq::DlqReport {
+                total,
+                shown,
+                items: groups,
+            },
+        );
+    }
+    ops::dlq::print_groups(out, &groups, shown, total).map_err(write_err)
+}
+
+async fn relay_failures(ctx: &Ctx, max: u32, out: &mut dyn Write) -> Result<(), OpsError> {
+    let url = ctx.names.get("TERN_RELAY_FAILURE_QUEUE_URL")?;
+    let sqs = ctx.sqs();
+    let total = queue_depth(&sqs, &url).await?;
+    let queue = SqsQueue::new(sqs, url);
+    let seen = ops::peek(&queue, max as usize).await?;
+    let views: Vec<_> = seen.iter().map(ops::relay_failures::view).collect();
+    if ctx.json {
+        return print_json(
+            out,
+            &ops::dlq::DlqReport {
+                total,
+                shown: views.len(),
+                items: views,
+            },
+        );
+    }
+    ops::relay_failures::print_list(out, &views).map_err(write_err)?;
+    writeln!(
+        out,
+        "{} of {} parked items shown; none removed. Fix the cause, then `tern relay-failures --retry <message-id>`.",
+        views.len(),
+        total.max(views.len() as u64)
+    )
+    .map_err(write_err)
+}
+
+/// Why replaying to an endpoint is pointless now.
+#[derive(Debug, Clone, Serialize)]
+struct BadTarget {
+    endpoint_id: String,
+    problem: String,
+}
+
+/// The endpoints the matching dead letters would go to that are disabled or deleted:
+/// the sender would dead-letter those deliveries again at once.
+async fn bad_targets(
+    ctx: &Ctx,
+    dlq: &SqsQueue,
+    filters: &ReplayFilters,
+    max: u32,
+) -> Result<Vec<BadTarget>, OpsError> {
+    let seen = ops::peek(dlq, max as usize).await?;
+    let mut targets: Vec<EndpointId> = seen
+        .iter()
+        .filter_map(|m| DeliveryMessage::parse(&m.body).ok())
+        .filter(|d| tern_handlers::replay::filters_match(filters, d))
+        .map(|d| d.endpoint_id)
+        .collect();
+    if let Some(e) = &filters.endpoint_id {
+        targets.push(e.clone());
+    }
+    targets.sort();
+    targets.dedup();
+    if targets.is_empty() {
+        return Ok(Vec::new());
+    }
+    let endpoints = ctx.endpoints()?.list_all().await?;
+    Ok(targets
+        .into_iter()
+        .filter_map(|id| {
+            let problem = match endpoints.iter().find(|e| e.id == id) {
+                None => "unknown (deleted, or never existed): deliveries dead-letter again as endpoint_deleted".to_owned(),
+                Some(e) if !e.enabled => format!(
+                    "disabled ({}): deliveries dead-letter again as endpoint_disabled; `tern endpoints enable {id}` first",
+                    e.disabled_reason.as_deref().unwrap_or("no reason recorded")
+                ),
+                Some(_) => return None,
+            };
+            Some(BadTarget {
+                endpoint_id: id.to_string(),
+                problem,
+            })
+        })
+        .collect())
+}
+
+/// Asks on a terminal; false when stdin is not one.
+fn confirm(question: &str) -> bool {
+    if !std::io::stdin().is_terminal() {
+        return false;
+    }
+    eprint!("{question} [y/N] ");
+    let _ = std::io::stderr().flush();
+    let mut answer = String::new();
+    std::io::stdin().read_line(&mut answer).is_ok()
+        && matches!(answer.trim(), "y" | "Y" | "yes" | "YES")
+}
+
+async fn replay(
+    ctx: &Ctx,
+    filters: ReplayFilters,
+    dry_run: bool,
+    max: Option<u32>,
+    force: bool,
+    out: &mut dyn Write,
+) -> Result<(), OpsError> {
+    let sqs = ctx.sqs();
+    let dlq = SqsQueue::new(sqs.clone(), ctx.names.get("TERN_DLQ_URL")?);
+    let delivery = SqsQueue::new(sqs.clone(), ctx.names.get("TERN_DELIVERY_QUEUE_URL")?);
+    let bad = bad_targets(
+        ctx,
+        &dlq,
+        &filters,
+        max.unwrap_or(tern_handlers::replay::DEFAULT_MAX_MESSAGES),
+    )
+    .await?;
+    if !bad.is_empty() && !dry_run && !force {
+        let list: String = bad
+            .iter()
+            .map(|b| format!("\n  endpoint {}: {}", b.endpoint_id, b.problem))
+            .collect();
+        let asked = !ctx.json
+            && confirm(&format!(
+                "Some dead letters would go to endpoints that cannot take them:{list}\nReplay anyway?"
+            ));
+        if !asked {
+            return Err(OpsError::Invalid(format!(
+                "refusing to replay to endpoints that cannot take deliveries:{list}\n\
+                 Fix them, narrow the replay (--endpoint, --tenant, --event, --reason, --since/--until), or pass --force."
+            )));
+        }
+    }
+    let deps = ReplayDeps {
+        dlq: Arc::new(dlq),
+        delivery_queue: Arc::new(delivery),
+    };
+    let request = ReplayRequest {
+        dry_run,
+        max_messages: max,
+        max_seconds: None,
+        filters,
+    };
+    let summary =
+        tern_handlers::replay::handle(&deps, request, &Metrics::new("Tern", MetricsSink::Discard))
+            .await?;
+    if ctx.json {
+        #[derive(Serialize)]
+        struct ReplayOutput<'a> {
+            #[serde(flatten)]
+            summary: &'a tern_handlers::replay::ReplaySummary,
+            /// Targets that cannot take deliveries (replayed anyway with --force).
+            bad_targets: &'a [BadTarget],
+        }
+        return print_json(
+            out,
+            &ReplayOutput {
+                summary: &summary,
+                bad_targets: &bad,
+            },
+        );
+    }
+    for b in &bad {
+        writeln!(out, "warning: endpoint {}: {}", b.endpoint_id, b.problem).map_err(write_err)?;
+    }
+    writeln!(
+        out,
+        "{} {} of {} matching dead letters (examined {}, skipped {} not matching, {} unreadable); stopped: {}",
+        if dry_run { "would replay" } else { "replayed" },
+        if dry_run { summary.matched } else { summary.replayed },
+        summary.matched,
+        summary.examined,
+        summary.skipped,
+        summary.unreadable,
+        summary
+            .stopped
+            .map_or_else(|| "-".to_owned(), |s| serde_json::to_value(s).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default())
+    )
+    .map_err(write_err)?;
+    for id in &summary.delivery_ids {
+        writeln!(out, "  {id}").map_err(write_err)?;
+    }
+    Ok(())
+}
+
+async fn endpoints(
+    ctx: &Ctx,
+    command: EndpointCommand,
+    out: &mut dyn Write,
+) -> Result<(), OpsError> {
+    let store = ctx.endpoints()?;
+    let json = ctx.json;
+    let show = |out: &mut dyn Write, ep: &tern_core::Endpoint| -> Result<(), OpsError> {
+        if json {
+            print_json(out, &ops::EndpointView::of(ep, Utc::now()))
+        } else {
+            ops::print_endpoint(out, ep, false).map_err(write_err)
+        }
+    };
     match command {
         EndpointCommand::Add {
             tenant,
@@ -341,17 +813,36 @@ async fn endpoints(command: EndpointCommand, out: &mut dyn Write) -> Result<(), 
                 &SystemLookup,
             )
             .await?;
-            let _ = writeln!(
+            if json {
+                #[derive(Serialize)]
+                struct Added<'a> {
+                    id: &'a str,
+                    tenant_id: &'a str,
+                    url: &'a str,
+                    secret: &'a str,
+                }
+                return print_json(
+                    out,
+                    &Added {
+                        id: ep.id.as_str(),
+                        tenant_id: ep.tenant_id.as_str(),
+                        url: &ep.url,
+                        secret: ep.secrets[0].secret.expose(),
+                    },
+                );
+            }
+            writeln!(
                 out,
                 "endpoint {} created for tenant {}",
                 ep.id, ep.tenant_id
-            );
-            let _ = writeln!(
+            )
+            .map_err(write_err)?;
+            writeln!(
                 out,
                 "signing secret (shown once, give it to the receiver): {}",
                 ep.secrets[0].secret.expose()
-            );
-            Ok(())
+            )
+            .map_err(write_err)
         }
         EndpointCommand::List { tenant } => {
             let list = match tenant {
@@ -362,16 +853,17 @@ async fn endpoints(command: EndpointCommand, out: &mut dyn Write) -> Result<(), 
                 }
                 None => store.list_all().await?,
             };
-            ops::print_endpoints(out, &list).map_err(invalid)
+            if json {
+                let now = Utc::now();
+                let views: Vec<_> = list.iter().map(|e| ops::EndpointView::of(e, now)).collect();
+                return print_json(out, &views);
+            }
+            ops::print_endpoints(out, &list).map_err(write_err)
         }
-        EndpointCommand::Show {
-            endpoint,
-            tenant,
-            json,
-        } => {
+        EndpointCommand::Show { endpoint, tenant } => {
             let (tenant, id) = ids(tenant, endpoint)?;
             let ep = ops::find_endpoint(&store, tenant.as_ref(), &id).await?;
-            ops::print_endpoint(out, &ep, json).map_err(invalid)
+            show(out, &ep)
         }
         EndpointCommand::Update {
             endpoint,
@@ -411,8 +903,10 @@ async fn endpoints(command: EndpointCommand, out: &mut dyn Write) -> Result<(), 
                 &SystemLookup,
             )
             .await?;
-            let _ = writeln!(out, "updated");
-            ops::print_endpoint(out, &ep, false).map_err(invalid)
+            if !json {
+                writeln!(out, "updated").map_err(write_err)?;
+            }
+            show(out, &ep)
         }
         EndpointCommand::Disable {
             endpoint,
@@ -421,28 +915,37 @@ async fn endpoints(command: EndpointCommand, out: &mut dyn Write) -> Result<(), 
         } => {
             let (tenant, id) = ids(tenant, endpoint)?;
             let ep = ops::disable_endpoint(&store, tenant.as_ref(), &id, reason.as_deref()).await?;
-            let _ = writeln!(
+            if json {
+                return show(out, &ep);
+            }
+            writeln!(
                 out,
                 "disabled ({})",
                 ep.disabled_reason.as_deref().unwrap_or("-")
-            );
-            Ok(())
+            )
+            .map_err(write_err)
         }
         EndpointCommand::Enable { endpoint, tenant } => {
             let (tenant, id) = ids(tenant, endpoint)?;
             let ep = ops::enable_endpoint(&store, tenant.as_ref(), &id).await?;
-            let _ = writeln!(
+            if json {
+                return show(out, &ep);
+            }
+            writeln!(
                 out,
                 "enabled (last disabled reason: {})",
                 ep.last_disabled_reason.as_deref().unwrap_or("-")
-            );
-            Ok(())
+            )
+            .map_err(write_err)
         }
         EndpointCommand::Delete { endpoint, tenant } => {
             let (tenant, id) = ids(tenant, endpoint)?;
             let ep = ops::delete_endpoint(&store, tenant.as_ref(), &id).await?;
-            let _ = writeln!(out, "deleted endpoint {} of tenant {}", ep.id, ep.tenant_id);
-            Ok(())
+            if json {
+                return show(out, &ep);
+            }
+            writeln!(out, "deleted endpoint {} of tenant {}", ep.id, ep.tenant_id)
+                .map_err(write_err)
         }
         EndpointCommand::RotateSecret {
             endpoint,
@@ -452,12 +955,31 @@ async fn endpoints(command: EndpointCommand, out: &mut dyn Write) -> Result<(), 
             let (tenant, id) = ids(tenant, endpoint)?;
             let ep = ops::find_endpoint(&store, tenant.as_ref(), &id).await?;
             let secret = ops::rotate_secret(&store, &ep.tenant_id, &id, overlap_hours).await?;
-            let _ = writeln!(out, "new signing secret (shown once): {}", secret.expose());
-            let _ = writeln!(
+            if json {
+                #[derive(Serialize)]
+                struct Rotated<'a> {
+                    id: &'a str,
+                    tenant_id: &'a str,
+                    secret: &'a str,
+                    overlap_hours: i64,
+                }
+                return print_json(
+                    out,
+                    &Rotated {
+                        id: ep.id.as_str(),
+                        tenant_id: ep.tenant_id.as_str(),
+                        secret: secret.expose(),
+                        overlap_hours,
+                    },
+                );
+            }
+            writeln!(out, "new signing secret (shown once): {}", secret.expose())
+                .map_err(write_err)?;
+            writeln!(
                 out,
                 "the previous secret keeps signing for {overlap_hours} h"
-            );
-            Ok(())
+            )
+            .map_err(write_err)
         }
     }
 }

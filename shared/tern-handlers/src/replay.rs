@@ -7,9 +7,10 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use tern_core::drain::{Drain, DrainRule, DrainStop};
 use tern_core::ports::{DrainableQueue, MessageQueue, PortError, QueueEntry, ReceivedMessage};
-use tern_core::{DeadLetterReason, DeliveryMessage, EndpointId, EventType};
+use tern_core::{DeadLetterReason, DeliveryMessage, EndpointId, EventId, EventType, TenantId};
 
 use crate::metrics::Metrics;
 
@@ -40,6 +41,21 @@ pub struct ReplayFilters {
     /// redrove (no dead-letter record) match no reason filter.
     #[serde(default)]
     pub reason: Option<DeadLetterReason>,
+    /// Only this tenant's deliveries.
+    #[serde(default)]
+    pub tenant_id: Option<TenantId>,
+    /// Only this event's deliveries (the `webhook-id`).
+    #[serde(default)]
+    pub event_id: Option<EventId>,
+    /// Only deliveries dead-lettered at or after this time (RFC 3339, UTC): "what failed
+    /// during the outage". Messages SQS itself redrove (no dead-letter record, so no
+    /// dead-letter time) match no time filter.
+    #[serde(default)]
+    pub dead_lettered_since: Option<DateTime<Utc>>,
+    /// Only deliveries dead-lettered before this time (RFC 3339, UTC; exclusive).
+    /// Messages SQS itself redrove match no time filter.
+    #[serde(default)]
+    pub dead_lettered_until: Option<DateTime<Utc>>,
 }
 
 /// The replay function's input.
@@ -103,6 +119,24 @@ fn matches(filters: &ReplayFilters, m: &DeliveryMessage) -> bool {
         && filters
             .reason
             .is_none_or(|r| m.dead_letter.as_ref().is_some_and(|d| d.reason == r))
+        && filters
+            .tenant_id
+            .as_ref()
+            .is_none_or(|t| *t == m.event.tenant_id)
+        && filters.event_id.as_ref().is_none_or(|e| *e == m.event.id)
+        && filters
+            .dead_lettered_since
+            .is_none_or(|t| m.dead_letter.as_ref().is_some_and(|d| d.at >= t))
+        && filters
+            .dead_lettered_until
+            .is_none_or(|t| m.dead_letter.as_ref().is_some_and(|d| d.at < t))
+}
+
+/// Whether a delivery message passes `filters` (every set field must match): what a run
+/// would replay. Public so tools can preview a replay (`tern replay` checks the target
+/// endpoints before it moves anything).
+pub fn filters_match(filters: &ReplayFilters, message: &DeliveryMessage) -> bool {
+    matches(filters, message)
 }
 
 /// Drains the DLQ once. Messages left in place are made visible again at the end.
@@ -210,5 +244,74 @@ mod tests {
         assert!(serde_json::from_str::<ReplayRequest>(r#"{"filters":{"reason":"nope"}}"#).is_err());
         let empty: ReplayRequest = serde_json::from_str("{}").unwrap();
         assert_eq!(empty, ReplayRequest::default());
+        let r: ReplayRequest = serde_json::from_str(
+            r#"{"filters":{"tenant_id":"tnt_a","event_id":"evt_1","dead_lettered_since":"2026-11-30T10:00:00Z","dead_lettered_until":"2026-11-30T11:00:00Z"}}"#,
+        )
+        .unwrap();
+        assert_eq!(r.filters.tenant_id.unwrap().as_str(), "tnt_a");
+        assert_eq!(r.filters.event_id.unwrap().as_str(), "evt_1");
+        assert_eq!(
+            r.filters.dead_lettered_since.unwrap().to_rfc3339(),
+            "2026-11-30T10:00:00+00:00"
+        );
+    }
+
+    fn dead_letter(tenant: &str, event: &str, at: Option<&str>) -> DeliveryMessage {
+        let event: tern_core::Event = serde_json::from_value(serde_json::json!({
+            "id": event, "type": "order.paid", "tenant_id": tenant,
+            "created_at": "2026-11-30T00:00:00Z", "payload": {"n": 1},
+        }))
+        .unwrap();
+        let m = DeliveryMessage::first(event, EndpointId::new("ep_1").unwrap());
+        match at {
+            Some(at) => m.dead_lettered(tern_core::DeadLetter {
+                reason: DeadLetterReason::Exhausted,
+                last_status: Some(503),
+                last_error: None,
+                attempts: 7,
+                at: at.parse().unwrap(),
+            }),
+            None => m,
+        }
+    }
+
+    #[test]
+    fn tenant_event_and_dead_letter_time_filters() {
+        let outage = ReplayFilters {
+            dead_lettered_since: Some("2026-11-30T10:00:00Z".parse().unwrap()),
+            dead_lettered_until: Some("2026-11-30T11:00:00Z".parse().unwrap()),
+            ..ReplayFilters::default()
+        };
+        let at = |t: &str| dead_letter("tnt_a", "evt_1", Some(t));
+        assert!(
+            filters_match(&outage, &at("2026-11-30T10:00:00Z")),
+            "since is inclusive"
+        );
+        assert!(filters_match(&outage, &at("2026-11-30T10:59:59Z")));
+        assert!(
+            !filters_match(&outage, &at("2026-11-30T11:00:00Z")),
+            "until is exclusive"
+        );
+        assert!(!filters_match(&outage, &at("2026-11-30T09:59:59Z")));
+        assert!(
+            !filters_match(&outage, &dead_letter("tnt_a", "evt_1", None)),
+            "no dead-letter time"
+        );
+
+        let tenant = ReplayFilters {
+            tenant_id: Some(TenantId::new("tnt_a").unwrap()),
+            ..ReplayFilters::default()
+        };
+        assert!(filters_match(&tenant, &dead_letter("tnt_a", "evt_1", None)));
+        assert!(!filters_match(
+            &tenant,
+            &dead_letter("tnt_b", "evt_1", None)
+        ));
+        let event = ReplayFilters {
+            event_id: Some(EventId::new("evt_2").unwrap()),
+            ..ReplayFilters::default()
+        };
+        assert!(filters_match(&event, &dead_letter("tnt_a", "evt_2", None)));
+        assert!(!filters_match(&event, &dead_letter("tnt_a", "evt_1", None)));
     }
 }

@@ -172,6 +172,167 @@ pub fn group(views: &[DeadLetterView]) -> Vec<DeadLetterGroup> {
     out
 }
 
+/// One DLQ message whole, as `tern dlq --show <message-id> --json` prints it: the view
+/// and the full payload (never cut).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DeadLetterDetail {
+    /// The message, read.
+    #[serde(flatten)]
+    pub view: DeadLetterView,
+    /// The whole payload text (or the whole body, when unreadable).
+    pub payload: String,
+}
+
+/// Reads one DLQ message with its whole payload.
+pub fn detail(message: &ReceivedMessage) -> DeadLetterDetail {
+    let payload = DeliveryMessage::parse(&message.body).map_or_else(
+        |_| message.body.clone(),
+        |d| d.event.payload.as_str().to_owned(),
+    );
+    DeadLetterDetail {
+        view: view(message),
+        payload,
+    }
+}
+
+/// `tern dlq --json` (grouped) and `tern dlq --list --json`: what was read, of how many.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DlqReport<T> {
+    /// Messages in the DLQ before reading (SQS `ApproximateNumberOfMessages` plus
+    /// `...NotVisible`: approximate, as SQS says).
+    pub total: u64,
+    /// Messages read and shown (at most `--max`).
+    pub shown: usize,
+    /// Groups (`tern dlq`) or dead letters (`tern dlq --list`).
+    pub items: Vec<T>,
+}
+
+fn utc(t: Option<DateTime<Utc>>) -> String {
+    t.map_or_else(
+        || "-".into(),
+        |t| t.format("%Y-%m-%d %H:%M:%SZ").to_string(),
+    )
+}
+
+fn one_line(text: &str, chars: usize) -> String {
+    text.chars()
+        .take(chars)
+        .collect::<String>()
+        .replace(['\n', '\r'], " ")
+}
+
+/// The closing line of `tern dlq`: "3 of 3 dead letters shown" or, when `--max` cut the
+/// read, "1 of 3 dead letters shown (raise --max to see more)"; none is ever removed.
+pub fn shown_line(shown: usize, total: u64) -> String {
+    let cut = (shown as u64) < total;
+    format!(
+        "{shown} of {} dead letters shown{}; none removed.",
+        total.max(shown as u64),
+        if cut {
+            " (raise --max to see more)"
+        } else {
+            ""
+        }
+    )
+}
+
+/// Prints groups as a table: which endpoint fails and why, with counts and dead-letter
+/// times (UTC).
+///
+/// # Errors
+/// A write error.
+pub fn print_groups(
+    out: &mut dyn std::io::Write,
+    groups: &[DeadLetterGroup],
+    shown: usize,
+    total: u64,
+) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "{:<38} {:<16} {:<20} {:>5} {:<21} {:<21} {:>6}  LAST ERROR",
+        "ENDPOINT", "TENANT", "REASON", "COUNT", "OLDEST (UTC)", "NEWEST (UTC)", "STATUS"
+    )?;
+    for g in groups {
+        writeln!(
+            out,
+            "{:<38} {:<16} {:<20} {:>5} {:<21} {:<21} {:>6}  {}",
+            g.endpoint_id.as_deref().unwrap_or("-"),
+            g.tenant_id.as_deref().unwrap_or("-"),
+            g.reason,
+            g.count,
+            utc(g.oldest),
+            utc(g.newest),
+            g.last_status.map_or_else(|| "-".into(), |s| s.to_string()),
+            one_line(g.last_error.as_deref().unwrap_or("-"), 80)
+        )?;
+    }
+    writeln!(out, "{}", shown_line(shown, total))
+}
+
+/// Prints dead letters one per line (`tern dlq --list`).
+///
+/// # Errors
+/// A write error.
+pub fn print_list(
+    out: &mut dyn std::io::Write,
+    views: &[DeadLetterView],
+    total: u64,
+) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "{:<38} {:<38} {:<38} {:<20} {:<21} {:>6}  PAYLOAD",
+        "MESSAGE", "EVENT", "ENDPOINT", "REASON", "DEAD-LETTERED (UTC)", "STATUS"
+    )?;
+    for v in views {
+        writeln!(
+            out,
+            "{:<38} {:<38} {:<38} {:<20} {:<21} {:>6}  {}",
+            v.message_id,
+            v.event_id.as_deref().unwrap_or("-"),
+            v.endpoint_id.as_deref().unwrap_or("-"),
+            v.reason,
+            utc(v.dead_lettered_at),
+            v.last_status.map_or_else(|| "-".into(), |s| s.to_string()),
+            one_line(&v.payload_sample, 60)
+        )?;
+    }
+    writeln!(out, "{}", shown_line(views.len(), total))
+}
+
+/// Prints one dead letter whole (`tern dlq --show <message-id>`).
+///
+/// # Errors
+/// A write error.
+pub fn print_detail(out: &mut dyn std::io::Write, d: &DeadLetterDetail) -> std::io::Result<()> {
+    let v = &d.view;
+    let opt = |o: &Option<String>| o.clone().unwrap_or_else(|| "-".into());
+    writeln!(out, "message:          {}", v.message_id)?;
+    writeln!(out, "event:            {}", opt(&v.event_id))?;
+    writeln!(out, "event type:       {}", opt(&v.event_type))?;
+    writeln!(out, "tenant:           {}", opt(&v.tenant_id))?;
+    writeln!(out, "endpoint:         {}", opt(&v.endpoint_id))?;
+    writeln!(out, "reason:           {}", v.reason)?;
+    writeln!(out, "dead-lettered at: {} (UTC)", utc(v.dead_lettered_at))?;
+    writeln!(
+        out,
+        "attempts:         {}",
+        v.attempts.map_or_else(|| "-".into(), |a| a.to_string())
+    )?;
+    writeln!(
+        out,
+        "last status:      {}",
+        v.last_status.map_or_else(|| "-".into(), |s| s.to_string())
+    )?;
+    writeln!(out, "last error:       {}", opt(&v.last_error))?;
+    writeln!(
+        out,
+        "replays so far:   {}",
+        v.replay_count.map_or_else(|| "-".into(), |r| r.to_string())
+    )?;
+    writeln!(out, "payload ({} bytes):", d.payload.len())?;
+    writeln!(out, "{}", d.payload)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -256,6 +417,27 @@ mod tests {
             junk.sample.payload_sample,
             "</table><img src=x onerror=alert(1)>"
         );
+    }
+
+    #[test]
+    fn shown_line_says_when_cut() {
+        assert_eq!(
+            shown_line(1, 3),
+            "1 of 3 dead letters shown (raise --max to see more); none removed."
+        );
+        assert_eq!(shown_line(3, 3), "3 of 3 dead letters shown; none removed.");
+        // SQS's count is approximate: never "4 of 3".
+        assert_eq!(shown_line(4, 3), "4 of 4 dead letters shown; none removed.");
+        let big = "y".repeat(SAMPLE_CHARS * 2);
+        let d = detail(&message("9", "ep_a", Some(DeadLetterReason::Gone), 5));
+        assert_eq!(d.view.event_id.as_deref(), Some("evt_9"));
+        let m = ReceivedMessage {
+            message_id: "m".into(),
+            receipt_handle: "r".into(),
+            body: big.clone(),
+            attributes: vec![],
+        };
+        assert_eq!(detail(&m).payload, big, "--show is never cut");
     }
 
     #[test]

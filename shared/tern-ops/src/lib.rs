@@ -2,7 +2,9 @@
 //! whatever AWS the SDK configuration points at (moto in local mode, a real account
 //! otherwise), with table and queue names from the same `TERN_*` variables the functions read.
 
+pub mod attempts;
 pub mod dlq;
+pub mod relay_failures;
 
 use std::io::Write;
 
@@ -598,6 +600,54 @@ pub async fn peek(
         queue.release(&m.receipt_handle).await?;
     }
     result.map(|()| seen)
+}
+
+/// Reads up to `max` messages of a queue looking for `message_id`: every other message is
+/// made visible again; the one found stays hidden (for 30 s) so the caller can delete it
+/// (or release it with [`DrainableQueue::release`]). Returns it (if found) and how many
+/// messages were read.
+///
+/// # Errors
+/// A queue error; messages read so far are released first.
+pub async fn take(
+    queue: &dyn DrainableQueue,
+    message_id: &str,
+    max: usize,
+) -> Result<(Option<ReceivedMessage>, usize), PortError> {
+    let mut seen = Vec::new();
+    let mut result = Ok(());
+    let rule = DrainRule {
+        wait_seconds: DrainRule::WAIT_SECONDS,
+        empty_polls_to_stop: DrainRule::EMPTY_POLLS_TO_STOP,
+        time_budget: PEEK_TIME_BUDGET,
+        visibility_seconds: 30,
+    };
+    let mut drain = Drain::new(queue, rule, max);
+    loop {
+        match drain.next_batch().await {
+            Ok(Some(batch)) => {
+                seen.extend(batch);
+                if seen.iter().any(|m| m.message_id == message_id) {
+                    break;
+                }
+            }
+            Ok(None) => break,
+            Err(e) => {
+                result = Err(e);
+                break;
+            }
+        }
+    }
+    let read = seen.len();
+    let mut found = None;
+    for m in seen {
+        if m.message_id == message_id && result.is_ok() {
+            found = Some(m);
+        } else {
+            queue.release(&m.receipt_handle).await?;
+        }
+    }
+    result.map(|()| (found, read))
 }
 
 /// Prints up to `max` DLQ messages (payload and dead-letter record) without removing them.

@@ -26,9 +26,26 @@ use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
 use chrono::Utc;
 use tern_core::event::DEFAULT_MAX_PAYLOAD_BYTES;
-use tern_core::ids::IdError;
 use tern_core::outbox::OutboxRecord;
-use tern_core::{Event, EventId, EventType, Payload, PayloadError, TenantId};
+use tern_core::{EventType, Payload, TenantId};
+
+/// An event as Tern delivers it: id, type, tenant, creation time (UTC) and the payload's
+/// exact JSON text. [`PreparedEvent::event`] is one; re-exported so your crate needs no
+/// dependency on `tern-core`.
+pub use tern_core::Event;
+
+/// An event id: the `webhook-id` receivers see and dedupe on. [`EventId::new`] checks
+/// your own id (1-128 characters of `[A-Za-z0-9_.:-]`, see `tern_core::ids`) for
+/// [`OutboxWriter::prepare_with_id`]; [`EventId::generate`] makes a new `evt_` id.
+pub use tern_core::EventId;
+
+/// Why a payload or event type is refused (not a JSON object, above the payload limit,
+/// a bad event type); the message says what to do. Held by [`OutboxWriteError::Payload`].
+pub use tern_core::PayloadError;
+
+/// Why an event id or tenant id is refused. Returned by [`EventId::new`] and held by
+/// [`OutboxWriteError::Id`].
+pub use tern_core::ids::IdError;
 
 /// Default time an outbox item stays in the table before DynamoDB's TTL removes it: 7
 /// days (the stream keeps records 24 h; the rest is for audits and relay replays).
@@ -164,6 +181,48 @@ impl PreparedEvent {
     pub fn transact_item(&self) -> Result<TransactWriteItem, OutboxWriteError> {
         Ok(TransactWriteItem::builder().put(self.put()?).build())
     }
+}
+
+/// Why a payload argument could not be read ([`payload_argument`]).
+#[derive(Debug, thiserror::Error)]
+pub enum PayloadArgumentError {
+    /// `@<path>` names a file that cannot be read.
+    #[error("cannot read the payload file {path}: {source}")]
+    File {
+        /// The path as given after `@` (absolute, or relative to the working directory).
+        path: String,
+        /// Why (not found, permission denied, not UTF-8...).
+        source: std::io::Error,
+    },
+    /// `@` without a path.
+    #[error("'@' needs a file path after it, like @payload.json or @/tmp/payload.json")]
+    EmptyPath,
+}
+
+/// The payload a command-line argument stands for: the argument itself, or for
+/// `@<path>` the text of that file (an absolute path, or one relative to the working
+/// directory) without the line break an editor ends a file with (a payload must end
+/// with its `}`: [`PayloadError`]). Used by the `publish` example; handy for your own
+/// tools.
+///
+/// # Errors
+/// [`PayloadArgumentError`], whose message names the path and the reason.
+pub fn payload_argument(arg: &str) -> Result<String, PayloadArgumentError> {
+    let Some(path) = arg.strip_prefix('@') else {
+        return Ok(arg.to_owned());
+    };
+    if path.is_empty() {
+        return Err(PayloadArgumentError::EmptyPath);
+    }
+    let mut text = std::fs::read_to_string(path).map_err(|source| PayloadArgumentError::File {
+        path: path.to_owned(),
+        source,
+    })?;
+    // Only the final line break(s): anything else stays as written, byte for byte.
+    while text.ends_with('\n') || text.ends_with('\r') {
+        text.pop();
+    }
+    Ok(text)
 }
 
 /// True when a `TransactWriteItems` failed because the item at `index` (0-based, in the

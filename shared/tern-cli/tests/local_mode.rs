@@ -1,0 +1,145 @@
+//! `tern local` through the real binary (built with the `local` feature:
+//! `cargo test -p tern-cli --features local --test local_mode`): it says what it is doing,
+//! its `.tern/local.env` is enough on its own (region for the AWS CLI and boto3 too), the
+//! README walkthrough's first step works from that file, and once it stops the same file
+//! gets "is `tern local` running?". Everything stays on 127.0.0.1.
+#![cfg(feature = "local")]
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+
+/// Safety net so a broken start fails the test instead of hanging it; not a speed check.
+const START_LIMIT: std::time::Duration = std::time::Duration::from_secs(300);
+
+fn workspace() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn tern(dir: &std::path::Path, env: &[(String, String)], args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_tern"))
+        .args(args)
+        .current_dir(dir)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .output()
+        .expect("tern runs")
+}
+
+/// Stops the `tern local` this test started (by its pid) when the test ends, pass or fail.
+struct Stop(std::process::Child);
+
+impl Drop for Stop {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.0.id().to_string()])
+            .status();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn tern_local_reports_progress_and_its_env_file_is_enough() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("tern-local-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let moto = workspace().join(".venv/bin/moto_server");
+    assert!(
+        moto.is_file(),
+        "moto is required: run `make venv` ({})",
+        moto.display()
+    );
+    let child = Command::new(env!("CARGO_BIN_EXE_tern"))
+        .args(["local", "--time-scale", "0.01"])
+        .current_dir(&dir)
+        .env("TERN_MOTO_SERVER", &moto)
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("tern local starts");
+    let mut child = Stop(child);
+    let (tx, rx) = mpsc::channel::<String>();
+    for stream in [
+        Box::new(child.0.stderr.take().unwrap()) as Box<dyn std::io::Read + Send>,
+        Box::new(child.0.stdout.take().unwrap()),
+    ] {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+    }
+    // stderr (status lines) and stdout (the banner) are read by two threads: wait for all.
+    let expected = [
+        "starting moto",
+        "creating the tables and queues",
+        "starting the stream and queue pollers",
+        "Local mode is running",
+        "Press Ctrl-C to stop.",
+    ];
+    let mut said: Vec<String> = Vec::new();
+    while !expected.iter().all(|e| said.iter().any(|l| l.contains(e))) {
+        match rx.recv_timeout(START_LIMIT) {
+            Ok(line) => said.push(line),
+            Err(e) => {
+                panic!("tern local did not start ({e}); it said: {said:#?}");
+            }
+        }
+    }
+    let joined = said.join("\n");
+    assert!(
+        joined.contains("--schedule short") && joined.contains("RUST_LOG"),
+        "{joined}"
+    );
+
+    // The env file alone: `export K='V'` lines.
+    let text = std::fs::read_to_string(dir.join(".tern/local.env")).unwrap();
+    let env: Vec<(String, String)> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("export "))
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_owned(), v.trim_matches('\'').to_owned()))
+        .collect();
+    let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+    assert_eq!(get("AWS_DEFAULT_REGION"), Some("us-east-1"), "{text}");
+    assert_eq!(get("AWS_REGION"), Some("us-east-1"));
+    assert!(get("AWS_ACCESS_KEY_ID").is_some() && get("AWS_SECRET_ACCESS_KEY").is_some());
+    let url = get("AWS_ENDPOINT_URL").unwrap().to_owned();
+
+    // The walkthrough's first step, from the file alone: it prints the secret.
+    let out = tern(
+        &dir,
+        &env,
+        &[
+            "endpoints",
+            "add",
+            "--tenant",
+            "tnt_me",
+            "--url",
+            "http://127.0.0.1:8000/hook",
+            "--schedule",
+            "short",
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("signing secret (shown once"));
+
+    // Stop it (the process this test started), then the same file is stale.
+    drop(child);
+    let out = tern(&dir, &env, &["dlq"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&url) && err.contains("is `tern local` running?"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
