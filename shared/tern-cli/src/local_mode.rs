@@ -68,8 +68,12 @@ pub async fn local(time_scale: f64) -> Result<(), OpsError> {
     std::fs::create_dir_all(".tern").map_err(invalid)?;
     std::fs::write(".tern/local.env", &text).map_err(invalid)?;
     println!(
-        "Local mode is running (moto at {}). In another shell:\n  source .tern/local.env\n  tern endpoints add --tenant tnt_me --url http://127.0.0.1:8000/hook\nOutbox table: {}\nPress Ctrl-C to stop.",
-        moto.url, local.resources.outbox_table
+        "Local mode is running (moto at {}). In another shell:\n  source .tern/local.env\n  tern endpoints add --tenant tnt_me --url http://127.0.0.1:8000/hook\nOutbox table: {}\nOperator's console: {}\nPress Ctrl-C to stop.",
+        moto.url,
+        local.resources.outbox_table,
+        local
+            .console
+            .map_or_else(|| "not started".to_owned(), tern_local::console::url)
     );
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(invalid)?;
