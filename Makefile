@@ -8,7 +8,7 @@ PYTHON ?= python3
 VENV   := .venv
 CARGO  ?= cargo
 
-.PHONY: demo test venv build test-rust test-receivers test-infra fmt lint clean
+.PHONY: demo test venv build test-rust test-receivers test-infra test-console chromium browser-deps console-screenshots fmt lint clean
 
 venv: $(VENV)/.installed
 
@@ -29,11 +29,13 @@ test: venv
 	$(MAKE) --no-print-directory test-rust || status=1; \
 	$(MAKE) --no-print-directory test-receivers || status=1; \
 	$(MAKE) --no-print-directory test-infra || status=1; \
+	$(MAKE) --no-print-directory test-console || status=1; \
 	if [ $$status -ne 0 ]; then echo "make test: FAILED (see above)"; fi; \
 	exit $$status
 
+# The browser test runs in test-console (it needs Chromium), not twice.
 test-rust: venv
-	$(CARGO) test --workspace --all-targets --no-fail-fast
+	$(CARGO) test --workspace --all-targets --no-fail-fast -- --skip browser_console
 	$(CARGO) test --workspace --doc
 
 test-receivers: venv
@@ -41,6 +43,30 @@ test-receivers: venv
 
 test-infra: venv
 	$(MAKE) -C infra test CFN_LINT=$(CURDIR)/$(VENV)/bin/cfn-lint
+
+# Headless Chromium for the console's browser test: Debian's package (CI runs as root on
+# Debian). Installed when missing; fails loudly when it cannot be.
+chromium:
+	@if [ ! -x /usr/bin/chromium ]; then \
+		echo "installing chromium (apt-get)"; \
+		apt-get update -qq && apt-get install -y -qq chromium; \
+	fi
+	@test -x /usr/bin/chromium || { echo "chromium is required at /usr/bin/chromium and could not be installed"; exit 1; }
+
+browser-deps: tests/browser/node_modules/.installed
+
+tests/browser/node_modules/.installed: tests/browser/package.json tests/browser/package-lock.json
+	cd tests/browser && npm ci --no-audit --no-fund
+	@touch $@
+
+# The operator's console in a real browser: widgets rendered by Chromium, Replay clicked in
+# local mode, the DLQ emptied and the events delivered.
+test-console: venv chromium browser-deps
+	$(CARGO) test -p tern-tests --test console_browser
+
+# Re-makes the README's console screenshots (docs/console/*.png) with the same test.
+console-screenshots: venv chromium browser-deps
+	TERN_SCREENSHOTS_DIR=$(CURDIR)/docs/console $(CARGO) test -p tern-tests --test console_browser
 
 fmt:
 	$(CARGO) fmt --all
@@ -51,4 +77,4 @@ lint:
 
 clean:
 	$(CARGO) clean
-	rm -rf $(VENV) .tern infra/node_modules infra/.test-out examples/receivers/node/node_modules
+	rm -rf $(VENV) .tern infra/node_modules infra/.test-out examples/receivers/node/node_modules tests/browser/node_modules
