@@ -63,7 +63,9 @@ fn capture<'a>(report: &'a serde_json::Value, name: &str) -> &'a serde_json::Val
 }
 
 fn html<'a>(report: &'a serde_json::Value, name: &str) -> &'a str {
-    capture(report, name)["html"].as_str().expect("captured html")
+    capture(report, name)["html"]
+        .as_str()
+        .expect("captured html")
 }
 
 fn event(tenant: &str, payload: serde_json::Value) -> Event {
@@ -185,7 +187,10 @@ async fn browser_console_renders_widgets_and_replay_click_delivers() {
         order_events.push(
             dead_letter(
                 &local,
-                event(tenant, serde_json::json!({"order": 1000 + i, "total_cents": 4200})),
+                event(
+                    tenant,
+                    serde_json::json!({"order": 1000 + i, "total_cents": 4200}),
+                ),
                 "ep_orders",
                 DeadLetterReason::Exhausted,
                 Some(503),
@@ -311,7 +316,11 @@ async fn browser_console_renders_widgets_and_replay_click_delivers() {
         .iter()
         .filter_map(|d| d["message"].as_str())
         .collect();
-    assert_eq!(confirmations.len(), 4, "each click asked first: {confirmations:?}");
+    assert_eq!(
+        confirmations.len(),
+        4,
+        "each click asked first: {confirmations:?}"
+    );
 
     // 5. The receiver got every event, and the DLQ is empty.
     assert_eq!(
@@ -335,7 +344,11 @@ async fn browser_console_renders_widgets_and_replay_click_delivers() {
             .len(),
         1
     );
-    assert!(peek_queue(&local, &local.resources.dlq_url).await.is_empty());
+    assert!(
+        peek_queue(&local, &local.resources.dlq_url)
+            .await
+            .is_empty()
+    );
     assert!(
         history_reaches(&local, &order_events[0], 1, Duration::from_secs(30)).await,
         "the delivery is in the attempt log"

@@ -520,3 +520,334 @@ pub async fn handle(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use chrono::Utc;
+    use tern_core::endpoint::EndpointSecret;
+    use tern_core::ports::{AttemptRecord, Claim, DeliveryState, ReceivedMessage};
+    use tern_core::{DeadLetter, DeliveryMessage, Endpoint, Event, Secret};
+
+    use super::*;
+
+    const ARN: &str = "arn:aws:lambda:eu-west-1:123456789012:function:tern-console";
+
+    fn fixture(name: &str) -> serde_json::Value {
+        let path = format!("{}/../../events/{name}", env!("CARGO_MANIFEST_DIR"));
+        serde_json::from_str(&std::fs::read_to_string(&path).expect("fixture")).expect("json")
+    }
+
+    /// The DLQ in memory: every message is visible (releases are no-ops), deletes remove.
+    #[derive(Default)]
+    struct MemDlq {
+        messages: Mutex<Vec<ReceivedMessage>>,
+        served: Mutex<usize>,
+    }
+
+    #[async_trait]
+    impl DrainableQueue for MemDlq {
+        async fn receive(
+            &self,
+            max: i32,
+            _: i32,
+            _: i32,
+        ) -> Result<Vec<ReceivedMessage>, PortError> {
+            // Each message once per read, as SQS's visibility timeout does.
+            let all = self.messages.lock().unwrap().clone();
+            let mut served = self.served.lock().unwrap();
+            let batch: Vec<_> = all.into_iter().skip(*served).take(max as usize).collect();
+            *served += batch.len();
+            Ok(batch)
+        }
+        async fn delete(&self, _: &str) -> Result<(), PortError> {
+            Ok(())
+        }
+        async fn release(&self, _: &str) -> Result<(), PortError> {
+            // The read is over once a message is released: the next read starts again.
+            *self.served.lock().unwrap() = 0;
+            Ok(())
+        }
+    }
+
+    #[derive(Default)]
+    struct MemEndpoints(Mutex<Vec<Endpoint>>);
+
+    #[async_trait]
+    impl EndpointStore for MemEndpoints {
+        async fn get(&self, t: &TenantId, id: &EndpointId) -> Result<Option<Endpoint>, PortError> {
+            Ok(self
+                .0
+                .lock()
+                .unwrap()
+                .iter()
+                .find(|e| e.tenant_id == *t && e.id == *id)
+                .cloned())
+        }
+        async fn list_for_tenant(&self, t: &TenantId) -> Result<Vec<Endpoint>, PortError> {
+            Ok(self
+                .0
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|e| e.tenant_id == *t)
+                .cloned()
+                .collect())
+        }
+        async fn list_all(&self) -> Result<Vec<Endpoint>, PortError> {
+            Ok(self.0.lock().unwrap().clone())
+        }
+        async fn put(&self, e: &Endpoint) -> Result<(), PortError> {
+            self.0.lock().unwrap().push(e.clone());
+            Ok(())
+        }
+        async fn disable(&self, _: &TenantId, _: &EndpointId, _: &str) -> Result<(), PortError> {
+            unreachable!("the console never disables")
+        }
+        async fn enable(&self, t: &TenantId, id: &EndpointId) -> Result<(), PortError> {
+            let mut all = self.0.lock().unwrap();
+            let e = all
+                .iter_mut()
+                .find(|e| e.tenant_id == *t && e.id == *id)
+                .ok_or_else(|| PortError::Rejected("no such endpoint".into()))?;
+            e.enabled = true;
+            e.last_disabled_reason = e.disabled_reason.take();
+            Ok(())
+        }
+        async fn set_secrets(
+            &self,
+            _: &TenantId,
+            _: &EndpointId,
+            _: &[EndpointSecret],
+        ) -> Result<(), PortError> {
+            unreachable!("the console never rotates")
+        }
+    }
+
+    #[derive(Default)]
+    struct MemLedger(Mutex<Vec<EventId>>);
+
+    #[async_trait]
+    impl DeliveryLedger for MemLedger {
+        async fn claim(
+            &self,
+            _: &DeliveryMessage,
+            _: chrono::DateTime<Utc>,
+        ) -> Result<Claim, PortError> {
+            unreachable!()
+        }
+        async fn finish(&self, _: &DeliveryMessage, _: DeliveryState) -> Result<(), PortError> {
+            unreachable!()
+        }
+        async fn record_attempt(&self, _: &AttemptRecord) -> Result<(), PortError> {
+            unreachable!()
+        }
+        async fn history(&self, event: &EventId) -> Result<Vec<AttemptRecord>, PortError> {
+            self.0.lock().unwrap().push(event.clone());
+            Ok(vec![])
+        }
+    }
+
+    #[derive(Default)]
+    struct FakeReplay {
+        requests: Mutex<Vec<ReplayRequest>>,
+        fail: bool,
+    }
+
+    #[async_trait]
+    impl ReplayInvoker for FakeReplay {
+        async fn replay(&self, request: ReplayRequest) -> Result<ReplaySummary, ConsoleError> {
+            self.requests.lock().unwrap().push(request.clone());
+            if self.fail {
+                return Err(ConsoleError::Replay(
+                    "Unhandled: the replay function timed out".into(),
+                ));
+            }
+            Ok(ReplaySummary {
+                dry_run: request.dry_run,
+                examined: 2,
+                matched: 1,
+                replayed: u32::from(!request.dry_run),
+                skipped: 1,
+                ..ReplaySummary::default()
+            })
+        }
+    }
+
+    struct World {
+        deps: ConsoleDeps,
+        replay: Arc<FakeReplay>,
+        ledger: Arc<MemLedger>,
+        endpoints: Arc<MemEndpoints>,
+    }
+
+    fn world(fail_replay: bool) -> World {
+        let event: Event = serde_json::from_value(serde_json::json!({
+            "id": EventId::generate().as_str(), "type": "order.paid", "tenant_id": "tnt_a",
+            "created_at": "2026-11-30T00:00:00Z", "payload": {"n": 1},
+        }))
+        .unwrap();
+        let body = DeliveryMessage::first(event, EndpointId::new("ep_orders").unwrap())
+            .dead_lettered(DeadLetter {
+                reason: DeadLetterReason::Exhausted,
+                last_status: Some(503),
+                last_error: Some("http status 503".into()),
+                attempts: 7,
+                at: Utc::now(),
+            })
+            .to_body();
+        let dlq = Arc::new(MemDlq::default());
+        dlq.messages.lock().unwrap().push(ReceivedMessage {
+            message_id: "m1".into(),
+            receipt_handle: "r1".into(),
+            body,
+            attributes: vec![],
+        });
+        let mut off = Endpoint::new(
+            EndpointId::new("ep_off").unwrap(),
+            TenantId::new("tnt_a").unwrap(),
+            "https://example.com/hook",
+            vec!["*".into()],
+            Secret::generate(),
+            Utc::now(),
+        );
+        off.enabled = false;
+        off.disabled_reason = Some("410 Gone".into());
+        let endpoints = Arc::new(MemEndpoints(Mutex::new(vec![off])));
+        let ledger = Arc::new(MemLedger::default());
+        let replay = Arc::new(FakeReplay {
+            fail: fail_replay,
+            ..FakeReplay::default()
+        });
+        World {
+            deps: ConsoleDeps {
+                dlq,
+                endpoints: endpoints.clone(),
+                ledger: ledger.clone(),
+                replay: replay.clone(),
+            },
+            replay,
+            ledger,
+            endpoints,
+        }
+    }
+
+    fn cw() -> Target {
+        Target::CloudWatch {
+            function_arn: ARN.into(),
+        }
+    }
+
+    async fn answer(w: &World, event: serde_json::Value) -> String {
+        handle(&w.deps, event, &cw())
+            .await
+            .as_str()
+            .expect("HTML is a JSON string")
+            .to_owned()
+    }
+
+    #[tokio::test]
+    async fn dashboard_load_renders_groups_with_buttons_calling_this_function() {
+        let w = world(false);
+        let html = answer(&w, fixture("console-widget-load.json")).await;
+        assert!(html.contains("data-groups=\"1\""), "{html}");
+        assert!(html.contains(&format!("endpoint=\"{ARN}\"")));
+        assert!(
+            w.replay.requests.lock().unwrap().is_empty(),
+            "loading replays nothing"
+        );
+    }
+
+    #[tokio::test]
+    async fn replay_click_invokes_replay_with_the_groups_filters_and_shows_the_result() {
+        let w = world(false);
+        let html = answer(&w, fixture("console-widget-replay-click.json")).await;
+        let requests = w.replay.requests.lock().unwrap().clone();
+        assert_eq!(requests.len(), 1);
+        let r = &requests[0];
+        assert!(!r.dry_run);
+        assert_eq!(
+            r.filters.endpoint_id.as_ref().unwrap().as_str(),
+            "ep_orders"
+        );
+        assert_eq!(r.filters.reason, Some(DeadLetterReason::Exhausted));
+        assert_eq!(r.filters.event_type, None);
+        assert_eq!(r.max_seconds, Some(CONSOLE_REPLAY_SECONDS));
+        assert!(html.contains("data-replayed=\"1\""), "{html}");
+        // The fake moved nothing, so the group is still read afterwards.
+        assert!(html.contains("data-remaining=\"1\""), "{html}");
+    }
+
+    #[tokio::test]
+    async fn failed_replay_is_shown_not_thrown() {
+        let w = world(true);
+        let html = answer(&w, fixture("console-widget-replay-click.json")).await;
+        assert!(html.contains("data-failed=\"true\""), "{html}");
+        assert!(html.contains("the replay function timed out"));
+        assert!(html.contains("data-groups=\"1\""), "the groups still show");
+    }
+
+    #[tokio::test]
+    async fn lookup_reads_the_form_field_trimmed() {
+        let w = world(false);
+        let html = answer(&w, fixture("console-widget-lookup-form.json")).await;
+        assert_eq!(
+            w.ledger.0.lock().unwrap().clone(),
+            vec![EventId::new("evt_01a22e4b93977052b78100000000abcd").unwrap()]
+        );
+        assert!(html.contains("id=\"lookup-empty\""), "{html}");
+    }
+
+    #[tokio::test]
+    async fn describe_returns_markdown() {
+        let w = world(false);
+        let out = handle(&w.deps, fixture("console-widget-describe.json"), &cw()).await;
+        assert!(out["markdown"].as_str().unwrap().contains("dead_letters"));
+    }
+
+    #[tokio::test]
+    async fn enable_click_enables_and_lists_the_endpoint_as_failing_no_more() {
+        let w = world(false);
+        let html = answer(
+            &w,
+            serde_json::json!({"widget":"endpoints","action":"enable","tenant_id":"tnt_a","endpoint_id":"ep_off"}),
+        )
+        .await;
+        assert!(html.contains("data-enabled=\"ep_off\""), "{html}");
+        assert!(w.endpoints.0.lock().unwrap()[0].enabled);
+        assert!(
+            !html.contains("data-endpoint=\"ep_off\" data-state"),
+            "{html}"
+        );
+    }
+
+    #[tokio::test]
+    async fn bad_requests_are_typed_errors_in_the_widget() {
+        let w = world(false);
+        for (event, needle) in [
+            (serde_json::json!({}), "the widget's params need"),
+            (
+                serde_json::json!({"widget": "<script>"}),
+                "unknown widget &quot;&lt;script&gt;&quot;",
+            ),
+            (
+                serde_json::json!({"widget": "dead_letters", "action": "purge"}),
+                "unknown action",
+            ),
+            (
+                serde_json::json!({"widget": "dead_letters", "action": "replay", "endpoint_id": "ep_a"}),
+                "needs reason",
+            ),
+            (
+                serde_json::json!({"widget": "dead_letters", "action": "replay", "endpoint_id": "ep_a", "reason": "bogus"}),
+                "unknown reason",
+            ),
+        ] {
+            let html = answer(&w, event.clone()).await;
+            assert!(html.contains("id=\"widget-error\""), "{event}: {html}");
+            assert!(html.contains(needle), "{event}: {html}");
+        }
+        assert!(w.replay.requests.lock().unwrap().is_empty());
+    }
+}

@@ -434,7 +434,7 @@ th{background:#fafafa}pre.sample{max-width:360px;white-space:pre-wrap;word-break
 .btn-primary{background:#ec7211;border-color:#ec7211;color:#fff}form.action{display:inline}\
 .outcome{padding:8px;margin-bottom:8px;background:#f2f8f0;border:1px solid #1d8102}\
 .outcome.error{background:#fdf3f1;border-color:#d13212}.help,.note{color:#545b64;font-size:12px}\
-.state.disabled{color:#d13212;font-weight:bold}.state.failing{color:#ec7211;font-weight:bold}";
+input[name=event_id]{width:380px;padding:3px}.state.disabled{color:#d13212;font-weight:bold}.state.failing{color:#ec7211;font-weight:bold}";
 
 /// A local-mode page around one widget's HTML (made by the functions above), with links
 /// to the other widgets.
