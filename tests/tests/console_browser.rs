@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use tern_core::ports::{EndpointStore, MessageQueue, QueueEntry};
+use tern_core::ports::{MessageQueue, QueueEntry};
 use tern_core::{
     DeadLetter, DeadLetterReason, DeliveryMessage, EndpointId, Event, EventId, TenantId,
 };
