@@ -45,6 +45,18 @@ fn opt(text: Option<&str>) -> String {
     text.map_or_else(|| "-".to_owned(), |t| cut(t, CELL_CHARS))
 }
 
+/// JSON to put inside an element as text: `<`, `>` and `&` become JSON's `\u003c`,
+/// `\u003e`, `\u0026` (they occur only inside strings), so the text holds no markup and
+/// reads the same whether the dashboard takes the element's `textContent` or its
+/// `innerHTML`, and it parses back to the same value.
+pub fn json_for_html(value: &serde_json::Value) -> String {
+    value
+        .to_string()
+        .replace('<', "\\u003c")
+        .replace('>', "\\u003e")
+        .replace('&', "\\u0026")
+}
+
 /// A button that runs `action` behind a confirmation: a `<cwdb-action action="call">`
 /// on a dashboard, a posting form in local mode. Its data attributes name the action and
 /// its parameters, for tests and for the operator's browser tools.
@@ -72,7 +84,7 @@ pub fn button(
             a class=(class) data-action=(kind) data-endpoint=(field("endpoint_id"))
                 data-reason=(field("reason")) data-dry-run=(dry_run) { (label) }
             cwdb-action action="call" endpoint=(function_arn) confirmation=(confirmation)
-                display="widget" { (json) }
+                display="widget" { (PreEscaped(json_for_html(&params))) }
         },
         Target::Local { action_path } => html! {
             form class="action" method="post" action=(action_path) data-confirm=(confirmation)
@@ -371,7 +383,7 @@ pub fn event_lookup(lookup: &Lookup, target: &Target) -> Markup {
                         " "
                         a class="btn btn-primary" { "Look up" }
                         cwdb-action action="call" endpoint=(function_arn) display="widget" {
-                            (serde_json::json!({ "widget": Widget::EventLookup.as_str() }).to_string())
+                            (PreEscaped(json_for_html(&serde_json::json!({ "widget": Widget::EventLookup.as_str() }))))
                         }
                     }
                 }
@@ -573,13 +585,26 @@ mod tests {
             )
         );
         assert!(html.contains("confirmation=\"Replay the 1 dead letters of ep_b (gone)"));
-        // The JSON inside <cwdb-action> is text: its quotes are escaped, and a browser's
-        // textContent (what the dashboard reads) gives the JSON back.
+        // The JSON inside <cwdb-action> is the params as they are (no markup characters).
         let expected = serde_json::json!({"widget":"dead_letters","action":"replay","endpoint_id":"ep_b","reason":"gone","dry_run":true}).to_string();
-        assert!(html.contains(&expected.replace('"', "&quot;")), "{html}");
+        assert!(
+            html.contains(&format!("display=\"widget\">{expected}</cwdb-action>")),
+            "{html}"
+        );
         let local_html = dead_letters(&groups, false, None, &local()).into_string();
         assert!(local_html.contains("action=\"/action\""));
         assert!(local_html.contains(&format!("value=\"{}\"", expected.replace('"', "&quot;"))));
+    }
+
+    #[test]
+    fn json_in_an_element_holds_no_markup_and_parses_back() {
+        let v = serde_json::json!({"x": "</cwdb-action><script>alert(1)</script>&amp;"});
+        let text = json_for_html(&v);
+        assert!(
+            !text.contains('<') && !text.contains('>') && !text.contains('&'),
+            "{text}"
+        );
+        assert_eq!(serde_json::from_str::<serde_json::Value>(&text).unwrap(), v);
     }
 
     #[test]
@@ -658,7 +683,10 @@ mod tests {
         assert!(html.contains("data-state=\"disabled\""));
         assert!(html.contains("not tracked yet"));
         let expected = serde_json::json!({"widget":"endpoints","action":"enable","tenant_id":"tnt_a","endpoint_id":"ep_off"}).to_string();
-        assert!(html.contains(&expected.replace('"', "&quot;")), "{html}");
+        assert!(
+            html.contains(&format!(">{expected}</cwdb-action>")),
+            "{html}"
+        );
     }
 
     fn endpoint_with_id(id: &str) -> Endpoint {
