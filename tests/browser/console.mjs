@@ -1,7 +1,7 @@
 // Drives headless Chromium (Debian's /usr/bin/chromium) through the local console for
 // tests/tests/console_browser.rs. Usage: node console.mjs <base-url> <screenshot-dir> '<steps JSON>'.
 // Steps: {"goto": path} | {"click": selector} | {"fill": selector, "value": text}
-//        | {"screenshot": file} | {"capture": name}
+//        | {"screenshot": file} | {"capture": name} | {"eval": js-expression, "as": name}
 // Prints one JSON object: {"captures": {name: {html, text, images, scripts_run}}, "dialogs": [...]}.
 // Every confirmation dialog is accepted (a button's confirmation) and recorded; an alert()
 // from page content would be recorded too, so the test can assert none ran.
@@ -52,6 +52,8 @@ try {
         text: await page.evaluate(() => document.body.innerText),
         images: await page.evaluate(() => document.images.length),
       };
+    } else if (step.eval !== undefined) {
+      captures[step.as] = await page.evaluate(step.eval);
     } else {
       throw new Error(`unknown step ${JSON.stringify(step)}`);
     }

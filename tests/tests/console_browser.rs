@@ -373,3 +373,101 @@ async fn browser_console_renders_widgets_and_replay_click_delivers() {
     assert!(lookup.contains("delivered"), "{lookup}");
     assert!(html(&report, "endpoints_after").contains("id=\"endpoints-empty\""));
 }
+
+/// The dashboard's markup (what the console Lambda returns), in a real browser: the HTML
+/// injection stays text, and each `<cwdb-action>` holds the JSON of its button's action,
+/// read back the same through `textContent` and `innerHTML`.
+#[tokio::test]
+async fn browser_console_cloudwatch_markup_carries_params() {
+    use tern_console::render;
+    use tern_core::ports::ReceivedMessage;
+    let messages: Vec<ReceivedMessage> = [
+        (
+            "ep_orders",
+            DeadLetterReason::Exhausted,
+            serde_json::json!({"n": 1}),
+        ),
+        (
+            "ep_crm",
+            DeadLetterReason::Exhausted,
+            serde_json::json!({"note": XSS}),
+        ),
+        (
+            "ep_billing",
+            DeadLetterReason::Gone,
+            serde_json::json!({"n": 2}),
+        ),
+    ]
+    .into_iter()
+    .map(|(endpoint, reason, payload)| ReceivedMessage {
+        message_id: "m".into(),
+        receipt_handle: "r".into(),
+        body: DeliveryMessage::first(
+            event("tnt_shop", payload),
+            EndpointId::new(endpoint).unwrap(),
+        )
+        .dead_lettered(DeadLetter {
+            reason,
+            last_status: Some(500),
+            last_error: Some(XSS.into()),
+            attempts: 7,
+            at: "2026-11-30T10:00:00Z".parse().unwrap(),
+        })
+        .to_body(),
+        attributes: vec![],
+    })
+    .collect();
+    let views: Vec<_> = messages.iter().map(tern_local::ops::dlq::view).collect();
+    let groups = tern_local::ops::dlq::group(&views);
+    let target = tern_console::Target::CloudWatch {
+        function_arn: "arn:aws:lambda:eu-west-1:123456789012:function:tern-console".into(),
+    };
+    let html = render::dead_letters(&groups, false, None, &target).into_string();
+    let dir = std::env::temp_dir().join(format!("tern-cw-markup-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("dead-letters.html");
+    std::fs::write(
+        &file,
+        format!("<!DOCTYPE html><html><body>{html}</body></html>"),
+    )
+    .unwrap();
+    let url = format!("file://{}", file.display());
+    let report = browse(
+        &url,
+        serde_json::json!([
+            {"goto": url},
+            {"capture": "page"},
+            {"eval": "Array.from(document.querySelectorAll('cwdb-action')).map(e => [e.getAttribute('endpoint'), e.getAttribute('confirmation'), JSON.parse(e.textContent), JSON.parse(e.innerHTML)])", "as": "actions"},
+        ]),
+    )
+    .await;
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(capture(&report, "page")["images"], 0);
+    assert!(
+        report["dialogs"].as_array().unwrap().is_empty(),
+        "no script ran"
+    );
+    let actions = report["captures"]["actions"].as_array().expect("actions");
+    assert_eq!(actions.len(), 6, "Replay and Replay (dry run) per group");
+    for a in actions {
+        assert_eq!(
+            a[0],
+            "arn:aws:lambda:eu-west-1:123456789012:function:tern-console"
+        );
+        assert_eq!(a[2], a[3], "textContent and innerHTML read the same params");
+    }
+    let replay_crm = actions
+        .iter()
+        .find(|a| a[2]["endpoint_id"] == "ep_crm" && a[2]["dry_run"] == false)
+        .expect("the ep_crm Replay button");
+    assert_eq!(
+        replay_crm[2],
+        serde_json::json!({"widget": "dead_letters", "action": "replay", "endpoint_id": "ep_crm", "reason": "exhausted", "dry_run": false})
+    );
+    assert!(
+        replay_crm[1]
+            .as_str()
+            .unwrap()
+            .starts_with("Replay the 1 dead letters of ep_crm (exhausted)")
+    );
+}
