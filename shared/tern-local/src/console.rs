@@ -84,7 +84,38 @@ struct ActionForm {
     params: String,
 }
 
-async fn action(State(deps): State<ConsoleDeps>, Form(form): Form<ActionForm>) -> Response {
+/// True when a request that changes something comes from the console's own pages: its
+/// `Host` is the loopback address (not a name a web page could rebind to 127.0.0.1) and its
+/// `Origin`, when the browser sends one, is that same host. A page of another site open in
+/// the operator's browser cannot post to `/action`.
+pub fn same_origin(headers: &axum::http::HeaderMap) -> bool {
+    let header = |name: axum::http::header::HeaderName| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    let Some(host) = header(axum::http::header::HOST) else {
+        return false;
+    };
+    let loopback = host.starts_with("127.0.0.1:") || host.starts_with("localhost:");
+    let origin_ok =
+        header(axum::http::header::ORIGIN).is_none_or(|o| o == format!("http://{host}"));
+    loopback && origin_ok
+}
+
+async fn action(
+    State(deps): State<ConsoleDeps>,
+    headers: axum::http::HeaderMap,
+    Form(form): Form<ActionForm>,
+) -> Response {
+    if !same_origin(&headers) {
+        return (
+            axum::http::StatusCode::FORBIDDEN,
+            "actions are accepted only from the console's own pages",
+        )
+            .into_response();
+    }
     match serde_json::from_str::<serde_json::Value>(&form.params) {
         Ok(event) => page(&deps, event).await,
         Err(e) => {
@@ -131,4 +162,40 @@ pub fn spawn(listener: tokio::net::TcpListener, deps: ConsoleDeps) -> JoinHandle
 /// The address's URL.
 pub fn url(addr: SocketAddr) -> String {
     format!("http://{addr}/")
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::http::HeaderMap;
+
+    use super::same_origin;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.insert(*k, v.parse().unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn actions_only_from_the_consoles_own_pages() {
+        assert!(same_origin(&headers(&[
+            ("host", "127.0.0.1:8790"),
+            ("origin", "http://127.0.0.1:8790")
+        ])));
+        assert!(
+            same_origin(&headers(&[("host", "127.0.0.1:8790")])),
+            "a non-browser client"
+        );
+        assert!(!same_origin(&headers(&[
+            ("host", "127.0.0.1:8790"),
+            ("origin", "https://evil.example")
+        ])));
+        assert!(!same_origin(&headers(&[
+            ("host", "rebound.example:8790"),
+            ("origin", "http://rebound.example:8790")
+        ])));
+        assert!(!same_origin(&headers(&[])));
+    }
 }
