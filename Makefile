@@ -8,7 +8,7 @@ PYTHON ?= python3
 VENV   := .venv
 CARGO  ?= cargo
 
-.PHONY: demo test venv build test-rust test-moto test-receivers test-infra fmt lint clean bench package package-venv
+.PHONY: demo test venv build test-rust test-moto test-receivers test-infra test-console chromium browser-deps console-screenshots fmt lint clean bench package package-venv
 
 venv: $(VENV)/.installed
 
@@ -35,13 +35,15 @@ test: venv
 	$(MAKE) --no-print-directory test-moto || status=1; \
 	$(MAKE) --no-print-directory test-receivers || status=1; \
 	$(MAKE) --no-print-directory test-infra || status=1; \
+	$(MAKE) --no-print-directory test-console || status=1; \
 	if [ $$status -ne 0 ]; then echo "make test: FAILED (see above)"; fi; \
 	exit $$status
 
+# The browser test runs in test-console (it needs Chromium), not twice.
 test-rust: venv
 	# The real Lambda binaries, for tests/tests/real_binaries.rs (run under the Runtime API emulator).
 	$(CARGO) build -p tern-sender -p tern-relay -p tern-replay
-	$(CARGO) test --workspace --all-targets --no-fail-fast
+	$(CARGO) test --workspace --all-targets --no-fail-fast -- --skip browser_console
 	# tern local / tern demo are behind tern-cli's `local` feature: their tests too.
 	$(CARGO) test -p tern-cli --features local --test local_mode
 	$(CARGO) test --workspace --doc
@@ -95,6 +97,30 @@ package: package-venv
 	  -c tern:prebuiltArtifactsDir=$(CARGO_TARGET)/lambda -c tern:alarmEmail=ops@example.com
 	@echo "synthesized with the arm64 artifacts of $(CARGO_TARGET)/lambda into $(CARGO_TARGET)/package-cdk.out"
 
+# Headless Chromium for the console's browser test: Debian's package (CI runs as root on
+# Debian). Installed when missing; fails loudly when it cannot be.
+chromium:
+	@if [ ! -x /usr/bin/chromium ]; then \
+		echo "installing chromium (apt-get)"; \
+		apt-get update -qq && apt-get install -y -qq chromium; \
+	fi
+	@test -x /usr/bin/chromium || { echo "chromium is required at /usr/bin/chromium and could not be installed"; exit 1; }
+
+browser-deps: tests/browser/node_modules/.installed
+
+tests/browser/node_modules/.installed: tests/browser/package.json tests/browser/package-lock.json
+	cd tests/browser && npm ci --no-audit --no-fund
+	@touch $@
+
+# The operator's console in a real browser: widgets rendered by Chromium, Replay clicked in
+# local mode, the DLQ emptied and the events delivered.
+test-console: venv chromium browser-deps
+	$(CARGO) test -p tern-tests --test console_browser
+
+# Re-makes the README's console screenshots (docs/console/*.png) with the same test.
+console-screenshots: venv chromium browser-deps
+	TERN_SCREENSHOTS_DIR=$(CURDIR)/docs/console $(CARGO) test -p tern-tests --test console_browser
+
 fmt:
 	$(CARGO) fmt --all
 
@@ -104,4 +130,4 @@ lint:
 
 clean:
 	$(CARGO) clean
-	rm -rf $(VENV) .tern infra/node_modules infra/.test-out examples/receivers/node/node_modules
+	rm -rf $(VENV) .tern infra/node_modules infra/.test-out examples/receivers/node/node_modules tests/browser/node_modules

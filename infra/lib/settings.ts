@@ -54,6 +54,8 @@ export interface TernSettings {
     readonly relay: FunctionSettings;
     readonly sender: FunctionSettings;
     readonly replay: FunctionSettings;
+    /** The console (dashboard custom widgets): a 20 s replay plus a 20 s DLQ read fit in its 60 s. */
+    readonly console: FunctionSettings;
   };
   readonly eventSources: {
     readonly relay: {

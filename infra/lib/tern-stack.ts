@@ -51,14 +51,15 @@ export class TernStack extends Stack {
       queues: this.queues,
       stateMachine,
     });
+    this.dashboard = new Dashboard(this, 'Dashboard', { settings, functions: this.functions, queues: this.queues });
     this.alarms = new Alarms(this, 'Alarms', {
       settings,
       functions: this.functions,
       queues: this.queues,
       stateMachine,
       alarmEmail: config.alarmEmail,
+      dashboardUrl: this.dashboard.url,
     });
-    this.dashboard = new Dashboard(this, 'Dashboard', { settings, functions: this.functions, queues: this.queues });
 
     this.outputs();
     applyNagSuppressions(this);
@@ -79,7 +80,10 @@ export class TernStack extends Stack {
     out('DlqArn', this.queues.dlq.queueArn, 'Dead-letter queue ARN (console redrive)');
     out('RelayFailureQueueUrl', this.queues.relayFailures.queueUrl, 'Stream records the relay could not handle');
     out('DelayStateMachineArn', this.delayedDelivery.stateMachine.stateMachineArn, 'Delayed-delivery state machine');
+    out('DeliveryQueueArn', this.queues.delivery.queueArn, 'Delivery queue ARN (the destination of a console redrive from the DLQ)');
     out('ReplayFunctionName', this.functions.replay.functionName, 'Invoke to replay dead letters');
+    out('ConsoleFunctionName', this.functions.console.functionName, "The operator's console: the dashboard's custom widgets");
+    out('DashboardUrl', this.dashboard.url, 'The dashboard: DLQ graph, dead letters with Replay, endpoints with Enable, event lookup');
     out('AlarmTopicArn', this.alarms.topic.topicArn, 'Alarm notifications');
   }
 }

@@ -3,8 +3,8 @@
  * sizes, redrive, visibility timeout, stream and mapping settings, alarms.
  */
 import { CfnElement } from 'aws-cdk-lib';
-import { defaultStack, samTemplate, settings, synth, CfnTemplate } from './helpers';
-import { critical, Critical, Names, samEventToMapping } from './normalize';
+import { dashboardWidgets, defaultStack, samTemplate, settings, synth, CfnTemplate } from './helpers';
+import { critical, Critical, Names, normalizeValue, samEventToMapping } from './normalize';
 
 function cdkCritical(mode?: 'on-demand' | 'provisioned'): Critical {
   const { stack, json } = mode
@@ -22,6 +22,7 @@ function cdkCritical(mode?: 'on-demand' | 'provisioned'): Critical {
     [id(stack.functions.relay)]: 'relay',
     [id(stack.functions.sender)]: 'sender',
     [id(stack.functions.replay)]: 'replay',
+    [id(stack.functions.console)]: 'console',
     [id(stack.alarms.topic)]: 'topic',
   };
   const mappings: Record<string, Record<string, unknown>> = {};
@@ -47,6 +48,7 @@ function samCritical(mode?: 'on-demand' | 'provisioned'): Critical {
     RelayFunction: 'relay',
     SenderFunction: 'sender',
     ReplayFunction: 'replay',
+    ConsoleFunction: 'console',
     AlarmTopic: 'topic',
   };
   const mappings: Record<string, Record<string, unknown>> = {};
@@ -63,7 +65,7 @@ describe('CDK and SAM templates agree', () => {
   const cdk = cdkCritical();
   const sam = samCritical();
 
-  test.each(['relay', 'sender', 'replay'])('function %s: runtime, arch, timeout, memory, environment', (fn) => {
+  test.each(['relay', 'sender', 'replay', 'console'])('function %s: runtime, arch, timeout, memory, environment', (fn) => {
     expect(sam.functions[fn]).toEqual(cdk.functions[fn]);
   });
 
@@ -150,6 +152,40 @@ describe('CDK and SAM templates agree', () => {
     expect(sam.alarms).toEqual(cdk.alarms);
   });
 
+  test("dashboard: the same console widgets (params, size, place) calling the console function", () => {
+    const { stack, json } = defaultStack();
+    const cdkId = stack.getLogicalId(stack.functions.console.node.defaultChild as CfnElement);
+    const strip = (ws: any[]) =>
+      ws.map((w) => ({ type: w.type, x: w.x, y: w.y, width: w.width, height: w.height, title: w.properties.title, endpoint: w.properties.endpoint, params: w.properties.params, updateOn: w.properties.updateOn }));
+    const cdk = strip(dashboardWidgets(json, cdkId));
+    const sam = strip(dashboardWidgets(samTemplate(), 'ConsoleFunction'));
+    expect(cdk.filter((w) => w.type === 'custom')).toHaveLength(3);
+    expect(sam).toEqual(cdk);
+  });
+
+  test('console role: the same statements in both', () => {
+    const { stack, json } = defaultStack();
+    const roleId = json.Resources[stack.getLogicalId(stack.functions.console.node.defaultChild as CfnElement)].Properties.Role['Fn::GetAtt'][0];
+    const names: Names = {
+      [stack.getLogicalId(stack.queues.dlq.node.defaultChild as CfnElement)]: 'dlq',
+      [stack.getLogicalId(stack.storage.endpoints.node.defaultChild as CfnElement)]: 'endpoints',
+      [stack.getLogicalId(stack.storage.attempts.node.defaultChild as CfnElement)]: 'attempts',
+      [stack.getLogicalId(stack.functions.replay.node.defaultChild as CfnElement)]: 'replay',
+    };
+    const pairs = (statements: any[], n: Names) =>
+      statements
+        .flatMap((s) => [s.Action].flat().flatMap((a: string) => [s.Resource].flat().map((r: any) => `${a} on ${JSON.stringify(normalizeValue(r, n, json))}`)))
+        .filter((p) => !p.startsWith('logs:'))
+        .sort();
+    const cdkStatements = Object.values(json.Resources)
+      .filter((r) => r.Type === 'AWS::IAM::Policy' && r.Properties.Roles.some((x: any) => x.Ref === roleId))
+      .flatMap((r) => r.Properties.PolicyDocument.Statement);
+    const t = samTemplate();
+    const samStatements = t.Resources.ConsoleFunction.Properties.Policies.flatMap((p: any) => p.Statement);
+    const samNames: Names = { Dlq: 'dlq', EndpointsTable: 'endpoints', AttemptsTable: 'attempts', ReplayFunction: 'replay' };
+    expect(pairs(samStatements, samNames)).toEqual(pairs(cdkStatements, names));
+  });
+
   test('log retention, dashboard, exported outputs', () => {
     expect(sam.logRetentionDays).toEqual(cdk.logRetentionDays);
     expect(cdk.hasDashboard && sam.hasDashboard).toBe(true);
@@ -163,6 +199,7 @@ describe('template.yaml builds with cargo-lambda from the workspace', () => {
     ['RelayFunction', 'relay'],
     ['SenderFunction', 'sender'],
     ['ReplayFunction', 'replay'],
+    ['ConsoleFunction', 'console'],
   ])('%s builds binary %s', (logicalId, bin) => {
     const r = t.Resources[logicalId];
     expect(r.Metadata).toEqual({ BuildMethod: 'rust-cargolambda', BuildProperties: { Binary: bin } });

@@ -103,7 +103,7 @@ describe('function code', () => {
       const stack = build();
       const t = Template.fromStack(stack);
       expect(stack.functions.sender).toBeInstanceOf(RustFunction);
-      t.resourceCountIs('AWS::Lambda::Function', 3);
+      t.resourceCountIs('AWS::Lambda::Function', 4);
       t.allResourcesProperties('AWS::Lambda::Function', { Handler: 'bootstrap', Runtime: 'provided.al2023', Architectures: ['arm64'] });
     } finally {
       process.env.PATH = savedPath;
@@ -113,12 +113,12 @@ describe('function code', () => {
 
   test('prebuiltArtifactsDir: ships target/lambda/<bin>/ as built by cargo lambda build', () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tern-prebuilt-'));
-    for (const bin of ['relay', 'sender', 'replay']) {
+    for (const bin of ['relay', 'sender', 'replay', 'console']) {
       fs.mkdirSync(path.join(dir, bin));
       fs.writeFileSync(path.join(dir, bin, 'bootstrap'), `#!/bin/sh\necho placeholder ${bin}\n`, { mode: 0o755 });
     }
     const { stack, json } = synth({ prebuiltArtifactsDir: dir });
-    for (const fn of [stack.functions.relay, stack.functions.sender, stack.functions.replay]) {
+    for (const fn of [stack.functions.relay, stack.functions.sender, stack.functions.replay, stack.functions.console]) {
       expect(fn).toBeInstanceOf(lambda.Function);
       expect(fn).not.toBeInstanceOf(RustFunction);
     }

@@ -78,3 +78,30 @@ export function samTemplate(): CfnTemplate {
   const text = fs.readFileSync(path.join(INFRA_DIR, 'template.yaml'), 'utf-8');
   return YAML.parse(text, { customTags: cfnTags }) as CfnTemplate;
 }
+
+/**
+ * The widgets of the template's one dashboard, its body's intrinsics flattened: the CDK
+ * body is an Fn::Join, template.yaml's an Fn::Sub. A reference to the console function's
+ * ARN (logical id `consoleId`) becomes "CONSOLE_ARN", any other reference "REF".
+ */
+export function dashboardWidgets(t: CfnTemplate, consoleId: string): any[] {
+  const body = only(t, 'AWS::CloudWatch::Dashboard').props.DashboardBody;
+  let text: string;
+  if (body['Fn::Join']) {
+    const [sep, parts] = body['Fn::Join'];
+    text = (parts as unknown[])
+      .map((p) => {
+        if (typeof p === 'string') return p;
+        const getAtt = (p as any)['Fn::GetAtt'];
+        return getAtt && getAtt[0] === consoleId && getAtt[1] === 'Arn' ? 'CONSOLE_ARN' : 'REF';
+      })
+      .join(sep);
+  } else if (body['Fn::Sub']) {
+    const sub = body['Fn::Sub'];
+    const template: string = Array.isArray(sub) ? sub[0] : sub;
+    text = template.replace(/\$\{([^}]+)\}/g, (_m, name: string) => (name === `${consoleId}.Arn` ? 'CONSOLE_ARN' : 'REF'));
+  } else {
+    text = body;
+  }
+  return JSON.parse(text).widgets;
+}

@@ -88,7 +88,7 @@ export interface Critical {
   exportedOutputs: string[];
 }
 
-const FUNCTION_NAMES = ['relay', 'sender', 'replay'];
+const FUNCTION_NAMES = ['relay', 'sender', 'replay', 'console'];
 const TABLE_NAMES = ['outbox', 'endpoints', 'attempts'];
 const QUEUE_NAMES = ['delivery', 'dlq', 'relayFailures'];
 

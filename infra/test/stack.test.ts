@@ -8,7 +8,7 @@ import * as path from 'path';
 import { CfnElement, Stack } from 'aws-cdk-lib';
 import { Match } from 'aws-cdk-lib/assertions';
 import { STATE_MACHINE_DEFINITION_FILE } from '../lib/settings';
-import { defaultStack, only, settings } from './helpers';
+import { dashboardWidgets, defaultStack, only, settings } from './helpers';
 
 const { stack, template, json, outdir } = defaultStack();
 const logicalId = (c: { node: { defaultChild?: unknown } }) => stack.getLogicalId(c.node.defaultChild as CfnElement);
@@ -130,6 +130,7 @@ function permissions(roleId: string): string[] {
     [logicalId(stack.queues.dlq), 'dlq'],
     [logicalId(stack.queues.relayFailures), 'relayFailures'],
     [logicalId(stack.delayedDelivery.stateMachine), 'stateMachine'],
+    [logicalId(stack.functions.replay), 'replayFunction'],
   ]);
   const resName = (r: any): string => {
     if (r === '*') return '*';
@@ -151,6 +152,7 @@ describe('functions', () => {
     ['relay', () => stack.functions.relay, settings.functions.relay],
     ['sender', () => stack.functions.sender, settings.functions.sender],
     ['replay', () => stack.functions.replay, settings.functions.replay],
+    ['console', () => stack.functions.console, settings.functions.console],
   ] as const;
 
   test.each(fns)('%s: arm64, provided.al2023, bootstrap, timeout and memory from settings', (_n, fn, s) => {
@@ -207,6 +209,17 @@ describe('functions', () => {
       TERN_METRICS_NAMESPACE: 'Tern',
       TERN_DLQ_URL: ref(stack.queues.dlq),
       TERN_DELIVERY_QUEUE_URL: ref(stack.queues.delivery),
+    });
+  });
+
+  test('console environment: the stores it reads and the replay function it invokes', () => {
+    expect(resource(stack.functions.console).Properties.Environment.Variables).toEqual({
+      RUST_LOG: 'info',
+      TERN_METRICS_NAMESPACE: 'Tern',
+      TERN_ENDPOINTS_TABLE: ref(stack.storage.endpoints),
+      TERN_ATTEMPTS_TABLE: ref(stack.storage.attempts),
+      TERN_DLQ_URL: ref(stack.queues.dlq),
+      TERN_REPLAY_FUNCTION: ref(stack.functions.replay),
     });
   });
 
@@ -282,8 +295,26 @@ describe('least-privilege IAM', () => {
     );
   });
 
+  test('console: read the DLQ without deleting, list and enable endpoints, read attempts, invoke replay', () => {
+    expect(permissions(roleOf(stack.functions.console))).toEqual(
+      [
+        // tern_ops::peek receives, then releases (ChangeMessageVisibility 0): no DeleteMessage.
+        'sqs:ChangeMessageVisibility on dlq',
+        'sqs:ReceiveMessage on dlq',
+        'dynamodb:Scan on endpoints',
+        // Enable.
+        'dynamodb:UpdateItem on endpoints',
+        'dynamodb:Query on attempts',
+        // The unqualified function only: no version or alias wildcard.
+        'lambda:InvokeFunction on replayFunction',
+        'logs:CreateLogStream on own log group',
+        'logs:PutLogEvents on own log group',
+      ].sort(),
+    );
+  });
+
   test('no function may write the outbox (the application does)', () => {
-    for (const fn of [stack.functions.relay, stack.functions.sender, stack.functions.replay]) {
+    for (const fn of [stack.functions.relay, stack.functions.sender, stack.functions.replay, stack.functions.console]) {
       expect(permissions(roleOf(fn)).filter((p) => p.endsWith(' on outbox'))).toEqual([]);
     }
   });
@@ -342,7 +373,16 @@ describe('alarms', () => {
       expect(p.AlarmActions).toEqual([topic()]);
       expect(p.OKActions).toEqual([topic()]);
       expect(p.TreatMissingData).toBe('notBreaching');
-      expect(p.AlarmDescription).toMatch(/\w/);
+      expect(JSON.stringify(p.AlarmDescription)).toMatch(/\w/);
+    }
+  });
+
+  test('every alarm description links to the dashboard (where the console widgets are)', () => {
+    for (const alarm of stack.alarms.alarms) {
+      const text = JSON.stringify(Stack.of(stack).resolve(resource(alarm).Properties.AlarmDescription));
+      expect(text).toContain('.console.aws.amazon.com/cloudwatch/home?region=');
+      expect(text).toContain('#dashboards:name=');
+      expect(text).toContain(JSON.stringify({ Ref: logicalId(stack.dashboard.dashboard) }));
     }
   });
 
@@ -477,6 +517,17 @@ describe('dashboard', () => {
   ])('shows %s', (_what, needle) => {
     expect(body().replace(/\\"/g, '"')).toContain(needle);
   });
+
+  test('the console widgets sit next to the DLQ graph and call the console function', () => {
+    const widgets = dashboardWidgets(json, stack.getLogicalId(stack.functions.console.node.defaultChild as CfnElement));
+    const dlqGraph = widgets.find((w) => w.properties.title === 'DLQ and relay-failure depth');
+    const custom = widgets.filter((w) => w.type === 'custom');
+    expect(custom.map((w) => w.properties.params.widget)).toEqual(['dead_letters', 'endpoints', 'event_lookup']);
+    for (const w of custom) expect(w.properties.endpoint).toBe('CONSOLE_ARN');
+    const deadLetters = custom[0];
+    expect(deadLetters.y).toBe(dlqGraph.y);
+    expect(deadLetters.x).toBe(dlqGraph.x + dlqGraph.width);
+  });
 });
 
 describe('outputs', () => {
@@ -485,7 +536,11 @@ describe('outputs', () => {
     expect(json.Outputs!.OutboxTableArn).toMatchObject({ Value: arn(stack.storage.outbox), Export: { Name: 'Tern-OutboxTableArn' } });
   });
 
-  test.each(['DeliveryQueueUrl', 'DeliveryQueueArn', 'DlqUrl', 'DlqArn', 'RelayFailureQueueUrl', 'DelayStateMachineArn', 'ReplayFunctionName', 'AlarmTopicArn', 'EndpointsTableName', 'AttemptsTableName'])(
+  test('the delivery queue ARN is an output (the destination of a console redrive)', () => {
+    expect(json.Outputs!.DeliveryQueueArn).toMatchObject({ Value: arn(stack.queues.delivery) });
+  });
+
+  test.each(['DeliveryQueueUrl', 'DeliveryQueueArn', 'ConsoleFunctionName', 'DashboardUrl', 'DlqUrl', 'DlqArn', 'RelayFailureQueueUrl', 'DelayStateMachineArn', 'ReplayFunctionName', 'AlarmTopicArn', 'EndpointsTableName', 'AttemptsTableName'])(
     'output %s',
     (name) => {
       expect(json.Outputs![name]).toBeDefined();

@@ -20,6 +20,8 @@ export interface AlarmsProps {
   readonly stateMachine: sfn.IStateMachine;
   /** Subscribed to the topic by e-mail when set. */
   readonly alarmEmail?: string;
+  /** The dashboard's URL: every alarm description ends with it (the console's widgets are there). */
+  readonly dashboardUrl: string;
 }
 
 /**
@@ -31,9 +33,11 @@ export class Alarms extends Construct {
   public readonly topic: sns.Topic;
   public readonly alarms: cw.Alarm[] = [];
   private readonly action: cwActions.SnsAction;
+  private readonly dashboardUrl: string;
 
   constructor(scope: Construct, id: string, props: AlarmsProps) {
     super(scope, id);
+    this.dashboardUrl = props.dashboardUrl;
     const a = props.settings.alarms;
     const { relay, sender, replay } = props.functions;
     const { dlq, delivery, relayFailures } = props.queues;
@@ -116,7 +120,7 @@ export class Alarms extends Construct {
       evaluationPeriods: 1,
       datapointsToAlarm: 1,
       treatMissingData: cw.TreatMissingData.NOT_BREACHING,
-      alarmDescription: description,
+      alarmDescription: `${description} Dashboard (dead letters, endpoints, replay): ${this.dashboardUrl}`,
     });
     alarm.addAlarmAction(this.action);
     alarm.addOkAction(this.action);

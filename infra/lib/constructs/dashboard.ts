@@ -1,4 +1,4 @@
-import { Duration } from 'aws-cdk-lib';
+import { Duration, Stack } from 'aws-cdk-lib';
 import * as cw from 'aws-cdk-lib/aws-cloudwatch';
 import { Construct } from 'constructs';
 import { TernSettings } from '../settings';
@@ -15,6 +15,8 @@ export interface DashboardProps {
 /** One CloudWatch dashboard: delivery health first, then the pipes that feed it. */
 export class Dashboard extends Construct {
   public readonly dashboard: cw.Dashboard;
+  /** The dashboard's address in the CloudWatch console (alarm descriptions link to it). */
+  public readonly url: string;
 
   constructor(scope: Construct, id: string, props: DashboardProps) {
     super(scope, id);
@@ -24,6 +26,8 @@ export class Dashboard extends Construct {
     const { dlq, delivery, relayFailures } = props.queues;
 
     this.dashboard = new cw.Dashboard(this, 'Dashboard', { defaultInterval: Duration.days(1) });
+    const { region } = Stack.of(this);
+    this.url = `https://${region}.console.aws.amazon.com/cloudwatch/home?region=${region}#dashboards:name=${this.dashboard.dashboardName}`;
     this.dashboard.addWidgets(
       new cw.GraphWidget({
         title: 'Delivery success rate (%, hourly)',
@@ -41,18 +45,21 @@ export class Dashboard extends Construct {
         width: 12,
       }),
     );
+    // The operator's console (functions/console) next to the DLQ graph: where the DLQ alarm
+    // points (every alarm description links here).
+    const consoleWidget = (widget: string, title: string, width: number, height: number) =>
+      new cw.CustomWidget({
+        functionArn: props.functions.console.functionArn,
+        title,
+        params: { widget },
+        width,
+        height,
+        // Reading the DLQ takes seconds: not on every resize or time-range change.
+        updateOnRefresh: true,
+        updateOnResize: false,
+        updateOnTimeRangeChange: false,
+      });
     this.dashboard.addWidgets(
-      new cw.GraphWidget({
-        title: 'Attempts, retries, dead letters',
-        left: [
-          m.metric('Attempts', { label: 'attempts' }),
-          m.metric('AttemptsFailed', { label: 'failed' }),
-          m.metric('Retries', { label: 'retries' }),
-          m.metric('DeadLetters', { label: 'dead letters' }),
-          m.metric('Duplicates', { label: 'duplicates skipped' }),
-        ],
-        width: 12,
-      }),
       new cw.GraphWidget({
         title: 'DLQ and relay-failure depth',
         left: [
@@ -63,9 +70,27 @@ export class Dashboard extends Construct {
             label: 'relay failures',
           }),
         ],
-        width: 12,
+        width: 8,
+        height: 8,
       }),
+      consoleWidget('dead_letters', 'Dead letters (replay)', 16, 8),
     );
+    this.dashboard.addWidgets(
+      new cw.GraphWidget({
+        title: 'Attempts, retries, dead letters',
+        left: [
+          m.metric('Attempts', { label: 'attempts' }),
+          m.metric('AttemptsFailed', { label: 'failed' }),
+          m.metric('Retries', { label: 'retries' }),
+          m.metric('DeadLetters', { label: 'dead letters' }),
+          m.metric('Duplicates', { label: 'duplicates skipped' }),
+        ],
+        width: 8,
+        height: 8,
+      }),
+      consoleWidget('endpoints', 'Endpoints disabled or failing (enable)', 16, 8),
+    );
+    this.dashboard.addWidgets(consoleWidget('event_lookup', 'Event lookup (attempt history)', 24, 6));
     this.dashboard.addWidgets(
       new cw.GraphWidget({
         title: 'Relay and replay',

@@ -20,8 +20,8 @@ export interface FunctionsProps {
   readonly stateMachine: sfn.IStateMachine;
 }
 
-/** The three binaries of the Rust workspace (crates functions/relay, functions/sender, functions/replay). */
-export type FunctionName = 'relay' | 'sender' | 'replay';
+/** The four binaries of the Rust workspace (crates functions/relay, functions/sender, functions/replay, functions/console). */
+export type FunctionName = 'relay' | 'sender' | 'replay' | 'console';
 
 interface FunctionSpec {
   readonly name: FunctionName;
@@ -40,6 +40,8 @@ export class Functions extends Construct {
   public readonly relay: lambda.Function;
   public readonly sender: lambda.Function;
   public readonly replay: lambda.Function;
+  /** The operator's console: the dashboard's custom widgets (dead letters, endpoints, event lookup). */
+  public readonly console: lambda.Function;
   /** The execution role of each function (created here so that no AWS managed policy is attached). */
   public readonly roles: Record<FunctionName, iam.Role> = {} as Record<FunctionName, iam.Role>;
 
@@ -96,11 +98,42 @@ export class Functions extends Construct {
       },
     });
 
+    this.console = this.rustFunction(c, {
+      name: 'console',
+      description: "Tern console: the dashboard's dead letters, endpoints and event lookup widgets (replay, enable)",
+      timeoutSeconds: s.functions.console.timeoutSeconds,
+      memoryMb: s.functions.console.memoryMb,
+      environment: {
+        ...common,
+        TERN_ENDPOINTS_TABLE: storage.endpoints.tableName,
+        TERN_ATTEMPTS_TABLE: storage.attempts.tableName,
+        TERN_DLQ_URL: queues.dlq.queueUrl,
+        TERN_REPLAY_FUNCTION: this.replay.functionName,
+      },
+    });
+
     this.wireRelay(s, c, storage, queues);
     this.wireSender(s, c, storage, queues, props.stateMachine);
     // replay: reads the DLQ by hand (no mapping) and puts messages back on the delivery queue.
     queues.dlq.grant(this.replay, 'sqs:ReceiveMessage', 'sqs:DeleteMessage', 'sqs:ChangeMessageVisibility');
     queues.delivery.grant(this.replay, 'sqs:SendMessage');
+    this.wireConsole(storage, queues);
+  }
+
+  /**
+   * The console may only read (the DLQ without deleting: receive, then release with
+   * ChangeMessageVisibility; endpoints; the attempt log), invoke the replay function and
+   * enable endpoints (UpdateItem). No sqs:DeleteMessage, no sqs:SendMessage, no PutItem.
+   */
+  private wireConsole(storage: Storage, queues: Queues): void {
+    queues.dlq.grant(this.console, 'sqs:ReceiveMessage', 'sqs:ChangeMessageVisibility');
+    // Scan lists every endpoint (the Endpoints widget); UpdateItem is Enable.
+    storage.endpoints.grant(this.console, 'dynamodb:Scan', 'dynamodb:UpdateItem');
+    storage.attempts.grant(this.console, 'dynamodb:Query');
+    // The unqualified function only (grantInvoke would add every version and alias, `:*`).
+    this.console.addToRolePolicy(
+      new iam.PolicyStatement({ actions: ['lambda:InvokeFunction'], resources: [this.replay.functionArn] }),
+    );
   }
 
   private wireRelay(s: TernSettings, c: TernConfig, storage: Storage, queues: Queues): void {

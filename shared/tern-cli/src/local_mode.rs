@@ -73,8 +73,13 @@ pub async fn local(time_scale: f64) -> Result<(), OpsError> {
          (--schedule short retries within about 2 h instead of 36 h: the quick way to see a dead letter;\n\
          with --time-scale 0.01 it takes about a minute.)\n\
          Outbox table: {}\n\
+         Operator's console: {}\n\
          Logs: RUST_LOG=info tern local. Press Ctrl-C to stop.",
-        moto.url, local.resources.outbox_table
+        moto.url,
+        local.resources.outbox_table,
+        local
+            .console
+            .map_or_else(|| "not started".to_owned(), tern_local::console::url)
     );
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(invalid)?;

@@ -46,6 +46,9 @@ pub struct LocalOptions {
     pub insert_filter: bool,
     /// Start the Step Functions scheduler for waits over 900 s.
     pub step_functions: bool,
+    /// Serve the operator's console on 127.0.0.1 with the pollers: the port asked for
+    /// first (any free one when taken), `None` for no console.
+    pub console_port: Option<u16>,
 }
 
 impl Default for LocalOptions {
@@ -62,6 +65,7 @@ impl Default for LocalOptions {
             sender_concurrency: 2,
             insert_filter: true,
             step_functions: true,
+            console_port: Some(crate::console::DEFAULT_CONSOLE_PORT),
         }
     }
 }
@@ -80,6 +84,8 @@ pub struct LocalTern {
     pub replay: ReplayDeps,
     /// The environment the functions would get, as `(name, value)` pairs.
     pub env: Vec<(String, String)>,
+    /// Address of the operator's console, once [`Self::start_pollers`] started it.
+    pub console: Option<std::net::SocketAddr>,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -177,6 +183,7 @@ impl LocalTern {
             sender: Arc::new(sender),
             replay,
             env,
+            console: None,
             tasks: Vec::new(),
         })
     }
@@ -216,7 +223,33 @@ impl LocalTern {
             },
             Some(tx),
         ));
+        if let Some(port) = options.console_port {
+            self.start_console(port);
+        }
         rx
+    }
+
+    /// Serves the operator's console on 127.0.0.1 (`port`, or any free port when it is
+    /// taken) and records its address in [`Self::console`]. A console that cannot bind is
+    /// logged and left out: delivery does not depend on it.
+    pub fn start_console(&mut self, port: u16) -> Option<std::net::SocketAddr> {
+        let namespace = self
+            .env
+            .iter()
+            .find(|(k, _)| k == "TERN_METRICS_NAMESPACE")
+            .map_or_else(|| "Tern".to_owned(), |(_, v)| v.clone());
+        let deps = crate::console::console_deps(self, &namespace);
+        match crate::console::bind(port).and_then(|l| Ok((l.local_addr()?, l))) {
+            Ok((addr, listener)) => {
+                self.tasks.push(crate::console::spawn(listener, deps));
+                self.console = Some(addr);
+                Some(addr)
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "the local console could not bind 127.0.0.1");
+                None
+            }
+        }
     }
 
     /// A DynamoDB client on the local AWS.

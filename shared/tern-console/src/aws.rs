@@ -1,0 +1,146 @@
+//! The console on AWS: its settings, its dependencies, and the replay function invoked
+//! through Lambda.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use aws_config::SdkConfig;
+use aws_config::timeout::TimeoutConfig;
+use aws_sdk_lambda::primitives::Blob;
+use tern_aws::{DynamoEndpointStore, DynamoLedger, SqsQueue};
+use tern_handlers::replay::{ReplayRequest, ReplaySummary};
+
+use crate::{CONSOLE_REPLAY_SECONDS, ConsoleDeps, ConsoleError, ReplayInvoker};
+
+/// The console function's settings, from its environment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsoleConfig {
+    /// `TERN_ENDPOINTS_TABLE`.
+    pub endpoints_table: String,
+    /// `TERN_ATTEMPTS_TABLE`.
+    pub attempts_table: String,
+    /// `TERN_DLQ_URL`.
+    pub dlq_url: String,
+    /// `TERN_REPLAY_FUNCTION`: name or ARN of the replay function.
+    pub replay_function: String,
+}
+
+impl ConsoleConfig {
+    /// Reads the settings through `get` (the process environment in the Lambda).
+    ///
+    /// # Errors
+    /// [`ConsoleError::BadRequest`] naming the missing variable.
+    pub fn from_env(get: &dyn Fn(&str) -> Option<String>) -> Result<Self, ConsoleError> {
+        let required = |name: &str| {
+            get(name)
+                .filter(|v| !v.trim().is_empty())
+                .ok_or_else(|| ConsoleError::BadRequest(format!("{name} is not set")))
+        };
+        Ok(Self {
+            endpoints_table: required("TERN_ENDPOINTS_TABLE")?,
+            attempts_table: required("TERN_ATTEMPTS_TABLE")?,
+            dlq_url: required("TERN_DLQ_URL")?,
+            replay_function: required("TERN_REPLAY_FUNCTION")?,
+        })
+    }
+}
+
+/// Deadline of one replay invocation: the console's replay budget
+/// ([`CONSOLE_REPLAY_SECONDS`], 20 s) plus 10 s for the drain's last long polls and the
+/// releases. The AWS call deadlines of `tern_aws::budget` (6 s) fit DynamoDB and SQS, not a
+/// synchronous invoke.
+pub const REPLAY_INVOKE_TIMEOUT: Duration = Duration::from_secs(CONSOLE_REPLAY_SECONDS as u64 + 10);
+
+/// The replay function, invoked synchronously (`RequestResponse`) with a `ReplayRequest`.
+pub struct LambdaReplay {
+    client: aws_sdk_lambda::Client,
+    function: String,
+}
+
+impl LambdaReplay {
+    /// An invoker of `function` (name or ARN). `aws` should already carry Tern's bounded
+    /// retries; the invoke gets its own deadline, [`REPLAY_INVOKE_TIMEOUT`].
+    pub fn new(aws: &SdkConfig, function: impl Into<String>) -> Self {
+        let aws = aws
+            .to_builder()
+            .timeout_config(
+                TimeoutConfig::builder()
+                    .connect_timeout(tern_aws::budget::CONNECT_TIMEOUT)
+                    .operation_attempt_timeout(REPLAY_INVOKE_TIMEOUT)
+                    .operation_timeout(REPLAY_INVOKE_TIMEOUT)
+                    .build(),
+            )
+            .build();
+        Self {
+            client: aws_sdk_lambda::Client::new(&aws),
+            function: function.into(),
+        }
+    }
+}
+
+#[async_trait]
+impl ReplayInvoker for LambdaReplay {
+    async fn replay(&self, request: ReplayRequest) -> Result<ReplaySummary, ConsoleError> {
+        let payload =
+            serde_json::to_vec(&request).map_err(|e| ConsoleError::Replay(e.to_string()))?;
+        let out = self
+            .client
+            .invoke()
+            .function_name(&self.function)
+            .payload(Blob::new(payload))
+            .send()
+            .await
+            .map_err(|e| {
+                ConsoleError::Replay(aws_sdk_lambda::error::DisplayErrorContext(&e).to_string())
+            })?;
+        let body = out
+            .payload()
+            .map(|b| b.as_ref().to_vec())
+            .unwrap_or_default();
+        if let Some(kind) = out.function_error() {
+            return Err(ConsoleError::Replay(format!(
+                "{kind}: {}",
+                String::from_utf8_lossy(&body)
+            )));
+        }
+        serde_json::from_slice(&body)
+            .map_err(|e| ConsoleError::Replay(format!("unreadable summary: {e}")))
+    }
+}
+
+/// The console's dependencies on AWS.
+pub fn console_deps(config: &ConsoleConfig, aws: &SdkConfig) -> ConsoleDeps {
+    let bounded = tern_aws::budget::bounded(aws);
+    let ddb = aws_sdk_dynamodb::Client::new(&bounded);
+    ConsoleDeps {
+        dlq: Arc::new(SqsQueue::new(
+            aws_sdk_sqs::Client::new(&bounded),
+            &config.dlq_url,
+        )),
+        endpoints: Arc::new(DynamoEndpointStore::new(
+            ddb.clone(),
+            &config.endpoints_table,
+        )),
+        // The console only reads the log; the TTL applies to writes.
+        ledger: Arc::new(DynamoLedger::new(ddb, &config.attempts_table, 30)),
+        replay: Arc::new(LambdaReplay::new(&bounded, &config.replay_function)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_names_the_missing_variable() {
+        let env = |k: &str| match k {
+            "TERN_ENDPOINTS_TABLE" => Some("e".to_owned()),
+            "TERN_ATTEMPTS_TABLE" => Some("a".to_owned()),
+            "TERN_DLQ_URL" => Some("q".to_owned()),
+            _ => None,
+        };
+        let e = ConsoleConfig::from_env(&env).unwrap_err();
+        assert!(e.to_string().contains("TERN_REPLAY_FUNCTION"), "{e}");
+    }
+}

@@ -1,0 +1,777 @@
+//! The widgets' HTML. Pure functions of what was read: no I/O here, so every escaping rule
+//! and empty state is unit-tested. `maud` escapes every `(value)` it interpolates (text and
+//! attribute values alike); the only unescaped HTML is the widget HTML that
+//! [`local_page`] wraps, which these functions made.
+
+use chrono::{DateTime, Utc};
+use maud::{DOCTYPE, Markup, PreEscaped, html};
+use tern_core::ports::AttemptRecord;
+use tern_core::{DeadLetterReason, Endpoint, EndpointId, EventId, TenantId};
+use tern_ops::dlq::DeadLetterGroup;
+
+use crate::{Action, ActionOutcome, ConsoleError, Target, Widget};
+
+/// Characters of an error text or response excerpt shown in a table cell: 300. The sample
+/// payload keeps `tern_ops::dlq::SAMPLE_CHARS` (500).
+pub const CELL_CHARS: usize = 300;
+
+/// The documentation the dashboard shows for the widget (`describe`).
+pub const DESCRIBE: &str = "## Tern console\n\
+Params: `{\"widget\": \"dead_letters\"}`, `{\"widget\": \"endpoints\"}` or \
+`{\"widget\": \"event_lookup\", \"event_id\": \"evt_...\"}`.\n\n\
+- **dead_letters**: the DLQ grouped by endpoint and reason, with Replay and Replay (dry run) \
+buttons that invoke the replay function with the group's filters.\n\
+- **endpoints**: endpoints that are disabled or have dead letters, with an Enable button.\n\
+- **event_lookup**: the attempt history of one event id (type it in the widget's field).";
+
+fn time(t: Option<DateTime<Utc>>) -> String {
+    t.map_or_else(
+        || "-".to_owned(),
+        |t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
+    )
+}
+
+fn cut(text: &str, max: usize) -> String {
+    let mut chars = text.chars();
+    let kept: String = chars.by_ref().take(max).collect();
+    if chars.next().is_some() {
+        format!("{kept}…")
+    } else {
+        kept
+    }
+}
+
+fn opt(text: Option<&str>) -> String {
+    text.map_or_else(|| "-".to_owned(), |t| cut(t, CELL_CHARS))
+}
+
+/// JSON to put inside an element as text: `<`, `>` and `&` become JSON's `\u003c`,
+/// `\u003e`, `\u0026` (they occur only inside strings), so the text holds no markup and
+/// reads the same whether the dashboard takes the element's `textContent` or its
+/// `innerHTML`, and it parses back to the same value.
+pub fn json_for_html(value: &serde_json::Value) -> String {
+    value
+        .to_string()
+        .replace('<', "\\u003c")
+        .replace('>', "\\u003e")
+        .replace('&', "\\u0026")
+}
+
+/// A button that runs `action` behind a confirmation: a `<cwdb-action action="call">`
+/// on a dashboard, a posting form in local mode. Its data attributes name the action and
+/// its parameters, for tests and for the operator's browser tools.
+pub fn button(
+    target: &Target,
+    widget: Widget,
+    action: &Action,
+    label: &str,
+    confirmation: &str,
+) -> Markup {
+    let params = action.params(widget);
+    let json = params.to_string();
+    let field = |name: &str| {
+        params
+            .get(name)
+            .and_then(|v| v.as_str())
+            .unwrap_or("")
+            .to_owned()
+    };
+    let dry_run = matches!(action, Action::Replay { dry_run: true, .. });
+    let kind = field("action");
+    let class = if dry_run { "btn" } else { "btn btn-primary" };
+    match target {
+        Target::CloudWatch { function_arn } => html! {
+            a class=(class) data-action=(kind) data-endpoint=(field("endpoint_id"))
+                data-reason=(field("reason")) data-dry-run=(dry_run) { (label) }
+            cwdb-action action="call" endpoint=(function_arn) confirmation=(confirmation)
+                display="widget" { (PreEscaped(json_for_html(&params))) }
+        },
+        Target::Local { action_path } => html! {
+            form class="action" method="post" action=(action_path) data-confirm=(confirmation)
+                onsubmit="return confirm(this.dataset.confirm)" {
+                input type="hidden" name="params" value=(json);
+                button type="submit" class=(class) data-action=(kind)
+                    data-endpoint=(field("endpoint_id")) data-reason=(field("reason"))
+                    data-dry-run=(dry_run) { (label) }
+            }
+        },
+    }
+}
+
+fn outcome_banner(outcome: Option<&ActionOutcome>) -> Markup {
+    match outcome {
+        None => html! {},
+        Some(ActionOutcome::Replayed {
+            action,
+            summary,
+            remaining,
+        }) => {
+            let (endpoint, reason) = match action {
+                Action::Replay {
+                    endpoint_id,
+                    reason,
+                    ..
+                } => (endpoint_id.as_str(), reason.as_str()),
+                Action::Enable { .. } => ("", ""),
+            };
+            html! {
+                div class="outcome" id="outcome" data-replayed=(summary.replayed)
+                    data-matched=(summary.matched) data-skipped=(summary.skipped)
+                    data-remaining=(remaining) data-dry-run=(summary.dry_run) {
+                    @if summary.dry_run {
+                        strong { "Dry run" } " for " code { (endpoint) } " / " code { (reason) } ": "
+                        (summary.matched) " would be replayed, "
+                    } @else {
+                        strong { "Replayed " (summary.replayed) } " of " code { (endpoint) } " / "
+                        code { (reason) } ", "
+                    }
+                    (summary.skipped) " skipped (other groups), "
+                    (remaining) " remaining in this group."
+                    @if summary.unreadable > 0 { " " (summary.unreadable) " unreadable left in place." }
+                }
+            }
+        }
+        Some(ActionOutcome::Enabled { endpoint_id }) => html! {
+            div class="outcome" id="outcome" data-enabled=(endpoint_id.as_str()) {
+                "Enabled " code { (endpoint_id.as_str()) } ". New deliveries go out; replay its dead letters to resend them."
+            }
+        },
+        Some(ActionOutcome::Failed { error }) => html! {
+            div class="outcome error" id="outcome" data-failed="true" {
+                strong { "Failed: " } (cut(error, CELL_CHARS)) " Nothing was lost: dead letters not moved stay in the DLQ."
+            }
+        },
+    }
+}
+
+/// The Dead letters widget. `capped`: the read stopped at
+/// [`crate::MAX_DEAD_LETTERS_READ`], so counts are lower bounds.
+pub fn dead_letters(
+    groups: &[DeadLetterGroup],
+    capped: bool,
+    outcome: Option<&ActionOutcome>,
+    target: &Target,
+) -> Markup {
+    let total: usize = groups.iter().map(|g| g.count).sum();
+    html! {
+        div class="tern-widget" id="dead-letters" data-groups=(groups.len()) data-total=(total) {
+            (outcome_banner(outcome))
+            p class="help" {
+                "Dead letters grouped by endpoint and reason. Inspect the sample payload, fix the receiver, then "
+                "Replay the group (a dry run only counts). Replayed deliveries keep their event id and get a fresh attempt budget."
+                @if capped { " Only the first " (crate::MAX_DEAD_LETTERS_READ) " messages were read: counts are lower bounds." }
+            }
+            @if groups.is_empty() {
+                p class="empty" id="dlq-empty" { "The DLQ is empty: nothing to replay." }
+            } @else {
+                table {
+                    thead { tr {
+                        th { "Endpoint" } th { "Tenant" } th { "Reason" } th { "Count" }
+                        th { "Oldest" } th { "Newest" } th { "Last status" } th { "Last error" }
+                        th { "Sample payload" } th { "Actions" }
+                    } }
+                    tbody {
+                        @for g in groups {
+                            (group_row(g, target))
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn group_row(g: &DeadLetterGroup, target: &Target) -> Markup {
+    let replayable = g
+        .endpoint_id
+        .as_deref()
+        .and_then(|e| EndpointId::new(e).ok())
+        .zip(g.reason.parse::<DeadLetterReason>().ok());
+    let sample = &g.sample;
+    html! {
+        tr class="group" data-endpoint=(g.endpoint_id.as_deref().unwrap_or("")) data-reason=(g.reason) data-count=(g.count) {
+            td { code { (opt(g.endpoint_id.as_deref())) } }
+            td { (opt(g.tenant_id.as_deref())) }
+            td { (g.reason) }
+            td class="count" { (g.count) }
+            td { (time(g.oldest)) }
+            td { (time(g.newest)) }
+            td { (g.last_status.map_or_else(|| "-".to_owned(), |s| s.to_string())) }
+            td class="error-text" { (opt(g.last_error.as_deref())) }
+            td {
+                div class="meta" { (opt(sample.event_type.as_deref())) " " code { (opt(sample.event_id.as_deref())) } }
+                pre class="sample" { (sample.payload_sample) @if sample.payload_truncated { "…" } }
+            }
+            td class="actions" {
+                @if let Some((endpoint_id, reason)) = replayable {
+                    (button(target, Widget::DeadLetters, &Action::Replay { endpoint_id: endpoint_id.clone(), reason, dry_run: false },
+                        "Replay", &format!("Replay the {} dead letters of {endpoint_id} ({reason}) to the delivery queue?", g.count)))
+                    " "
+                    (button(target, Widget::DeadLetters, &Action::Replay { endpoint_id: endpoint_id.clone(), reason, dry_run: true },
+                        "Replay (dry run)", &format!("Count the dead letters of {endpoint_id} ({reason}) that would be replayed? Nothing moves.")))
+                } @else if g.reason == tern_ops::dlq::REASON_SQS_REDRIVE {
+                    span class="note" { "Moved by SQS after repeated receives (a crash): replay with the replay function filtered by endpoint only." }
+                } @else {
+                    span class="note" { "Not a delivery message: cannot be replayed. Inspect it in the SQS console." }
+                }
+            }
+        }
+    }
+}
+
+/// One row of the Endpoints widget: an endpoint that is disabled, or has dead letters.
+/// Holds no secret: rows are built field by field from the endpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndpointRow {
+    /// Tenant.
+    pub tenant_id: TenantId,
+    /// Endpoint.
+    pub endpoint_id: EndpointId,
+    /// Receiver URL.
+    pub url: String,
+    /// `disabled` or `failing` (enabled, with dead letters).
+    pub state: &'static str,
+    /// Why: the disabled reason, or the dead letters' reasons.
+    pub reason: String,
+    /// Last successful delivery: not tracked yet (endpoint health is a later issue).
+    pub last_success: Option<DateTime<Utc>>,
+    /// Last failure: the newest of its disable time and its newest dead letter.
+    pub last_failure: Option<DateTime<Utc>>,
+    /// Its dead letters in the DLQ.
+    pub dead_letters: usize,
+    /// False when enabled (no Enable button).
+    pub disabled: bool,
+}
+
+/// The endpoints that are disabled or failing (have dead letters), disabled first, then by
+/// dead letters (most first). "Failing" is this simple until endpoint health tracking
+/// lands (design §10).
+pub fn failing_endpoints(endpoints: &[Endpoint], groups: &[DeadLetterGroup]) -> Vec<EndpointRow> {
+    let mut rows: Vec<EndpointRow> = endpoints
+        .iter()
+        .filter_map(|e| {
+            let mine: Vec<&DeadLetterGroup> = groups
+                .iter()
+                .filter(|g| {
+                    g.endpoint_id.as_deref() == Some(e.id.as_str())
+                        && g.tenant_id.as_deref() == Some(e.tenant_id.as_str())
+                })
+                .collect();
+            let dead_letters: usize = mine.iter().map(|g| g.count).sum();
+            if e.enabled && dead_letters == 0 {
+                return None;
+            }
+            let reasons = mine
+                .iter()
+                .map(|g| format!("{} {}", g.count, g.reason))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let reason = match (&e.disabled_reason, reasons.is_empty()) {
+                (Some(r), true) => r.clone(),
+                (Some(r), false) => format!("{r}; dead letters: {reasons}"),
+                (None, false) => format!("dead letters: {reasons}"),
+                (None, true) => "disabled".to_owned(),
+            };
+            let last_failure = mine
+                .iter()
+                .filter_map(|g| g.newest)
+                .chain(e.disabled_at)
+                .max();
+            Some(EndpointRow {
+                tenant_id: e.tenant_id.clone(),
+                endpoint_id: e.id.clone(),
+                url: e.url.clone(),
+                state: if e.enabled { "failing" } else { "disabled" },
+                reason,
+                last_success: None,
+                last_failure,
+                dead_letters,
+                disabled: !e.enabled,
+            })
+        })
+        .collect();
+    rows.sort_by(|a, b| {
+        b.disabled
+            .cmp(&a.disabled)
+            .then(b.dead_letters.cmp(&a.dead_letters))
+            .then_with(|| a.endpoint_id.cmp(&b.endpoint_id))
+    });
+    rows
+}
+
+/// The Endpoints widget.
+pub fn endpoints(rows: &[EndpointRow], outcome: Option<&ActionOutcome>, target: &Target) -> Markup {
+    html! {
+        div class="tern-widget" id="endpoints" data-rows=(rows.len()) {
+            (outcome_banner(outcome))
+            p class="help" {
+                "Endpoints that are disabled, or failing. Failing means, for now, that the endpoint has dead letters in the DLQ: "
+                "endpoint health tracking (success rate, circuit state, last success) is a later issue, so last success is not recorded yet. "
+                "Enable turns a disabled endpoint back on; it does not resend its dead letters (replay them from Dead letters)."
+            }
+            @if rows.is_empty() {
+                p class="empty" id="endpoints-empty" { "Every endpoint is enabled and none has dead letters." }
+            } @else {
+                table {
+                    thead { tr {
+                        th { "Endpoint" } th { "Tenant" } th { "URL" } th { "State" } th { "Reason" }
+                        th { "Dead letters" } th { "Last success" } th { "Last failure" } th { "Actions" }
+                    } }
+                    tbody {
+                        @for r in rows {
+                            tr class="endpoint" data-endpoint=(r.endpoint_id.as_str()) data-state=(r.state) {
+                                td { code { (r.endpoint_id.as_str()) } }
+                                td { (r.tenant_id.as_str()) }
+                                td class="url" { (cut(&r.url, CELL_CHARS)) }
+                                td class=(format!("state {}", r.state)) { (r.state) }
+                                td class="error-text" { (cut(&r.reason, CELL_CHARS)) }
+                                td class="count" { (r.dead_letters) }
+                                td { @if r.last_success.is_some() { (time(r.last_success)) } @else { span class="note" { "not tracked yet" } } }
+                                td { (time(r.last_failure)) }
+                                td class="actions" {
+                                    @if r.disabled {
+                                        (button(target, Widget::Endpoints,
+                                            &Action::Enable { tenant_id: r.tenant_id.clone(), endpoint_id: r.endpoint_id.clone() },
+                                            "Enable", &format!("Enable {} of tenant {}? Deliveries to it resume.", r.endpoint_id, r.tenant_id)))
+                                    } @else {
+                                        span class="note" { "enabled" }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// What the event lookup found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Lookup {
+    /// No event id given yet.
+    NotAsked,
+    /// The text is not an event id.
+    Invalid {
+        /// What was typed.
+        input: String,
+        /// Why it is not an id.
+        error: String,
+    },
+    /// The attempt log of the event (empty when none was recorded).
+    Found {
+        /// The event.
+        id: EventId,
+        /// Its attempts, oldest first.
+        history: Vec<AttemptRecord>,
+    },
+}
+
+/// The Event lookup widget.
+pub fn event_lookup(lookup: &Lookup, target: &Target) -> Markup {
+    let current = match lookup {
+        Lookup::NotAsked => String::new(),
+        Lookup::Invalid { input, .. } => input.clone(),
+        Lookup::Found { id, .. } => id.to_string(),
+    };
+    html! {
+        div class="tern-widget" id="event-lookup" {
+            @match target {
+                Target::CloudWatch { function_arn } => {
+                    div class="lookup" {
+                        input name="event_id" placeholder="evt_…" value=(current);
+                        " "
+                        a class="btn btn-primary" { "Look up" }
+                        cwdb-action action="call" endpoint=(function_arn) display="widget" {
+                            (PreEscaped(json_for_html(&serde_json::json!({ "widget": Widget::EventLookup.as_str() }))))
+                        }
+                    }
+                }
+                Target::Local { .. } => {
+                    form class="lookup" method="get" action="/widgets/event_lookup" {
+                        input name="event_id" placeholder="evt_…" value=(current);
+                        " "
+                        button type="submit" class="btn btn-primary" { "Look up" }
+                    }
+                }
+            }
+            @match lookup {
+                Lookup::NotAsked => p class="empty" { "Type an event id (the webhook-id) to see every attempt to deliver it." },
+                Lookup::Invalid { error, .. } => p class="outcome error" id="lookup-invalid" { "Not an event id: " (error) },
+                Lookup::Found { id, history } if history.is_empty() => {
+                    p class="empty" id="lookup-empty" { "No attempts recorded for " code { (id.as_str()) } "." }
+                }
+                Lookup::Found { history, .. } => {
+                    table id="history" data-rows=(history.len()) {
+                        thead { tr {
+                            th { "Started" } th { "Endpoint" } th { "Replay" } th { "Attempt" } th { "Status" }
+                            th { "Latency (ms)" } th { "Outcome" } th { "Error / response" }
+                        } }
+                        tbody {
+                            @for r in history {
+                                tr class="attempt" {
+                                    td { (time(Some(r.started_at))) }
+                                    td { code { (r.endpoint_id.as_str()) } }
+                                    td { (r.replay_count) }
+                                    td { (r.attempt) @if r.takeover > 0 { " takeover " (r.takeover) } }
+                                    td { (r.status.map_or_else(|| "-".to_owned(), |s| s.to_string())) }
+                                    td { (r.latency_ms) }
+                                    td { (r.outcome) }
+                                    td class="error-text" {
+                                        @if let Some(e) = &r.error { (cut(e, CELL_CHARS)) }
+                                        @else if let Some(x) = &r.response_excerpt {
+                                            pre class="sample" { (cut(x, CELL_CHARS)) @if r.excerpt_truncated { "…" } }
+                                        } @else { "-" }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A widget-sized error message.
+pub fn error(e: &ConsoleError) -> Markup {
+    html! { div class="tern-widget outcome error" id="widget-error" { (cut(&e.to_string(), CELL_CHARS)) } }
+}
+
+const STYLE: &str = "body{font-family:Arial,Helvetica,sans-serif;font-size:14px;margin:16px;color:#16191f}\
+nav a{margin-right:16px}table{border-collapse:collapse;margin-top:8px}\
+th,td{border-bottom:1px solid #d5dbdb;padding:4px 8px;text-align:left;vertical-align:top}\
+th{background:#fafafa}pre.sample{max-width:360px;white-space:pre-wrap;word-break:break-all;margin:0;font-size:12px}\
+.btn{display:inline-block;padding:4px 10px;border:1px solid #545b64;border-radius:2px;background:#fff;cursor:pointer;font-size:13px}\
+.btn-primary{background:#ec7211;border-color:#ec7211;color:#fff}form.action{display:inline}\
+.outcome{padding:8px;margin-bottom:8px;background:#f2f8f0;border:1px solid #1d8102}\
+.outcome.error{background:#fdf3f1;border-color:#d13212}.help,.note{color:#545b64;font-size:12px}\
+input[name=event_id]{width:380px;padding:3px}.state.disabled{color:#d13212;font-weight:bold}.state.failing{color:#ec7211;font-weight:bold}";
+
+/// A local-mode page around one widget's HTML (made by the functions above), with links
+/// to the other widgets.
+pub fn local_page(widget: Widget, widget_html: &str) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                title { "Tern console: " (widget.title()) }
+                style { (PreEscaped(STYLE)) }
+            }
+            body {
+                nav {
+                    strong { "Tern console (local)" } " "
+                    @for w in Widget::ALL {
+                        a href=(format!("/widgets/{}", w.as_str())) { (w.title()) }
+                    }
+                }
+                h2 { (widget.title()) }
+                (PreEscaped(widget_html))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tern_core::ports::ReceivedMessage;
+    use tern_core::{DeadLetter, DeliveryMessage, Event, Secret};
+    use tern_handlers::replay::ReplaySummary;
+    use tern_ops::dlq::{group, view};
+
+    const XSS: &str = "</table><img src=x onerror=alert(1)>";
+
+    fn cw() -> Target {
+        Target::CloudWatch {
+            function_arn: "arn:aws:lambda:eu-west-1:123456789012:function:tern-console".into(),
+        }
+    }
+
+    fn local() -> Target {
+        Target::Local {
+            action_path: "/action".into(),
+        }
+    }
+
+    fn message(
+        payload: &str,
+        endpoint: &str,
+        reason: DeadLetterReason,
+        error: &str,
+    ) -> ReceivedMessage {
+        let event: Event = serde_json::from_value(serde_json::json!({
+            "id": EventId::generate().as_str(), "type": "order.paid", "tenant_id": "tnt_a",
+            "created_at": "2026-11-30T00:00:00Z", "payload": {"note": payload},
+        }))
+        .unwrap();
+        let m = DeliveryMessage::first(event, EndpointId::new(endpoint).unwrap()).dead_lettered(
+            DeadLetter {
+                reason,
+                last_status: Some(500),
+                last_error: Some(error.into()),
+                attempts: 7,
+                at: "2026-11-30T10:00:00Z".parse().unwrap(),
+            },
+        );
+        ReceivedMessage {
+            message_id: "m".into(),
+            receipt_handle: "r".into(),
+            body: m.to_body(),
+            attributes: vec![],
+        }
+    }
+
+    fn groups_of(messages: &[ReceivedMessage]) -> Vec<DeadLetterGroup> {
+        group(&messages.iter().map(view).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn payload_and_error_from_a_receiver_render_as_text() {
+        let groups = groups_of(&[message(XSS, "ep_a", DeadLetterReason::Exhausted, XSS)]);
+        for target in [cw(), local()] {
+            let html = dead_letters(&groups, false, None, &target).into_string();
+            assert!(!html.contains("<img"), "{html}");
+            assert!(!html.contains("</table><img"), "{html}");
+            assert!(
+                html.contains("&lt;/table&gt;&lt;img src=x onerror=alert(1)&gt;"),
+                "{html}"
+            );
+        }
+    }
+
+    #[test]
+    fn unreadable_body_renders_as_text_without_buttons() {
+        let junk = ReceivedMessage {
+            message_id: "m".into(),
+            receipt_handle: "r".into(),
+            body: XSS.into(),
+            attributes: vec![],
+        };
+        let html = dead_letters(&groups_of(&[junk]), false, None, &cw()).into_string();
+        assert!(!html.contains("<img"));
+        assert!(html.contains("&lt;img src=x"));
+        assert!(
+            !html.contains("cwdb-action"),
+            "an unreadable message cannot be replayed"
+        );
+    }
+
+    #[test]
+    fn empty_dlq_says_so() {
+        let html = dead_letters(&[], false, None, &cw()).into_string();
+        assert!(html.contains("id=\"dlq-empty\""));
+        assert!(!html.contains("<table"));
+        let html = endpoints(&[], None, &cw()).into_string();
+        assert!(html.contains("id=\"endpoints-empty\""));
+    }
+
+    #[test]
+    fn replay_buttons_carry_the_groups_filters() {
+        let groups = groups_of(&[
+            message("a", "ep_a", DeadLetterReason::Exhausted, "e"),
+            message("b", "ep_b", DeadLetterReason::Gone, "e"),
+        ]);
+        let html = dead_letters(&groups, false, None, &cw()).into_string();
+        assert_eq!(
+            html.matches("<cwdb-action").count(),
+            4,
+            "two buttons per group"
+        );
+        assert!(
+            html.contains(
+                "endpoint=\"arn:aws:lambda:eu-west-1:123456789012:function:tern-console\""
+            )
+        );
+        assert!(html.contains("confirmation=\"Replay the 1 dead letters of ep_b (gone)"));
+        // The JSON inside <cwdb-action> is the params as they are (no markup characters).
+        let expected = serde_json::json!({"widget":"dead_letters","action":"replay","endpoint_id":"ep_b","reason":"gone","dry_run":true}).to_string();
+        assert!(
+            html.contains(&format!("display=\"widget\">{expected}</cwdb-action>")),
+            "{html}"
+        );
+        let local_html = dead_letters(&groups, false, None, &local()).into_string();
+        assert!(local_html.contains("action=\"/action\""));
+        assert!(local_html.contains(&format!("value=\"{}\"", expected.replace('"', "&quot;"))));
+    }
+
+    #[test]
+    fn json_in_an_element_holds_no_markup_and_parses_back() {
+        let v = serde_json::json!({"x": "</cwdb-action><script>alert(1)</script>&amp;"});
+        let text = json_for_html(&v);
+        assert!(
+            !text.contains('<') && !text.contains('>') && !text.contains('&'),
+            "{text}"
+        );
+        assert_eq!(serde_json::from_str::<serde_json::Value>(&text).unwrap(), v);
+    }
+
+    #[test]
+    fn replay_request_of_a_button() {
+        let a = Action::Replay {
+            endpoint_id: EndpointId::new("ep_a").unwrap(),
+            reason: DeadLetterReason::Exhausted,
+            dry_run: true,
+        };
+        let r = a.replay_request().unwrap();
+        assert!(r.dry_run);
+        assert_eq!(r.filters.endpoint_id.unwrap().as_str(), "ep_a");
+        assert_eq!(r.filters.reason, Some(DeadLetterReason::Exhausted));
+        assert_eq!(r.max_seconds, Some(crate::CONSOLE_REPLAY_SECONDS));
+        // The params round-trip through the event parser into the same action.
+        let event: crate::WidgetEvent =
+            serde_json::from_value(a.params(Widget::DeadLetters)).unwrap();
+        assert_eq!(event.request().unwrap().action, Some(a));
+    }
+
+    #[test]
+    fn replay_outcome_shows_replayed_skipped_remaining() {
+        let outcome = ActionOutcome::Replayed {
+            action: Action::Replay {
+                endpoint_id: EndpointId::new("ep_a").unwrap(),
+                reason: DeadLetterReason::Exhausted,
+                dry_run: false,
+            },
+            summary: ReplaySummary {
+                replayed: 3,
+                skipped: 2,
+                matched: 3,
+                examined: 5,
+                ..ReplaySummary::default()
+            },
+            remaining: 0,
+        };
+        let html = dead_letters(&[], false, Some(&outcome), &cw()).into_string();
+        assert!(html.contains("data-replayed=\"3\""));
+        assert!(html.contains("Replayed 3"));
+        assert!(html.contains("2 skipped (other groups), 0 remaining in this group."));
+    }
+
+    fn endpoint(enabled: bool) -> Endpoint {
+        let mut e = Endpoint::new(
+            EndpointId::new("ep_off").unwrap(),
+            TenantId::new("tnt_a").unwrap(),
+            "https://example.com/hook?<script>alert(1)</script>",
+            vec!["*".into()],
+            Secret::parse("whsec_c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0MTIzNDU2").unwrap(),
+            Utc::now(),
+        );
+        if !enabled {
+            e.enabled = false;
+            e.disabled_reason = Some("410 Gone <b>bye</b>".into());
+            e.disabled_at = Some("2026-11-30T09:00:00Z".parse().unwrap());
+        }
+        e
+    }
+
+    #[test]
+    fn disabled_endpoint_row_has_enable_and_no_secret() {
+        let e = endpoint(false);
+        let secret = e.secrets[0].secret.expose().to_owned();
+        let rows = failing_endpoints(&[e, endpoint_with_id("ep_ok")], &[]);
+        assert_eq!(
+            rows.len(),
+            1,
+            "enabled endpoints without dead letters are not listed"
+        );
+        let html = endpoints(&rows, None, &cw()).into_string();
+        assert!(!html.contains(&secret));
+        assert!(!html.contains("whsec_"));
+        assert!(!html.contains("<script>") && !html.contains("<b>"));
+        assert!(html.contains("&lt;b&gt;bye&lt;/b&gt;"));
+        assert!(html.contains("data-state=\"disabled\""));
+        assert!(html.contains("not tracked yet"));
+        let expected = serde_json::json!({"widget":"endpoints","action":"enable","tenant_id":"tnt_a","endpoint_id":"ep_off"}).to_string();
+        assert!(
+            html.contains(&format!(">{expected}</cwdb-action>")),
+            "{html}"
+        );
+    }
+
+    fn endpoint_with_id(id: &str) -> Endpoint {
+        let mut e = endpoint(true);
+        e.id = EndpointId::new(id).unwrap();
+        e
+    }
+
+    #[test]
+    fn endpoint_with_dead_letters_is_failing_without_enable() {
+        let groups = groups_of(&[message("a", "ep_ok", DeadLetterReason::Exhausted, "e")]);
+        let rows = failing_endpoints(&[endpoint_with_id("ep_ok")], &groups);
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].state, "failing");
+        assert_eq!(rows[0].reason, "dead letters: 1 exhausted");
+        assert_eq!(
+            rows[0].last_failure.unwrap().to_rfc3339(),
+            "2026-11-30T10:00:00+00:00"
+        );
+        let html = endpoints(&rows, None, &cw()).into_string();
+        assert!(!html.contains("cwdb-action"));
+    }
+
+    #[test]
+    fn event_lookup_states() {
+        let html = event_lookup(&Lookup::NotAsked, &cw()).into_string();
+        assert!(html.contains("name=\"event_id\""));
+        assert!(html.contains("<cwdb-action"));
+        let html = event_lookup(
+            &Lookup::Invalid {
+                input: "\"><script>".into(),
+                error: "bad".into(),
+            },
+            &local(),
+        )
+        .into_string();
+        assert!(!html.contains("<script>"));
+        assert!(html.contains("value=\"&quot;&gt;&lt;script&gt;\""));
+        let id = EventId::generate();
+        let html = event_lookup(
+            &Lookup::Found {
+                id: id.clone(),
+                history: vec![],
+            },
+            &local(),
+        )
+        .into_string();
+        assert!(html.contains("id=\"lookup-empty\""));
+        let record = AttemptRecord {
+            event_id: id.clone(),
+            endpoint_id: EndpointId::new("ep_a").unwrap(),
+            replay_count: 0,
+            attempt: 1,
+            takeover: 0,
+            started_at: Utc::now(),
+            latency_ms: 12,
+            status: Some(500),
+            error_class: None,
+            error: None,
+            location: None,
+            response_excerpt: Some(XSS.into()),
+            excerpt_truncated: true,
+            outcome: "retry".into(),
+            next_wait_seconds: Some(60),
+        };
+        let html = event_lookup(
+            &Lookup::Found {
+                id,
+                history: vec![record],
+            },
+            &cw(),
+        )
+        .into_string();
+        assert!(html.contains("data-rows=\"1\""));
+        assert!(!html.contains("<img"));
+        assert!(html.contains("&lt;img"));
+    }
+
+    #[test]
+    fn local_page_wraps_and_links_every_widget() {
+        let html = local_page(Widget::Endpoints, "<div id=\"x\"></div>").into_string();
+        assert!(html.starts_with("<!DOCTYPE html>"));
+        for w in Widget::ALL {
+            assert!(html.contains(&format!("href=\"/widgets/{}\"", w.as_str())));
+        }
+        assert!(html.contains("<div id=\"x\"></div>"));
+    }
+}

@@ -1,0 +1,201 @@
+//! The operator's console in local mode: the same widgets as the CloudWatch dashboard's
+//! custom widgets (`tern-console`), served as pages on 127.0.0.1. A button is a form that
+//! posts the action's parameters to `/action`, which runs the same action code (the replay
+//! handler in process, the endpoint store's `enable`) against moto.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Form, Path, Query, State};
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use serde::Deserialize;
+use tern_console::render::local_page;
+use tern_console::{ConsoleDeps, ConsoleError, InProcessReplay, Target, Widget, WidgetEvent};
+use tokio::task::JoinHandle;
+
+/// Port the console asks for first: 8790. When it is taken (another local mode, a test
+/// running alongside), the console takes any free port; `tern local` prints the address.
+pub const DEFAULT_CONSOLE_PORT: u16 = 8790;
+
+/// Path the console's forms post to.
+pub const ACTION_PATH: &str = "/action";
+
+/// The console's dependencies in a local deployment: the same stores the handlers use.
+pub fn console_deps(local: &crate::LocalTern, namespace: &str) -> ConsoleDeps {
+    ConsoleDeps {
+        dlq: local.replay.dlq.clone(),
+        endpoints: local.sender.endpoints.clone(),
+        ledger: local.sender.ledger.clone(),
+        replay: Arc::new(InProcessReplay {
+            deps: tern_handlers::replay::ReplayDeps {
+                dlq: local.replay.dlq.clone(),
+                delivery_queue: local.replay.delivery_queue.clone(),
+            },
+            namespace: namespace.to_owned(),
+        }),
+    }
+}
+
+fn target() -> Target {
+    Target::Local {
+        action_path: ACTION_PATH.to_owned(),
+    }
+}
+
+async fn page(deps: &ConsoleDeps, event: serde_json::Value) -> Response {
+    let fallback = Widget::DeadLetters;
+    let parsed: Result<WidgetEvent, ConsoleError> =
+        serde_json::from_value(event).map_err(|e| ConsoleError::BadRequest(e.to_string()));
+    let request = parsed.and_then(|e| e.request());
+    let (widget, html) = match request {
+        Ok(request) => {
+            let html = tern_console::render_widget(deps, &request, &target())
+                .await
+                .unwrap_or_else(|e| tern_console::render::error(&e).into_string());
+            (request.widget, html)
+        }
+        Err(e) => (fallback, tern_console::render::error(&e).into_string()),
+    };
+    Html(local_page(widget, &html).into_string()).into_response()
+}
+
+#[derive(Deserialize)]
+struct LookupQuery {
+    #[serde(default)]
+    event_id: Option<String>,
+}
+
+async fn widget_page(
+    State(deps): State<ConsoleDeps>,
+    Path(name): Path<String>,
+    Query(q): Query<LookupQuery>,
+) -> Response {
+    page(
+        &deps,
+        serde_json::json!({ "widget": name, "event_id": q.event_id }),
+    )
+    .await
+}
+
+#[derive(Deserialize)]
+struct ActionForm {
+    params: String,
+}
+
+/// True when a request that changes something comes from the console's own pages: its
+/// `Host` is the loopback address (not a name a web page could rebind to 127.0.0.1) and its
+/// `Origin`, when the browser sends one, is that same host. A page of another site open in
+/// the operator's browser cannot post to `/action`.
+pub fn same_origin(headers: &axum::http::HeaderMap) -> bool {
+    let header = |name: axum::http::header::HeaderName| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    let Some(host) = header(axum::http::header::HOST) else {
+        return false;
+    };
+    let loopback = host.starts_with("127.0.0.1:") || host.starts_with("localhost:");
+    let origin_ok =
+        header(axum::http::header::ORIGIN).is_none_or(|o| o == format!("http://{host}"));
+    loopback && origin_ok
+}
+
+async fn action(
+    State(deps): State<ConsoleDeps>,
+    headers: axum::http::HeaderMap,
+    Form(form): Form<ActionForm>,
+) -> Response {
+    if !same_origin(&headers) {
+        return (
+            axum::http::StatusCode::FORBIDDEN,
+            "actions are accepted only from the console's own pages",
+        )
+            .into_response();
+    }
+    match serde_json::from_str::<serde_json::Value>(&form.params) {
+        Ok(event) => page(&deps, event).await,
+        Err(e) => {
+            page(
+                &deps,
+                serde_json::json!({ "widget": format!("bad params: {e}") }),
+            )
+            .await
+        }
+    }
+}
+
+/// The console's routes: `/` (to the dead letters), `/widgets/{dead_letters|endpoints|
+/// event_lookup}` (`?event_id=` for the lookup) and `POST /action`.
+pub fn router(deps: ConsoleDeps) -> Router {
+    Router::new()
+        .route("/", get(|| async { Redirect::to("/widgets/dead_letters") }))
+        .route("/widgets/{name}", get(widget_page))
+        .route(ACTION_PATH, post(action))
+        .with_state(deps)
+}
+
+/// Binds 127.0.0.1:`port` (any free port when it is taken, or when `port` is 0). Call
+/// from inside a Tokio runtime.
+///
+/// # Errors
+/// The bind error when no port can be had.
+pub fn bind(port: u16) -> std::io::Result<tokio::net::TcpListener> {
+    let listener = std::net::TcpListener::bind(("127.0.0.1", port))
+        .or_else(|_| std::net::TcpListener::bind(("127.0.0.1", 0)))?;
+    listener.set_nonblocking(true)?;
+    tokio::net::TcpListener::from_std(listener)
+}
+
+/// Serves the console on `listener` until the task is aborted.
+pub fn spawn(listener: tokio::net::TcpListener, deps: ConsoleDeps) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, router(deps)).await {
+            tracing::warn!(error = %e, "the local console stopped");
+        }
+    })
+}
+
+/// The address's URL.
+pub fn url(addr: SocketAddr) -> String {
+    format!("http://{addr}/")
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::http::HeaderMap;
+
+    use super::same_origin;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.insert(*k, v.parse().unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn actions_only_from_the_consoles_own_pages() {
+        assert!(same_origin(&headers(&[
+            ("host", "127.0.0.1:8790"),
+            ("origin", "http://127.0.0.1:8790")
+        ])));
+        assert!(
+            same_origin(&headers(&[("host", "127.0.0.1:8790")])),
+            "a non-browser client"
+        );
+        assert!(!same_origin(&headers(&[
+            ("host", "127.0.0.1:8790"),
+            ("origin", "https://evil.example")
+        ])));
+        assert!(!same_origin(&headers(&[
+            ("host", "rebound.example:8790"),
+            ("origin", "http://rebound.example:8790")
+        ])));
+        assert!(!same_origin(&headers(&[])));
+    }
+}

@@ -1,0 +1,473 @@
+//! The operator's console in a real browser (issue 8, section 1): headless Chromium
+//! (Debian's `/usr/bin/chromium`, driven by `tests/browser/console.mjs` with playwright-core)
+//! renders each widget of the local console on a moto deployment: an empty DLQ, three DLQ
+//! groups, a payload that tries to inject HTML, a disabled endpoint, an event's history.
+//! Then it clicks Enable and Replay, and the DLQ empties and the receiver gets every event.
+//!
+//! `make test-console` installs Chromium and the npm package and runs this. Screenshots go
+//! to `$TERN_SCREENSHOTS_DIR` (`make console-screenshots` points it at `docs/console`, the
+//! README's pictures), else to a temporary directory. A missing Chromium or Node package
+//! fails the test with the command that installs it: it never skips.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use tern_core::ports::{MessageQueue, QueueEntry};
+use tern_core::{
+    DeadLetter, DeadLetterReason, DeliveryMessage, EndpointId, Event, EventId, TenantId,
+};
+use tern_local::LocalOptions;
+use tern_tests::*;
+
+const XSS: &str = "</table><img src=x onerror=alert(1)>";
+
+fn screenshots_dir() -> PathBuf {
+    std::env::var_os("TERN_SCREENSHOTS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| std::env::temp_dir().join("tern-console-screenshots"))
+}
+
+fn browser_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("browser")
+}
+
+/// Runs the browser through `steps`; returns its report (`captures`, `dialogs`).
+async fn browse(base: &str, steps: serde_json::Value) -> serde_json::Value {
+    assert!(
+        Path::new("/usr/bin/chromium").exists(),
+        "headless Chromium is required at /usr/bin/chromium: run `make chromium` (apt-get install -y chromium)"
+    );
+    assert!(
+        browser_dir().join("node_modules/playwright-core").exists(),
+        "playwright-core is required: run `make test-console` (npm ci in tests/browser)"
+    );
+    let out = tokio::process::Command::new("node")
+        .arg(browser_dir().join("console.mjs"))
+        .arg(base)
+        .arg(screenshots_dir())
+        .arg(steps.to_string())
+        .output()
+        .await
+        .expect("node runs");
+    assert!(
+        out.status.success(),
+        "browser run failed: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    serde_json::from_slice(&out.stdout).expect("browser report is JSON")
+}
+
+fn capture<'a>(report: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    &report["captures"][name]
+}
+
+fn html<'a>(report: &'a serde_json::Value, name: &str) -> &'a str {
+    capture(report, name)["html"]
+        .as_str()
+        .expect("captured html")
+}
+
+fn event(tenant: &str, payload: serde_json::Value) -> Event {
+    serde_json::from_value(serde_json::json!({
+        "id": EventId::generate().as_str(), "type": "order.paid", "tenant_id": tenant,
+        "created_at": "2026-11-30T09:00:00Z", "payload": payload,
+    }))
+    .expect("event")
+}
+
+/// Puts a dead letter on the DLQ as the sender writes it.
+async fn dead_letter(
+    local: &tern_local::LocalTern,
+    event: Event,
+    endpoint: &str,
+    reason: DeadLetterReason,
+    status: Option<u16>,
+    error: &str,
+    minute: u32,
+) -> EventId {
+    let id = event.id.clone();
+    let message = DeliveryMessage::first(event, EndpointId::new(endpoint).expect("id"))
+        .dead_lettered(DeadLetter {
+            reason,
+            last_status: status,
+            last_error: Some(error.to_owned()),
+            attempts: 7,
+            at: format!("2026-11-30T10:{minute:02}:00Z")
+                .parse()
+                .expect("time"),
+        });
+    let dlq = tern_aws::SqsQueue::new(local.sqs(), &local.resources.dlq_url);
+    dlq.send(&QueueEntry {
+        id: "seed".into(),
+        body: message.to_body(),
+        delay_seconds: 0,
+        attributes: vec![],
+    })
+    .await
+    .expect("seed the DLQ");
+    id
+}
+
+fn group_rows(html: &str) -> usize {
+    html.matches("<tr class=\"group\"").count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn browser_console_renders_widgets_and_replay_click_delivers() {
+    let options = LocalOptions {
+        time_scale: 0.001,
+        lookup: Some(no_dns()),
+        // Any free port: tests run side by side.
+        console_port: Some(0),
+        ..LocalOptions::default()
+    };
+    let (local, _events) = deployment("console_browser", options).await;
+    let base = tern_local::console::url(local.console.expect("the console started"));
+    let receiver = Receiver::start().await.expect("receiver");
+    let tenant = "tnt_shop";
+
+    // 1. The empty DLQ.
+    let report = browse(
+        &base,
+        serde_json::json!([
+            {"goto": "/widgets/dead_letters"},
+            {"capture": "empty"},
+            {"screenshot": "dead-letters-empty.png"},
+        ]),
+    )
+    .await;
+    assert!(html(&report, "empty").contains("id=\"dlq-empty\""));
+    assert_eq!(group_rows(html(&report, "empty")), 0);
+
+    // 2. Three endpoints, one disabled after a 410; six dead letters in three groups, one
+    //    group carrying an HTML-injection payload and error text.
+    let orders = add_endpoint_with(
+        &local,
+        EndpointId::new("ep_orders").unwrap(),
+        tenant,
+        &receiver.url("/orders"),
+        &["*"],
+        None,
+        None,
+    )
+    .await;
+    add_endpoint_with(
+        &local,
+        EndpointId::new("ep_billing").unwrap(),
+        tenant,
+        &receiver.url("/billing"),
+        &["*"],
+        None,
+        None,
+    )
+    .await;
+    add_endpoint_with(
+        &local,
+        EndpointId::new("ep_crm").unwrap(),
+        tenant,
+        &receiver.url("/crm"),
+        &["*"],
+        None,
+        None,
+    )
+    .await;
+    local
+        .sender
+        .endpoints
+        .disable(
+            &TenantId::new(tenant).unwrap(),
+            &EndpointId::new("ep_billing").unwrap(),
+            "410 Gone from the receiver",
+        )
+        .await
+        .expect("disable");
+    let mut order_events = Vec::new();
+    for (i, minute) in [1, 4, 7].into_iter().enumerate() {
+        order_events.push(
+            dead_letter(
+                &local,
+                event(
+                    tenant,
+                    serde_json::json!({"order": 1000 + i, "total_cents": 4200}),
+                ),
+                "ep_orders",
+                DeadLetterReason::Exhausted,
+                Some(503),
+                "http status 503",
+                minute,
+            )
+            .await,
+        );
+    }
+    dead_letter(
+        &local,
+        event(tenant, serde_json::json!({"invoice": "inv_77"})),
+        "ep_billing",
+        DeadLetterReason::Gone,
+        Some(410),
+        "http status 410",
+        2,
+    )
+    .await;
+    for minute in [3, 5] {
+        dead_letter(
+            &local,
+            event(tenant, serde_json::json!({"note": XSS})),
+            "ep_crm",
+            DeadLetterReason::Exhausted,
+            Some(500),
+            XSS,
+            minute,
+        )
+        .await;
+    }
+
+    // 3. Each widget, rendered by the browser.
+    let report = browse(
+        &base,
+        serde_json::json!([
+            {"goto": "/widgets/dead_letters"},
+            {"capture": "groups"},
+            {"screenshot": "dead-letters.png"},
+            {"goto": "/widgets/endpoints"},
+            {"capture": "endpoints"},
+            {"screenshot": "endpoints.png"},
+            {"goto": "/widgets/dead_letters"},
+            {"click": "button[data-action=replay][data-endpoint=ep_orders][data-dry-run=true]"},
+            {"capture": "dry_run"},
+        ]),
+    )
+    .await;
+    let groups = html(&report, "groups");
+    assert_eq!(group_rows(groups), 3, "three DLQ groups");
+    for (endpoint, reason, count) in [
+        ("ep_orders", "exhausted", 3),
+        ("ep_crm", "exhausted", 2),
+        ("ep_billing", "gone", 1),
+    ] {
+        assert!(
+            groups.contains(&format!(
+                "<tr class=\"group\" data-endpoint=\"{endpoint}\" data-reason=\"{reason}\" data-count=\"{count}\">"
+            )),
+            "{endpoint}/{reason} x{count} in {groups}"
+        );
+    }
+    // The injection renders as text: no image element, no script ran, the text is shown.
+    assert_eq!(capture(&report, "groups")["images"], 0);
+    assert!(
+        capture(&report, "groups")["text"]
+            .as_str()
+            .unwrap()
+            .contains(XSS)
+    );
+    assert!(
+        report["dialogs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|d| d["type"] == "confirm"),
+        "only the buttons' confirmations: {}",
+        report["dialogs"]
+    );
+    let endpoints = html(&report, "endpoints");
+    assert!(endpoints.contains("data-endpoint=\"ep_billing\" data-state=\"disabled\""));
+    assert!(endpoints.contains("data-endpoint=\"ep_orders\" data-state=\"failing\""));
+    assert!(endpoints.contains("410 Gone from the receiver"));
+    assert!(endpoints.contains("data-action=\"enable\" data-endpoint=\"ep_billing\""));
+    assert!(
+        !endpoints.contains(orders.secrets[0].secret.expose()),
+        "no secret is ever rendered"
+    );
+    // The dry run counted and moved nothing.
+    let dry = html(&report, "dry_run");
+    assert!(dry.contains("data-dry-run=\"true\""), "{dry}");
+    assert!(dry.contains("data-matched=\"3\""), "{dry}");
+    assert!(dry.contains("data-remaining=\"3\""), "{dry}");
+    assert_eq!(group_rows(dry), 3);
+
+    // 4. Enable the disabled endpoint, then click Replay on every group: the DLQ empties.
+    let report = browse(
+        &base,
+        serde_json::json!([
+            {"goto": "/widgets/endpoints"},
+            {"click": "button[data-action=enable][data-endpoint=ep_billing]"},
+            {"capture": "enabled"},
+            {"goto": "/widgets/dead_letters"},
+            {"click": "button[data-action=replay][data-endpoint=ep_orders][data-dry-run=false]"},
+            {"capture": "replayed_orders"},
+            {"screenshot": "dead-letters-replayed.png"},
+            {"click": "button[data-action=replay][data-endpoint=ep_crm][data-dry-run=false]"},
+            {"click": "button[data-action=replay][data-endpoint=ep_billing][data-dry-run=false]"},
+            {"capture": "after"},
+        ]),
+    )
+    .await;
+    assert!(html(&report, "enabled").contains("data-enabled=\"ep_billing\""));
+    let replayed = html(&report, "replayed_orders");
+    assert!(replayed.contains("data-replayed=\"3\""), "{replayed}");
+    assert!(replayed.contains("data-remaining=\"0\""), "{replayed}");
+    assert_eq!(group_rows(replayed), 2, "the replayed group is gone");
+    let after = html(&report, "after");
+    assert!(after.contains("id=\"dlq-empty\""), "{after}");
+    let confirmations: Vec<&str> = report["dialogs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|d| d["message"].as_str())
+        .collect();
+    assert_eq!(
+        confirmations.len(),
+        4,
+        "each click asked first: {confirmations:?}"
+    );
+
+    // 5. The receiver got every event, and the DLQ is empty.
+    assert_eq!(
+        receiver
+            .wait_for("/orders", 3, Duration::from_secs(60))
+            .await
+            .len(),
+        3
+    );
+    assert_eq!(
+        receiver
+            .wait_for("/crm", 2, Duration::from_secs(60))
+            .await
+            .len(),
+        2
+    );
+    assert_eq!(
+        receiver
+            .wait_for("/billing", 1, Duration::from_secs(60))
+            .await
+            .len(),
+        1
+    );
+    assert!(
+        peek_queue(&local, &local.resources.dlq_url)
+            .await
+            .is_empty()
+    );
+    assert!(
+        history_reaches(&local, &order_events[0], 1, Duration::from_secs(30)).await,
+        "the delivery is in the attempt log"
+    );
+
+    // 6. The event lookup shows that delivery.
+    let report = browse(
+        &base,
+        serde_json::json!([
+            {"goto": "/widgets/event_lookup"},
+            {"fill": "input[name=event_id]", "value": order_events[0].as_str()},
+            {"click": "form.lookup button"},
+            {"capture": "lookup"},
+            {"screenshot": "event-lookup.png"},
+            {"goto": "/widgets/endpoints"},
+            {"capture": "endpoints_after"},
+        ]),
+    )
+    .await;
+    let lookup = html(&report, "lookup");
+    assert!(lookup.contains("<tr class=\"attempt\">"), "{lookup}");
+    assert!(lookup.contains("delivered"), "{lookup}");
+    assert!(html(&report, "endpoints_after").contains("id=\"endpoints-empty\""));
+}
+
+/// The dashboard's markup (what the console Lambda returns), in a real browser: the HTML
+/// injection stays text, and each `<cwdb-action>` holds the JSON of its button's action,
+/// read back the same through `textContent` and `innerHTML`.
+#[tokio::test]
+async fn browser_console_cloudwatch_markup_carries_params() {
+    use tern_console::render;
+    use tern_core::ports::ReceivedMessage;
+    let messages: Vec<ReceivedMessage> = [
+        (
+            "ep_orders",
+            DeadLetterReason::Exhausted,
+            serde_json::json!({"n": 1}),
+        ),
+        (
+            "ep_crm",
+            DeadLetterReason::Exhausted,
+            serde_json::json!({"note": XSS}),
+        ),
+        (
+            "ep_billing",
+            DeadLetterReason::Gone,
+            serde_json::json!({"n": 2}),
+        ),
+    ]
+    .into_iter()
+    .map(|(endpoint, reason, payload)| ReceivedMessage {
+        message_id: "m".into(),
+        receipt_handle: "r".into(),
+        body: DeliveryMessage::first(
+            event("tnt_shop", payload),
+            EndpointId::new(endpoint).unwrap(),
+        )
+        .dead_lettered(DeadLetter {
+            reason,
+            last_status: Some(500),
+            last_error: Some(XSS.into()),
+            attempts: 7,
+            at: "2026-11-30T10:00:00Z".parse().unwrap(),
+        })
+        .to_body(),
+        attributes: vec![],
+    })
+    .collect();
+    let views: Vec<_> = messages.iter().map(tern_local::ops::dlq::view).collect();
+    let groups = tern_local::ops::dlq::group(&views);
+    let target = tern_console::Target::CloudWatch {
+        function_arn: "arn:aws:lambda:eu-west-1:123456789012:function:tern-console".into(),
+    };
+    let html = render::dead_letters(&groups, false, None, &target).into_string();
+    let dir = std::env::temp_dir().join(format!("tern-cw-markup-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("dead-letters.html");
+    std::fs::write(
+        &file,
+        format!("<!DOCTYPE html><html><body>{html}</body></html>"),
+    )
+    .unwrap();
+    let url = format!("file://{}", file.display());
+    let report = browse(
+        &url,
+        serde_json::json!([
+            {"goto": url},
+            {"capture": "page"},
+            {"eval": "Array.from(document.querySelectorAll('cwdb-action')).map(e => [e.getAttribute('endpoint'), e.getAttribute('confirmation'), JSON.parse(e.textContent), JSON.parse(e.innerHTML)])", "as": "actions"},
+        ]),
+    )
+    .await;
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(capture(&report, "page")["images"], 0);
+    assert!(
+        report["dialogs"].as_array().unwrap().is_empty(),
+        "no script ran"
+    );
+    let actions = report["captures"]["actions"].as_array().expect("actions");
+    assert_eq!(actions.len(), 6, "Replay and Replay (dry run) per group");
+    for a in actions {
+        assert_eq!(
+            a[0],
+            "arn:aws:lambda:eu-west-1:123456789012:function:tern-console"
+        );
+        assert_eq!(a[2], a[3], "textContent and innerHTML read the same params");
+    }
+    let replay_crm = actions
+        .iter()
+        .find(|a| a[2]["endpoint_id"] == "ep_crm" && a[2]["dry_run"] == false)
+        .expect("the ep_crm Replay button");
+    assert_eq!(
+        replay_crm[2],
+        serde_json::json!({"widget": "dead_letters", "action": "replay", "endpoint_id": "ep_crm", "reason": "exhausted", "dry_run": false})
+    );
+    assert!(
+        replay_crm[1]
+            .as_str()
+            .unwrap()
+            .starts_with("Replay the 1 dead letters of ep_crm (exhausted)")
+    );
+}
