@@ -192,8 +192,8 @@ impl Action {
                 max_seconds: Some(CONSOLE_REPLAY_SECONDS),
                 filters: ReplayFilters {
                     endpoint_id: Some(endpoint_id.clone()),
-                    event_type: None,
                     reason: Some(*reason),
+                    ..ReplayFilters::default()
                 },
             }),
             Action::Enable { .. } => None,
