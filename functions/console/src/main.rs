@@ -10,7 +10,8 @@ use tern_console::aws::{ConsoleConfig, console_deps};
 async fn main() -> Result<(), Error> {
     tern_handlers::logging::init_lambda();
     let config = ConsoleConfig::from_env(&|k| std::env::var(k).ok())?;
-    let aws = aws_config::load_from_env().await;
+    // Trusts the Amazon Trust Services roots only: no system certificate store to load.
+    let aws = tern_aws::tls::load_for_lambda().await;
     let deps = console_deps(&config, &aws);
     let deps = &deps;
     run(service_fn(

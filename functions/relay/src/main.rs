@@ -13,7 +13,8 @@ async fn main() -> Result<(), Error> {
     // JSON logs, RUST_LOG verbosity, and never the SDK's body-printing TRACE events.
     tern_handlers::logging::init_lambda();
     let config = RelayConfig::from_env(&Env::process())?;
-    let aws = aws_config::load_from_env().await;
+    // Trusts the Amazon Trust Services roots only: no system certificate store to load.
+    let aws = tern_aws::tls::load_for_lambda().await;
     let deps = tern_aws::wiring::relay_deps(&config, &aws);
     let deps = &deps;
     let namespace = config.metrics_namespace.as_str();

@@ -10,6 +10,7 @@ pub mod error;
 pub mod ledger;
 pub mod sfn;
 pub mod sqs;
+pub mod tls;
 pub mod wiring;
 
 pub use endpoints::DynamoEndpointStore;
