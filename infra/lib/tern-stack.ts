@@ -80,7 +80,6 @@ export class TernStack extends Stack {
     out('DlqArn', this.queues.dlq.queueArn, 'Dead-letter queue ARN (console redrive)');
     out('RelayFailureQueueUrl', this.queues.relayFailures.queueUrl, 'Stream records the relay could not handle');
     out('DelayStateMachineArn', this.delayedDelivery.stateMachine.stateMachineArn, 'Delayed-delivery state machine');
-    out('DeliveryQueueArn', this.queues.delivery.queueArn, 'Delivery queue ARN (the destination of a console redrive from the DLQ)');
     out('ReplayFunctionName', this.functions.replay.functionName, 'Invoke to replay dead letters');
     out('ConsoleFunctionName', this.functions.console.functionName, "The operator's console: the dashboard's custom widgets");
     out('DashboardUrl', this.dashboard.url, 'The dashboard: DLQ graph, dead letters with Replay, endpoints with Enable, event lookup');
