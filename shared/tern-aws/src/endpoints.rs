@@ -64,6 +64,20 @@ impl DynamoEndpointStore {
         update: &str,
         values: Vec<(&str, AttributeValue)>,
     ) -> Result<HashMap<String, AttributeValue>, PortError> {
+        self.update_existing_named(tenant, id, update, Vec::new(), values)
+            .await
+    }
+
+    /// As [`Self::update_existing_returning_old`], with `#name` placeholders for attribute
+    /// names (`names` as `(placeholder, attribute)` pairs).
+    async fn update_existing_named(
+        &self,
+        tenant: &TenantId,
+        id: &EndpointId,
+        update: &str,
+        names: Vec<(String, String)>,
+        values: Vec<(impl Into<String>, AttributeValue)>,
+    ) -> Result<HashMap<String, AttributeValue>, PortError> {
         let mut request = self
             .client
             .update_item()
@@ -73,6 +87,9 @@ impl DynamoEndpointStore {
             .update_expression(update)
             .condition_expression("attribute_exists(endpoint_id)")
             .return_values(ReturnValue::AllOld);
+        for (placeholder, attribute) in names {
+            request = request.expression_attribute_names(placeholder, attribute);
+        }
         for (name, value) in values {
             request = request.expression_attribute_values(name, value);
         }
@@ -371,14 +388,18 @@ impl EndpointStore for DynamoEndpointStore {
         // so a disable or a rotation that lands meanwhile stays.
         let mut set = vec!["updated_at = :updated_at".to_owned()];
         let mut remove = Vec::new();
+        let mut names = Vec::new();
         let mut values = vec![(":updated_at".to_owned(), now_value()?)];
-        let mut field = |name: &str, v: Option<AttributeValue>| match v {
+        let mut field = |name: &str, v: Option<AttributeValue>| {
             // `url` is a DynamoDB reserved word: every field goes through a #name.
-            Some(v) => {
-                set.push(format!("#{name} = :{name}"));
-                values.push((format!(":{name}"), v));
+            names.push((format!("#{name}"), name.to_owned()));
+            match v {
+                Some(v) => {
+                    set.push(format!("#{name} = :{name}"));
+                    values.push((format!(":{name}"), v));
+                }
+                None => remove.push(format!("#{name}")),
             }
-            None => remove.push(format!("#{name}")),
         };
         if let Some(url) = &update.url {
             field("url", Some(AttributeValue::S(url.clone())));
@@ -402,39 +423,9 @@ impl EndpointStore for DynamoEndpointStore {
         if !remove.is_empty() {
             expression.push_str(&format!(" REMOVE {}", remove.join(", ")));
         }
-        let names: Vec<String> = set
-            .iter()
-            .skip(1)
-            .map(|a| a.split(' ').next().unwrap_or_default().to_owned())
-            .chain(remove.iter().cloned())
-            .collect();
-        let mut request = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .key("tenant_id", AttributeValue::S(tenant.to_string()))
-            .key("endpoint_id", AttributeValue::S(id.to_string()))
-            .update_expression(expression)
-            .condition_expression("attribute_exists(endpoint_id)");
-        for name in names {
-            let field = name.trim_start_matches('#').to_owned();
-            request = request.expression_attribute_names(name, field);
-        }
-        for (name, value) in values {
-            request = request.expression_attribute_values(name, value);
-        }
-        match request.send().await {
-            Ok(_) => Ok(()),
-            Err(e)
-                if matches!(
-                    e.as_service_error(),
-                    Some(UpdateItemError::ConditionalCheckFailedException(_))
-                ) =>
-            {
-                Err(not_found(tenant, id))
-            }
-            Err(e) => Err(port_error(e)),
-        }
+        self.update_existing_named(tenant, id, &expression, names, values)
+            .await
+            .map(|_| ())
     }
 
     async fn set_secrets(

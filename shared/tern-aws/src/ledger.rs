@@ -211,6 +211,18 @@ fn attempt_sk(endpoint: &EndpointId, replay: u32, attempt: u32, takeover: u32) -
 }
 
 impl DynamoLedger {
+    /// An UpdateItem on the delivery's state item (claim, lease, delivered mark).
+    fn update_state(
+        &self,
+        message: &DeliveryMessage,
+    ) -> aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder {
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .key("event_id", AttributeValue::S(message.event.id.to_string()))
+            .key("sk", AttributeValue::S(state_key(message)))
+    }
+
     /// Takes over an attempt whose holder's lease ran out unfinished; records the
     /// abandoned try unless its holder did. The condition repeats the check on the item
     /// as it is now, so of two redeliveries racing for it exactly one wins (the winner's
@@ -222,11 +234,7 @@ impl DynamoLedger {
     ) -> Result<Claim, PortError> {
         let now = Utc::now();
         let result = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .key("event_id", AttributeValue::S(message.event.id.to_string()))
-            .key("sk", AttributeValue::S(state_key(message)))
+            .update_state(message)
             .update_expression(
                 "SET lease_until = :lease, claimed_at = :now, expires_at = :exp, \
                  claim_takeover = if_not_exists(claim_takeover, :zero) + :one",
@@ -360,11 +368,7 @@ impl DeliveryLedger for DynamoLedger {
     ) -> Result<Claim, PortError> {
         let now = Utc::now();
         let result = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .key("event_id", AttributeValue::S(message.event.id.to_string()))
-            .key("sk", AttributeValue::S(state_key(message)))
+            .update_state(message)
             .update_expression(
                 "SET claim_key = :k, lease_until = :lease, claim_done = :f, endpoint_id = :ep, \
                  expires_at = :exp, claimed_at = :now, claim_takeover = :zero",
@@ -449,11 +453,7 @@ impl DeliveryLedger for DynamoLedger {
             "claim_takeover = :tk"
         };
         let result = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .key("event_id", AttributeValue::S(message.event.id.to_string()))
-            .key("sk", AttributeValue::S(state_key(message)))
+            .update_state(message)
             .update_expression(
                 "SET claim_done = :t, delivery_state = :s, updated_at = :now, delivered_at = :now, \
                  expires_at = :exp, ok_attempt = :a, ok_replay = :r, ok_takeover = :tk, \
