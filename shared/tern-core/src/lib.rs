@@ -9,6 +9,7 @@ pub mod endpoint;
 pub mod event;
 pub mod ids;
 pub mod message;
+pub mod operational;
 pub mod outbox;
 pub mod outcome;
 pub mod ports;
