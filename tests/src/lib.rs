@@ -396,6 +396,7 @@ pub async fn deployment_recording(
         }),
         client: s.client.clone(),
         policy: s.policy.clone(),
+        breaker: s.breaker.clone(),
     };
     local.sender = Arc::new(deps);
     let rx = local.start_pollers(&options);

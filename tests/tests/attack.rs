@@ -84,6 +84,7 @@ fn fake_sender(
         })
         .unwrap(),
         policy: SenderPolicy::default(),
+        breaker: None,
     }
 }
 

@@ -127,6 +127,7 @@ async fn q1_a_panic_fails_only_that_message() {
         scheduler: None,
         client: local.sender.client.clone(),
         policy: local.sender.policy.clone(),
+        breaker: local.sender.breaker.clone(),
     };
     let event: SqsEvent = serde_json::from_str(&fixture("sqs-delivery-batch.json")).unwrap();
     let (response, results) = tern_handlers::sender::handle(&deps, event, &metrics()).await;

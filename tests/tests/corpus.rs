@@ -323,6 +323,7 @@ async fn delivery_message_corpus() {
             scheduler: None,
             client: client.clone(),
             policy: SenderPolicy::default(),
+            breaker: None,
         };
         let body = match (case.get("body"), case.get("message")) {
             (Some(Value::String(b)), _) => b.clone(),

@@ -174,6 +174,7 @@ fn counted(local: &LocalTern) -> Counted {
         scheduler: s.scheduler.clone(),
         client: s.client.clone(),
         policy: s.policy.clone(),
+        breaker: s.breaker.clone(),
     };
     Counted {
         deps,

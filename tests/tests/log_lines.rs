@@ -86,6 +86,7 @@ where
         })
         .unwrap(),
         policy: SenderPolicy::default(),
+        breaker: None,
     };
     for n in 0..DELIVERIES {
         let event = tern_outbox::OutboxWriter::new("unused")

@@ -108,6 +108,7 @@ async fn crash_then_redeliver(name: &str, crash: CrashAt) -> (Vec<AttemptRecord>
         scheduler: s.scheduler.clone(),
         client: s.client.clone(),
         policy: s.policy.clone(),
+        breaker: s.breaker.clone(),
     };
     let (response, results) =
         tern_handlers::sender::handle(&crashing, sqs_event(&[message.to_body()]), &metrics()).await;

@@ -930,6 +930,7 @@ fn property_no_send_message_ever_carries_a_delay_outside_0_to_900() {
                     retry_after_ceiling_seconds: case.ceiling,
                     time_scale: case.time_scale,
                 },
+                breaker: None,
             };
             let mut message = DeliveryMessage::first(event.clone(), endpoint.id.clone());
             message.attempt = case.attempt;

@@ -468,6 +468,7 @@ async fn a_panic_fails_only_its_own_message() {
         scheduler: None,
         client: client(DestinationPolicy::default(), table(&[])),
         policy: tern_handlers::config::SenderPolicy::default(),
+        breaker: None,
     };
     let message = |ep: &str| {
         json!({"version":1,"delivery_id":format!("evt_p.{ep}"),"event":{"id":"evt_p","type":"a.b","tenant_id":"tnt_a",

@@ -407,6 +407,7 @@ fn memory_deps(url: &str) -> Result<SenderDeps, BoxError> {
         scheduler: None,
         client,
         policy: tern_handlers::config::SenderPolicy::default(),
+        breaker: None,
     })
 }
 

@@ -6,6 +6,7 @@
 
 pub mod budget;
 pub mod endpoints;
+pub mod health;
 pub mod error;
 pub mod ledger;
 pub mod sfn;
@@ -14,6 +15,7 @@ pub mod tls;
 pub mod wiring;
 
 pub use endpoints::DynamoEndpointStore;
+pub use health::DynamoHealthStore;
 pub use ledger::DynamoLedger;
 pub use sfn::StepFunctionsScheduler;
 pub use sqs::SqsQueue;

@@ -13,7 +13,12 @@ use tern_handlers::sender::SenderDeps;
 use tern_http::client::ClientBuildError;
 use tern_http::{ClientOptions, DeliveryClient, DestinationPolicy, HostLookup, SystemLookup};
 
-use crate::{DynamoEndpointStore, DynamoLedger, SqsQueue, StepFunctionsScheduler};
+use tern_core::operational::{FanOut, OperationalEventSink};
+use tern_handlers::health::CircuitBreaker;
+
+use crate::{
+    DynamoEndpointStore, DynamoHealthStore, DynamoLedger, SqsQueue, StepFunctionsScheduler,
+};
 
 /// The relay's dependencies.
 pub fn relay_deps(config: &RelayConfig, aws: &SdkConfig) -> RelayDeps {
@@ -40,9 +45,12 @@ pub fn sender_deps(
     aws: &SdkConfig,
     lookup: Option<Arc<dyn HostLookup>>,
 ) -> Result<SenderDeps, ClientBuildError> {
+    // TODO(merge i10-events): the SNS and outbox sinks.
+    let events: Arc<dyn OperationalEventSink> = Arc::new(FanOut(Vec::new()));
     let aws = &crate::budget::bounded(aws);
     let sqs = aws_sdk_sqs::Client::new(aws);
     let ddb = aws_sdk_dynamodb::Client::new(aws);
+    let ddb_health = ddb.clone();
     let client = DeliveryClient::new(ClientOptions {
         policy: DestinationPolicy {
             https_only: config.https_only,
@@ -76,6 +84,13 @@ pub fn sender_deps(
         }),
         client,
         policy: config.policy.clone(),
+        breaker: Some(Arc::new(CircuitBreaker::new(
+            Arc::new(DynamoHealthStore::new(ddb_health, &config.health_table)),
+            events,
+            config.health.clone(),
+            config.policy.time_scale,
+            config.health_cache,
+        ))),
     })
 }
 

@@ -7,6 +7,7 @@
 pub mod drain;
 pub mod endpoint;
 pub mod event;
+pub mod health;
 pub mod ids;
 pub mod message;
 pub mod operational;

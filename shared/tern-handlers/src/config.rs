@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use tern_core::RetrySchedule;
+use tern_core::health::HealthPolicy;
 use tern_core::event::{DEFAULT_MAX_PAYLOAD_BYTES, MAX_CONFIGURABLE_PAYLOAD_BYTES};
 use tern_core::retry::{DEFAULT_RETRY_AFTER_CEILING_SECONDS, MAX_SCHEDULE_DELAY_SECONDS};
 
@@ -136,6 +137,65 @@ pub struct SenderConfig {
     /// warm sender serves an endpoint from memory, i.e. the longest a disable or rotation
     /// made elsewhere takes to reach it.
     pub endpoint_cache: Duration,
+    /// `TERN_HEALTH_TABLE`: one health record per endpoint (rolling-window counters and
+    /// the circuit).
+    pub health_table: String,
+    /// The failure model's thresholds: `TERN_HEALTH_FAILURE_THRESHOLD` (attempts, default
+    /// 5), `TERN_HEALTH_PROBE_INTERVAL_SECONDS` (seconds, 60), `TERN_HEALTH_WINDOW_SECONDS`
+    /// (seconds, 3,600), `TERN_HEALTH_DISABLE_BELOW_PERCENT` (50),
+    /// `TERN_HEALTH_DEGRADED_BELOW_PERCENT` (95), `TERN_HEALTH_MIN_ATTEMPTS` (20).
+    pub health: HealthPolicy,
+    /// `TERN_HEALTH_CACHE_SECONDS`, seconds, default
+    /// [`crate::health::DEFAULT_HEALTH_CACHE_SECONDS`] (5), at most 60: how long a warm
+    /// sender serves an endpoint's health record from memory.
+    pub health_cache: Duration,
+}
+
+/// Reads the `TERN_HEALTH_*` thresholds.
+///
+/// # Errors
+/// [`ConfigError::Invalid`] naming the variable, for a value that does not parse or is out
+/// of [`HealthPolicy::validate`]'s ranges.
+pub fn health_policy(env: &Env<'_>) -> Result<HealthPolicy, ConfigError> {
+    let d = HealthPolicy::default();
+    let percent = |name: &'static str, default: f64| -> Result<f64, ConfigError> {
+        let v: f64 = env.parsed(name, default * 100.0)?;
+        if !(0.0..=100.0).contains(&v) {
+            return Err(ConfigError::Invalid {
+                name,
+                reason: format!("{v} is not a percentage (0 to 100)"),
+            });
+        }
+        Ok(v / 100.0)
+    };
+    let policy = HealthPolicy {
+        failure_threshold: env.parsed("TERN_HEALTH_FAILURE_THRESHOLD", d.failure_threshold)?,
+        probe_interval_seconds: env
+            .parsed("TERN_HEALTH_PROBE_INTERVAL_SECONDS", d.probe_interval_seconds)?,
+        window_seconds: env.parsed("TERN_HEALTH_WINDOW_SECONDS", d.window_seconds)?,
+        disable_below: percent("TERN_HEALTH_DISABLE_BELOW_PERCENT", d.disable_below)?,
+        degraded_below: percent("TERN_HEALTH_DEGRADED_BELOW_PERCENT", d.degraded_below)?,
+        min_attempts: env.parsed("TERN_HEALTH_MIN_ATTEMPTS", d.min_attempts)?,
+    };
+    policy.validate().map_err(|e| ConfigError::Invalid {
+        name: "TERN_HEALTH_*",
+        reason: e.to_string(),
+    })?;
+    Ok(policy)
+}
+
+fn health_cache(env: &Env<'_>) -> Result<Duration, ConfigError> {
+    let v: u64 = env.parsed(
+        "TERN_HEALTH_CACHE_SECONDS",
+        crate::health::DEFAULT_HEALTH_CACHE_SECONDS,
+    )?;
+    if v > 60 {
+        return Err(ConfigError::Invalid {
+            name: "TERN_HEALTH_CACHE_SECONDS",
+            reason: format!("{v} s is over the 60 s limit"),
+        });
+    }
+    Ok(Duration::from_secs(v))
 }
 
 /// How the sender retries. Shared by the Lambda and local mode.
@@ -238,6 +298,9 @@ impl SenderConfig {
             attempt_log_ttl_days: env.parsed("TERN_ATTEMPT_LOG_TTL_DAYS", 30)?,
             metrics_namespace: metrics_namespace(env),
             endpoint_cache: endpoint_cache(env)?,
+            health_table: env.required("TERN_HEALTH_TABLE")?,
+            health: health_policy(env)?,
+            health_cache: health_cache(env)?,
         })
     }
 }

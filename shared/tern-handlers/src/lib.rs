@@ -6,6 +6,7 @@
 
 pub mod config;
 pub mod endpoint_cache;
+pub mod health;
 pub mod logging;
 pub mod metrics;
 pub mod relay;

@@ -44,6 +44,19 @@ pub struct Counts {
     /// Delivery entries the relay sent again after a transient per-entry or per-call
     /// failure of `SendMessageBatch`, within one invocation.
     pub relay_send_retries: u64,
+    /// Due deliveries held back by an open circuit and put back on the queue without
+    /// spending an attempt.
+    pub deferred: u64,
+    /// Probes sent to endpoints with an open circuit.
+    pub probes: u64,
+    /// Circuits this invocation opened.
+    pub circuits_opened: u64,
+    /// Circuits this invocation closed (a probe succeeded).
+    pub circuits_closed: u64,
+    /// Endpoints this invocation disabled for a low success rate.
+    pub endpoints_auto_disabled: u64,
+    /// Operational events published (`endpoint.degraded`, `.disabled`, `.recovered`).
+    pub operational_events: u64,
     /// Attempt latencies, in milliseconds.
     pub latencies_ms: Vec<u64>,
 }
@@ -108,6 +121,12 @@ impl Metrics {
             ("RelayMisconfigured", c.relay_misconfigured),
             ("RelayParked", c.relay_parked),
             ("RelaySendRetries", c.relay_send_retries),
+            ("Deferred", c.deferred),
+            ("Probes", c.probes),
+            ("CircuitsOpened", c.circuits_opened),
+            ("CircuitsClosed", c.circuits_closed),
+            ("EndpointsAutoDisabled", c.endpoints_auto_disabled),
+            ("OperationalEvents", c.operational_events),
         ];
         let mut doc = Map::new();
         let mut defs = Vec::new();

@@ -8,11 +8,12 @@
 //! `batchItemFailures`; SQS then retries it, and after `maxReceiveCount` redrives it to
 //! the DLQ.
 
+use std::collections::{HashMap, HashSet};
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
+use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent};
 use bytes::Bytes;
 use chrono::Utc;
 use futures::FutureExt as _;
@@ -27,16 +28,23 @@ use tern_core::retry::{
     with_jitter,
 };
 use tern_core::signing::signature_headers;
-use tern_core::{DeadLetter, DeadLetterReason, DeliveryMessage, Endpoint, Verdict, sqs_text};
+use tern_core::health::LastFailure;
+use tern_core::{
+    DeadLetter, DeadLetterReason, DeliveryMessage, Endpoint, ErrorClass, Verdict, sqs_text,
+};
 use tern_http::{AttemptReport, AttemptRequest, DeliveryClient};
 
 use crate::config::SenderPolicy;
+use crate::health::{Admission, BatchGate, BatchHealth, CircuitBreaker, EndpointKey};
 use crate::metrics::Metrics;
 
 /// Added to the longest attempt deadline to get a claim's lease, in seconds. The delivery
 /// queue's visibility timeout (360 s) must exceed deadline + margin (60 s), so a message
 /// redelivered after a crash finds the lease expired and can take it over.
 pub const LEASE_MARGIN_SECONDS: i64 = 30;
+
+/// Longest error text kept as an endpoint's last failure on its health item, in bytes.
+const HEALTH_ERROR_BYTES: usize = 200;
 
 /// What the sender needs.
 pub struct SenderDeps {
@@ -55,6 +63,10 @@ pub struct SenderDeps {
     pub client: DeliveryClient,
     /// Retry policy.
     pub policy: SenderPolicy,
+    /// Endpoint health and the circuit breaker (`crate::health`). `None` turns the
+    /// per-endpoint failure model off: only the in-memory test and benchmark set-ups do
+    /// that; the Lambda and local mode always have one.
+    pub breaker: Option<Arc<CircuitBreaker>>,
 }
 
 /// What happened to one message.
@@ -86,6 +98,12 @@ pub enum MessageOutcome {
         /// When the attempt is due.
         until: chrono::DateTime<Utc>,
     },
+    /// Due, but the endpoint's circuit is open: put back on the queue until after the next
+    /// probe, keeping its attempt number (no attempt spent).
+    Deferred {
+        /// When it comes back.
+        until: chrono::DateTime<Utc>,
+    },
 }
 
 /// Result of one message: its SQS message id and outcome, or the infrastructure error /
@@ -99,22 +117,54 @@ pub async fn handle(
     event: SqsEvent,
     metrics: &Metrics,
 ) -> (SqsBatchResponse, Vec<MessageResult>) {
-    let tasks = event.records.iter().map(|msg| async move {
-        let id = msg.message_id.clone().unwrap_or_default();
-        let result = AssertUnwindSafe(process(deps, msg, metrics))
-            .catch_unwind()
-            .await;
-        let result = match result {
-            Ok(Ok(outcome)) => Ok(outcome),
-            Ok(Err(e)) => Err(e.to_string()),
-            Err(panic) => Err(format!("panic: {}", panic_text(&*panic))),
-        };
-        if let Err(e) = &result {
-            tracing::error!(message_id = %id, error = %e, "message failed; SQS will retry it");
+    let parsed: Vec<Result<DeliveryMessage, String>> = event
+        .records
+        .iter()
+        .map(|m| DeliveryMessage::parse(m.body.as_deref().unwrap_or("")).map_err(|e| e.to_string()))
+        .collect();
+    // One gate per endpoint the batch touches, decided before any POST; one health write
+    // per endpoint after them all.
+    let gates: HashMap<EndpointKey, BatchGate> = match &deps.breaker {
+        Some(breaker) => {
+            let keys: HashSet<EndpointKey> = parsed
+                .iter()
+                .flatten()
+                .map(|m| (m.event.tenant_id.clone(), m.endpoint_id.clone()))
+                .collect();
+            breaker.gates(keys.into_iter().collect()).await
         }
-        (id, result)
+        None => HashMap::new(),
+    };
+    let batch = BatchHealth::default();
+    let ctx = BatchContext {
+        gates: &gates,
+        health: &batch,
+    };
+    let tasks = event.records.iter().zip(parsed).map(|(msg, parsed)| {
+        let ctx = &ctx;
+        async move {
+            let id = msg.message_id.clone().unwrap_or_default();
+            let raw = msg.body.as_deref().unwrap_or("");
+            let result = AssertUnwindSafe(process(deps, raw, parsed, metrics, ctx))
+                .catch_unwind()
+                .await;
+            let result = match result {
+                Ok(Ok(outcome)) => Ok(outcome),
+                Ok(Err(e)) => Err(e.to_string()),
+                Err(panic) => Err(format!("panic: {}", panic_text(&*panic))),
+            };
+            if let Err(e) = &result {
+                tracing::error!(message_id = %id, error = %e, "message failed; SQS will retry it");
+            }
+            (id, result)
+        }
     });
     let results = futures::future::join_all(tasks).await;
+    if let Some(breaker) = &deps.breaker {
+        breaker
+            .settle(&batch, deps.endpoints.as_ref(), metrics)
+            .await;
+    }
     let mut response = SqsBatchResponse::default();
     for (id, r) in &results {
         if r.is_err() {
@@ -122,6 +172,12 @@ pub async fn handle(
         }
     }
     (response, results)
+}
+
+/// What the messages of one batch share: the endpoints' gates and the health counts.
+struct BatchContext<'a> {
+    gates: &'a HashMap<EndpointKey, BatchGate>,
+    health: &'a BatchHealth,
 }
 
 fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
@@ -134,13 +190,14 @@ fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
 
 async fn process(
     deps: &SenderDeps,
-    sqs: &SqsMessage,
+    raw: &str,
+    parsed: Result<DeliveryMessage, String>,
     metrics: &Metrics,
+    ctx: &BatchContext<'_>,
 ) -> Result<MessageOutcome, PortError> {
-    let raw = sqs.body.as_deref().unwrap_or("");
-    let message = match DeliveryMessage::parse(raw) {
+    let message = match parsed {
         Ok(m) => m,
-        Err(e) => return dead_letter_malformed(deps, raw, &e.to_string(), metrics).await,
+        Err(e) => return dead_letter_malformed(deps, raw, &e, metrics).await,
     };
     // A message that carries its dead-letter record was redriven (console or replay):
     // it starts a fresh budget with the same webhook-id.
@@ -170,6 +227,22 @@ async fn process(
         }
         requeue_until(deps, &message, until).await?;
         return Ok(MessageOutcome::Waiting { until });
+    }
+
+    // The schedule says the delivery is due; the endpoint's circuit says whether it may
+    // be sent now. Decided before the claim, so a deferred delivery keeps its attempt.
+    let key = (message.event.tenant_id.clone(), message.endpoint_id.clone());
+    let admission = match (&deps.breaker, ctx.gates.get(&key)) {
+        (Some(breaker), Some(gate)) => gate.admit(breaker),
+        _ => Admission::Send,
+    };
+    match admission {
+        Admission::Defer(until) => return defer(deps, message, until, metrics).await,
+        Admission::Probe => {
+            metrics.update(|c| c.probes += 1);
+            tracing::info!(delivery_id = %message.delivery_id, attempt = message.attempt, "probe of an open circuit");
+        }
+        Admission::Send => {}
     }
 
     let lease = Utc::now()
@@ -213,7 +286,49 @@ async fn process(
         }
         Some(e) => e,
     };
-    attempt(deps, message, takeover, &endpoint, metrics).await
+    attempt(deps, message, takeover, &endpoint, metrics, ctx.health).await
+}
+
+/// Puts a due delivery back until `until` because its endpoint's circuit is open, without
+/// spending an attempt; dead-letters it instead when the endpoint is gone or disabled, or
+/// when its retry window (first attempt, or the event's creation, plus the schedule's
+/// span) has passed, so nothing waits forever.
+async fn defer(
+    deps: &SenderDeps,
+    message: DeliveryMessage,
+    until: chrono::DateTime<Utc>,
+    metrics: &Metrics,
+) -> Result<MessageOutcome, PortError> {
+    let endpoint = deps
+        .endpoints
+        .get(&message.event.tenant_id, &message.endpoint_id)
+        .await?;
+    let endpoint = match endpoint {
+        None => {
+            return dead_letter(deps, &message, DeadLetterReason::EndpointDeleted, None, metrics)
+                .await;
+        }
+        Some(e) if !e.enabled => {
+            return dead_letter(deps, &message, DeadLetterReason::EndpointDisabled, None, metrics)
+                .await;
+        }
+        Some(e) => e,
+    };
+    let (schedule, _) = endpoint.retry_policy(&deps.policy.schedule);
+    let span_seconds: u64 = schedule.delays().iter().sum();
+    let span = Duration::from_secs_f64(span_seconds as f64 * deps.policy.time_scale);
+    let first = message.first_attempt_at.unwrap_or(message.event.created_at);
+    if Utc::now() > first + chrono::Duration::from_std(span).unwrap_or(chrono::Duration::MAX) {
+        return dead_letter_unattempted(deps, &message, DeadLetterReason::Exhausted, metrics).await;
+    }
+    let waiting = DeliveryMessage {
+        not_before: Some(until),
+        ..message
+    };
+    requeue_until(deps, &waiting, until).await?;
+    metrics.update(|c| c.deferred += 1);
+    tracing::info!(delivery_id = %waiting.delivery_id, attempt = waiting.attempt, until = %until.to_rfc3339(), "circuit open; deferred");
+    Ok(MessageOutcome::Deferred { until })
 }
 
 async fn attempt(
@@ -222,6 +337,7 @@ async fn attempt(
     takeover: u32,
     endpoint: &Endpoint,
     metrics: &Metrics,
+    health: &BatchHealth,
 ) -> Result<MessageOutcome, PortError> {
     let (schedule, max_attempts) = endpoint.retry_policy(&deps.policy.schedule);
     let deadline = endpoint
@@ -306,6 +422,27 @@ async fn attempt(
         }
     });
     let delivered = verdict == Verdict::Delivered;
+    let error_class = match &report.result {
+        tern_core::AttemptResult::Failed { class, .. } => Some(*class),
+        tern_core::AttemptResult::Response { .. } => None,
+    };
+    // A blocked destination was never contacted: it says nothing about the receiver.
+    if error_class != Some(ErrorClass::Blocked) {
+        let failure = (!delivered).then(|| LastFailure {
+            at: started,
+            status,
+            error_class,
+            // Bounded harder than elsewhere: it lives on the health item, kept under 1 KB.
+            error: error
+                .as_deref()
+                .map(|e| sqs_text::clean(e, HEALTH_ERROR_BYTES).into_owned()),
+        });
+        health.add(
+            (message.event.tenant_id.clone(), message.endpoint_id.clone()),
+            started,
+            failure,
+        );
+    }
     let record = AttemptRecord {
         event_id: message.event.id.clone(),
         endpoint_id: message.endpoint_id.clone(),
@@ -315,10 +452,7 @@ async fn attempt(
         started_at: started,
         latency_ms: report.latency_ms,
         status,
-        error_class: match &report.result {
-            tern_core::AttemptResult::Failed { class, .. } => Some(*class),
-            tern_core::AttemptResult::Response { .. } => None,
-        },
+        error_class,
         error: error.clone(),
         location: match &report.result {
             tern_core::AttemptResult::Response {
@@ -343,6 +477,7 @@ async fn attempt(
             // Not produced after an attempt; named for completeness.
             MessageOutcome::Duplicate(_) => "duplicate".into(),
             MessageOutcome::Waiting { .. } => "waiting".into(),
+            MessageOutcome::Deferred { .. } => "deferred".into(),
         },
         next_wait_seconds: wait,
     };
@@ -351,9 +486,13 @@ async fn attempt(
     if !delivered && let Err(e) = deps.ledger.record_attempt(&record).await {
         tracing::warn!(error = %e, delivery_id = %message.delivery_id, "attempt not logged");
     }
+    // tenant_id and endpoint_id feed the Contributor Insights rules (top endpoints by
+    // failed attempts, top tenants by volume).
     tracing::info!(
-        delivery_id = %message.delivery_id, attempt = message.attempt, status, error = error.as_deref(),
-        latency_ms = report.latency_ms, outcome = %record.outcome, "attempt"
+        delivery_id = %message.delivery_id, tenant_id = %message.event.tenant_id,
+        endpoint_id = %message.endpoint_id, attempt = message.attempt, status,
+        error = error.as_deref(), latency_ms = report.latency_ms, outcome = %record.outcome,
+        "attempt"
     );
 
     match &outcome {
@@ -375,7 +514,9 @@ async fn attempt(
             let last = Some((status, error));
             return dead_letter(deps, &message, *reason, last, metrics).await;
         }
-        MessageOutcome::Duplicate(_) | MessageOutcome::Waiting { .. } => {}
+        MessageOutcome::Duplicate(_)
+        | MessageOutcome::Waiting { .. }
+        | MessageOutcome::Deferred { .. } => {}
     }
     Ok(outcome)
 }
@@ -462,8 +603,6 @@ async fn dead_letter(
     last: Option<(Option<u16>, Option<String>)>,
     metrics: &Metrics,
 ) -> Result<MessageOutcome, PortError> {
-    let (last_status, last_error) =
-        last.unwrap_or((message.last_status, message.last_error.clone()));
     let attempts = match reason {
         // Dead-lettered before this message's attempt was made.
         DeadLetterReason::EndpointDeleted
@@ -472,6 +611,30 @@ async fn dead_letter(
         | DeadLetterReason::MalformedMessage => message.attempt - 1,
         _ => message.attempt,
     };
+    dead_letter_after(deps, message, reason, last, attempts, metrics).await
+}
+
+/// Dead-letters a delivery whose attempt was not made (its retry window passed while its
+/// endpoint's circuit was open).
+async fn dead_letter_unattempted(
+    deps: &SenderDeps,
+    message: &DeliveryMessage,
+    reason: DeadLetterReason,
+    metrics: &Metrics,
+) -> Result<MessageOutcome, PortError> {
+    dead_letter_after(deps, message, reason, None, message.attempt.saturating_sub(1), metrics).await
+}
+
+async fn dead_letter_after(
+    deps: &SenderDeps,
+    message: &DeliveryMessage,
+    reason: DeadLetterReason,
+    last: Option<(Option<u16>, Option<String>)>,
+    attempts: u32,
+    metrics: &Metrics,
+) -> Result<MessageOutcome, PortError> {
+    let (last_status, last_error) =
+        last.unwrap_or((message.last_status, message.last_error.clone()));
     let dead = message.dead_lettered(DeadLetter {
         reason,
         last_status,

@@ -39,6 +39,8 @@ pub struct Resources {
     pub endpoints_table: String,
     /// Attempts table (ledger and attempt log).
     pub attempts_table: String,
+    /// Endpoint health table.
+    pub health_table: String,
     /// Delivery queue URL.
     pub delivery_queue_url: String,
     /// DLQ URL.
@@ -56,6 +58,7 @@ impl Resources {
             ("TERN_OUTBOX_TABLE", self.outbox_table.clone()),
             ("TERN_ENDPOINTS_TABLE", self.endpoints_table.clone()),
             ("TERN_ATTEMPTS_TABLE", self.attempts_table.clone()),
+            ("TERN_HEALTH_TABLE", self.health_table.clone()),
             ("TERN_DELIVERY_QUEUE_URL", self.delivery_queue_url.clone()),
             ("TERN_DLQ_URL", self.dlq_url.clone()),
             (
@@ -193,6 +196,7 @@ pub async fn provision(
     let outbox_table = format!("{prefix}outbox");
     let endpoints_table = format!("{prefix}endpoints");
     let attempts_table = format!("{prefix}attempts");
+    let health_table = format!("{prefix}health");
     let outbox_stream_arn = table(
         &ddb,
         &outbox_table,
@@ -206,6 +210,15 @@ pub async fn provision(
     table(
         &ddb,
         &endpoints_table,
+        "tenant_id",
+        Some("endpoint_id"),
+        false,
+        None,
+    )
+    .await?;
+    table(
+        &ddb,
+        &health_table,
         "tenant_id",
         Some("endpoint_id"),
         false,
@@ -278,6 +291,7 @@ pub async fn provision(
         outbox_stream_arn,
         endpoints_table,
         attempts_table,
+        health_table,
         delivery_queue_url,
         dlq_url,
         relay_failure_queue_url,

@@ -1,0 +1,387 @@
+//! DynamoDB health records, one item per endpoint. Table key: `tenant_id` (partition),
+//! `endpoint_id` (sort), like the endpoints table, so `tern endpoints health --tenant`
+//! is one Query.
+//!
+//! Short attribute names, because they count towards the item's size and a write costs
+//! one unit per KB (the record of a busy endpoint stays near 0.8 KB):
+//!
+//! | attribute | meaning |
+//! | --- | --- |
+//! | `w<start>` / `x<start>` | attempts / successes in the window bucket starting at `<start>` (Unix seconds) |
+//! | `h<start>` / `k<start>` | attempts / successes in the hourly bucket starting at `<start>` |
+//! | `bs` | window bucket size, seconds |
+//! | `cf` | consecutive failed attempts |
+//! | `ls` | last success, Unix milliseconds |
+//! | `lf_at`, `lf_st`, `lf_cl`, `lf_er` | last failure: time (ms), status, error class, text |
+//! | `op`, `np` | circuit opened at, next probe at (ms); absent while closed |
+//! | `dg`, `da` | `endpoint.degraded` reported at, auto-disabled at (ms) |
+//! | `ua` | last write (ms) |
+//!
+//! Counters are added with `ADD`, so concurrent sender batches never lose a count; each
+//! write removes the buckets the writer last saw that have left the window.
+
+use std::collections::HashMap;
+
+use async_trait::async_trait;
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
+use chrono::{DateTime, Utc};
+use tern_core::health::{
+    Bucket, EndpointHealth, HealthChange, HealthDelta, HealthStore, LONG_BUCKET_SECONDS,
+    LastFailure, bucket_start,
+};
+use tern_core::ports::PortError;
+use tern_core::{EndpointId, ErrorClass, TenantId};
+
+use crate::error::port_error;
+
+/// Health records in a DynamoDB table.
+#[derive(Clone, Debug)]
+pub struct DynamoHealthStore {
+    client: Client,
+    table: String,
+}
+
+impl DynamoHealthStore {
+    /// The records in `table`.
+    pub fn new(client: Client, table: impl Into<String>) -> Self {
+        Self {
+            client,
+            table: table.into(),
+        }
+    }
+}
+
+fn n(v: impl ToString) -> AttributeValue {
+    AttributeValue::N(v.to_string())
+}
+
+fn ms(t: DateTime<Utc>) -> AttributeValue {
+    n(t.timestamp_millis())
+}
+
+fn num(item: &HashMap<String, AttributeValue>, key: &str) -> Option<i64> {
+    item.get(key)?.as_n().ok()?.parse().ok()
+}
+
+fn time(item: &HashMap<String, AttributeValue>, key: &str) -> Option<DateTime<Utc>> {
+    DateTime::from_timestamp_millis(num(item, key)?)
+}
+
+fn buckets(
+    item: &HashMap<String, AttributeValue>,
+    attempts: char,
+    successes: char,
+) -> Vec<Bucket> {
+    let mut out: Vec<Bucket> = item
+        .iter()
+        .filter_map(|(k, v)| {
+            let start: i64 = k.strip_prefix(attempts)?.parse().ok()?;
+            let count: u64 = v.as_n().ok()?.parse().ok()?;
+            Some(Bucket {
+                start,
+                attempts: count,
+                successes: num(item, &format!("{successes}{start}"))
+                    .and_then(|s| u64::try_from(s).ok())
+                    .unwrap_or(0),
+            })
+        })
+        .collect();
+    out.sort_by_key(|b| b.start);
+    out
+}
+
+/// Reads an item. Unknown or unreadable attributes are ignored: health is advisory, and
+/// a record that cannot be read whole must not stop deliveries.
+fn from_item(item: &HashMap<String, AttributeValue>) -> Result<EndpointHealth, PortError> {
+    let text = |key: &str| item.get(key).and_then(|v| v.as_s().ok()).cloned();
+    let tenant = text("tenant_id")
+        .and_then(|t| TenantId::new(t).ok())
+        .ok_or_else(|| PortError::Rejected("health item without a valid tenant_id".into()))?;
+    let endpoint = text("endpoint_id")
+        .and_then(|t| EndpointId::new(t).ok())
+        .ok_or_else(|| PortError::Rejected("health item without a valid endpoint_id".into()))?;
+    let last_failure = time(item, "lf_at").map(|at| LastFailure {
+        at,
+        status: num(item, "lf_st").and_then(|s| u16::try_from(s).ok()),
+        error_class: text("lf_cl").and_then(|c| {
+            serde_json::from_value::<ErrorClass>(serde_json::Value::String(c)).ok()
+        }),
+        error: text("lf_er"),
+    });
+    Ok(EndpointHealth {
+        tenant_id: tenant,
+        endpoint_id: endpoint,
+        bucket_seconds: num(item, "bs")
+            .and_then(|s| u64::try_from(s).ok())
+            .unwrap_or(600),
+        buckets: buckets(item, 'w', 'x'),
+        hourly: buckets(item, 'h', 'k'),
+        consecutive_failures: num(item, "cf")
+            .and_then(|s| u64::try_from(s).ok())
+            .unwrap_or(0),
+        last_success_at: time(item, "ls"),
+        last_failure,
+        opened_at: time(item, "op"),
+        next_probe_at: time(item, "np"),
+        degraded_at: time(item, "dg"),
+        disabled_at: time(item, "da"),
+    })
+}
+
+/// An update expression under construction: clauses and values.
+#[derive(Default)]
+struct Update {
+    set: Vec<String>,
+    add: Vec<String>,
+    remove: Vec<String>,
+    values: Vec<(String, AttributeValue)>,
+}
+
+impl Update {
+    fn value(&mut self, v: AttributeValue) -> String {
+        let name = format!(":v{}", self.values.len());
+        self.values.push((name.clone(), v));
+        name
+    }
+    fn set(&mut self, attr: &str, v: AttributeValue) {
+        let p = self.value(v);
+        self.set.push(format!("{attr} = {p}"));
+    }
+    fn add(&mut self, attr: &str, v: AttributeValue) {
+        let p = self.value(v);
+        self.add.push(format!("{attr} {p}"));
+    }
+    fn expression(&self) -> String {
+        let mut parts = Vec::new();
+        if !self.set.is_empty() {
+            parts.push(format!("SET {}", self.set.join(", ")));
+        }
+        if !self.add.is_empty() {
+            parts.push(format!("ADD {}", self.add.join(", ")));
+        }
+        if !self.remove.is_empty() {
+            parts.push(format!("REMOVE {}", self.remove.join(", ")));
+        }
+        parts.join(" ")
+    }
+}
+
+#[async_trait]
+impl HealthStore for DynamoHealthStore {
+    async fn get(
+        &self,
+        tenant: &TenantId,
+        endpoint: &EndpointId,
+    ) -> Result<Option<EndpointHealth>, PortError> {
+        // Eventually consistent (half a read unit): the circuit's decisions are made by
+        // conditional writes, not by this read.
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key("tenant_id", AttributeValue::S(tenant.to_string()))
+            .key("endpoint_id", AttributeValue::S(endpoint.to_string()))
+            .send()
+            .await
+            .map_err(port_error)?;
+        out.item.as_ref().map(from_item).transpose()
+    }
+
+    async fn list(&self, tenant: Option<&TenantId>) -> Result<Vec<EndpointHealth>, PortError> {
+        let mut records = Vec::new();
+        let mut start = None;
+        loop {
+            let (items, next) = match tenant {
+                Some(t) => {
+                    let out = self
+                        .client
+                        .query()
+                        .table_name(&self.table)
+                        .key_condition_expression("tenant_id = :t")
+                        .expression_attribute_values(":t", AttributeValue::S(t.to_string()))
+                        .set_exclusive_start_key(start)
+                        .send()
+                        .await
+                        .map_err(port_error)?;
+                    (out.items.unwrap_or_default(), out.last_evaluated_key)
+                }
+                None => {
+                    let out = self
+                        .client
+                        .scan()
+                        .table_name(&self.table)
+                        .set_exclusive_start_key(start)
+                        .send()
+                        .await
+                        .map_err(port_error)?;
+                    (out.items.unwrap_or_default(), out.last_evaluated_key)
+                }
+            };
+            for item in &items {
+                match from_item(item) {
+                    Ok(r) => records.push(r),
+                    Err(e) => tracing::warn!(error = %e, "health item skipped"),
+                }
+            }
+            match next {
+                Some(k) if !k.is_empty() => start = Some(k),
+                _ => break,
+            }
+        }
+        Ok(records)
+    }
+
+    async fn record(
+        &self,
+        tenant: &TenantId,
+        endpoint: &EndpointId,
+        delta: &HealthDelta,
+        bucket_seconds: u64,
+        previous: Option<&EndpointHealth>,
+    ) -> Result<EndpointHealth, PortError> {
+        let mut u = Update::default();
+        let window = bucket_start(delta.at, bucket_seconds);
+        let hour = bucket_start(delta.at, LONG_BUCKET_SECONDS);
+        u.add(&format!("w{window}"), n(delta.attempts));
+        u.add(&format!("h{hour}"), n(delta.attempts));
+        if delta.successes > 0 {
+            u.add(&format!("x{window}"), n(delta.successes));
+            u.add(&format!("k{hour}"), n(delta.successes));
+        }
+        u.set("bs", n(bucket_seconds));
+        u.set("ua", ms(Utc::now()));
+        if delta.any_success() {
+            u.set("cf", n(delta.trailing_failures));
+        } else {
+            u.add("cf", n(delta.trailing_failures));
+        }
+        if let Some(t) = delta.last_success_at {
+            u.set("ls", ms(t));
+        }
+        if let Some(f) = &delta.last_failure {
+            u.set("lf_at", ms(f.at));
+            match f.status {
+                Some(s) => u.set("lf_st", n(s)),
+                None => u.remove.push("lf_st".into()),
+            }
+            match f.error_class {
+                Some(c) => u.set("lf_cl", AttributeValue::S(c.to_string())),
+                None => u.remove.push("lf_cl".into()),
+            }
+            match &f.error {
+                Some(e) => u.set("lf_er", AttributeValue::S(e.clone())),
+                None => u.remove.push("lf_er".into()),
+            }
+        }
+        if let Some(p) = previous {
+            let (old, old_hours) = p.expired(delta.at);
+            for start in old.into_iter().filter(|s| *s != window) {
+                u.remove.push(format!("w{start}"));
+                u.remove.push(format!("x{start}"));
+            }
+            for start in old_hours.into_iter().filter(|s| *s != hour) {
+                u.remove.push(format!("h{start}"));
+                u.remove.push(format!("k{start}"));
+            }
+        }
+        let mut request = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("tenant_id", AttributeValue::S(tenant.to_string()))
+            .key("endpoint_id", AttributeValue::S(endpoint.to_string()))
+            .update_expression(u.expression())
+            .return_values(ReturnValue::AllNew);
+        for (name, value) in u.values {
+            request = request.expression_attribute_values(name, value);
+        }
+        let out = request.send().await.map_err(port_error)?;
+        from_item(&out.attributes.unwrap_or_default())
+    }
+
+    async fn apply(
+        &self,
+        tenant: &TenantId,
+        endpoint: &EndpointId,
+        change: &HealthChange,
+        now: DateTime<Utc>,
+    ) -> Result<bool, PortError> {
+        let mut u = Update::default();
+        let condition = match change {
+            HealthChange::Open { next_probe_at } => {
+                u.set("op", ms(now));
+                u.set("np", ms(*next_probe_at));
+                "attribute_exists(tenant_id) AND attribute_not_exists(op)".to_owned()
+            }
+            HealthChange::ClaimProbe {
+                seen,
+                next_probe_at,
+            } => {
+                u.set("np", ms(*next_probe_at));
+                match seen {
+                    Some(t) => {
+                        let p = u.value(ms(*t));
+                        format!("attribute_exists(op) AND np = {p}")
+                    }
+                    None => "attribute_exists(op) AND attribute_not_exists(np)".to_owned(),
+                }
+            }
+            HealthChange::Close => {
+                u.remove.push("op".into());
+                u.remove.push("np".into());
+                u.set("cf", n(0));
+                "attribute_exists(op)".to_owned()
+            }
+            HealthChange::Degrade { not_since } => {
+                u.set("dg", ms(now));
+                let p = u.value(ms(*not_since));
+                format!("attribute_exists(tenant_id) AND (attribute_not_exists(dg) OR dg < {p})")
+            }
+            HealthChange::Recover => {
+                u.remove.push("dg".into());
+                "attribute_exists(dg)".to_owned()
+            }
+            HealthChange::Disable => {
+                u.set("da", ms(now));
+                "attribute_exists(tenant_id) AND attribute_not_exists(da)".to_owned()
+            }
+        };
+        let mut request = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("tenant_id", AttributeValue::S(tenant.to_string()))
+            .key("endpoint_id", AttributeValue::S(endpoint.to_string()))
+            .update_expression(u.expression())
+            .condition_expression(condition);
+        for (name, value) in u.values {
+            request = request.expression_attribute_values(name, value);
+        }
+        match request.send().await {
+            Ok(_) => Ok(true),
+            Err(e)
+                if matches!(
+                    e.as_service_error(),
+                    Some(UpdateItemError::ConditionalCheckFailedException(_))
+                ) =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(port_error(e)),
+        }
+    }
+
+    async fn reset(&self, tenant: &TenantId, endpoint: &EndpointId) -> Result<(), PortError> {
+        self.client
+            .delete_item()
+            .table_name(&self.table)
+            .key("tenant_id", AttributeValue::S(tenant.to_string()))
+            .key("endpoint_id", AttributeValue::S(endpoint.to_string()))
+            .send()
+            .await
+            .map_err(port_error)?;
+        Ok(())
+    }
+}
