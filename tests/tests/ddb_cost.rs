@@ -397,7 +397,7 @@ async fn an_operator_disable_through_the_senders_store_applies_at_once() {
     );
     assert_eq!(receiver.requests("/d").len(), 1);
     // A secret rotated through it signs the next request at once, too.
-    tern_local::ops::enable_endpoint(c.deps.endpoints.as_ref(), Some(&ep.tenant_id), &ep.id)
+    tern_local::ops::enable_endpoint(c.deps.endpoints.as_ref(), None, Some(&ep.tenant_id), &ep.id)
         .await
         .unwrap();
     tern_local::ops::rotate_secret(c.deps.endpoints.as_ref(), &ep.tenant_id, &ep.id, 1)

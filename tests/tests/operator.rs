@@ -253,7 +253,7 @@ async fn enable_turns_a_410_disabled_endpoint_back_on_and_keeps_the_last_reason(
     assert!(disabled.disabled_at.is_some());
 
     // Without --tenant: found by the id.
-    let enabled = ops::enable_endpoint(store, None, &ep.id).await.unwrap();
+    let enabled = ops::enable_endpoint(store, None, None, &ep.id).await.unwrap();
     assert!(enabled.enabled);
     assert_eq!(enabled.disabled_reason, None);
     assert_eq!(enabled.disabled_at, None);
@@ -687,7 +687,7 @@ async fn every_endpoint_command_answers_an_unknown_id_with_not_found() {
     ] {
         let results = [
             ops::find_endpoint(store, t, id).await.map(|_| ()),
-            ops::enable_endpoint(store, t, id).await.map(|_| ()),
+            ops::enable_endpoint(store, None, t, id).await.map(|_| ()),
             ops::disable_endpoint(store, t, id, None).await.map(|_| ()),
             ops::delete_endpoint(store, t, id).await.map(|_| ()),
             ops::update_endpoint(store, t, id, &change, &policy, lookup.as_ref())

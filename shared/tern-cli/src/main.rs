@@ -187,6 +187,14 @@ enum EndpointCommand {
         #[arg(long)]
         description: Option<String>,
     },
+    /// Each endpoint's health: state (healthy, degraded, open, disabled), success rate over
+    /// the window (1 h) and 24 h, attempts in the window, last success, last failure, next
+    /// probe. Thresholds from the `TERN_HEALTH_*` variables (defaults otherwise).
+    Health {
+        /// Only this tenant.
+        #[arg(long)]
+        tenant: Option<String>,
+    },
     /// List endpoints.
     List {
         /// Only this tenant.
@@ -384,6 +392,13 @@ impl Ctx {
         Ok(DynamoEndpointStore::new(
             self.dynamodb(),
             self.names.get("TERN_ENDPOINTS_TABLE")?,
+        ))
+    }
+
+    fn health(&self) -> Result<tern_aws::DynamoHealthStore, OpsError> {
+        Ok(tern_aws::DynamoHealthStore::new(
+            self.dynamodb(),
+            self.names.get("TERN_HEALTH_TABLE")?,
         ))
     }
 }
@@ -844,6 +859,19 @@ async fn endpoints(
             )
             .map_err(write_err)
         }
+        EndpointCommand::Health { tenant } => {
+            let tenant = tenant.map(TenantId::new).transpose().map_err(invalid)?;
+            let policy = tern_handlers::config::health_policy(&tern_handlers::config::Env::process())
+                .map_err(|e| OpsError::Invalid(e.to_string()))?;
+            let health = ctx.health()?;
+            let rows =
+                ops::health::health_rows(&store, &health, tenant.as_ref(), &policy, Utc::now())
+                    .await?;
+            if json {
+                return print_json(out, &rows);
+            }
+            ops::health::print_health(out, &rows).map_err(write_err)
+        }
         EndpointCommand::List { tenant } => {
             let list = match tenant {
                 Some(t) => {
@@ -927,7 +955,8 @@ async fn endpoints(
         }
         EndpointCommand::Enable { endpoint, tenant } => {
             let (tenant, id) = ids(tenant, endpoint)?;
-            let ep = ops::enable_endpoint(&store, tenant.as_ref(), &id).await?;
+            let health = ctx.health()?;
+            let ep = ops::enable_endpoint(&store, Some(&health), tenant.as_ref(), &id).await?;
             if json {
                 return show(out, &ep);
             }

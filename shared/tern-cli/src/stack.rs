@@ -8,10 +8,11 @@ use tern_ops::OpsError;
 
 /// Which stack output feeds which `TERN_*` variable. The output names are those of
 /// `infra/lib/tern-stack.ts` and `infra/template.yaml` (both define the same outputs).
-pub const OUTPUTS: [(&str, &str); 7] = [
+pub const OUTPUTS: [(&str, &str); 8] = [
     ("OutboxTableName", "TERN_OUTBOX_TABLE"),
     ("EndpointsTableName", "TERN_ENDPOINTS_TABLE"),
     ("AttemptsTableName", "TERN_ATTEMPTS_TABLE"),
+    ("HealthTableName", "TERN_HEALTH_TABLE"),
     ("DeliveryQueueUrl", "TERN_DELIVERY_QUEUE_URL"),
     ("DlqUrl", "TERN_DLQ_URL"),
     ("RelayFailureQueueUrl", "TERN_RELAY_FAILURE_QUEUE_URL"),

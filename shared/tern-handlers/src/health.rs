@@ -220,10 +220,15 @@ impl CircuitBreaker {
                             }
                         }
                         Ok(false) => {
-                            // Another sender took this probe; its next one is an interval on.
-                            let base = seen.unwrap_or(now).max(now);
-                            BatchGate::Wait {
-                                next_probe_at: base + chrono_duration(self.probe_interval()),
+                            // Another sender took this probe, or closed the circuit: our copy
+                            // is stale, so decide again on the store's record.
+                            self.forget(&key);
+                            match gate(self.snapshot(&key).await.as_ref(), now) {
+                                Gate::Send => BatchGate::Send,
+                                Gate::Wait { next_probe_at } => BatchGate::Wait { next_probe_at },
+                                Gate::ProbeDue { .. } => BatchGate::Wait {
+                                    next_probe_at: now + chrono_duration(self.probe_interval()),
+                                },
                             }
                         }
                         Err(e) => {

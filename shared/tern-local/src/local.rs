@@ -49,6 +49,8 @@ pub struct LocalOptions {
     /// Serve the operator's console on 127.0.0.1 with the pollers: the port asked for
     /// first (any free one when taken), `None` for no console.
     pub console_port: Option<u16>,
+    /// The endpoint-health thresholds; `None` uses `infra/settings.json` (`health`).
+    pub health: Option<tern_core::health::HealthPolicy>,
 }
 
 impl Default for LocalOptions {
@@ -66,6 +68,7 @@ impl Default for LocalOptions {
             insert_filter: true,
             step_functions: true,
             console_port: Some(crate::console::DEFAULT_CONSOLE_PORT),
+            health: None,
         }
     }
 }
@@ -161,6 +164,34 @@ impl LocalTern {
                 settings.delivery.attempt_log_ttl_days.to_string(),
             ),
         ]);
+        if let Some(h) = &options.health {
+            env.extend([
+                (
+                    "TERN_HEALTH_FAILURE_THRESHOLD".to_owned(),
+                    h.failure_threshold.to_string(),
+                ),
+                (
+                    "TERN_HEALTH_PROBE_INTERVAL_SECONDS".to_owned(),
+                    h.probe_interval_seconds.to_string(),
+                ),
+                (
+                    "TERN_HEALTH_WINDOW_SECONDS".to_owned(),
+                    h.window_seconds.to_string(),
+                ),
+                (
+                    "TERN_HEALTH_DISABLE_BELOW_PERCENT".to_owned(),
+                    (h.disable_below * 100.0).to_string(),
+                ),
+                (
+                    "TERN_HEALTH_DEGRADED_BELOW_PERCENT".to_owned(),
+                    (h.degraded_below * 100.0).to_string(),
+                ),
+                (
+                    "TERN_HEALTH_MIN_ATTEMPTS".to_owned(),
+                    h.min_attempts.to_string(),
+                ),
+            ]);
+        }
         let lookup_env = env.clone();
         let lookup = move |k: &str| {
             lookup_env

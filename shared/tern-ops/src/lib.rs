@@ -4,6 +4,7 @@
 
 pub mod attempts;
 pub mod dlq;
+pub mod health;
 pub mod relay_failures;
 
 use std::io::Write;
@@ -255,18 +256,28 @@ pub async fn disable_endpoint(
 /// Reason recorded by `tern endpoints disable` without `--reason`.
 pub const DEFAULT_DISABLE_REASON: &str = "disabled by an operator";
 
-/// `tern endpoints enable`: turns a disabled endpoint (by a 410 or an operator) back on;
-/// its reason and time move to `last_disabled_reason` / `last_disabled_at`. Returns the
-/// endpoint as stored.
+/// `tern endpoints enable`: turns a disabled endpoint (by a 410, auto-disable or an
+/// operator) back on; its reason and time move to `last_disabled_reason` /
+/// `last_disabled_at`. Given the health store, first deletes the endpoint's health record,
+/// so it starts with a closed circuit and empty counters. Returns the endpoint as stored.
 ///
 /// # Errors
 /// [`OpsError::NotFound`], [`OpsError::Ambiguous`], or a store error.
 pub async fn enable_endpoint(
     store: &dyn EndpointStore,
+    health: Option<&dyn tern_core::health::HealthStore>,
     tenant: Option<&TenantId>,
     id: &EndpointId,
 ) -> Result<Endpoint, OpsError> {
     let endpoint = find_endpoint(store, tenant, id).await?;
+    // Health first: an endpoint enabled with its old counters would be disabled again by
+    // the next failure (still under 50 % over the window).
+    if let Some(health) = health {
+        health
+            .reset(&endpoint.tenant_id, id)
+            .await
+            .map_err(|e| vanished(e, &endpoint))?;
+    }
     store
         .enable(&endpoint.tenant_id, id)
         .await
