@@ -442,6 +442,7 @@ async fn send_delayed(
             body: message.to_body(),
             delay_seconds,
             attributes: vec![],
+            group_id: Some(message.group_id()),
         })
         .await
 }
@@ -492,6 +493,7 @@ async fn dead_letter(
                     message.event.event_type.to_string(),
                 ),
             ],
+            group_id: Some(message.group_id()),
         })
         .await?;
     metrics.update(|c| c.dead_letters += 1);
@@ -538,6 +540,7 @@ async fn dead_letter_malformed(
                     sqs_text::clean(error, sqs_text::MAX_TEXT_BYTES).into_owned(),
                 ),
             ],
+            group_id: None,
         })
         .await?;
     metrics.update(|c| c.dead_letters += 1);
