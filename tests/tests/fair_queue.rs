@@ -140,7 +140,11 @@ async fn relay_puts_every_delivery_in_its_tenant_group() {
         json!({"batchItemFailures": []})
     );
     let got = received(&local, 5, Duration::from_secs(20)).await;
-    assert_eq!(got.len(), 5, "2 x 2 deliveries of the busy tenant, 1 of the quiet one");
+    assert_eq!(
+        got.len(),
+        5,
+        "2 x 2 deliveries of the busy tenant, 1 of the quiet one"
+    );
     assert_tenant_groups(&got);
     let quiet = got
         .iter()
@@ -185,7 +189,14 @@ async fn sender_retry_stays_in_the_tenant_group() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sender_requeue_of_a_message_not_due_stays_in_the_tenant_group() {
     let local = deployment_without_pollers("fq-requeue", options()).await;
-    let endpoint = add_endpoint(&local, "tnt_fq_wait", "http://127.0.0.1:9/hook", &["*"], None).await;
+    let endpoint = add_endpoint(
+        &local,
+        "tnt_fq_wait",
+        "http://127.0.0.1:9/hook",
+        &["*"],
+        None,
+    )
+    .await;
     let mut message = DeliveryMessage::first(event("evt_fq_wait", "tnt_fq_wait"), endpoint.id);
     message.not_before = Some(Utc::now() + chrono::Duration::seconds(2));
     let (_, results) =
@@ -303,9 +314,10 @@ async fn replay_handler_puts_each_replay_in_its_tenant_group() {
         let ep = add_endpoint(&local, tenant, "http://127.0.0.1:9/hook", &["*"], None).await;
         dead_letter(&local, event_id, tenant, &ep.id).await;
     }
-    let summary = tern_handlers::replay::handle(&local.replay, ReplayRequest::default(), &metrics())
-        .await
-        .expect("replay");
+    let summary =
+        tern_handlers::replay::handle(&local.replay, ReplayRequest::default(), &metrics())
+            .await
+            .expect("replay");
     assert_eq!(summary.replayed, 2, "{summary:?}");
     let got = received(&local, 2, Duration::from_secs(20)).await;
     assert_eq!(got.len(), 2);
@@ -318,7 +330,14 @@ async fn replay_handler_puts_each_replay_in_its_tenant_group() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn operator_replay_puts_the_replay_in_its_tenant_group() {
     let local = deployment_without_pollers("fq-ops", options()).await;
-    let ep = add_endpoint(&local, "tnt_fq_ops", "http://127.0.0.1:9/hook", &["*"], None).await;
+    let ep = add_endpoint(
+        &local,
+        "tnt_fq_ops",
+        "http://127.0.0.1:9/hook",
+        &["*"],
+        None,
+    )
+    .await;
     dead_letter(&local, "evt_fq_ops", "tnt_fq_ops", &ep.id).await;
     let exe = std::env::current_exe().expect("test executable path");
     // target/<profile>/deps/fair_queue-<hash> -> target/<profile>/tern

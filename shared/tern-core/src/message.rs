@@ -173,6 +173,10 @@ pub enum MessageError {
     },
 }
 
+// A tenant id is never longer than SQS allows a `MessageGroupId` to be (its alphabet is
+// checked in the tests): if either limit changes, the build breaks here.
+const _: () = assert!(crate::ids::MAX_ID_LEN <= crate::ports::MAX_GROUP_ID_LEN);
+
 impl DeliveryMessage {
     /// The first message of a delivery, as the relay makes it.
     pub fn first(event: Event, endpoint_id: EndpointId) -> Self {
@@ -347,13 +351,15 @@ mod tests {
             );
             if TenantId::new(one.clone()).is_ok() {
                 accepted += 1;
-                assert!(sqs_alphabet.contains(c), "tenant ids may hold {c:?}, SQS group ids may not");
+                assert!(
+                    sqs_alphabet.contains(c),
+                    "tenant ids may hold {c:?}, SQS group ids may not"
+                );
             }
         }
         assert_eq!(accepted, 64, "[A-Za-z0-9_-]");
         let longest = "t".repeat(crate::ids::MAX_ID_LEN);
         assert!(TenantId::new(longest.clone()).is_ok());
-        assert!(crate::ids::MAX_ID_LEN <= MAX_GROUP_ID_LEN);
         assert!(group_id_is_valid(&longest));
         assert!(!group_id_is_valid(&"t".repeat(MAX_GROUP_ID_LEN + 1)));
         assert!(!group_id_is_valid(""));
