@@ -41,8 +41,10 @@ test: venv
 
 # The browser test runs in test-console (it needs Chromium), not twice.
 test-rust: venv
-	# The real Lambda binaries, for tests/tests/real_binaries.rs (run under the Runtime API emulator).
+	# The real Lambda binaries, for tests/tests/real_binaries.rs (run under the Runtime API emulator),
+	# and the `tern` tool, for tests/tests/fair_queue.rs (`tern replay`).
 	$(CARGO) build -p tern-sender -p tern-relay -p tern-replay
+	$(CARGO) build -p tern-cli --bin tern
 	$(CARGO) test --workspace --all-targets --no-fail-fast -- --skip browser_console
 	# tern local / tern demo are behind tern-cli's `local` feature: their tests too.
 	$(CARGO) test -p tern-cli --features local --test local_mode

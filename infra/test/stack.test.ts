@@ -98,8 +98,23 @@ describe('delayed delivery state machine', () => {
     const stagedPath = path.join(outdir, staged!);
     expect(fs.readFileSync(stagedPath, 'utf-8')).toBe(fs.readFileSync(STATE_MACHINE_DEFINITION_FILE, 'utf-8'));
     const def = JSON.parse(fs.readFileSync(stagedPath, 'utf-8'));
-    expect(def.States.Wait).toMatchObject({ Type: 'Wait', SecondsPath: '$.wait_seconds' });
-    expect(def.States.Enqueue.Parameters).toEqual({ 'QueueUrl.$': '$.queue_url', 'MessageBody.$': '$.body' });
+    expect(def.States.Wait).toMatchObject({ Type: 'Wait', SecondsPath: '$.wait_seconds', Next: 'HasGroup' });
+    // The tenant is the MessageGroupId (SQS fair queue); an input from an older sender,
+    // without group_id, is still sent rather than failed.
+    expect(def.States.HasGroup).toEqual({
+      Type: 'Choice',
+      Choices: [{ Variable: '$.group_id', IsPresent: true, Next: 'Enqueue' }],
+      Default: 'EnqueueWithoutGroup',
+    });
+    expect(def.States.Enqueue.Parameters).toEqual({
+      'QueueUrl.$': '$.queue_url',
+      'MessageBody.$': '$.body',
+      'MessageGroupId.$': '$.group_id',
+    });
+    expect(def.States.EnqueueWithoutGroup.Parameters).toEqual({ 'QueueUrl.$': '$.queue_url', 'MessageBody.$': '$.body' });
+    for (const name of ['Enqueue', 'EnqueueWithoutGroup']) {
+      expect(def.States[name]).toMatchObject({ Resource: 'arn:aws:states:::sqs:sendMessage', End: true });
+    }
   });
 
   test('its role may only sqs:SendMessage to the delivery queue', () => {

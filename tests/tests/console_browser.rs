@@ -103,6 +103,7 @@ async fn dead_letter(
         body: message.to_body(),
         delay_seconds: 0,
         attributes: vec![],
+        group_id: None,
     })
     .await
     .expect("seed the DLQ");

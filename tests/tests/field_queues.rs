@@ -145,6 +145,7 @@ async fn replay_does_not_stop_at_a_first_empty_answer() {
             body: dead_message(n).to_body(),
             delay_seconds: 1,
             attributes: vec![],
+            group_id: None,
         })
         .await
         .expect("send to DLQ");

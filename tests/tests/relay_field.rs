@@ -484,6 +484,7 @@ async fn sqs_adapter_fails_one_entry_alone_on_moto() {
         body: format!("{{\"id\":\"{id}\"}}"),
         delay_seconds: delay,
         attributes: vec![],
+        group_id: None,
     };
     let results = queue
         .send_batch(&[entry("a", 0), entry("b", 901), entry("c", 0)])

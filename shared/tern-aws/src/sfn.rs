@@ -47,6 +47,24 @@ pub fn execution_name(message: &DeliveryMessage) -> String {
     )
 }
 
+/// The execution input the state machine reads: `wait_seconds` (its Wait state),
+/// `queue_url`, `body` and `group_id` (its `sqs:sendMessage` state's `QueueUrl`,
+/// `MessageBody` and `MessageGroupId`: the tenant, so the message rejoins its tenant's
+/// group on the fair delivery queue, as every other send path does).
+pub fn execution_input(
+    message: &DeliveryMessage,
+    wait_seconds: u64,
+    delivery_queue_url: &str,
+) -> String {
+    json!({
+        "wait_seconds": wait_seconds,
+        "queue_url": delivery_queue_url,
+        "body": message.to_body(),
+        "group_id": message.group_id(),
+    })
+    .to_string()
+}
+
 #[async_trait]
 impl DelayScheduler for StepFunctionsScheduler {
     async fn schedule(
@@ -54,12 +72,7 @@ impl DelayScheduler for StepFunctionsScheduler {
         message: &DeliveryMessage,
         wait_seconds: u64,
     ) -> Result<(), PortError> {
-        let input = json!({
-            "wait_seconds": wait_seconds,
-            "queue_url": self.delivery_queue_url,
-            "body": message.to_body(),
-        });
-        let input = input.to_string();
+        let input = execution_input(message, wait_seconds, &self.delivery_queue_url);
         if input.len() > MAX_STEP_FUNCTIONS_INPUT_BYTES {
             // Refused here rather than by the service; the sender chains queue delays instead.
             return Err(PortError::Rejected(format!(

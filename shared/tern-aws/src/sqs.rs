@@ -5,7 +5,10 @@ use std::collections::HashMap;
 use async_trait::async_trait;
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::types::{MessageAttributeValue, SendMessageBatchRequestEntry};
-use tern_core::ports::{DrainableQueue, MessageQueue, PortError, QueueEntry, ReceivedMessage};
+use tern_core::ports::{
+    DrainableQueue, MAX_GROUP_ID_LEN, MessageQueue, PortError, QueueEntry, ReceivedMessage,
+    group_id_is_valid,
+};
 use tern_core::retry::MAX_QUEUE_DELAY_SECONDS;
 
 use crate::error::port_error;
@@ -66,6 +69,18 @@ fn delay_seconds(entry: &QueueEntry) -> Result<i32, PortError> {
     i32::try_from(entry.delay_seconds).map_err(|e| PortError::Rejected(e.to_string()))
 }
 
+/// `MessageGroupId` for SQS. Checked here like the delay: a group id SQS would refuse is
+/// a bug upstream (tenant ids always qualify), refused with a clear error instead of
+/// SQS's.
+fn group_id(entry: &QueueEntry) -> Result<Option<String>, PortError> {
+    match &entry.group_id {
+        Some(id) if !group_id_is_valid(id) => Err(PortError::Rejected(format!(
+            "MessageGroupId {id:?} is not 1-{MAX_GROUP_ID_LEN} characters of a-zA-Z0-9 and ASCII punctuation"
+        ))),
+        other => Ok(other.clone()),
+    }
+}
+
 #[async_trait]
 impl MessageQueue for SqsQueue {
     /// One `SendMessageBatch` call, answered per entry: an entry that cannot be built
@@ -85,6 +100,7 @@ impl MessageQueue for SqsQueue {
                     .id(&e.id)
                     .message_body(&e.body)
                     .delay_seconds(delay)
+                    .set_message_group_id(group_id(e)?)
                     .set_message_attributes(attributes(e)?)
                     .build()
                     .map_err(|err| PortError::Rejected(err.to_string()))
@@ -142,12 +158,14 @@ impl MessageQueue for SqsQueue {
 
     async fn send(&self, entry: &QueueEntry) -> Result<(), PortError> {
         let delay = delay_seconds(entry)?;
-        tracing::debug!(queue = %self.url, delay_seconds = delay, "SendMessage");
+        let group = group_id(entry)?;
+        tracing::debug!(queue = %self.url, delay_seconds = delay, group_id = group.as_deref(), "SendMessage");
         self.client
             .send_message()
             .queue_url(&self.url)
             .message_body(&entry.body)
             .delay_seconds(delay)
+            .set_message_group_id(group)
             .set_message_attributes(attributes(entry)?)
             .send()
             .await
@@ -242,6 +260,27 @@ mod tests {
             body: "{}".into(),
             delay_seconds,
             attributes: vec![],
+            group_id: None,
+        }
+    }
+
+    #[test]
+    fn a_group_id_sqs_would_refuse_is_refused_here() {
+        let with = |id: &str| QueueEntry {
+            group_id: Some(id.into()),
+            ..entry(0)
+        };
+        assert_eq!(group_id(&entry(0)), Ok(None));
+        assert_eq!(group_id(&with("tnt_a")), Ok(Some("tnt_a".into())));
+        assert_eq!(
+            group_id(&with(&"x".repeat(MAX_GROUP_ID_LEN))),
+            Ok(Some("x".repeat(MAX_GROUP_ID_LEN)))
+        );
+        for bad in ["", "tnt a", "t\u{e9}", &"x".repeat(MAX_GROUP_ID_LEN + 1)] {
+            assert!(
+                matches!(group_id(&with(bad)), Err(PortError::Rejected(_))),
+                "{bad:?}"
+            );
         }
     }
 

@@ -144,6 +144,7 @@ async fn dead_letter(
         body: m.to_body(),
         delay_seconds: 0,
         attributes: vec![],
+        group_id: None,
     })
     .await
     .unwrap();
@@ -205,6 +206,7 @@ async fn dlq_answers_which_endpoint_is_failing() {
         body: m.to_body(),
         delay_seconds: 0,
         attributes: vec![],
+        group_id: None,
     })
     .await
     .unwrap();
@@ -593,6 +595,7 @@ async fn relay_failures_name_the_tern_event_and_retry_it() {
             .to_string(),
             delay_seconds: 0,
             attributes: vec![("tern-reason".into(), "refused_delivery_message".into())],
+            group_id: None,
         })
         .await
         .unwrap();

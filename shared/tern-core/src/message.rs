@@ -173,6 +173,10 @@ pub enum MessageError {
     },
 }
 
+// A tenant id is never longer than SQS allows a `MessageGroupId` to be (its alphabet is
+// checked in the tests): if either limit changes, the build breaks here.
+const _: () = assert!(crate::ids::MAX_ID_LEN <= crate::ports::MAX_GROUP_ID_LEN);
+
 impl DeliveryMessage {
     /// The first message of a delivery, as the relay makes it.
     pub fn first(event: Event, endpoint_id: EndpointId) -> Self {
@@ -189,6 +193,16 @@ impl DeliveryMessage {
             not_before: None,
             dead_letter: None,
         }
+    }
+
+    /// The SQS `MessageGroupId` of this message on the delivery queue: its tenant id, so
+    /// SQS fair queues keep one tenant's backlog from delaying the others
+    /// ([`crate::ports::QueueEntry::group_id`]). Every path that puts a delivery message on
+    /// the queue (relay, retry, requeue, replay, the Step Functions wait) uses this one
+    /// value. A tenant id (`[A-Za-z0-9_-]`, 1 to 128 bytes) is always a valid group id, so
+    /// no reduction is needed.
+    pub fn group_id(&self) -> String {
+        self.event.tenant_id.as_str().to_owned()
     }
 
     /// Parses and checks a queue message body.
@@ -303,6 +317,53 @@ mod tests {
             payload: Payload::parse(r#"{"b":1,"a":2,"n":1e2}"#, 1024).unwrap(),
         };
         DeliveryMessage::first(event, EndpointId::new("ep_1").unwrap())
+    }
+
+    #[test]
+    fn the_group_id_is_the_tenant_id() {
+        let mut m = sample();
+        assert_eq!(m.group_id(), "tnt_a");
+        m.event.tenant_id = TenantId::new("tnt_other").unwrap();
+        assert_eq!(m.group_id(), "tnt_other");
+        // Retries and replays stay in the tenant's group.
+        let next = m.next_attempt(Utc::now(), Some(500), None);
+        assert_eq!(next.group_id(), "tnt_other");
+        assert_eq!(next.replayed().group_id(), "tnt_other");
+    }
+
+    /// The SQS rule (1-128 characters of `a-zA-Z0-9` and ASCII punctuation) holds for
+    /// every tenant id: each character a tenant id may hold, and the longest tenant id.
+    #[test]
+    fn every_tenant_id_is_a_valid_sqs_group_id() {
+        use crate::ports::{MAX_GROUP_ID_LEN, group_id_is_valid};
+        let sqs_alphabet: String = ('a'..='z')
+            .chain('A'..='Z')
+            .chain('0'..='9')
+            .chain("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~".chars())
+            .collect();
+        let mut accepted = 0;
+        for c in (0u32..0x3000).filter_map(char::from_u32) {
+            let one = c.to_string();
+            assert_eq!(
+                group_id_is_valid(&one),
+                sqs_alphabet.contains(c),
+                "group id check disagrees with the SQS alphabet on {c:?}"
+            );
+            if TenantId::new(one.clone()).is_ok() {
+                accepted += 1;
+                assert!(
+                    sqs_alphabet.contains(c),
+                    "tenant ids may hold {c:?}, SQS group ids may not"
+                );
+            }
+        }
+        assert_eq!(accepted, 64, "[A-Za-z0-9_-]");
+        let longest = "t".repeat(crate::ids::MAX_ID_LEN);
+        assert!(TenantId::new(longest.clone()).is_ok());
+        assert!(group_id_is_valid(&longest));
+        assert!(!group_id_is_valid(&"t".repeat(MAX_GROUP_ID_LEN + 1)));
+        assert!(!group_id_is_valid(""));
+        assert!(!group_id_is_valid("tnt a"));
     }
 
     #[test]

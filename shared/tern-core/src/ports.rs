@@ -34,6 +34,25 @@ pub struct QueueEntry {
     pub delay_seconds: u32,
     /// String message attributes, for filtering and display in the console.
     pub attributes: Vec<(String, String)>,
+    /// SQS `MessageGroupId`, or `None` to send without one. On the standard delivery
+    /// queue it names the tenant a message belongs to, which makes the queue an SQS fair
+    /// queue: a tenant with a backlog (or slow endpoints) gets the longer dwell time, the
+    /// quiet tenants do not. Every message Tern puts on the delivery queue carries
+    /// [`DeliveryMessage::group_id`]. SQS accepts 1 to [`MAX_GROUP_ID_LEN`] characters of
+    /// `a-zA-Z0-9` and the punctuation ``!"#$%&'()*+,-./:;<=>?@[\]^_`{|}~``
+    /// (API reference, SendMessage `MessageGroupId`); [`group_id_is_valid`] checks it.
+    pub group_id: Option<String>,
+}
+
+/// Longest SQS `MessageGroupId`, in characters: 128 (API reference, SendMessage).
+pub const MAX_GROUP_ID_LEN: usize = 128;
+
+/// Whether `id` is a `MessageGroupId` SQS accepts: 1 to [`MAX_GROUP_ID_LEN`] characters,
+/// each an ASCII letter or digit or one of ``!"#$%&'()*+,-./:;<=>?@[\]^_`{|}~`` (API
+/// reference, SendMessage `MessageGroupId`). That is every printable ASCII character but
+/// the space. A tenant id (`[A-Za-z0-9_-]`, 1 to 128 bytes) always is one.
+pub fn group_id_is_valid(id: &str) -> bool {
+    (1..=MAX_GROUP_ID_LEN).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_graphic())
 }
 
 /// A queue Tern writes to: the delivery queue, the DLQ, the relay's failure destination.

@@ -567,6 +567,7 @@ fn delivery_entries(plans: &[Plan]) -> Vec<Pending> {
                         body: message.to_body(),
                         delay_seconds: 0,
                         attributes: vec![],
+                        group_id: Some(message.group_id()),
                     },
                 });
             }
@@ -732,6 +733,8 @@ async fn park(
         body,
         delay_seconds: 0,
         attributes: vec![("tern-reason".into(), kind.attribute().into())],
+        // The failure queue is not the delivery queue: no tenant to be fair between.
+        group_id: None,
     };
     match deps
         .failure_queue
@@ -760,6 +763,7 @@ mod tests {
             body: "a".repeat(bytes),
             delay_seconds: 0,
             attributes: vec![],
+            group_id: None,
         }
     }
 

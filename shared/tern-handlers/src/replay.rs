@@ -215,6 +215,7 @@ async fn drain(
                     body: replayed.to_body(),
                     delay_seconds: 0,
                     attributes: vec![],
+                    group_id: Some(replayed.group_id()),
                 })
                 .await?;
             // Deleted after the send: a crash in between leaves a copy in the DLQ, and the

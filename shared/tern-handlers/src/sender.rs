@@ -592,6 +592,7 @@ async fn send_delayed(
             body: message.to_body(),
             delay_seconds,
             attributes: vec![],
+            group_id: Some(message.group_id()),
         })
         .await
 }
@@ -664,6 +665,7 @@ async fn dead_letter_after(
                     message.event.event_type.to_string(),
                 ),
             ],
+            group_id: Some(message.group_id()),
         })
         .await?;
     metrics.update(|c| c.dead_letters += 1);
@@ -710,6 +712,7 @@ async fn dead_letter_malformed(
                     sqs_text::clean(error, sqs_text::MAX_TEXT_BYTES).into_owned(),
                 ),
             ],
+            group_id: None,
         })
         .await?;
     metrics.update(|c| c.dead_letters += 1);

@@ -377,6 +377,7 @@ async fn invoke_relay(
             body: body.to_string(),
             delay_seconds: 0,
             attributes: vec![],
+            group_id: None,
         })
         .await;
     if let Some(tx) = events {
