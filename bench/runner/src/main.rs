@@ -238,6 +238,7 @@ fn dummy_env() -> Vec<(String, String)> {
     [
         ("TERN_ENDPOINTS_TABLE", "bench-endpoints".to_owned()),
         ("TERN_ATTEMPTS_TABLE", "bench-attempts".to_owned()),
+        ("TERN_HEALTH_TABLE", "bench-health".to_owned()),
         ("TERN_OUTBOX_TABLE", "bench-outbox".to_owned()),
         ("TERN_DELIVERY_QUEUE_URL", q("bench-delivery")),
         ("TERN_DLQ_URL", q("bench-dlq")),

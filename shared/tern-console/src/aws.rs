@@ -24,6 +24,8 @@ pub struct ConsoleConfig {
     pub dlq_url: String,
     /// `TERN_REPLAY_FUNCTION`: name or ARN of the replay function.
     pub replay_function: String,
+    /// `TERN_HEALTH_TABLE`: endpoint health records (Enable resets the endpoint's).
+    pub health_table: String,
 }
 
 impl ConsoleConfig {
@@ -42,6 +44,7 @@ impl ConsoleConfig {
             attempts_table: required("TERN_ATTEMPTS_TABLE")?,
             dlq_url: required("TERN_DLQ_URL")?,
             replay_function: required("TERN_REPLAY_FUNCTION")?,
+            health_table: required("TERN_HEALTH_TABLE")?,
         })
     }
 }
@@ -122,6 +125,10 @@ pub fn console_deps(config: &ConsoleConfig, aws: &SdkConfig) -> ConsoleDeps {
             ddb.clone(),
             &config.endpoints_table,
         )),
+        health: Some(Arc::new(tern_aws::DynamoHealthStore::new(
+            ddb.clone(),
+            &config.health_table,
+        ))),
         // The console only reads the log; the TTL applies to writes.
         ledger: Arc::new(DynamoLedger::new(ddb, &config.attempts_table, 30)),
         replay: Arc::new(LambdaReplay::new(&bounded, &config.replay_function)),

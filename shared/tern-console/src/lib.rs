@@ -94,6 +94,10 @@ pub struct ConsoleDeps {
     pub ledger: Arc<dyn DeliveryLedger>,
     /// Replays.
     pub replay: Arc<dyn ReplayInvoker>,
+    /// Endpoint health records: Enable deletes the endpoint's first, so it starts with a
+    /// closed circuit and empty counters (as `tern endpoints enable` does). `None` only in
+    /// set-ups without a health table.
+    pub health: Option<Arc<dyn tern_core::health::HealthStore>>,
 }
 
 /// Where a button sends its action.
@@ -481,7 +485,7 @@ async fn run_action(deps: &ConsoleDeps, action: &Action) -> ActionOutcome {
         Action::Enable {
             tenant_id,
             endpoint_id,
-        } => match deps.endpoints.enable(tenant_id, endpoint_id).await {
+        } => match enable(deps, tenant_id, endpoint_id).await {
             Ok(()) => ActionOutcome::Enabled {
                 endpoint_id: endpoint_id.clone(),
             },
@@ -490,6 +494,17 @@ async fn run_action(deps: &ConsoleDeps, action: &Action) -> ActionOutcome {
             },
         },
     }
+}
+
+async fn enable(
+    deps: &ConsoleDeps,
+    tenant: &TenantId,
+    id: &EndpointId,
+) -> Result<(), tern_core::ports::PortError> {
+    if let Some(health) = &deps.health {
+        health.reset(tenant, id).await?;
+    }
+    deps.endpoints.enable(tenant, id).await
 }
 
 /// Answers one custom widget event: the widget's HTML, or its documentation (as
@@ -726,6 +741,7 @@ mod tests {
                 endpoints: endpoints.clone(),
                 ledger: ledger.clone(),
                 replay: replay.clone(),
+                health: None,
             },
             replay,
             ledger,

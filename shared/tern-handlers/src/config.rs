@@ -385,12 +385,39 @@ mod tests {
     use super::*;
 
     #[test]
+    fn health_thresholds_read_as_percentages_and_are_range_checked() {
+        let vars = |k: &str| match k {
+            "TERN_HEALTH_FAILURE_THRESHOLD" => Some("3".to_owned()),
+            "TERN_HEALTH_DISABLE_BELOW_PERCENT" => Some("40".to_owned()),
+            _ => None,
+        };
+        let p = health_policy(&Env(&vars)).unwrap();
+        assert_eq!(p.failure_threshold, 3);
+        assert!((p.disable_below - 0.40).abs() < 1e-12);
+        assert!((p.degraded_below - 0.95).abs() < 1e-12);
+        assert_eq!(p.probe_interval_seconds, 60);
+        for (name, value) in [
+            ("TERN_HEALTH_DISABLE_BELOW_PERCENT", "120"),
+            ("TERN_HEALTH_PROBE_INTERVAL_SECONDS", "0"),
+            ("TERN_HEALTH_DEGRADED_BELOW_PERCENT", "30"),
+            ("TERN_HEALTH_MIN_ATTEMPTS", "many"),
+        ] {
+            let bad = |k: &str| (k == name).then(|| value.to_owned());
+            assert!(
+                matches!(health_policy(&Env(&bad)), Err(ConfigError::Invalid { .. })),
+                "{name}={value}"
+            );
+        }
+    }
+
+    #[test]
     fn reads_and_validates() {
         let vars = |k: &str| match k {
             "TERN_ENDPOINTS_TABLE" => Some("e".to_owned()),
             "TERN_ATTEMPTS_TABLE" => Some("a".to_owned()),
             "TERN_DELIVERY_QUEUE_URL" => Some("q".to_owned()),
             "TERN_DLQ_URL" => Some("d".to_owned()),
+            "TERN_HEALTH_TABLE" => Some("h".to_owned()),
             "TERN_RETRY_SCHEDULE" => Some("short".to_owned()),
             "TERN_ALLOW_DESTINATIONS" => Some("127.0.0.1/32, ::1/128".to_owned()),
             _ => None,
@@ -437,6 +464,7 @@ mod tests {
                 "TERN_ENDPOINTS_TABLE"
                 | "TERN_ATTEMPTS_TABLE"
                 | "TERN_DELIVERY_QUEUE_URL"
+                | "TERN_HEALTH_TABLE"
                 | "TERN_DLQ_URL" => Some("x".to_owned()),
                 "TERN_ENDPOINT_CACHE_SECONDS" => cache.map(str::to_owned),
                 _ => None,

@@ -28,6 +28,10 @@ pub fn console_deps(local: &crate::LocalTern, namespace: &str) -> ConsoleDeps {
         dlq: local.replay.dlq.clone(),
         endpoints: local.sender.endpoints.clone(),
         ledger: local.sender.ledger.clone(),
+        health: Some(Arc::new(tern_aws::DynamoHealthStore::new(
+            aws_sdk_dynamodb::Client::new(&local.aws),
+            &local.resources.health_table,
+        ))),
         replay: Arc::new(InProcessReplay {
             deps: tern_handlers::replay::ReplayDeps {
                 dlq: local.replay.dlq.clone(),
