@@ -8,6 +8,7 @@ pub mod budget;
 pub mod endpoints;
 pub mod error;
 pub mod ledger;
+pub mod operational;
 pub mod sfn;
 pub mod sqs;
 pub mod tls;
@@ -15,5 +16,6 @@ pub mod wiring;
 
 pub use endpoints::DynamoEndpointStore;
 pub use ledger::DynamoLedger;
+pub use operational::{OutboxEventSink, SnsEventSink};
 pub use sfn::StepFunctionsScheduler;
 pub use sqs::SqsQueue;

@@ -397,3 +397,48 @@ mod tests {
         }
     }
 }
+
+/// Where the sender reports endpoint health changes (operational events). Both optional:
+/// without either, changes are only logged.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OperationalConfig {
+    /// `TERN_OPERATIONAL_TOPIC_ARN`: the operational-events SNS topic.
+    pub topic_arn: Option<String>,
+    /// `TERN_OUTBOX_TABLE`: the outbox table, where each event is also written as a Tern
+    /// event (`tern.endpoint.disabled`, ...) for the tenant's own endpoints.
+    pub outbox_table: Option<String>,
+}
+
+impl OperationalConfig {
+    /// Reads the two variables; a blank value counts as unset.
+    ///
+    /// # Errors
+    /// None today; the `Result` keeps the shape of the other configs' `from_env`.
+    pub fn from_env(env: &Env<'_>) -> Result<Self, ConfigError> {
+        Ok(Self {
+            topic_arn: env.get("TERN_OPERATIONAL_TOPIC_ARN"),
+            outbox_table: env.get("TERN_OUTBOX_TABLE"),
+        })
+    }
+}
+
+#[cfg(test)]
+mod operational_tests {
+    use super::*;
+
+    #[test]
+    fn operational_sinks_are_optional() {
+        assert_eq!(
+            OperationalConfig::from_env(&Env(&|_| None)),
+            Ok(OperationalConfig::default())
+        );
+        let vars = |k: &str| match k {
+            "TERN_OPERATIONAL_TOPIC_ARN" => Some("arn:aws:sns:eu-west-1:1:ops".to_owned()),
+            "TERN_OUTBOX_TABLE" => Some(" ".to_owned()),
+            _ => None,
+        };
+        let c = OperationalConfig::from_env(&Env(&vars)).unwrap();
+        assert_eq!(c.topic_arn.as_deref(), Some("arn:aws:sns:eu-west-1:1:ops"));
+        assert_eq!(c.outbox_table, None);
+    }
+}
