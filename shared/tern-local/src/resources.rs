@@ -47,6 +47,10 @@ pub struct Resources {
     pub relay_failure_queue_url: String,
     /// Delayed-delivery state machine ARN.
     pub state_machine_arn: String,
+    /// Health table: one item per endpoint (rolling-window counters, circuit state).
+    pub health_table: String,
+    /// Operational-events SNS topic ARN (`endpoint.disabled`, ...).
+    pub operational_topic_arn: String,
 }
 
 impl Resources {
@@ -65,6 +69,11 @@ impl Resources {
             (
                 "TERN_DELAY_STATE_MACHINE_ARN",
                 self.state_machine_arn.clone(),
+            ),
+            ("TERN_HEALTH_TABLE", self.health_table.clone()),
+            (
+                "TERN_OPERATIONAL_TOPIC_ARN",
+                self.operational_topic_arn.clone(),
             ),
         ]
     }
@@ -193,6 +202,7 @@ pub async fn provision(
     let outbox_table = format!("{prefix}outbox");
     let endpoints_table = format!("{prefix}endpoints");
     let attempts_table = format!("{prefix}attempts");
+    let health_table = format!("{prefix}health");
     let outbox_stream_arn = table(
         &ddb,
         &outbox_table,
@@ -219,6 +229,16 @@ pub async fn provision(
         Some("sk"),
         false,
         Some("expires_at"),
+    )
+    .await?;
+    let keys = &settings.tables.health;
+    table(
+        &ddb,
+        &health_table,
+        &keys.partition_key,
+        keys.sort_key.as_deref(),
+        false,
+        None,
     )
     .await?;
 
@@ -273,6 +293,18 @@ pub async fn provision(
         .map_err(|e| err(&sm_name)(aws_sdk_sfn::error::DisplayErrorContext(e).to_string()))?
         .state_machine_arn;
 
+    // Encrypted with the AWS managed SNS key, as in the stacks (moto stores the attribute).
+    let topic_name = format!("{prefix}operational-events");
+    let operational_topic_arn = aws_sdk_sns::Client::new(aws)
+        .create_topic()
+        .name(&topic_name)
+        .attributes("KmsMasterKeyId", "alias/aws/sns")
+        .send()
+        .await
+        .map_err(|e| err(&topic_name)(aws_sdk_sns::error::DisplayErrorContext(e).to_string()))?
+        .topic_arn
+        .ok_or_else(|| err(&topic_name)("no topic ARN returned".into()))?;
+
     Ok(Resources {
         outbox_table,
         outbox_stream_arn,
@@ -282,5 +314,7 @@ pub async fn provision(
         dlq_url,
         relay_failure_queue_url,
         state_machine_arn,
+        health_table,
+        operational_topic_arn,
     })
 }
