@@ -58,6 +58,18 @@ export interface TernOptions {
    * units with auto scaling in the ranges of capacity.tables, for steady high volume). Default: capacity.mode.
    */
   readonly tableCapacityMode?: TableCapacityMode;
+  /** Consecutive failed attempts that open an endpoint's circuit (1-1000). Default: health.failureThreshold. */
+  readonly healthFailureThreshold?: number;
+  /** Seconds between probes of an open endpoint (1-3600). Default: health.probeIntervalSeconds. */
+  readonly healthProbeIntervalSeconds?: number;
+  /** Rolling window of an endpoint's success rate, seconds (60-86400). Default: health.windowSeconds. */
+  readonly healthWindowSeconds?: number;
+  /** Disable an endpoint below this success rate over the window, percent (0-100, below healthDegradedBelowPercent). Default: health.disableBelowPercent. */
+  readonly healthDisableBelowPercent?: number;
+  /** Report an endpoint degraded below this success rate over the window, percent (0-100). Default: health.degradedBelowPercent. */
+  readonly healthDegradedBelowPercent?: number;
+  /** Fewest attempts in the window before the rate can disable an endpoint (1-100000). Default: health.minAttempts. */
+  readonly healthMinAttempts?: number;
   /**
    * Folder of prebuilt functions laid out as `cargo lambda build --release --arm64` writes them
    * (`<dir>/relay/bootstrap`, ...), usually `../target/lambda`. When set, the stack uses these files
@@ -88,6 +100,12 @@ export interface TernConfig {
   readonly logRetentionDays: number;
   readonly retainData: boolean;
   readonly tableCapacityMode: TableCapacityMode;
+  readonly healthFailureThreshold: number;
+  readonly healthProbeIntervalSeconds: number;
+  readonly healthWindowSeconds: number;
+  readonly healthDisableBelowPercent: number;
+  readonly healthDegradedBelowPercent: number;
+  readonly healthMinAttempts: number;
   readonly prebuiltArtifactsDir?: string;
 }
 
@@ -122,6 +140,12 @@ const KINDS: { [K in keyof Required<TernOptions>]: Kind } = {
   logRetentionDays: 'number',
   retainData: 'boolean',
   tableCapacityMode: 'string',
+  healthFailureThreshold: 'number',
+  healthProbeIntervalSeconds: 'number',
+  healthWindowSeconds: 'number',
+  healthDisableBelowPercent: 'number',
+  healthDegradedBelowPercent: 'number',
+  healthMinAttempts: 'number',
   prebuiltArtifactsDir: 'string',
 };
 
@@ -187,6 +211,12 @@ export function resolveConfig(node: Node, settings: TernSettings, props: TernOpt
     logRetentionDays: pick('logRetentionDays', settings.logs.retentionDays)!,
     retainData: pick('retainData', true)!,
     tableCapacityMode: pick('tableCapacityMode', settings.capacity.mode)!,
+    healthFailureThreshold: pick('healthFailureThreshold', settings.health.failureThreshold)!,
+    healthProbeIntervalSeconds: pick('healthProbeIntervalSeconds', settings.health.probeIntervalSeconds)!,
+    healthWindowSeconds: pick('healthWindowSeconds', settings.health.windowSeconds)!,
+    healthDisableBelowPercent: pick('healthDisableBelowPercent', settings.health.disableBelowPercent)!,
+    healthDegradedBelowPercent: pick('healthDegradedBelowPercent', settings.health.degradedBelowPercent)!,
+    healthMinAttempts: pick('healthMinAttempts', settings.health.minAttempts)!,
     prebuiltArtifactsDir: pick('prebuiltArtifactsDir', undefined),
   };
   validate(config, minVisibility);
@@ -242,6 +272,19 @@ function validate(c: TernConfig, minVisibility: number): void {
   }
   if (c.retrySchedule.length === 0 || c.retrySchedule.some((s) => !Number.isInteger(s) || s <= 0)) {
     fail(`retrySchedule must be a non-empty list of positive whole seconds, got ${c.retrySchedule.join(',')}`);
+  }
+  // The same ranges as the SAM Health* parameters.
+  intIn('healthFailureThreshold', c.healthFailureThreshold, 1, 1000);
+  intIn('healthProbeIntervalSeconds', c.healthProbeIntervalSeconds, 1, 3600);
+  intIn('healthWindowSeconds', c.healthWindowSeconds, 60, 86400);
+  intIn('healthDisableBelowPercent', c.healthDisableBelowPercent, 0, 100);
+  intIn('healthDegradedBelowPercent', c.healthDegradedBelowPercent, 0, 100);
+  intIn('healthMinAttempts', c.healthMinAttempts, 1, 100000);
+  // Disabling is the stronger verdict: an endpoint is reported degraded before it is disabled.
+  if (c.healthDisableBelowPercent > c.healthDegradedBelowPercent) {
+    fail(
+      `healthDisableBelowPercent (${c.healthDisableBelowPercent}) must be at most healthDegradedBelowPercent (${c.healthDegradedBelowPercent})`,
+    );
   }
   for (const [name, v] of [
     ['relayMemoryMb', c.relayMemoryMb],

@@ -35,11 +35,29 @@ export interface TableCapacity {
   readonly write: CapacityRange;
 }
 
+/** Per-endpoint health settings (settings.json `health`). */
+export interface HealthSettings {
+  /** Consecutive failed attempts that open an endpoint's circuit (TERN_HEALTH_FAILURE_THRESHOLD). */
+  readonly failureThreshold: number;
+  /** At most one POST per this many seconds to an endpoint whose circuit is open (TERN_HEALTH_PROBE_INTERVAL_SECONDS). */
+  readonly probeIntervalSeconds: number;
+  /** Rolling window of the success rate, seconds (TERN_HEALTH_WINDOW_SECONDS). */
+  readonly windowSeconds: number;
+  /** Disable an endpoint below this success rate over the window, percent (TERN_HEALTH_DISABLE_BELOW_PERCENT). */
+  readonly disableBelowPercent: number;
+  /** Report an endpoint degraded below this success rate over the window, percent (TERN_HEALTH_DEGRADED_BELOW_PERCENT). */
+  readonly degradedBelowPercent: number;
+  /** Fewest attempts in the window before the rate can disable an endpoint (TERN_HEALTH_MIN_ATTEMPTS). */
+  readonly minAttempts: number;
+}
+
 export interface TernSettings {
   readonly tables: {
     readonly outbox: TableSettings;
     readonly endpoints: TableSettings;
     readonly attempts: TableSettings;
+    /** Per-endpoint health: one item per endpoint (rolling-window counters, circuit state, next probe). */
+    readonly health: TableSettings;
   };
   readonly queues: {
     readonly delivery: {
@@ -94,8 +112,11 @@ export interface TernSettings {
       readonly outbox: TableCapacity;
       readonly endpoints: TableCapacity;
       readonly attempts: TableCapacity;
+      readonly health: TableCapacity;
     };
   };
+  /** Per-endpoint health (circuit breaker, auto-disable, degraded report): the sender's TERN_HEALTH_* variables. */
+  readonly health: HealthSettings;
   readonly metrics: { readonly namespace: string };
   /** Added by the infra: CloudWatch Logs retention of every log group, days. */
   readonly logs: { readonly retentionDays: number };
@@ -145,6 +166,12 @@ export function loadSettings(file: string = path.join(INFRA_DIR, 'settings.json'
     ['delivery.attemptTimeoutMs', s.delivery?.attemptTimeoutMs],
     ['logs.retentionDays', s.logs?.retentionDays],
     ['alarms.successRatePercent', s.alarms?.successRatePercent],
+    ['health.failureThreshold', s.health?.failureThreshold],
+    ['health.probeIntervalSeconds', s.health?.probeIntervalSeconds],
+    ['health.windowSeconds', s.health?.windowSeconds],
+    ['health.disableBelowPercent', s.health?.disableBelowPercent],
+    ['health.degradedBelowPercent', s.health?.degradedBelowPercent],
+    ['health.minAttempts', s.health?.minAttempts],
   ];
   for (const [key, value] of positive) {
     if (typeof value !== 'number' || !(value > 0)) {
@@ -154,7 +181,7 @@ export function loadSettings(file: string = path.join(INFRA_DIR, 'settings.json'
   if (s.capacity?.mode !== 'on-demand' && s.capacity?.mode !== 'provisioned') {
     throw new Error(`settings.json: capacity.mode must be "on-demand" or "provisioned", got ${JSON.stringify(s.capacity?.mode)}`);
   }
-  for (const table of ['outbox', 'endpoints', 'attempts'] as const) {
+  for (const table of ['outbox', 'endpoints', 'attempts', 'health'] as const) {
     for (const dim of ['read', 'write'] as const) {
       const r = s.capacity.tables?.[table]?.[dim];
       if (!r || !Number.isInteger(r.min) || !Number.isInteger(r.max) || r.min < 1 || r.max < r.min) {

@@ -5,6 +5,7 @@ import { Alarms } from './constructs/alarms';
 import { Dashboard } from './constructs/dashboard';
 import { DelayedDelivery } from './constructs/delayed-delivery';
 import { Functions } from './constructs/functions';
+import { AttemptInsights, OperationalTopic } from './constructs/operational';
 import { Queues } from './constructs/queues';
 import { Storage } from './constructs/storage';
 import { applyNagSuppressions } from './nag-suppressions';
@@ -25,6 +26,10 @@ export class TernStack extends Stack {
   public readonly functions: Functions;
   public readonly alarms: Alarms;
   public readonly dashboard: Dashboard;
+  /** Where the sender publishes endpoint health changes (endpoint.degraded, .disabled, .recovered). */
+  public readonly operational: OperationalTopic;
+  /** Contributor Insights rules over the sender's attempt log. */
+  public readonly insights: AttemptInsights;
 
   constructor(scope: Construct, id: string, props: TernStackProps = {}) {
     super(scope, id, props);
@@ -44,14 +49,22 @@ export class TernStack extends Stack {
     });
     this.delayedDelivery = new DelayedDelivery(this, 'DelayedDelivery', { deliveryQueue: this.queues.delivery });
     const stateMachine = this.delayedDelivery.stateMachine;
+    this.operational = new OperationalTopic(this, 'Operational');
     this.functions = new Functions(this, 'Functions', {
       settings,
       config,
       storage: this.storage,
       queues: this.queues,
       stateMachine,
+      operationalTopic: this.operational.topic,
     });
-    this.dashboard = new Dashboard(this, 'Dashboard', { settings, functions: this.functions, queues: this.queues });
+    this.insights = new AttemptInsights(this, 'Insights', { senderLogGroup: this.functions.logGroups.sender });
+    this.dashboard = new Dashboard(this, 'Dashboard', {
+      settings,
+      functions: this.functions,
+      queues: this.queues,
+      insights: this.insights,
+    });
     this.alarms = new Alarms(this, 'Alarms', {
       settings,
       functions: this.functions,
@@ -74,6 +87,7 @@ export class TernStack extends Stack {
     out('OutboxTableArn', this.storage.outbox.tableArn, 'Outbox table ARN (for the application role)', true);
     out('EndpointsTableName', this.storage.endpoints.tableName, 'Endpoints and subscriptions');
     out('AttemptsTableName', this.storage.attempts.tableName, 'Delivery attempt log');
+    out('HealthTableName', this.storage.health.tableName, 'Per-endpoint health (circuit state, rolling success rate)');
     out('DeliveryQueueUrl', this.queues.delivery.queueUrl, 'Delivery queue');
     out('DeliveryQueueArn', this.queues.delivery.queueArn, 'Delivery queue ARN (console redrive destination)');
     out('DlqUrl', this.queues.dlq.queueUrl, 'Dead-letter queue');
@@ -84,5 +98,10 @@ export class TernStack extends Stack {
     out('ConsoleFunctionName', this.functions.console.functionName, "The operator's console: the dashboard's custom widgets");
     out('DashboardUrl', this.dashboard.url, 'The dashboard: DLQ graph, dead letters with Replay, endpoints with Enable, event lookup');
     out('AlarmTopicArn', this.alarms.topic.topicArn, 'Alarm notifications');
+    out(
+      'OperationalTopicArn',
+      this.operational.topic.topicArn,
+      'Operational events (endpoint.degraded/disabled/recovered): subscribe with a filter policy on tenant_id',
+    );
   }
 }

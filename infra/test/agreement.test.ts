@@ -15,6 +15,8 @@ function cdkCritical(mode?: 'on-demand' | 'provisioned'): Critical {
     [id(stack.storage.outbox)]: 'outbox',
     [id(stack.storage.endpoints)]: 'endpoints',
     [id(stack.storage.attempts)]: 'attempts',
+    [id(stack.storage.health)]: 'health',
+    [id(stack.operational.topic)]: 'operationalTopic',
     [id(stack.queues.delivery)]: 'delivery',
     [id(stack.queues.dlq)]: 'dlq',
     [id(stack.queues.relayFailures)]: 'relayFailures',
@@ -41,6 +43,8 @@ function samCritical(mode?: 'on-demand' | 'provisioned'): Critical {
     OutboxTable: 'outbox',
     EndpointsTable: 'endpoints',
     AttemptsTable: 'attempts',
+    HealthTable: 'health',
+    OperationalTopic: 'operationalTopic',
     DeliveryQueue: 'delivery',
     Dlq: 'dlq',
     RelayFailureQueue: 'relayFailures',
@@ -69,14 +73,14 @@ describe('CDK and SAM templates agree', () => {
     expect(sam.functions[fn]).toEqual(cdk.functions[fn]);
   });
 
-  test.each(['outbox', 'endpoints', 'attempts'])('table %s: keys, stream, TTL, PITR, SSE, retention policy', (tbl) => {
+  test.each(['outbox', 'endpoints', 'attempts', 'health'])('table %s: keys, stream, TTL, PITR, SSE, retention policy', (tbl) => {
     expect(sam.tables[tbl]).toEqual(cdk.tables[tbl]);
   });
 
   test('tables are on-demand by default in both, with no auto scaling', () => {
     expect(settings.capacity.mode).toBe('on-demand');
     for (const c of [cdk, sam]) {
-      for (const tbl of ['outbox', 'endpoints', 'attempts']) {
+      for (const tbl of ['outbox', 'endpoints', 'attempts', 'health']) {
         expect(c.tables[tbl]).toMatchObject({ BillingMode: 'PAY_PER_REQUEST' });
         expect((c.tables[tbl] as any).ProvisionedThroughput).toBeUndefined();
       }
@@ -94,7 +98,7 @@ describe('CDK and SAM templates agree', () => {
   test('provisioned mode: every table scales reads and writes in the settings.json ranges', () => {
     const c = cdkCritical('provisioned');
     const cap = settings.capacity;
-    for (const tbl of ['outbox', 'endpoints', 'attempts'] as const) {
+    for (const tbl of ['outbox', 'endpoints', 'attempts', 'health'] as const) {
       const range = cap.tables[tbl];
       expect(c.tables[tbl]).toMatchObject({
         BillingMode: 'PROVISIONED',
@@ -156,7 +160,7 @@ describe('CDK and SAM templates agree', () => {
     const { stack, json } = defaultStack();
     const cdkId = stack.getLogicalId(stack.functions.console.node.defaultChild as CfnElement);
     const strip = (ws: any[]) =>
-      ws.map((w) => ({ type: w.type, x: w.x, y: w.y, width: w.width, height: w.height, title: w.properties.title, endpoint: w.properties.endpoint, params: w.properties.params, updateOn: w.properties.updateOn }));
+      ws.map((w) => ({ type: w.type, x: w.x, y: w.y, width: w.width, height: w.height, title: w.properties.title, endpoint: w.properties.endpoint, params: w.properties.params, updateOn: w.properties.updateOn, insightRule: w.properties.insightRule, period: w.properties.period, stat: w.properties.stat }));
     const cdk = strip(dashboardWidgets(json, cdkId));
     const sam = strip(dashboardWidgets(samTemplate(), 'ConsoleFunction'));
     expect(cdk.filter((w) => w.type === 'custom')).toHaveLength(3);
@@ -170,6 +174,7 @@ describe('CDK and SAM templates agree', () => {
       [stack.getLogicalId(stack.queues.dlq.node.defaultChild as CfnElement)]: 'dlq',
       [stack.getLogicalId(stack.storage.endpoints.node.defaultChild as CfnElement)]: 'endpoints',
       [stack.getLogicalId(stack.storage.attempts.node.defaultChild as CfnElement)]: 'attempts',
+      [stack.getLogicalId(stack.storage.health.node.defaultChild as CfnElement)]: 'health',
       [stack.getLogicalId(stack.functions.replay.node.defaultChild as CfnElement)]: 'replay',
     };
     const pairs = (statements: any[], n: Names) =>
@@ -182,8 +187,83 @@ describe('CDK and SAM templates agree', () => {
       .flatMap((r) => r.Properties.PolicyDocument.Statement);
     const t = samTemplate();
     const samStatements = t.Resources.ConsoleFunction.Properties.Policies.flatMap((p: any) => p.Statement);
-    const samNames: Names = { Dlq: 'dlq', EndpointsTable: 'endpoints', AttemptsTable: 'attempts', ReplayFunction: 'replay' };
+    const samNames: Names = { Dlq: 'dlq', EndpointsTable: 'endpoints', AttemptsTable: 'attempts', HealthTable: 'health', ReplayFunction: 'replay' };
     expect(pairs(samStatements, samNames)).toEqual(pairs(cdkStatements, names));
+  });
+
+  test('sender role: the same statements in both', () => {
+    const { stack, json } = defaultStack();
+    const lid = (c: { node: { defaultChild?: unknown } }) => stack.getLogicalId(c.node.defaultChild as CfnElement);
+    const roleId = json.Resources[lid(stack.functions.sender)].Properties.Role['Fn::GetAtt'][0];
+    const names: Names = {
+      [lid(stack.storage.outbox)]: 'outbox',
+      [lid(stack.storage.endpoints)]: 'endpoints',
+      [lid(stack.storage.attempts)]: 'attempts',
+      [lid(stack.storage.health)]: 'health',
+      [lid(stack.operational.topic)]: 'operationalTopic',
+      [lid(stack.queues.delivery)]: 'delivery',
+      [lid(stack.queues.dlq)]: 'dlq',
+      [lid(stack.delayedDelivery.stateMachine)]: 'stateMachine',
+    };
+    const pairs = (statements: any[], n: Names, t: CfnTemplate) =>
+      statements
+        .flatMap((s) => [s.Action].flat().flatMap((a: string) => [s.Resource].flat().map((r: any) => `${a} on ${JSON.stringify(normalizeValue(r, n, t))}`)))
+        .filter((p) => !p.startsWith('logs:'))
+        // The SQS mapping's consume grant is added by SAM from the Events entry, not written in the template.
+        .filter((p) => !/^sqs:(ReceiveMessage|DeleteMessage|ChangeMessageVisibility|GetQueueAttributes|GetQueueUrl) /.test(p))
+        .sort();
+    const cdkStatements = Object.values(json.Resources)
+      .filter((r) => r.Type === 'AWS::IAM::Policy' && r.Properties.Roles.some((x: any) => x.Ref === roleId))
+      .flatMap((r) => r.Properties.PolicyDocument.Statement);
+    const t = samTemplate();
+    const samStatements = t.Resources.SenderFunction.Properties.Policies.flatMap((p: any) => p.Statement);
+    const samNames: Names = {
+      OutboxTable: 'outbox',
+      EndpointsTable: 'endpoints',
+      AttemptsTable: 'attempts',
+      HealthTable: 'health',
+      OperationalTopic: 'operationalTopic',
+      DeliveryQueue: 'delivery',
+      Dlq: 'dlq',
+      DelayedDeliveryStateMachine: 'stateMachine',
+    };
+    expect(pairs(samStatements, samNames, t)).toEqual(pairs(cdkStatements, names, json));
+  });
+
+  test('operational topic: encrypted with the AWS managed SNS key and TLS-only in both', () => {
+    const { stack, json } = defaultStack();
+    const cdkId = stack.getLogicalId(stack.operational.topic.node.defaultChild as CfnElement);
+    const t = samTemplate();
+    const summary = (tpl: CfnTemplate, topicId: string) => {
+      const key = JSON.stringify(tpl.Resources[topicId].Properties.KmsMasterKeyId);
+      const policy = Object.values(tpl.Resources).find(
+        (r) => r.Type === 'AWS::SNS::TopicPolicy' && r.Properties.Topics.some((x: any) => x.Ref === topicId),
+      );
+      const tlsOnly = (policy?.Properties.PolicyDocument.Statement ?? []).some(
+        (s: any) => s.Effect === 'Deny' && String(s.Condition?.Bool?.['aws:SecureTransport']) === 'false',
+      );
+      return { awsManagedKey: key.includes('alias/aws/sns'), tlsOnly, output: tpl.Outputs?.OperationalTopicArn?.Value };
+    };
+    expect(summary(json, cdkId)).toEqual({ awsManagedKey: true, tlsOnly: true, output: { Ref: cdkId } });
+    expect(summary(t, 'OperationalTopic')).toEqual({ awsManagedKey: true, tlsOnly: true, output: { Ref: 'OperationalTopic' } });
+  });
+
+  test('Contributor Insights rules: the same bodies over the sender log group, enabled, in both', () => {
+    const { stack, json } = defaultStack();
+    const cdkLogs = stack.getLogicalId(stack.functions.logGroups.sender.node.defaultChild as CfnElement);
+    const flatten = (raw: any, logsId: string): string => {
+      if (typeof raw === 'string') return raw;
+      if (raw['Fn::Join']) return raw['Fn::Join'][1].map((x: any) => (typeof x === 'string' ? x : x.Ref === logsId ? 'SENDER_LOGS' : 'OTHER')).join('');
+      return String(raw['Fn::Sub']).replace(/\$\{([^}]+)\}/g, (_m, name: string) => (name === logsId ? 'SENDER_LOGS' : 'OTHER'));
+    };
+    const rules = (tpl: CfnTemplate, logsId: string) =>
+      Object.values(tpl.Resources)
+        .filter((r) => r.Type === 'AWS::CloudWatch::InsightRule')
+        .map((r) => ({ state: r.Properties.RuleState, body: JSON.parse(flatten(r.Properties.RuleBody, logsId)) }))
+        .sort((a, b) => JSON.stringify(a).localeCompare(JSON.stringify(b)));
+    const cdk = rules(json, cdkLogs);
+    expect(cdk).toHaveLength(2);
+    expect(rules(samTemplate(), 'SenderLogGroup')).toEqual(cdk);
   });
 
   test('log retention, dashboard, exported outputs', () => {

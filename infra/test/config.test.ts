@@ -49,6 +49,54 @@ describe('overrides', () => {
     expect(env.TERN_ATTEMPT_TIMEOUT_MS).toBe('20000');
   });
 
+  test('health settings: settings.json by default, overridable by context and props, mapped to the sender env', () => {
+    const envOf = (props: TernStackProps, context: Record<string, unknown>) => {
+      const stack = build(props, context);
+      const json = Template.fromStack(stack).toJSON();
+      return json.Resources[stack.getLogicalId(stack.functions.sender.node.defaultChild as any)].Properties.Environment.Variables;
+    };
+    const env = envOf({ healthMinAttempts: 40 }, {
+      'tern:healthFailureThreshold': '3',
+      'tern:healthProbeIntervalSeconds': '30',
+      'tern:healthWindowSeconds': '1800',
+      'tern:healthDisableBelowPercent': '40',
+      'tern:healthDegradedBelowPercent': '90',
+      'tern:healthMinAttempts': '10',
+    });
+    expect(env).toMatchObject({
+      TERN_HEALTH_FAILURE_THRESHOLD: '3',
+      TERN_HEALTH_PROBE_INTERVAL_SECONDS: '30',
+      TERN_HEALTH_WINDOW_SECONDS: '1800',
+      TERN_HEALTH_DISABLE_BELOW_PERCENT: '40',
+      TERN_HEALTH_DEGRADED_BELOW_PERCENT: '90',
+      TERN_HEALTH_MIN_ATTEMPTS: '40',
+    });
+  });
+
+  test('health settings are bounded, and disabling cannot be looser than degrading', () => {
+    expect(() => build({ healthDisableBelowPercent: 96 })).toThrow(/healthDisableBelowPercent \(96\) must be at most healthDegradedBelowPercent \(95\)/);
+    expect(() => build({ healthFailureThreshold: 0 })).toThrow(/healthFailureThreshold must be an integer in 1..1000/);
+    expect(() => build({ healthWindowSeconds: 30 })).toThrow(/healthWindowSeconds/);
+    expect(() => build({}, { 'tern:healthMinAttempts': 'many' })).toThrow(/tern:healthMinAttempts/);
+  });
+
+  test('SAM Health* parameters default to settings.json health and have the CDK ranges', () => {
+    const { samTemplate } = require('./helpers');
+    const p = samTemplate().Parameters;
+    const s = loadSettings().health;
+    const expected: Array<[string, number, number, number]> = [
+      ['HealthFailureThreshold', s.failureThreshold, 1, 1000],
+      ['HealthProbeIntervalSeconds', s.probeIntervalSeconds, 1, 3600],
+      ['HealthWindowSeconds', s.windowSeconds, 60, 86400],
+      ['HealthDisableBelowPercent', s.disableBelowPercent, 0, 100],
+      ['HealthDegradedBelowPercent', s.degradedBelowPercent, 0, 100],
+      ['HealthMinAttempts', s.minAttempts, 1, 100000],
+    ];
+    for (const [name, def, min, max] of expected) {
+      expect([name, p[name].Type, p[name].Default, p[name].MinValue, p[name].MaxValue]).toEqual([name, 'Number', def, min, max]);
+    }
+  });
+
   test('props win over context', () => {
     const stack = build({ senderBatchSize: 3 }, { 'tern:senderBatchSize': '7' });
     expect(stack.config.senderBatchSize).toBe(3);

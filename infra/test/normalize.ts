@@ -89,7 +89,7 @@ export interface Critical {
 }
 
 const FUNCTION_NAMES = ['relay', 'sender', 'replay', 'console'];
-const TABLE_NAMES = ['outbox', 'endpoints', 'attempts'];
+const TABLE_NAMES = ['outbox', 'endpoints', 'attempts', 'health'];
 const QUEUE_NAMES = ['delivery', 'dlq', 'relayFailures'];
 
 /** Builds the comparable summary. `mappings` gives the event source mapping properties of each function. */

@@ -21,6 +21,7 @@ describe('tables', () => {
     ['outbox', () => stack.storage.outbox, settings.tables.outbox],
     ['endpoints', () => stack.storage.endpoints, settings.tables.endpoints],
     ['attempts', () => stack.storage.attempts, settings.tables.attempts],
+    ['health', () => stack.storage.health, settings.tables.health],
   ] as const)('%s: keys, TTL, stream, PITR, SSE, retained', (_name, table, s) => {
     const r = resource(table());
     const keys = [{ AttributeName: s.partitionKey, KeyType: 'HASH' }];
@@ -44,7 +45,14 @@ describe('tables', () => {
     });
   });
 
-  test('exactly three tables', () => template.resourceCountIs('AWS::DynamoDB::Table', 3));
+  test('exactly four tables', () => template.resourceCountIs('AWS::DynamoDB::Table', 4));
+
+  test('health: one item per endpoint (tenant_id, endpoint_id), no stream, no TTL', () => {
+    expect(settings.tables.health).toEqual({ partitionKey: 'tenant_id', sortKey: 'endpoint_id' });
+    const p = resource(stack.storage.health).Properties;
+    expect(p.StreamSpecification).toBeUndefined();
+    expect(p.TimeToLiveSpecification).toBeUndefined();
+  });
 });
 
 describe('queues', () => {
@@ -141,6 +149,8 @@ function permissions(roleId: string): string[] {
     [logicalId(stack.storage.outbox), 'outbox'],
     [logicalId(stack.storage.endpoints), 'endpoints'],
     [logicalId(stack.storage.attempts), 'attempts'],
+    [logicalId(stack.storage.health), 'health'],
+    [logicalId(stack.operational.topic), 'operationalTopic'],
     [logicalId(stack.queues.delivery), 'delivery'],
     [logicalId(stack.queues.dlq), 'dlq'],
     [logicalId(stack.queues.relayFailures), 'relayFailures'],
@@ -214,6 +224,23 @@ describe('functions', () => {
       TERN_RETRY_AFTER_CEILING_SECONDS: String(settings.delivery.retryAfterCeilingSeconds),
       TERN_HTTPS_ONLY: 'true',
       TERN_ATTEMPT_LOG_TTL_DAYS: String(settings.delivery.attemptLogTtlDays),
+      TERN_HEALTH_TABLE: ref(stack.storage.health),
+      TERN_HEALTH_FAILURE_THRESHOLD: '5',
+      TERN_HEALTH_PROBE_INTERVAL_SECONDS: '60',
+      TERN_HEALTH_WINDOW_SECONDS: '3600',
+      TERN_HEALTH_DISABLE_BELOW_PERCENT: '50',
+      TERN_HEALTH_DEGRADED_BELOW_PERCENT: '95',
+      TERN_HEALTH_MIN_ATTEMPTS: '20',
+      TERN_OPERATIONAL_TOPIC_ARN: ref(stack.operational.topic),
+      TERN_OUTBOX_TABLE: ref(stack.storage.outbox),
+    });
+    expect(settings.health).toMatchObject({
+      failureThreshold: 5,
+      probeIntervalSeconds: 60,
+      windowSeconds: 3600,
+      disableBelowPercent: 50,
+      degradedBelowPercent: 95,
+      minAttempts: 20,
     });
     expect(settings.delivery.retrySchedule.join(',')).toBe('60,300,1800,7200,36000,86400');
   });
@@ -233,6 +260,7 @@ describe('functions', () => {
       TERN_METRICS_NAMESPACE: 'Tern',
       TERN_ENDPOINTS_TABLE: ref(stack.storage.endpoints),
       TERN_ATTEMPTS_TABLE: ref(stack.storage.attempts),
+      TERN_HEALTH_TABLE: ref(stack.storage.health),
       TERN_DLQ_URL: ref(stack.queues.dlq),
       TERN_REPLAY_FUNCTION: ref(stack.functions.replay),
     });
@@ -291,6 +319,13 @@ describe('least-privilege IAM', () => {
         'sqs:SendMessage on delivery',
         'sqs:SendMessage on dlq',
         'states:StartExecution on stateMachine',
+        // Health items: read, create, update (counters, circuit, probe claim).
+        // Health: read the record (GetItem), add a batch and make conditional transitions (UpdateItem).
+        'dynamodb:GetItem on health',
+        'dynamodb:UpdateItem on health',
+        // Operational events: the topic, and tern.endpoint.* outbox events (conditional put).
+        'sns:Publish on operationalTopic',
+        'dynamodb:PutItem on outbox',
         'logs:CreateLogStream on own log group',
         'logs:PutLogEvents on own log group',
       ].sort(),
@@ -322,15 +357,29 @@ describe('least-privilege IAM', () => {
         'dynamodb:Query on attempts',
         // The unqualified function only: no version or alias wildcard.
         'lambda:InvokeFunction on replayFunction',
+        // Health: read, and Enable deletes the endpoint's record (it starts afresh).
+        'dynamodb:DeleteItem on health',
+        'dynamodb:GetItem on health',
+        'dynamodb:Query on health',
+        'dynamodb:Scan on health',
         'logs:CreateLogStream on own log group',
         'logs:PutLogEvents on own log group',
       ].sort(),
     );
   });
 
-  test('no function may write the outbox (the application does)', () => {
-    for (const fn of [stack.functions.relay, stack.functions.sender, stack.functions.replay, stack.functions.console]) {
+  test('only the sender writes the outbox, and only PutItem (operational events; the application writes the rest)', () => {
+    for (const fn of [stack.functions.relay, stack.functions.replay, stack.functions.console]) {
       expect(permissions(roleOf(fn)).filter((p) => p.endsWith(' on outbox'))).toEqual([]);
+    }
+    expect(permissions(roleOf(stack.functions.sender)).filter((p) => p.endsWith(' on outbox'))).toEqual([
+      'dynamodb:PutItem on outbox',
+    ]);
+  });
+
+  test('no function may use a KMS key: the operational topic uses the AWS managed SNS key', () => {
+    for (const fn of [stack.functions.relay, stack.functions.sender, stack.functions.replay, stack.functions.console]) {
+      expect(permissions(roleOf(fn)).filter((p) => p.startsWith('kms:'))).toEqual([]);
     }
   });
 });
@@ -561,4 +610,71 @@ describe('outputs', () => {
       expect(json.Outputs![name]).toBeDefined();
     },
   );
+});
+
+describe('operational events', () => {
+  test('topic: encrypted (AWS managed SNS key), TLS-only, output OperationalTopicArn', () => {
+    const p = resource(stack.operational.topic).Properties;
+    expect(JSON.stringify(p.KmsMasterKeyId)).toContain('alias/aws/sns');
+    const policies = Object.values(json.Resources).filter(
+      (r) => r.Type === 'AWS::SNS::TopicPolicy' && r.Properties.Topics.some((t: any) => t.Ref === logicalId(stack.operational.topic)),
+    );
+    expect(policies).toHaveLength(1);
+    const denies = policies[0].Properties.PolicyDocument.Statement.filter(
+      (st: any) => st.Effect === 'Deny' && String(st.Condition?.Bool?.['aws:SecureTransport']) === 'false',
+    );
+    expect(denies).toHaveLength(1);
+    expect(json.Outputs!.OperationalTopicArn.Value).toEqual(ref(stack.operational.topic));
+    expect(json.Outputs!.HealthTableName.Value).toEqual(ref(stack.storage.health));
+  });
+
+  test('Contributor Insights: failed attempts per endpoint and attempts per tenant, over the sender log group', () => {
+    const senderLogs = stack.getLogicalId(stack.functions.logGroups.sender.node.defaultChild as CfnElement);
+    const body = (rule: { node: { defaultChild?: unknown } } | any) => {
+      const raw = json.Resources[stack.getLogicalId(rule as CfnElement)].Properties.RuleBody;
+      const text = raw['Fn::Join']
+        ? raw['Fn::Join'][1].map((x: any) => (typeof x === 'string' ? x : x.Ref === senderLogs ? 'SENDER_LOGS' : 'OTHER')).join('')
+        : raw;
+      return JSON.parse(text);
+    };
+    const attempt = { Match: '$.fields.message', In: ['attempt'] };
+    expect(body(stack.insights.failingEndpoints)).toEqual({
+      Schema: { Name: 'CloudWatchLogRule', Version: 1 },
+      LogGroupNames: ['SENDER_LOGS'],
+      LogFormat: 'JSON',
+      Contribution: {
+        Keys: ['$.fields.tenant_id', '$.fields.endpoint_id'],
+        Filters: [attempt, { Match: '$.fields.outcome', NotIn: ['delivered'] }],
+      },
+      AggregateOn: 'Count',
+    });
+    expect(body(stack.insights.busiestTenants)).toEqual({
+      Schema: { Name: 'CloudWatchLogRule', Version: 1 },
+      LogGroupNames: ['SENDER_LOGS'],
+      LogFormat: 'JSON',
+      Contribution: { Keys: ['$.fields.tenant_id'], Filters: [attempt] },
+      AggregateOn: 'Count',
+    });
+    for (const rule of [stack.insights.failingEndpoints, stack.insights.busiestTenants]) {
+      expect(json.Resources[stack.getLogicalId(rule)].Properties.RuleState).toBe('ENABLED');
+    }
+  });
+
+  test("the sender logs at INFO, so the rules see its attempt lines", () => {
+    expect(resource(stack.functions.sender).Properties.Environment.Variables.RUST_LOG).toBe('info');
+  });
+
+  test('the dashboard shows both rules as Contributor Insights widgets', () => {
+    const consoleId = logicalId(stack.functions.console);
+    const widgets = dashboardWidgets(json, consoleId).filter((w: any) => w.properties.insightRule);
+    expect(widgets.map((w: any) => w.properties.title)).toEqual([
+      'Top endpoints by failed attempts (tenant, endpoint)',
+      'Top tenants by attempts',
+    ]);
+    for (const w of widgets) expect(w.properties.insightRule).toMatchObject({ maxContributorCount: 10, orderBy: 'Sum' });
+    const body = JSON.stringify(only(json, 'AWS::CloudWatch::Dashboard').props.DashboardBody);
+    for (const rule of [stack.insights.failingEndpoints, stack.insights.busiestTenants]) {
+      expect(body).toContain(JSON.stringify({ 'Fn::GetAtt': [stack.getLogicalId(rule), 'RuleName'] }));
+    }
+  });
 });

@@ -4,12 +4,15 @@ import { Construct } from 'constructs';
 import { TernSettings } from '../settings';
 import { Functions } from './functions';
 import { TernMetrics } from './metrics';
+import { AttemptInsights, ContributorInsightsWidget } from './operational';
 import { Queues } from './queues';
 
 export interface DashboardProps {
   readonly settings: TernSettings;
   readonly functions: Functions;
   readonly queues: Queues;
+  /** The Contributor Insights rules over the sender's attempt log (shown at the bottom). */
+  readonly insights: AttemptInsights;
 }
 
 /** One CloudWatch dashboard: delivery health first, then the pipes that feed it. */
@@ -110,6 +113,21 @@ export class Dashboard extends Construct {
         title: 'Relay iterator age (ms)',
         left: [props.functions.relay.metric('IteratorAge', { statistic: cw.Stats.MAXIMUM, period: fiveMin })],
         width: 8,
+      }),
+    );
+    // Per-endpoint and per-tenant views from the sender's attempt log, without a metric per endpoint.
+    this.dashboard.addWidgets(
+      new ContributorInsightsWidget({
+        ruleName: props.insights.failingEndpoints.attrRuleName,
+        title: 'Top endpoints by failed attempts (tenant, endpoint)',
+        width: 12,
+        height: 6,
+      }),
+      new ContributorInsightsWidget({
+        ruleName: props.insights.busiestTenants.attrRuleName,
+        title: 'Top tenants by attempts',
+        width: 12,
+        height: 6,
       }),
     );
   }

@@ -4,6 +4,7 @@ import * as iam from 'aws-cdk-lib/aws-iam';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import * as sources from 'aws-cdk-lib/aws-lambda-event-sources';
 import * as logs from 'aws-cdk-lib/aws-logs';
+import * as sns from 'aws-cdk-lib/aws-sns';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import { RustFunction } from 'cargo-lambda-cdk';
 import { Construct } from 'constructs';
@@ -18,6 +19,8 @@ export interface FunctionsProps {
   readonly storage: Storage;
   readonly queues: Queues;
   readonly stateMachine: sfn.IStateMachine;
+  /** The operational-events topic the sender publishes endpoint health changes to. */
+  readonly operationalTopic: sns.ITopic;
 }
 
 /** The four binaries of the Rust workspace (crates functions/relay, functions/sender, functions/replay, functions/console). */
@@ -44,6 +47,8 @@ export class Functions extends Construct {
   public readonly console: lambda.Function;
   /** The execution role of each function (created here so that no AWS managed policy is attached). */
   public readonly roles: Record<FunctionName, iam.Role> = {} as Record<FunctionName, iam.Role>;
+  /** The log group of each function (the Contributor Insights rules read the sender's). */
+  public readonly logGroups: Record<FunctionName, logs.LogGroup> = {} as Record<FunctionName, logs.LogGroup>;
 
   constructor(scope: Construct, id: string, props: FunctionsProps) {
     super(scope, id);
@@ -84,6 +89,17 @@ export class Functions extends Construct {
         // Deployed stacks only ever deliver over https; plain http is for local mode.
         TERN_HTTPS_ONLY: 'true',
         TERN_ATTEMPT_LOG_TTL_DAYS: String(c.attemptLogTtlDays),
+        // Per-endpoint health: circuit breaker, auto-disable, operational events.
+        TERN_HEALTH_TABLE: storage.health.tableName,
+        TERN_HEALTH_FAILURE_THRESHOLD: String(c.healthFailureThreshold),
+        TERN_HEALTH_PROBE_INTERVAL_SECONDS: String(c.healthProbeIntervalSeconds),
+        TERN_HEALTH_WINDOW_SECONDS: String(c.healthWindowSeconds),
+        TERN_HEALTH_DISABLE_BELOW_PERCENT: String(c.healthDisableBelowPercent),
+        TERN_HEALTH_DEGRADED_BELOW_PERCENT: String(c.healthDegradedBelowPercent),
+        TERN_HEALTH_MIN_ATTEMPTS: String(c.healthMinAttempts),
+        TERN_OPERATIONAL_TOPIC_ARN: props.operationalTopic.topicArn,
+        // Operational events are also written to the outbox as tern.endpoint.* events.
+        TERN_OUTBOX_TABLE: storage.outbox.tableName,
       },
     });
     this.replay = this.rustFunction(c, {
@@ -107,13 +123,14 @@ export class Functions extends Construct {
         ...common,
         TERN_ENDPOINTS_TABLE: storage.endpoints.tableName,
         TERN_ATTEMPTS_TABLE: storage.attempts.tableName,
+        TERN_HEALTH_TABLE: storage.health.tableName,
         TERN_DLQ_URL: queues.dlq.queueUrl,
         TERN_REPLAY_FUNCTION: this.replay.functionName,
       },
     });
 
     this.wireRelay(s, c, storage, queues);
-    this.wireSender(s, c, storage, queues, props.stateMachine);
+    this.wireSender(s, c, storage, queues, props.stateMachine, props.operationalTopic);
     // replay: reads the DLQ by hand (no mapping) and puts messages back on the delivery queue.
     queues.dlq.grant(this.replay, 'sqs:ReceiveMessage', 'sqs:DeleteMessage', 'sqs:ChangeMessageVisibility');
     queues.delivery.grant(this.replay, 'sqs:SendMessage');
@@ -123,13 +140,15 @@ export class Functions extends Construct {
   /**
    * The console may only read (the DLQ without deleting: receive, then release with
    * ChangeMessageVisibility; endpoints; the attempt log), invoke the replay function and
-   * enable endpoints (UpdateItem). No sqs:DeleteMessage, no sqs:SendMessage, no PutItem.
+   * enable endpoints (UpdateItem, and DeleteItem of the endpoint's health record). No sqs:DeleteMessage, no sqs:SendMessage, no PutItem.
    */
   private wireConsole(storage: Storage, queues: Queues): void {
     queues.dlq.grant(this.console, 'sqs:ReceiveMessage', 'sqs:ChangeMessageVisibility');
     // Scan lists every endpoint (the Endpoints widget); UpdateItem is Enable.
     storage.endpoints.grant(this.console, 'dynamodb:Scan', 'dynamodb:UpdateItem');
     storage.attempts.grant(this.console, 'dynamodb:Query');
+    // Health: read; Enable deletes the endpoint's record so it starts with a closed circuit.
+    storage.health.grant(this.console, 'dynamodb:GetItem', 'dynamodb:Query', 'dynamodb:Scan', 'dynamodb:DeleteItem');
     // The unqualified function only (grantInvoke would add every version and alias, `:*`).
     this.console.addToRolePolicy(
       new iam.PolicyStatement({ actions: ['lambda:InvokeFunction'], resources: [this.replay.functionArn] }),
@@ -166,6 +185,7 @@ export class Functions extends Construct {
     storage: Storage,
     queues: Queues,
     stateMachine: sfn.IStateMachine,
+    operationalTopic: sns.ITopic,
   ): void {
     const es = s.eventSources.sender;
     // The mapping grants receive/delete/change-visibility on the delivery queue.
@@ -185,6 +205,15 @@ export class Functions extends Construct {
     queues.delivery.grant(this.sender, 'sqs:SendMessage');
     queues.dlq.grant(this.sender, 'sqs:SendMessage');
     stateMachine.grantStartExecution(this.sender);
+    // One health item per endpoint: read, created, updated atomically (counters, circuit, probe claim).
+    storage.health.grant(this.sender, 'dynamodb:GetItem', 'dynamodb:UpdateItem');
+    // Operational events: the SNS topic, and the outbox as tern.endpoint.* events (conditional PutItem only).
+    // sns:Publish alone: the topic uses the AWS managed SNS key, whose key policy already lets the
+    // account's principals encrypt through SNS (grantPublish would add kms:* on key/*).
+    this.sender.addToRolePolicy(
+      new iam.PolicyStatement({ actions: ['sns:Publish'], resources: [operationalTopic.topicArn] }),
+    );
+    storage.outbox.grant(this.sender, 'dynamodb:PutItem');
   }
 
   private rustFunction(c: TernConfig, spec: FunctionSpec): lambda.Function {
@@ -199,6 +228,7 @@ export class Functions extends Construct {
     });
     logGroup.grantWrite(role);
     this.roles[spec.name] = role;
+    this.logGroups[spec.name] = logGroup;
     const options: lambda.FunctionOptions = {
       description: spec.description,
       architecture: lambda.Architecture.ARM_64,

@@ -12,7 +12,7 @@ export interface StorageProps {
 }
 
 /**
- * The three DynamoDB tables. All are on-demand by default (or provisioned with
+ * The four DynamoDB tables. All are on-demand by default (or provisioned with
  * read and write auto scaling, `capacityMode`), encrypted with the AWS managed
  * key and have point-in-time recovery: the outbox and the attempt log are
  * the record of what was promised and what was done.
@@ -24,6 +24,8 @@ export class Storage extends Construct {
   public readonly endpoints: dynamodb.Table;
   /** One item per delivery attempt (and a delivered marker per event and endpoint). */
   public readonly attempts: dynamodb.Table;
+  /** Per-endpoint health, one item per endpoint: rolling-window counters, circuit state, next probe time. */
+  public readonly health: dynamodb.Table;
 
   constructor(scope: Construct, id: string, props: StorageProps) {
     super(scope, id);
@@ -35,6 +37,7 @@ export class Storage extends Construct {
     this.outbox = this.table('Outbox', t.outbox, removalPolicy, capacity(c.tables.outbox));
     this.endpoints = this.table('Endpoints', t.endpoints, removalPolicy, capacity(c.tables.endpoints));
     this.attempts = this.table('Attempts', t.attempts, removalPolicy, capacity(c.tables.attempts));
+    this.health = this.table('Health', t.health, removalPolicy, capacity(c.tables.health));
   }
 
   private table(

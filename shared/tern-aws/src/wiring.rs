@@ -5,7 +5,8 @@
 use std::sync::Arc;
 
 use aws_config::SdkConfig;
-use tern_handlers::config::{RelayConfig, ReplayConfig, SenderConfig};
+use tern_core::operational::{FanOut, OperationalEventSink};
+use tern_handlers::config::{OperationalConfig, RelayConfig, ReplayConfig, SenderConfig};
 use tern_handlers::endpoint_cache::CachedEndpoints;
 use tern_handlers::relay::RelayDeps;
 use tern_handlers::replay::ReplayDeps;
@@ -13,11 +14,11 @@ use tern_handlers::sender::SenderDeps;
 use tern_http::client::ClientBuildError;
 use tern_http::{ClientOptions, DeliveryClient, DestinationPolicy, HostLookup, SystemLookup};
 
-use tern_core::operational::{FanOut, OperationalEventSink};
 use tern_handlers::health::CircuitBreaker;
 
 use crate::{
-    DynamoEndpointStore, DynamoHealthStore, DynamoLedger, SqsQueue, StepFunctionsScheduler,
+    DynamoEndpointStore, DynamoHealthStore, DynamoLedger, OutboxEventSink, SnsEventSink,
+    SqsQueue, StepFunctionsScheduler,
 };
 
 /// The relay's dependencies.
@@ -45,8 +46,7 @@ pub fn sender_deps(
     aws: &SdkConfig,
     lookup: Option<Arc<dyn HostLookup>>,
 ) -> Result<SenderDeps, ClientBuildError> {
-    // TODO(merge i10-events): the SNS and outbox sinks.
-    let events: Arc<dyn OperationalEventSink> = Arc::new(FanOut(Vec::new()));
+    let events = operational_sink(&config.operational, aws);
     let aws = &crate::budget::bounded(aws);
     let sqs = aws_sdk_sqs::Client::new(aws);
     let ddb = aws_sdk_dynamodb::Client::new(aws);
@@ -102,4 +102,28 @@ pub fn replay_deps(config: &ReplayConfig, aws: &SdkConfig) -> ReplayDeps {
         dlq: Arc::new(SqsQueue::new(sqs.clone(), &config.dlq_url)),
         delivery_queue: Arc::new(SqsQueue::new(sqs, &config.delivery_queue_url)),
     }
+}
+
+/// Where the sender reports endpoint health changes: a [`FanOut`] of the SNS topic and the
+/// outbox table, each when configured; an empty `FanOut` (which accepts and drops every
+/// event) when neither is.
+pub fn operational_sink(
+    config: &OperationalConfig,
+    aws: &SdkConfig,
+) -> Arc<dyn OperationalEventSink> {
+    let aws = &crate::budget::bounded(aws);
+    let mut sinks: Vec<Arc<dyn OperationalEventSink>> = Vec::new();
+    if let Some(arn) = &config.topic_arn {
+        sinks.push(Arc::new(SnsEventSink::new(
+            aws_sdk_sns::Client::new(aws),
+            arn,
+        )));
+    }
+    if let Some(table) = &config.outbox_table {
+        sinks.push(Arc::new(OutboxEventSink::new(
+            aws_sdk_dynamodb::Client::new(aws),
+            table,
+        )));
+    }
+    Arc::new(FanOut(sinks))
 }

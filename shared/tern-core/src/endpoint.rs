@@ -280,12 +280,18 @@ impl Endpoint {
     }
 
     /// True when `event` belongs to this endpoint's tenant and one of its subscriptions.
+    /// `*` covers the tenant's own event types but not Tern's operational events
+    /// (`tern.endpoint.disabled`, ...: [`crate::operational::TERN_EVENT_TYPE_PREFIX`]),
+    /// which an endpoint gets only by naming them: otherwise every `*` endpoint, the
+    /// failing one included, would start receiving reports about endpoint health.
     pub fn subscribes(&self, event: &Event) -> bool {
+        let ty = event.event_type.as_str();
+        let operational = ty.starts_with(crate::operational::TERN_EVENT_TYPE_PREFIX);
         self.tenant_id == event.tenant_id
             && self
                 .event_types
                 .iter()
-                .any(|t| t == ALL_EVENT_TYPES || t == event.event_type.as_str())
+                .any(|t| (t == ALL_EVENT_TYPES && !operational) || t == ty)
     }
 
     /// Secrets that sign at `now`, newest first.
@@ -382,6 +388,18 @@ mod tests {
         assert!(!e.subscribes(&event("tnt_b", "order.paid")));
         e.event_types = vec!["*".into()];
         assert!(e.subscribes(&event("tnt_a", "anything")));
+    }
+
+    #[test]
+    fn operational_event_types_are_delivered_only_when_named() {
+        let mut e = endpoint();
+        e.event_types = vec!["*".into()];
+        assert!(!e.subscribes(&event("tnt_a", "tern.endpoint.disabled")));
+        e.event_types = vec!["*".into(), "tern.endpoint.disabled".into()];
+        assert!(e.subscribes(&event("tnt_a", "tern.endpoint.disabled")));
+        assert!(!e.subscribes(&event("tnt_a", "tern.endpoint.degraded")));
+        assert!(e.subscribes(&event("tnt_a", "order.paid")));
+        assert!(!e.subscribes(&event("tnt_b", "tern.endpoint.disabled")));
     }
 
     #[test]

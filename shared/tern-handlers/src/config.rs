@@ -149,6 +149,8 @@ pub struct SenderConfig {
     /// [`crate::health::DEFAULT_HEALTH_CACHE_SECONDS`] (5), at most 60: how long a warm
     /// sender serves an endpoint's health record from memory.
     pub health_cache: Duration,
+    /// Where health changes are reported ([`OperationalConfig`]).
+    pub operational: OperationalConfig,
 }
 
 /// Reads the `TERN_HEALTH_*` thresholds.
@@ -301,6 +303,7 @@ impl SenderConfig {
             health_table: env.required("TERN_HEALTH_TABLE")?,
             health: health_policy(env)?,
             health_cache: health_cache(env)?,
+            operational: OperationalConfig::from_env(env)?,
         })
     }
 }
@@ -486,5 +489,50 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+}
+
+/// Where the sender reports endpoint health changes (operational events). Both optional:
+/// without either, changes are only logged.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OperationalConfig {
+    /// `TERN_OPERATIONAL_TOPIC_ARN`: the operational-events SNS topic.
+    pub topic_arn: Option<String>,
+    /// `TERN_OUTBOX_TABLE`: the outbox table, where each event is also written as a Tern
+    /// event (`tern.endpoint.disabled`, ...) for the tenant's own endpoints.
+    pub outbox_table: Option<String>,
+}
+
+impl OperationalConfig {
+    /// Reads the two variables; a blank value counts as unset.
+    ///
+    /// # Errors
+    /// None today; the `Result` keeps the shape of the other configs' `from_env`.
+    pub fn from_env(env: &Env<'_>) -> Result<Self, ConfigError> {
+        Ok(Self {
+            topic_arn: env.get("TERN_OPERATIONAL_TOPIC_ARN"),
+            outbox_table: env.get("TERN_OUTBOX_TABLE"),
+        })
+    }
+}
+
+#[cfg(test)]
+mod operational_tests {
+    use super::*;
+
+    #[test]
+    fn operational_sinks_are_optional() {
+        assert_eq!(
+            OperationalConfig::from_env(&Env(&|_| None)),
+            Ok(OperationalConfig::default())
+        );
+        let vars = |k: &str| match k {
+            "TERN_OPERATIONAL_TOPIC_ARN" => Some("arn:aws:sns:eu-west-1:1:ops".to_owned()),
+            "TERN_OUTBOX_TABLE" => Some(" ".to_owned()),
+            _ => None,
+        };
+        let c = OperationalConfig::from_env(&Env(&vars)).unwrap();
+        assert_eq!(c.topic_arn.as_deref(), Some("arn:aws:sns:eu-west-1:1:ops"));
+        assert_eq!(c.outbox_table, None);
     }
 }

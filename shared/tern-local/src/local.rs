@@ -7,7 +7,8 @@ use std::time::Duration;
 use aws_config::SdkConfig;
 use tern_aws::SqsQueue;
 use tern_core::RetrySchedule;
-use tern_handlers::config::{Env, RelayConfig, ReplayConfig, SenderConfig};
+use tern_core::operational::OperationalEventSink;
+use tern_handlers::config::{Env, OperationalConfig, RelayConfig, ReplayConfig, SenderConfig};
 use tern_handlers::relay::RelayDeps;
 use tern_handlers::replay::ReplayDeps;
 use tern_handlers::sender::SenderDeps;
@@ -85,6 +86,9 @@ pub struct LocalTern {
     pub sender: Arc<SenderDeps>,
     /// Replay dependencies.
     pub replay: ReplayDeps,
+    /// Where endpoint health changes go: the operational-events topic and the outbox
+    /// (`tern_aws::wiring::operational_sink`, the same wiring as the sender Lambda).
+    pub operational: Arc<dyn OperationalEventSink>,
     /// The environment the functions would get, as `(name, value)` pairs.
     pub env: Vec<(String, String)>,
     /// Address of the operator's console, once [`Self::start_pollers`] started it.
@@ -164,7 +168,16 @@ impl LocalTern {
                 settings.delivery.attempt_log_ttl_days.to_string(),
             ),
         ]);
+        env.extend(
+            settings
+                .health
+                .env()
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v)),
+        );
         if let Some(h) = &options.health {
+            // The test's thresholds replace the settings file's.
+            env.retain(|(k, _)| !k.starts_with("TERN_HEALTH_") || k == "TERN_HEALTH_TABLE");
             env.extend([
                 (
                     "TERN_HEALTH_FAILURE_THRESHOLD".to_owned(),
@@ -207,12 +220,15 @@ impl LocalTern {
             options.lookup.clone(),
         )?;
         let replay = tern_aws::wiring::replay_deps(&ReplayConfig::from_env(&vars)?, &aws);
+        let operational =
+            tern_aws::wiring::operational_sink(&OperationalConfig::from_env(&vars)?, &aws);
         Ok(Self {
             aws,
             resources,
             relay: Arc::new(relay),
             sender: Arc::new(sender),
             replay,
+            operational,
             env,
             console: None,
             tasks: Vec::new(),

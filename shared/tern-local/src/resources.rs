@@ -39,8 +39,6 @@ pub struct Resources {
     pub endpoints_table: String,
     /// Attempts table (ledger and attempt log).
     pub attempts_table: String,
-    /// Endpoint health table.
-    pub health_table: String,
     /// Delivery queue URL.
     pub delivery_queue_url: String,
     /// DLQ URL.
@@ -49,6 +47,10 @@ pub struct Resources {
     pub relay_failure_queue_url: String,
     /// Delayed-delivery state machine ARN.
     pub state_machine_arn: String,
+    /// Health table: one item per endpoint (rolling-window counters, circuit state).
+    pub health_table: String,
+    /// Operational-events SNS topic ARN (`endpoint.disabled`, ...).
+    pub operational_topic_arn: String,
 }
 
 impl Resources {
@@ -58,7 +60,6 @@ impl Resources {
             ("TERN_OUTBOX_TABLE", self.outbox_table.clone()),
             ("TERN_ENDPOINTS_TABLE", self.endpoints_table.clone()),
             ("TERN_ATTEMPTS_TABLE", self.attempts_table.clone()),
-            ("TERN_HEALTH_TABLE", self.health_table.clone()),
             ("TERN_DELIVERY_QUEUE_URL", self.delivery_queue_url.clone()),
             ("TERN_DLQ_URL", self.dlq_url.clone()),
             (
@@ -68,6 +69,11 @@ impl Resources {
             (
                 "TERN_DELAY_STATE_MACHINE_ARN",
                 self.state_machine_arn.clone(),
+            ),
+            ("TERN_HEALTH_TABLE", self.health_table.clone()),
+            (
+                "TERN_OPERATIONAL_TOPIC_ARN",
+                self.operational_topic_arn.clone(),
             ),
         ]
     }
@@ -218,20 +224,21 @@ pub async fn provision(
     .await?;
     table(
         &ddb,
-        &health_table,
-        "tenant_id",
-        Some("endpoint_id"),
-        false,
-        None,
-    )
-    .await?;
-    table(
-        &ddb,
         &attempts_table,
         "event_id",
         Some("sk"),
         false,
         Some("expires_at"),
+    )
+    .await?;
+    let keys = &settings.tables.health;
+    table(
+        &ddb,
+        &health_table,
+        &keys.partition_key,
+        keys.sort_key.as_deref(),
+        false,
+        None,
     )
     .await?;
 
@@ -286,15 +293,28 @@ pub async fn provision(
         .map_err(|e| err(&sm_name)(aws_sdk_sfn::error::DisplayErrorContext(e).to_string()))?
         .state_machine_arn;
 
+    // Encrypted with the AWS managed SNS key, as in the stacks (moto stores the attribute).
+    let topic_name = format!("{prefix}operational-events");
+    let operational_topic_arn = aws_sdk_sns::Client::new(aws)
+        .create_topic()
+        .name(&topic_name)
+        .attributes("KmsMasterKeyId", "alias/aws/sns")
+        .send()
+        .await
+        .map_err(|e| err(&topic_name)(aws_sdk_sns::error::DisplayErrorContext(e).to_string()))?
+        .topic_arn
+        .ok_or_else(|| err(&topic_name)("no topic ARN returned".into()))?;
+
     Ok(Resources {
         outbox_table,
         outbox_stream_arn,
         endpoints_table,
         attempts_table,
-        health_table,
         delivery_queue_url,
         dlq_url,
         relay_failure_queue_url,
         state_machine_arn,
+        health_table,
+        operational_topic_arn,
     })
 }

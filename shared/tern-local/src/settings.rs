@@ -12,6 +12,10 @@ pub const DELAY_STATE_MACHINE_ASL: &str =
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct InfraSettings {
+    /// Table keys (local mode reads the health table's; the others are created as coded).
+    pub tables: Tables,
+    /// Per-endpoint health settings.
+    pub health: Health,
     /// Function settings.
     pub functions: Functions,
     /// Queues.
@@ -20,6 +24,71 @@ pub struct InfraSettings {
     pub event_sources: EventSources,
     /// Delivery defaults.
     pub delivery: Delivery,
+}
+
+/// Table definitions.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Tables {
+    /// The health table.
+    pub health: TableKeys,
+}
+
+/// A table's key attributes (all strings).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TableKeys {
+    /// Partition key attribute.
+    pub partition_key: String,
+    /// Sort key attribute, if any.
+    pub sort_key: Option<String>,
+}
+
+/// Per-endpoint health (`health` in settings.json), passed to the sender as
+/// `TERN_HEALTH_*`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Health {
+    /// Consecutive failed attempts that open the circuit.
+    pub failure_threshold: u32,
+    /// Seconds between probes of an open endpoint.
+    pub probe_interval_seconds: u64,
+    /// Rolling window of the success rate, seconds.
+    pub window_seconds: u64,
+    /// Disable below this success rate over the window, percent.
+    pub disable_below_percent: u32,
+    /// Report degraded below this success rate over the window, percent.
+    pub degraded_below_percent: u32,
+    /// Fewest attempts in the window before the rate can disable.
+    pub min_attempts: u64,
+}
+
+impl Health {
+    /// The sender's environment variables for these settings.
+    pub fn env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            (
+                "TERN_HEALTH_FAILURE_THRESHOLD",
+                self.failure_threshold.to_string(),
+            ),
+            (
+                "TERN_HEALTH_PROBE_INTERVAL_SECONDS",
+                self.probe_interval_seconds.to_string(),
+            ),
+            (
+                "TERN_HEALTH_WINDOW_SECONDS",
+                self.window_seconds.to_string(),
+            ),
+            (
+                "TERN_HEALTH_DISABLE_BELOW_PERCENT",
+                self.disable_below_percent.to_string(),
+            ),
+            (
+                "TERN_HEALTH_DEGRADED_BELOW_PERCENT",
+                self.degraded_below_percent.to_string(),
+            ),
+            ("TERN_HEALTH_MIN_ATTEMPTS", self.min_attempts.to_string()),
+        ]
+    }
 }
 
 /// Function settings.
@@ -118,6 +187,21 @@ mod tests {
             "arn:aws:states:::sqs:sendMessage"
         );
         assert_eq!(asl["States"]["Wait"]["SecondsPath"], "$.wait_seconds");
+    }
+
+    #[test]
+    fn health_settings_reach_the_sender_env() {
+        let s = super::infra_settings();
+        assert_eq!(s.tables.health.partition_key, "tenant_id");
+        assert_eq!(s.tables.health.sort_key.as_deref(), Some("endpoint_id"));
+        let env = s.health.env();
+        let get = |k: &str| env.iter().find(|(n, _)| *n == k).map(|(_, v)| v.as_str());
+        assert_eq!(get("TERN_HEALTH_FAILURE_THRESHOLD"), Some("5"));
+        assert_eq!(get("TERN_HEALTH_PROBE_INTERVAL_SECONDS"), Some("60"));
+        assert_eq!(get("TERN_HEALTH_WINDOW_SECONDS"), Some("3600"));
+        assert_eq!(get("TERN_HEALTH_DISABLE_BELOW_PERCENT"), Some("50"));
+        assert_eq!(get("TERN_HEALTH_DEGRADED_BELOW_PERCENT"), Some("95"));
+        assert_eq!(get("TERN_HEALTH_MIN_ATTEMPTS"), Some("20"));
     }
 
     /// The timing chain the design depends on (DESIGN.md §6): the longest attempt deadline

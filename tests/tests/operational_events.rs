@@ -1,0 +1,253 @@
+//! Operational events on moto (issue 10): the SNS topic with a `tenant_id` filter policy
+//! per owner, and the outbox path that delivers `tern.endpoint.*` events to the tenant's
+//! own endpoints through the relay, signed like any webhook, once.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use aws_sdk_sqs::types::QueueAttributeName;
+use chrono::{SubsecRound, Utc};
+use tern_core::operational::{OperationalEvent, OperationalEventKind, redact_url};
+use tern_core::{EndpointId, TenantId};
+use tern_local::LocalOptions;
+use tern_tests::*;
+
+fn fast() -> LocalOptions {
+    LocalOptions {
+        time_scale: 0.001,
+        ..LocalOptions::default()
+    }
+}
+
+/// An `endpoint.disabled` event with every field of the issue's list set.
+fn disabled_event(tenant: &str) -> OperationalEvent {
+    let now = Utc::now();
+    OperationalEvent {
+        kind: OperationalEventKind::Disabled,
+        tenant_id: TenantId::new(tenant).expect("tenant"),
+        endpoint_id: EndpointId::generate(),
+        url: redact_url("https://hooks.example.com/in?token=s3cret"),
+        reason: "auto_disabled: 12 % success over 1 h, last status 503".into(),
+        last_status: Some(503),
+        last_error: Some("http_status: 503 Service Unavailable".into()),
+        last_success_at: Some(now - chrono::Duration::minutes(47)),
+        success_rate: Some(0.12),
+        attempts: 25,
+        window_seconds: 3600,
+        at: now.trunc_subsecs(3),
+    }
+}
+
+/// A queue subscribed to the deployment's operational topic with a filter policy on
+/// `tenant_id`, as an endpoint owner would set it up. Returns the queue URL.
+async fn owner_queue(local: &tern_local::local::LocalTern, name: &str, tenant: &str) -> String {
+    let sqs = local.sqs();
+    let url = sqs
+        .create_queue()
+        .queue_name(format!(
+            "{}{name}",
+            local.resources.outbox_table.trim_end_matches("outbox")
+        ))
+        .send()
+        .await
+        .expect("create queue")
+        .queue_url
+        .expect("queue url");
+    let arn = sqs
+        .get_queue_attributes()
+        .queue_url(&url)
+        .attribute_names(QueueAttributeName::QueueArn)
+        .send()
+        .await
+        .expect("queue attributes")
+        .attributes
+        .and_then(|a| a.get(&QueueAttributeName::QueueArn).cloned())
+        .expect("queue arn");
+    aws_sdk_sns::Client::new(&local.aws)
+        .subscribe()
+        .topic_arn(&local.resources.operational_topic_arn)
+        .protocol("sqs")
+        .endpoint(arn)
+        .attributes("FilterPolicy", format!(r#"{{"tenant_id": ["{tenant}"]}}"#))
+        .send()
+        .await
+        .expect("subscribe");
+    url
+}
+
+/// Every message in `url` (SNS envelopes), received and deleted.
+async fn drain(local: &tern_local::local::LocalTern, url: &str) -> Vec<serde_json::Value> {
+    let mut out = Vec::new();
+    loop {
+        let got = local
+            .sqs()
+            .receive_message()
+            .queue_url(url)
+            .max_number_of_messages(10)
+            .wait_time_seconds(1)
+            .send()
+            .await
+            .expect("receive");
+        let messages = got.messages.unwrap_or_default();
+        if messages.is_empty() {
+            return out;
+        }
+        for m in messages {
+            out.push(serde_json::from_str(m.body().unwrap_or("")).expect("SNS envelope is JSON"));
+            local
+                .sqs()
+                .delete_message()
+                .queue_url(url)
+                .receipt_handle(m.receipt_handle().unwrap_or_default())
+                .send()
+                .await
+                .expect("delete");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owner_subscribed_with_a_tenant_filter_gets_its_tenants_events_with_every_field() {
+    let local = deployment_without_pollers("ops-sns", fast()).await;
+    let acme_queue = owner_queue(&local, "owner-acme", "tnt_acme").await;
+    let other_queue = owner_queue(&local, "owner-other", "tnt_other").await;
+
+    let acme = disabled_event("tnt_acme");
+    let other = disabled_event("tnt_other");
+    // Through the deployment's wiring (topic and outbox), as the sender will publish.
+    local
+        .operational
+        .publish(&acme)
+        .await
+        .expect("publish acme");
+    local
+        .operational
+        .publish(&other)
+        .await
+        .expect("publish other");
+
+    let got = drain(&local, &acme_queue).await;
+    assert_eq!(got.len(), 1, "exactly the acme event: {got:?}");
+    let envelope = &got[0];
+    let message: serde_json::Value =
+        serde_json::from_str(envelope["Message"].as_str().expect("Message")).expect("event JSON");
+    // Every field of the issue's list, with the values published.
+    assert_eq!(message["type"], "endpoint.disabled");
+    assert_eq!(message["tenant_id"], "tnt_acme");
+    assert_eq!(message["endpoint_id"], acme.endpoint_id.as_str());
+    assert_eq!(message["url"], "https://hooks.example.com/in?…");
+    assert!(!envelope["Message"].as_str().unwrap().contains("s3cret"));
+    assert_eq!(
+        message["reason"],
+        "auto_disabled: 12 % success over 1 h, last status 503"
+    );
+    assert_eq!(message["last_status"], 503);
+    assert_eq!(
+        message["last_success_at"],
+        serde_json::to_value(acme.last_success_at).unwrap()
+    );
+    assert_eq!(message["success_rate"], 0.12);
+    assert_eq!(message["window_seconds"], 3600);
+    assert_eq!(message["attempts"], 25);
+    // And nothing lost or altered on the way: the message is the event.
+    let parsed: OperationalEvent = serde_json::from_value(message.clone()).expect("event");
+    assert_eq!(parsed, acme);
+    // The attributes owners filter and route on.
+    let attrs: HashMap<&str, &str> = ["tenant_id", "event_type", "endpoint_id"]
+        .iter()
+        .map(|k| {
+            (
+                *k,
+                envelope["MessageAttributes"][k]["Value"]
+                    .as_str()
+                    .unwrap_or_else(|| panic!("attribute {k}: {envelope}")),
+            )
+        })
+        .collect();
+    assert_eq!(attrs["tenant_id"], "tnt_acme");
+    assert_eq!(attrs["event_type"], "endpoint.disabled");
+    assert_eq!(attrs["endpoint_id"], acme.endpoint_id.as_str());
+
+    // The other owner got theirs, and only theirs.
+    let got_other = drain(&local, &other_queue).await;
+    assert_eq!(got_other.len(), 1, "{got_other:?}");
+    let m: OperationalEvent =
+        serde_json::from_str(got_other[0]["Message"].as_str().unwrap()).expect("event");
+    assert_eq!(m, other);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_outbox_event_reaches_the_tenants_subscribed_endpoint_signed_and_once() {
+    let (local, _rx) = deployment("ops-outbox", fast()).await;
+    let receiver = Receiver::start().await.unwrap();
+    let ops = add_endpoint(
+        &local,
+        "tnt_acme",
+        &receiver.url("/ops"),
+        &["tern.endpoint.disabled"],
+        None,
+    )
+    .await;
+    // `*` covers the tenant's own types, not Tern's operational ones.
+    add_endpoint(&local, "tnt_acme", &receiver.url("/all"), &["*"], None).await;
+    // Another tenant's endpoint subscribed to the same type gets nothing of acme's.
+    add_endpoint(
+        &local,
+        "tnt_other",
+        &receiver.url("/other"),
+        &["tern.endpoint.disabled"],
+        None,
+    )
+    .await;
+
+    let event = disabled_event("tnt_acme");
+    // The same change published twice (a retried call): both succeed, one delivery.
+    local
+        .operational
+        .publish(&event)
+        .await
+        .expect("first publish");
+    local
+        .operational
+        .publish(&event)
+        .await
+        .expect("a repeated publish is not an error");
+
+    let got = receiver.wait_for("/ops", 1, Duration::from_secs(30)).await;
+    assert_eq!(got.len(), 1);
+    let req = &got[0];
+    assert_eq!(&req.body[..], event.to_json().as_bytes());
+    assert_eq!(
+        req.header("webhook-id"),
+        Some(event.event_id_text().as_str())
+    );
+    verify_reference(&ops.secrets[0].secret, req).expect("signed like any webhook");
+
+    // The second put wrote nothing: one outbox item under the event's id.
+    let item = local
+        .dynamodb()
+        .get_item()
+        .table_name(&local.resources.outbox_table)
+        .key(
+            "event_id",
+            aws_sdk_dynamodb::types::AttributeValue::S(event.event_id_text()),
+        )
+        .send()
+        .await
+        .expect("get item")
+        .item
+        .expect("the outbox item");
+    assert_eq!(item["event_type"].as_s().unwrap(), "tern.endpoint.disabled");
+    assert_eq!(item["tenant_id"].as_s().unwrap(), "tnt_acme");
+
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(receiver.requests("/ops").len(), 1, "delivered once");
+    assert!(
+        receiver.requests("/all").is_empty(),
+        "`*` must not match tern.*"
+    );
+    assert!(
+        receiver.requests("/other").is_empty(),
+        "no cross-tenant delivery"
+    );
+}
