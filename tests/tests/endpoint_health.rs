@@ -453,3 +453,49 @@ async fn recovery_is_reported_once_when_the_circuit_closes() {
     let r = send(&a, &messages(&local, &ep, 3)).await;
     assert_eq!(delivered(&r), 3, "{r:?}");
 }
+
+#[tokio::test]
+async fn tern_endpoints_health_shows_each_state_worst_first() {
+    let p = policy(3, 60, 1000);
+    let local = setup("hcli", p.clone()).await;
+    let receiver = Receiver::start().await.unwrap();
+    receiver.set("/ok", Behavior::Always(Reply::status(204)));
+    let down = down_endpoint(&local, &receiver, "tnt_cli").await;
+    let ok = add_endpoint(&local, "tnt_cli", &receiver.url("/ok"), &["*"], None).await;
+    let idle = add_endpoint(&local, "tnt_cli", &receiver.url("/idle"), &["*"], None).await;
+    let deps = instance(&local, &p, Arc::new(Recorded::default()));
+    let mut batch = messages(&local, &down, 3);
+    batch.extend(messages(&local, &ok, 2));
+    send(&deps, &batch).await;
+
+    let health = health_store(&local);
+    let rows = tern_local::ops::health::health_rows(
+        local.sender.endpoints.as_ref(),
+        &health,
+        Some(&down.tenant_id),
+        &p,
+        Utc::now(),
+    )
+    .await
+    .unwrap();
+    let view: Vec<(String, String, u64)> = rows
+        .iter()
+        .map(|r| (r.endpoint_id.to_string(), r.state.to_string(), r.attempts_window))
+        .collect();
+    assert_eq!(view[0], (down.id.to_string(), "open".into(), 3));
+    assert!(view.contains(&(ok.id.to_string(), "healthy".into(), 2)));
+    assert!(view.contains(&(idle.id.to_string(), "healthy".into(), 0)));
+    assert_eq!(rows[0].success_rate_window, Some(0.0));
+    assert_eq!(rows[0].last_failure.as_ref().unwrap().status, Some(503));
+    assert!(rows[0].next_probe_at.is_some());
+    let ok_row = rows.iter().find(|r| r.endpoint_id == ok.id).unwrap();
+    assert_eq!(ok_row.success_rate_24h, Some(1.0));
+    assert!(ok_row.last_success_at.is_some());
+
+    let mut out = Vec::new();
+    tern_local::ops::health::print_health(&mut out, &rows).unwrap();
+    let text = String::from_utf8(out).unwrap();
+    let first = text.lines().nth(1).unwrap();
+    assert!(first.starts_with("open"), "{text}");
+    assert!(first.contains("0.0 %") && first.contains("status 503"), "{text}");
+}

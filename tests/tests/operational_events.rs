@@ -251,3 +251,87 @@ async fn the_outbox_event_reaches_the_tenants_subscribed_endpoint_signed_and_onc
         "no cross-tenant delivery"
     );
 }
+
+/// The whole path, as it happens in production: the sender's own health write finds the
+/// endpoint below the thresholds and reports it, once, on SNS (to its owner's filtered
+/// subscription) and as `tern.endpoint.*` webhooks to the tenant's other endpoint.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_senders_auto_disable_reaches_sns_and_the_tenants_own_endpoint_once() {
+    let (local, _rx) = deployment(
+        "ops-e2e",
+        LocalOptions {
+            time_scale: 0.001,
+            lookup: Some(no_dns()),
+            health: Some(tern_core::health::HealthPolicy {
+                failure_threshold: 1000,
+                min_attempts: 6,
+                ..tern_core::health::HealthPolicy::default()
+            }),
+            ..LocalOptions::default()
+        },
+    )
+    .await;
+    let owner = owner_queue(&local, "owner-e2e", "tnt_e2e").await;
+    let receiver = tern_local::Receiver::start().await.unwrap();
+    receiver.set(
+        "/down",
+        tern_local::Behavior::Always(tern_local::Reply::status(503)),
+    );
+    let down = add_endpoint(&local, "tnt_e2e", &receiver.url("/down?key=k"), &["order.paid"], Some(1)).await;
+    let ops = add_endpoint(
+        &local,
+        "tnt_e2e",
+        &receiver.url("/ops"),
+        &["tern.endpoint.degraded", "tern.endpoint.disabled"],
+        None,
+    )
+    .await;
+    for i in 0..8 {
+        publish(&local, "order.paid", "tnt_e2e", &format!(r#"{{"i":{i}}}"#)).await;
+    }
+    // 6 failed attempts (one per event, budget 1) at 0 % disable it.
+    let disabled = eventually(Duration::from_secs(60), async || {
+        receiver.requests("/ops").iter().any(|r| {
+            String::from_utf8_lossy(&r.body).contains("\"endpoint.disabled\"")
+        })
+    })
+    .await;
+    assert!(disabled, "no endpoint.disabled webhook reached the tenant's ops endpoint");
+    // Let stragglers arrive, then count: each kind once.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let webhooks: Vec<serde_json::Value> = receiver
+        .requests("/ops")
+        .iter()
+        .map(|r| serde_json::from_slice(&r.body).unwrap())
+        .collect();
+    let kinds: Vec<&str> = webhooks.iter().filter_map(|w| w["type"].as_str()).collect();
+    assert_eq!(kinds.iter().filter(|k| **k == "endpoint.disabled").count(), 1, "{kinds:?}");
+    // Straight from healthy to below 50 %: disabled is reported, not also degraded.
+    assert_eq!(kinds.iter().filter(|k| **k == "endpoint.degraded").count(), 0, "{kinds:?}");
+    let sns = drain(&local, &owner).await;
+    let messages: Vec<serde_json::Value> = sns
+        .iter()
+        .map(|e| serde_json::from_str(e["Message"].as_str().unwrap()).unwrap())
+        .collect();
+    let disabled: Vec<&serde_json::Value> = messages
+        .iter()
+        .filter(|m| m["type"] == "endpoint.disabled")
+        .collect();
+    assert_eq!(disabled.len(), 1, "{messages:?}");
+    let d = disabled[0];
+    assert_eq!(d["tenant_id"], "tnt_e2e");
+    assert_eq!(d["endpoint_id"], down.id.as_str());
+    assert_eq!(d["url"], format!("{}?…", receiver.url("/down")));
+    assert_eq!(d["last_status"], 503);
+    assert_eq!(d["window_seconds"], 3600);
+    assert_eq!(d["success_rate"], 0.0);
+    assert!(d["reason"].as_str().unwrap().starts_with("auto_disabled: 0 % success over 1 h, last status 503"));
+    assert!(d["attempts"].as_u64().unwrap() >= 6);
+    // The endpoint is disabled with that reason; the ops endpoint kept working.
+    let stored = tern_core::ports::EndpointStore::get(local.sender.endpoints.as_ref(), &down.tenant_id, &down.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!stored.enabled);
+    assert!(ops.enabled);
+}
