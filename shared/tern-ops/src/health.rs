@@ -135,19 +135,18 @@ pub fn print_health(out: &mut dyn Write, rows: &[HealthRow]) -> std::io::Result<
     if rows.is_empty() {
         return writeln!(out, "no endpoints");
     }
-    writeln!(
-        out,
-        "{:<10} {:<16} {:<28} {:>8} {:>8} {:>8} {:<21} {:<36} {:<21}",
+    let header = format!(
+        "{:<10} {:<16} {:<35} {:>8} {:>8} {:>8} {:<21} {:<32} {}",
         "STATE", "TENANT", "ENDPOINT", "RATE 1H", "RATE 24H", "TRIES 1H", "LAST SUCCESS", "LAST FAILURE", "NEXT PROBE"
-    )?;
+    );
+    writeln!(out, "{}", header.trim_end())?;
     for r in rows {
         let failure = r.last_failure.as_ref().map_or_else(
             || "-".into(),
             |f| format!("{} {}", when(Some(f.at)), f.summary().trim_start_matches("last ")),
         );
-        writeln!(
-            out,
-            "{:<10} {:<16} {:<28} {:>8} {:>8} {:>8} {:<21} {:<36} {:<21}",
+        let line = format!(
+            "{:<10} {:<16} {:<35} {:>8} {:>8} {:>8} {:<21} {:<32} {}",
             r.state.to_string(),
             r.tenant_id.as_str(),
             r.endpoint_id.as_str(),
@@ -157,7 +156,8 @@ pub fn print_health(out: &mut dyn Write, rows: &[HealthRow]) -> std::io::Result<
             when(r.last_success_at),
             failure,
             when(r.next_probe_at),
-        )?;
+        );
+        writeln!(out, "{}", line.trim_end())?;
         if let Some(reason) = &r.disabled_reason {
             writeln!(out, "           disabled: {reason}")?;
         }
