@@ -129,7 +129,7 @@ fn messages(local: &LocalTern, ep: &Endpoint, n: usize) -> Vec<DeliveryMessage> 
                 .prepare(
                     "order.paid",
                     ep.tenant_id.as_str(),
-                    &format!(r#"{{"n":{i}}}"#),
+                    format!(r#"{{"n":{i}}}"#),
                 )
                 .unwrap()
                 .event;
@@ -180,28 +180,47 @@ async fn opens_after_n_failures_and_defers_without_spending_attempts() {
 
     // 4 failures: still closed.
     let r = send(&deps, &messages(&local, &ep, 4)).await;
-    assert_eq!(count(&r, |o| matches!(o, MessageOutcome::Retrying { .. })), 4);
-    let h = health_store(&local).get(&ep.tenant_id, &ep.id).await.unwrap().unwrap();
+    assert_eq!(
+        count(&r, |o| matches!(o, MessageOutcome::Retrying { .. })),
+        4
+    );
+    let h = health_store(&local)
+        .get(&ep.tenant_id, &ep.id)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(h.consecutive_failures, 4);
     assert!(h.opened_at.is_none());
 
     // The 5th consecutive failure opens it.
     send(&deps, &messages(&local, &ep, 1)).await;
-    let h = health_store(&local).get(&ep.tenant_id, &ep.id).await.unwrap().unwrap();
+    let h = health_store(&local)
+        .get(&ep.tenant_id, &ep.id)
+        .await
+        .unwrap()
+        .unwrap();
     assert!(h.opened_at.is_some(), "{h:?}");
     assert_eq!(receiver.requests("/down").len(), 5);
 
     // Open: new due deliveries, and a retry at attempt 3, are put back; no POST, no claim.
     let mut later = messages(&local, &ep, 3);
     let first = Utc::now() - chrono::Duration::seconds(90);
-    later[2] = later[2].next_attempt(first, Some(503), None).next_attempt(first, Some(503), None);
+    later[2] = later[2]
+        .next_attempt(first, Some(503), None)
+        .next_attempt(first, Some(503), None);
     assert_eq!(later[2].attempt, 3);
     let r = send(&deps, &later).await;
     assert_eq!(count(&r, deferred), 3, "{r:?}");
     assert_eq!(receiver.requests("/down").len(), 5);
     for m in &later {
         assert!(
-            local.sender.ledger.history(&m.event.id).await.unwrap().is_empty(),
+            local
+                .sender
+                .ledger
+                .history(&m.event.id)
+                .await
+                .unwrap()
+                .is_empty(),
             "a deferred delivery spends no attempt"
         );
     }
@@ -217,11 +236,17 @@ async fn opens_after_n_failures_and_defers_without_spending_attempts() {
         .collect();
     assert_eq!(queued.len(), 3);
     for m in &queued {
-        let want = later.iter().find(|l| l.delivery_id == m.delivery_id).unwrap();
+        let want = later
+            .iter()
+            .find(|l| l.delivery_id == m.delivery_id)
+            .unwrap();
         assert_eq!(m.attempt, want.attempt);
         assert_eq!(m.first_attempt_at, want.first_attempt_at);
         let until = m.not_before.unwrap();
-        assert!(until >= next_probe, "{until} before the probe at {next_probe}");
+        assert!(
+            until >= next_probe,
+            "{until} before the probe at {next_probe}"
+        );
         assert!(until <= next_probe + chrono::Duration::seconds(61));
     }
     // Opening is not reported to the owner (degraded/disabled are); nothing else happened.
@@ -235,7 +260,11 @@ async fn exactly_one_probe_per_interval_across_concurrent_batches() {
     let receiver = Receiver::start().await.unwrap();
     let ep = down_endpoint(&local, &receiver, "tnt_probe").await;
     let events = Arc::new(Recorded::default());
-    send(&instance(&local, &p, events.clone()), &messages(&local, &ep, 5)).await;
+    send(
+        &instance(&local, &p, events.clone()),
+        &messages(&local, &ep, 5),
+    )
+    .await;
     assert_eq!(receiver.requests("/down").len(), 5);
 
     // Four sender instances (each its own cache), three due deliveries each, at once.
@@ -243,15 +272,19 @@ async fn exactly_one_probe_per_interval_across_concurrent_batches() {
         .map(|_| instance(&local, &p, events.clone()))
         .collect();
     for round in 1..=2 {
-        let h = health_store(&local).get(&ep.tenant_id, &ep.id).await.unwrap().unwrap();
-        let wait = (h.next_probe_at.unwrap() - Utc::now()).to_std().unwrap_or_default();
+        let h = health_store(&local)
+            .get(&ep.tenant_id, &ep.id)
+            .await
+            .unwrap()
+            .unwrap();
+        let wait = (h.next_probe_at.unwrap() - Utc::now())
+            .to_std()
+            .unwrap_or_default();
         tokio::time::sleep(wait + Duration::from_millis(200)).await;
-        let batches: Vec<Vec<DeliveryMessage>> =
-            (0..4).map(|_| messages(&local, &ep, 3)).collect();
-        let results = futures::future::join_all(
-            instances.iter().zip(&batches).map(|(d, b)| send(d, b)),
-        )
-        .await;
+        let batches: Vec<Vec<DeliveryMessage>> = (0..4).map(|_| messages(&local, &ep, 3)).collect();
+        let results =
+            futures::future::join_all(instances.iter().zip(&batches).map(|(d, b)| send(d, b)))
+                .await;
         let all: Vec<MessageResult> = results.into_iter().flatten().collect();
         assert_eq!(
             receiver.requests("/down").len(),
@@ -346,7 +379,11 @@ async fn a_successful_probe_closes_the_circuit_and_every_waiting_delivery_arrive
     })
     .await;
     assert!(all, "not every waiting delivery arrived");
-    let h = health_store(&local).get(&ep.tenant_id, &ep.id).await.unwrap().unwrap();
+    let h = health_store(&local)
+        .get(&ep.tenant_id, &ep.id)
+        .await
+        .unwrap()
+        .unwrap();
     assert!(h.opened_at.is_none(), "the circuit is still open: {h:?}");
     assert!(dead_letters(&local).await.is_empty());
 }
@@ -360,22 +397,53 @@ async fn auto_disable_below_the_threshold_with_enough_attempts_only() {
     let mut script = vec![Reply::status(200); 10];
     script.push(Reply::status(503));
     receiver.set("/mixed", Behavior::Script(script));
-    let ep = add_endpoint(&local, "tnt_dis", &receiver.url("/mixed?token=s3cret"), &["*"], None).await;
+    let ep = add_endpoint(
+        &local,
+        "tnt_dis",
+        &receiver.url("/mixed?token=s3cret"),
+        &["*"],
+        None,
+    )
+    .await;
     let events = Arc::new(Recorded::default());
     let deps = instance(&local, &p, events.clone());
 
     // 10 successes and 9 failures: 19 attempts, under the minimum of 20.
     send(&deps, &messages(&local, &ep, 10)).await;
     send(&deps, &messages(&local, &ep, 9)).await;
-    assert!(local.sender.endpoints.get(&ep.tenant_id, &ep.id).await.unwrap().unwrap().enabled);
+    assert!(
+        local
+            .sender
+            .endpoints
+            .get(&ep.tenant_id, &ep.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .enabled
+    );
     assert!(events.kinds().is_empty(), "{:?}", events.kinds());
     // The 20th attempt fails: exactly 50 % is not below 50 %, but below 95 %: degraded.
     send(&deps, &messages(&local, &ep, 1)).await;
-    assert!(local.sender.endpoints.get(&ep.tenant_id, &ep.id).await.unwrap().unwrap().enabled);
+    assert!(
+        local
+            .sender
+            .endpoints
+            .get(&ep.tenant_id, &ep.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .enabled
+    );
     assert_eq!(events.kinds(), vec![OperationalEventKind::Degraded]);
     // Another failure: 10 of 21 (48 %) disables it, once, with the reason and last success.
     send(&deps, &messages(&local, &ep, 1)).await;
-    let stored = local.sender.endpoints.get(&ep.tenant_id, &ep.id).await.unwrap().unwrap();
+    let stored = local
+        .sender
+        .endpoints
+        .get(&ep.tenant_id, &ep.id)
+        .await
+        .unwrap()
+        .unwrap();
     assert!(!stored.enabled);
     let reason = stored.disabled_reason.clone().unwrap();
     assert!(
@@ -384,7 +452,10 @@ async fn auto_disable_below_the_threshold_with_enough_attempts_only() {
     );
     assert_eq!(
         events.kinds(),
-        vec![OperationalEventKind::Degraded, OperationalEventKind::Disabled]
+        vec![
+            OperationalEventKind::Degraded,
+            OperationalEventKind::Disabled
+        ]
     );
     let disabled = events.0.lock().unwrap()[1].clone();
     assert_eq!(disabled.tenant_id, ep.tenant_id);
@@ -421,7 +492,16 @@ async fn auto_disable_below_the_threshold_with_enough_attempts_only() {
     .await
     .unwrap();
     assert!(health.get(&ep.tenant_id, &ep.id).await.unwrap().is_none());
-    assert!(local.sender.endpoints.get(&ep.tenant_id, &ep.id).await.unwrap().unwrap().enabled);
+    assert!(
+        local
+            .sender
+            .endpoints
+            .get(&ep.tenant_id, &ep.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .enabled
+    );
 }
 
 #[tokio::test]
@@ -444,11 +524,22 @@ async fn recovery_is_reported_once_when_the_circuit_closes() {
     tokio::time::sleep(Duration::from_millis(1300)).await;
     let (ma, mb) = (messages(&local, &ep, 2), messages(&local, &ep, 2));
     let (ra, rb) = tokio::join!(send(&a, &ma), send(&b, &mb));
-    let delivered = |r: &[MessageResult]| count(r, |o| matches!(o, MessageOutcome::Delivered { .. }));
-    assert_eq!(delivered(&ra) + delivered(&rb), 1, "one probe: {ra:?} {rb:?}");
+    let delivered =
+        |r: &[MessageResult]| count(r, |o| matches!(o, MessageOutcome::Delivered { .. }));
+    assert_eq!(
+        delivered(&ra) + delivered(&rb),
+        1,
+        "one probe: {ra:?} {rb:?}"
+    );
     assert_eq!(events.kinds(), vec![OperationalEventKind::Recovered]);
     let recovered = events.0.lock().unwrap()[0].clone();
-    assert!(recovered.reason.starts_with("probe succeeded; circuit closed"), "{}", recovered.reason);
+    assert!(
+        recovered
+            .reason
+            .starts_with("probe succeeded; circuit closed"),
+        "{}",
+        recovered.reason
+    );
     // Closed: the next batch is sent whole.
     let r = send(&a, &messages(&local, &ep, 3)).await;
     assert_eq!(delivered(&r), 3, "{r:?}");
@@ -480,7 +571,13 @@ async fn tern_endpoints_health_shows_each_state_worst_first() {
     .unwrap();
     let view: Vec<(String, String, u64)> = rows
         .iter()
-        .map(|r| (r.endpoint_id.to_string(), r.state.to_string(), r.attempts_window))
+        .map(|r| {
+            (
+                r.endpoint_id.to_string(),
+                r.state.to_string(),
+                r.attempts_window,
+            )
+        })
         .collect();
     assert_eq!(view[0], (down.id.to_string(), "open".into(), 3));
     assert!(view.contains(&(ok.id.to_string(), "healthy".into(), 2)));
@@ -497,5 +594,8 @@ async fn tern_endpoints_health_shows_each_state_worst_first() {
     let text = String::from_utf8(out).unwrap();
     let first = text.lines().nth(1).unwrap();
     assert!(first.starts_with("open"), "{text}");
-    assert!(first.contains("0.0 %") && first.contains("status 503"), "{text}");
+    assert!(
+        first.contains("0.0 %") && first.contains("status 503"),
+        "{text}"
+    );
 }

@@ -277,7 +277,14 @@ async fn the_senders_auto_disable_reaches_sns_and_the_tenants_own_endpoint_once(
         "/down",
         tern_local::Behavior::Always(tern_local::Reply::status(503)),
     );
-    let down = add_endpoint(&local, "tnt_e2e", &receiver.url("/down?key=k"), &["order.paid"], Some(1)).await;
+    let down = add_endpoint(
+        &local,
+        "tnt_e2e",
+        &receiver.url("/down?key=k"),
+        &["order.paid"],
+        Some(1),
+    )
+    .await;
     let ops = add_endpoint(
         &local,
         "tnt_e2e",
@@ -291,12 +298,16 @@ async fn the_senders_auto_disable_reaches_sns_and_the_tenants_own_endpoint_once(
     }
     // 6 failed attempts (one per event, budget 1) at 0 % disable it.
     let disabled = eventually(Duration::from_secs(60), async || {
-        receiver.requests("/ops").iter().any(|r| {
-            String::from_utf8_lossy(&r.body).contains("\"endpoint.disabled\"")
-        })
+        receiver
+            .requests("/ops")
+            .iter()
+            .any(|r| String::from_utf8_lossy(&r.body).contains("\"endpoint.disabled\""))
     })
     .await;
-    assert!(disabled, "no endpoint.disabled webhook reached the tenant's ops endpoint");
+    assert!(
+        disabled,
+        "no endpoint.disabled webhook reached the tenant's ops endpoint"
+    );
     // Let stragglers arrive, then count: each kind once.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let webhooks: Vec<serde_json::Value> = receiver
@@ -305,9 +316,17 @@ async fn the_senders_auto_disable_reaches_sns_and_the_tenants_own_endpoint_once(
         .map(|r| serde_json::from_slice(&r.body).unwrap())
         .collect();
     let kinds: Vec<&str> = webhooks.iter().filter_map(|w| w["type"].as_str()).collect();
-    assert_eq!(kinds.iter().filter(|k| **k == "endpoint.disabled").count(), 1, "{kinds:?}");
+    assert_eq!(
+        kinds.iter().filter(|k| **k == "endpoint.disabled").count(),
+        1,
+        "{kinds:?}"
+    );
     // Straight from healthy to below 50 %: disabled is reported, not also degraded.
-    assert_eq!(kinds.iter().filter(|k| **k == "endpoint.degraded").count(), 0, "{kinds:?}");
+    assert_eq!(
+        kinds.iter().filter(|k| **k == "endpoint.degraded").count(),
+        0,
+        "{kinds:?}"
+    );
     let sns = drain(&local, &owner).await;
     let messages: Vec<serde_json::Value> = sns
         .iter()
@@ -325,13 +344,22 @@ async fn the_senders_auto_disable_reaches_sns_and_the_tenants_own_endpoint_once(
     assert_eq!(d["last_status"], 503);
     assert_eq!(d["window_seconds"], 3600);
     assert_eq!(d["success_rate"], 0.0);
-    assert!(d["reason"].as_str().unwrap().starts_with("auto_disabled: 0 % success over 1 h, last status 503"));
+    assert!(
+        d["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("auto_disabled: 0 % success over 1 h, last status 503")
+    );
     assert!(d["attempts"].as_u64().unwrap() >= 6);
     // The endpoint is disabled with that reason; the ops endpoint kept working.
-    let stored = tern_core::ports::EndpointStore::get(local.sender.endpoints.as_ref(), &down.tenant_id, &down.id)
-        .await
-        .unwrap()
-        .unwrap();
+    let stored = tern_core::ports::EndpointStore::get(
+        local.sender.endpoints.as_ref(),
+        &down.tenant_id,
+        &down.id,
+    )
+    .await
+    .unwrap()
+    .unwrap();
     assert!(!stored.enabled);
     assert!(ops.enabled);
 }

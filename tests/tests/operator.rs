@@ -253,7 +253,9 @@ async fn enable_turns_a_410_disabled_endpoint_back_on_and_keeps_the_last_reason(
     assert!(disabled.disabled_at.is_some());
 
     // Without --tenant: found by the id.
-    let enabled = ops::enable_endpoint(store, None, None, &ep.id).await.unwrap();
+    let enabled = ops::enable_endpoint(store, None, None, &ep.id)
+        .await
+        .unwrap();
     assert!(enabled.enabled);
     assert_eq!(enabled.disabled_reason, None);
     assert_eq!(enabled.disabled_at, None);

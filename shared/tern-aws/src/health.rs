@@ -69,11 +69,7 @@ fn time(item: &HashMap<String, AttributeValue>, key: &str) -> Option<DateTime<Ut
     DateTime::from_timestamp_millis(num(item, key)?)
 }
 
-fn buckets(
-    item: &HashMap<String, AttributeValue>,
-    attempts: char,
-    successes: char,
-) -> Vec<Bucket> {
+fn buckets(item: &HashMap<String, AttributeValue>, attempts: char, successes: char) -> Vec<Bucket> {
     let mut out: Vec<Bucket> = item
         .iter()
         .filter_map(|(k, v)| {
@@ -105,9 +101,8 @@ fn from_item(item: &HashMap<String, AttributeValue>) -> Result<EndpointHealth, P
     let last_failure = time(item, "lf_at").map(|at| LastFailure {
         at,
         status: num(item, "lf_st").and_then(|s| u16::try_from(s).ok()),
-        error_class: text("lf_cl").and_then(|c| {
-            serde_json::from_value::<ErrorClass>(serde_json::Value::String(c)).ok()
-        }),
+        error_class: text("lf_cl")
+            .and_then(|c| serde_json::from_value::<ErrorClass>(serde_json::Value::String(c)).ok()),
         error: text("lf_er"),
     });
     Ok(EndpointHealth {

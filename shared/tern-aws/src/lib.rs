@@ -6,8 +6,8 @@
 
 pub mod budget;
 pub mod endpoints;
-pub mod health;
 pub mod error;
+pub mod health;
 pub mod ledger;
 pub mod operational;
 pub mod sfn;

@@ -17,8 +17,8 @@ use tern_http::{ClientOptions, DeliveryClient, DestinationPolicy, HostLookup, Sy
 use tern_handlers::health::CircuitBreaker;
 
 use crate::{
-    DynamoEndpointStore, DynamoHealthStore, DynamoLedger, OutboxEventSink, SnsEventSink,
-    SqsQueue, StepFunctionsScheduler,
+    DynamoEndpointStore, DynamoHealthStore, DynamoLedger, OutboxEventSink, SnsEventSink, SqsQueue,
+    StepFunctionsScheduler,
 };
 
 /// The relay's dependencies.

@@ -861,8 +861,9 @@ async fn endpoints(
         }
         EndpointCommand::Health { tenant } => {
             let tenant = tenant.map(TenantId::new).transpose().map_err(invalid)?;
-            let policy = tern_handlers::config::health_policy(&tern_handlers::config::Env::process())
-                .map_err(|e| OpsError::Invalid(e.to_string()))?;
+            let policy =
+                tern_handlers::config::health_policy(&tern_handlers::config::Env::process())
+                    .map_err(|e| OpsError::Invalid(e.to_string()))?;
             let health = ctx.health()?;
             let rows =
                 ops::health::health_rows(&store, &health, tenant.as_ref(), &policy, Utc::now())

@@ -477,9 +477,9 @@ pub enum Transition {
 
 /// `1 h`, `30 min`, `90 s`: a window's length for people.
 pub fn window_text(seconds: u64) -> String {
-    if seconds % 3600 == 0 {
+    if seconds.is_multiple_of(3600) {
         format!("{} h", seconds / 3600)
-    } else if seconds % 60 == 0 {
+    } else if seconds.is_multiple_of(60) {
         format!("{} min", seconds / 60)
     } else {
         format!("{seconds} s")
@@ -523,7 +523,8 @@ pub fn transitions(
     } else if after.consecutive_failures >= u64::from(policy.failure_threshold) {
         out.push(Transition::Open);
     }
-    let window_start = now - Duration::seconds(i64::try_from(policy.window_seconds).unwrap_or(3600));
+    let window_start =
+        now - Duration::seconds(i64::try_from(policy.window_seconds).unwrap_or(3600));
     if enough && ratio < policy.degraded_below {
         if after.degraded_at.is_none_or(|t| t < window_start) {
             out.push(Transition::Degrade);
@@ -730,12 +731,7 @@ mod tests {
                 next_probe_at: t(60)
             }
         );
-        assert_eq!(
-            gate(Some(&h), t(60)),
-            Gate::ProbeDue {
-                seen: Some(t(60))
-            }
-        );
+        assert_eq!(gate(Some(&h), t(60)), Gate::ProbeDue { seen: Some(t(60)) });
     }
 
     #[test]

@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use tern_core::RetrySchedule;
-use tern_core::health::HealthPolicy;
 use tern_core::event::{DEFAULT_MAX_PAYLOAD_BYTES, MAX_CONFIGURABLE_PAYLOAD_BYTES};
+use tern_core::health::HealthPolicy;
 use tern_core::retry::{DEFAULT_RETRY_AFTER_CEILING_SECONDS, MAX_SCHEDULE_DELAY_SECONDS};
 
 /// A setting is missing or invalid.
@@ -172,8 +172,10 @@ pub fn health_policy(env: &Env<'_>) -> Result<HealthPolicy, ConfigError> {
     };
     let policy = HealthPolicy {
         failure_threshold: env.parsed("TERN_HEALTH_FAILURE_THRESHOLD", d.failure_threshold)?,
-        probe_interval_seconds: env
-            .parsed("TERN_HEALTH_PROBE_INTERVAL_SECONDS", d.probe_interval_seconds)?,
+        probe_interval_seconds: env.parsed(
+            "TERN_HEALTH_PROBE_INTERVAL_SECONDS",
+            d.probe_interval_seconds,
+        )?,
         window_seconds: env.parsed("TERN_HEALTH_WINDOW_SECONDS", d.window_seconds)?,
         disable_below: percent("TERN_HEALTH_DISABLE_BELOW_PERCENT", d.disable_below)?,
         degraded_below: percent("TERN_HEALTH_DEGRADED_BELOW_PERCENT", d.degraded_below)?,

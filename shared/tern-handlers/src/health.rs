@@ -302,8 +302,8 @@ impl CircuitBreaker {
         metrics: &Metrics,
         now: DateTime<Utc>,
     ) {
-        let window_start =
-            now - chrono::Duration::seconds(i64::try_from(self.policy.window_seconds).unwrap_or(3600));
+        let window_start = now
+            - chrono::Duration::seconds(i64::try_from(self.policy.window_seconds).unwrap_or(3600));
         let (change, report) = match &transition {
             Transition::Open => (
                 HealthChange::Open {

@@ -18,6 +18,7 @@ use bytes::Bytes;
 use chrono::Utc;
 use futures::FutureExt as _;
 use tern_core::endpoint::MAX_TIMEOUT_MS;
+use tern_core::health::LastFailure;
 use tern_core::outcome::classify;
 use tern_core::ports::{
     AttemptRecord, Claim, DelayScheduler, DeliveryLedger, DeliveryState, EndpointStore,
@@ -28,7 +29,6 @@ use tern_core::retry::{
     with_jitter,
 };
 use tern_core::signing::signature_headers;
-use tern_core::health::LastFailure;
 use tern_core::{
     DeadLetter, DeadLetterReason, DeliveryMessage, Endpoint, ErrorClass, Verdict, sqs_text,
 };
@@ -306,12 +306,24 @@ async fn defer(
         .await?;
     let endpoint = match endpoint {
         None => {
-            return dead_letter(deps, &message, DeadLetterReason::EndpointDeleted, None, metrics)
-                .await;
+            return dead_letter(
+                deps,
+                &message,
+                DeadLetterReason::EndpointDeleted,
+                None,
+                metrics,
+            )
+            .await;
         }
         Some(e) if !e.enabled => {
-            return dead_letter(deps, &message, DeadLetterReason::EndpointDisabled, None, metrics)
-                .await;
+            return dead_letter(
+                deps,
+                &message,
+                DeadLetterReason::EndpointDisabled,
+                None,
+                metrics,
+            )
+            .await;
         }
         Some(e) => e,
     };
@@ -324,7 +336,9 @@ async fn defer(
         .as_ref()
         .map_or(Duration::ZERO, |b| b.probe_interval());
     let span = Duration::from_secs_f64(
-        span_seconds as f64 * (1.0 + tern_core::retry::MAX_JITTER_FRACTION) * deps.policy.time_scale,
+        span_seconds as f64
+            * (1.0 + tern_core::retry::MAX_JITTER_FRACTION)
+            * deps.policy.time_scale,
     ) + probe;
     let first = message.first_attempt_at.unwrap_or(message.event.created_at);
     if Utc::now() > first + chrono::Duration::from_std(span).unwrap_or(chrono::Duration::MAX) {
@@ -632,7 +646,15 @@ async fn dead_letter_unattempted(
     reason: DeadLetterReason,
     metrics: &Metrics,
 ) -> Result<MessageOutcome, PortError> {
-    dead_letter_after(deps, message, reason, None, message.attempt.saturating_sub(1), metrics).await
+    dead_letter_after(
+        deps,
+        message,
+        reason,
+        None,
+        message.attempt.saturating_sub(1),
+        metrics,
+    )
+    .await
 }
 
 async fn dead_letter_after(

@@ -114,7 +114,11 @@ pub async fn health_rows(
         HealthState::Healthy => 3,
     };
     rows.sort_by(|a, b| {
-        (rank(a.state), &a.tenant_id, &a.endpoint_id).cmp(&(rank(b.state), &b.tenant_id, &b.endpoint_id))
+        (rank(a.state), &a.tenant_id, &a.endpoint_id).cmp(&(
+            rank(b.state),
+            &b.tenant_id,
+            &b.endpoint_id,
+        ))
     });
     Ok(rows)
 }
@@ -124,7 +128,10 @@ fn rate(r: Option<f64>) -> String {
 }
 
 fn when(t: Option<DateTime<Utc>>) -> String {
-    t.map_or_else(|| "-".into(), |t| t.format("%Y-%m-%d %H:%M:%SZ").to_string())
+    t.map_or_else(
+        || "-".into(),
+        |t| t.format("%Y-%m-%d %H:%M:%SZ").to_string(),
+    )
 }
 
 /// Prints the rows as a table (one line per endpoint).
@@ -137,13 +144,27 @@ pub fn print_health(out: &mut dyn Write, rows: &[HealthRow]) -> std::io::Result<
     }
     let header = format!(
         "{:<10} {:<16} {:<35} {:>8} {:>8} {:>8} {:<21} {:<32} {}",
-        "STATE", "TENANT", "ENDPOINT", "RATE 1H", "RATE 24H", "TRIES 1H", "LAST SUCCESS", "LAST FAILURE", "NEXT PROBE"
+        "STATE",
+        "TENANT",
+        "ENDPOINT",
+        "RATE 1H",
+        "RATE 24H",
+        "TRIES 1H",
+        "LAST SUCCESS",
+        "LAST FAILURE",
+        "NEXT PROBE"
     );
     writeln!(out, "{}", header.trim_end())?;
     for r in rows {
         let failure = r.last_failure.as_ref().map_or_else(
             || "-".into(),
-            |f| format!("{} {}", when(Some(f.at)), f.summary().trim_start_matches("last ")),
+            |f| {
+                format!(
+                    "{} {}",
+                    when(Some(f.at)),
+                    f.summary().trim_start_matches("last ")
+                )
+            },
         );
         let line = format!(
             "{:<10} {:<16} {:<35} {:>8} {:>8} {:>8} {:<21} {:<32} {}",
