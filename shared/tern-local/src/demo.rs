@@ -286,10 +286,32 @@ pub async fn run(
     let _ = writeln!(out, "\nBefore the replay:");
     report(out, n, &before);
 
-    // Fix the broken endpoint and replay the DLQ.
+    // Fix the broken endpoint, turn it back on if its failure rate disabled it (as an
+    // operator would with `tern endpoints enable`), and replay the DLQ.
     demo.receiver
         .set("/broken", Behavior::Always(Reply::status(200)));
-    let _ = writeln!(out, "\nThe broken endpoint is fixed. Replaying the DLQ ...");
+    let _ = writeln!(out, "\nThe broken endpoint is fixed.");
+    let health = tern_aws::DynamoHealthStore::new(
+        demo.local.dynamodb(),
+        &demo.local.resources.health_table,
+    );
+    let store: &dyn EndpointStore = demo.local.sender.endpoints.as_ref();
+    for (name, ep) in &demo.endpoints {
+        if let Ok(Some(now)) = store.get(&ep.tenant_id, &ep.id).await
+            && !now.enabled
+        {
+            let _ = writeln!(
+                out,
+                "  endpoint {name} had been disabled ({}); enabling it (`tern endpoints enable {}`)",
+                now.disabled_reason.as_deref().unwrap_or("-"),
+                ep.id
+            );
+            tern_ops::enable_endpoint(store, Some(&health), Some(&ep.tenant_id), &ep.id)
+                .await
+                .map_err(|e| setup(&e))?;
+        }
+    }
+    let _ = writeln!(out, "Replaying the DLQ ...");
     let metrics = Metrics::new("Tern", MetricsSink::Discard);
     let summary =
         tern_handlers::replay::handle(&demo.local.replay, ReplayRequest::default(), &metrics)
