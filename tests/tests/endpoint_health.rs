@@ -599,3 +599,69 @@ async fn tern_endpoints_health_shows_each_state_worst_first() {
         "{text}"
     );
 }
+
+/// DynamoDB's size of an attribute value, in bytes (DynamoDB developer guide, "Item sizes
+/// and formats"): strings their UTF-8 length, numbers about one byte per two significant
+/// digits plus one.
+fn value_size(v: &aws_sdk_dynamodb::types::AttributeValue) -> usize {
+    match v {
+        aws_sdk_dynamodb::types::AttributeValue::S(s) => s.len(),
+        aws_sdk_dynamodb::types::AttributeValue::N(n) => {
+            let digits = n.trim_start_matches('-').replace('.', "");
+            digits.trim_start_matches('0').len().div_ceil(2) + 1
+        }
+        _ => 16,
+    }
+}
+
+#[tokio::test]
+async fn a_busy_endpoints_record_stays_under_one_write_unit() {
+    let p = HealthPolicy::default();
+    let local = setup("hsize", p.clone()).await;
+    let store = health_store(&local);
+    let tenant = tern_core::TenantId::new("tnt_size_of_a_long_tenant_name").unwrap();
+    let endpoint = tern_core::EndpointId::generate();
+    // A day of traffic: every hourly bucket and every window bucket holds four-digit
+    // counts, and the last failure carries the longest error text kept (200 bytes).
+    let now = Utc::now();
+    let mut previous = None;
+    for minutes_ago in (0..=24 * 60).rev().step_by(10) {
+        let at = now - chrono::Duration::minutes(minutes_ago);
+        let mut delta = tern_core::health::HealthDelta::new(at);
+        for _ in 0..3 {
+            delta.add(at, None);
+        }
+        delta.add(
+            at,
+            Some(tern_core::health::LastFailure {
+                at,
+                status: Some(503),
+                error_class: Some(tern_core::ErrorClass::Timeout),
+                error: Some("x".repeat(200)),
+            }),
+        );
+        delta.attempts = 4_000;
+        delta.successes = 3_990;
+        let after = store
+            .record(&tenant, &endpoint, &delta, p.bucket_seconds(), previous.as_ref())
+            .await
+            .unwrap();
+        previous = Some(after);
+    }
+    let h = previous.unwrap();
+    assert!(h.hourly.len() <= 26, "{}", h.hourly.len());
+    assert!(h.buckets.len() <= 8, "{}", h.buckets.len());
+    let item = aws_sdk_dynamodb::Client::new(&local.aws)
+        .get_item()
+        .table_name(&local.resources.health_table)
+        .key("tenant_id", aws_sdk_dynamodb::types::AttributeValue::S(tenant.to_string()))
+        .key("endpoint_id", aws_sdk_dynamodb::types::AttributeValue::S(endpoint.to_string()))
+        .send()
+        .await
+        .unwrap()
+        .item
+        .unwrap();
+    let size: usize = item.iter().map(|(k, v)| k.len() + value_size(v)).sum();
+    assert!(size < 1024, "{size} bytes over {} attributes", item.len());
+    eprintln!("busy endpoint's health item: {size} bytes, {} attributes", item.len());
+}

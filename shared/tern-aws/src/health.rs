@@ -3,12 +3,13 @@
 //! is one Query.
 //!
 //! Short attribute names, because they count towards the item's size and a write costs
-//! one unit per KB (the record of a busy endpoint stays near 0.8 KB):
+//! one unit per KB (a busy endpoint's record, measured by `endpoint_health.rs`, stays under
+//! 1 KB with a 30-character tenant id and a 200-byte error):
 //!
 //! | attribute | meaning |
 //! | --- | --- |
-//! | `w<start>` / `x<start>` | attempts / successes in the window bucket starting at `<start>` (Unix seconds) |
-//! | `h<start>` / `k<start>` | attempts / successes in the hourly bucket starting at `<start>` |
+//! | `w<n>` / `x<n>` | attempts / successes in window bucket `n` (starting at `n` × `bs` Unix seconds) |
+//! | `h<n>` / `k<n>` | attempts / successes in 24 h-view bucket `n` (starting at `n` × 10,800 s) |
 //! | `bs` | window bucket size, seconds |
 //! | `cf` | consecutive failed attempts |
 //! | `ls` | last success, Unix milliseconds |
@@ -69,16 +70,24 @@ fn time(item: &HashMap<String, AttributeValue>, key: &str) -> Option<DateTime<Ut
     DateTime::from_timestamp_millis(num(item, key)?)
 }
 
-fn buckets(item: &HashMap<String, AttributeValue>, attempts: char, successes: char) -> Vec<Bucket> {
+/// Buckets stored as `<attempts><n>` / `<successes><n>` with `n` = start / `size`: an
+/// index is shorter than a Unix time, and names count towards the item's size.
+fn buckets(
+    item: &HashMap<String, AttributeValue>,
+    attempts: char,
+    successes: char,
+    size: u64,
+) -> Vec<Bucket> {
+    let size = i64::try_from(size.max(1)).unwrap_or(i64::MAX);
     let mut out: Vec<Bucket> = item
         .iter()
         .filter_map(|(k, v)| {
-            let start: i64 = k.strip_prefix(attempts)?.parse().ok()?;
+            let index: i64 = k.strip_prefix(attempts)?.parse().ok()?;
             let count: u64 = v.as_n().ok()?.parse().ok()?;
             Some(Bucket {
-                start,
+                start: index.checked_mul(size)?,
                 attempts: count,
-                successes: num(item, &format!("{successes}{start}"))
+                successes: num(item, &format!("{successes}{index}"))
                     .and_then(|s| u64::try_from(s).ok())
                     .unwrap_or(0),
             })
@@ -105,14 +114,16 @@ fn from_item(item: &HashMap<String, AttributeValue>) -> Result<EndpointHealth, P
             .and_then(|c| serde_json::from_value::<ErrorClass>(serde_json::Value::String(c)).ok()),
         error: text("lf_er"),
     });
+    let bucket_seconds = num(item, "bs")
+        .and_then(|s| u64::try_from(s).ok())
+        .filter(|s| *s > 0)
+        .unwrap_or(600);
     Ok(EndpointHealth {
         tenant_id: tenant,
         endpoint_id: endpoint,
-        bucket_seconds: num(item, "bs")
-            .and_then(|s| u64::try_from(s).ok())
-            .unwrap_or(600),
-        buckets: buckets(item, 'w', 'x'),
-        hourly: buckets(item, 'h', 'k'),
+        bucket_seconds,
+        buckets: buckets(item, 'w', 'x', bucket_seconds),
+        hourly: buckets(item, 'h', 'k', LONG_BUCKET_SECONDS),
         consecutive_failures: num(item, "cf")
             .and_then(|s| u64::try_from(s).ok())
             .unwrap_or(0),
@@ -237,8 +248,10 @@ impl HealthStore for DynamoHealthStore {
         previous: Option<&EndpointHealth>,
     ) -> Result<EndpointHealth, PortError> {
         let mut u = Update::default();
-        let window = bucket_start(delta.at, bucket_seconds);
-        let hour = bucket_start(delta.at, LONG_BUCKET_SECONDS);
+        let size = i64::try_from(bucket_seconds.max(1)).unwrap_or(i64::MAX);
+        let long = i64::try_from(LONG_BUCKET_SECONDS).unwrap_or(i64::MAX);
+        let window = bucket_start(delta.at, bucket_seconds) / size;
+        let hour = bucket_start(delta.at, LONG_BUCKET_SECONDS) / long;
         u.add(&format!("w{window}"), n(delta.attempts));
         u.add(&format!("h{hour}"), n(delta.attempts));
         if delta.successes > 0 {
@@ -272,13 +285,14 @@ impl HealthStore for DynamoHealthStore {
         }
         if let Some(p) = previous {
             let (old, old_hours) = p.expired(delta.at);
-            for start in old.into_iter().filter(|s| *s != window) {
-                u.remove.push(format!("w{start}"));
-                u.remove.push(format!("x{start}"));
+            let old_size = i64::try_from(p.bucket_seconds.max(1)).unwrap_or(i64::MAX);
+            for index in old.into_iter().map(|s| s / old_size).filter(|i| *i != window) {
+                u.remove.push(format!("w{index}"));
+                u.remove.push(format!("x{index}"));
             }
-            for start in old_hours.into_iter().filter(|s| *s != hour) {
-                u.remove.push(format!("h{start}"));
-                u.remove.push(format!("k{start}"));
+            for index in old_hours.into_iter().map(|s| s / long).filter(|i| *i != hour) {
+                u.remove.push(format!("h{index}"));
+                u.remove.push(format!("k{index}"));
             }
         }
         let mut request = self

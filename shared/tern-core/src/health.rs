@@ -2,7 +2,7 @@
 //!
 //! A delivery's retry schedule says when it may be tried; the endpoint's health says
 //! whether anything may be sent to it now. Per endpoint Tern keeps attempts and successes
-//! in time buckets (a rolling window, 1 h by default, and hourly buckets for 24 h), the
+//! in time buckets (a rolling window, 1 h by default, and 3-hour buckets for 24 h), the
 //! run of consecutive failures, the last success and the last failure, and a circuit:
 //!
 //! - **closed** (`healthy`, or `degraded` below 95 % success over the window): every due
@@ -33,8 +33,11 @@ use crate::ports::PortError;
 /// default 1 h window and 10-minute buckets).
 pub const BUCKETS_PER_WINDOW: u64 = 6;
 
-/// Size of the long-view buckets, in seconds (one hour), kept for [`LONG_WINDOW_SECONDS`].
-pub const LONG_BUCKET_SECONDS: u64 = 3600;
+/// Size of the long-view buckets, in seconds (three hours), kept for
+/// [`LONG_WINDOW_SECONDS`]: nine buckets rather than 25 hourly ones keep a busy endpoint's
+/// record under 1 KB (one DynamoDB write unit per write). The 24 h rate covers the last
+/// 24 to 27 hours.
+pub const LONG_BUCKET_SECONDS: u64 = 3 * 3600;
 
 /// The long view shown by `tern endpoints health`, in seconds (24 hours).
 pub const LONG_WINDOW_SECONDS: u64 = 24 * 3600;
@@ -191,7 +194,7 @@ pub struct EndpointHealth {
     pub bucket_seconds: u64,
     /// Window buckets (any order; old ones are ignored and removed by later writes).
     pub buckets: Vec<Bucket>,
-    /// Hourly buckets for the 24 h view.
+    /// Long-view buckets ([`LONG_BUCKET_SECONDS`]) for the 24 h view.
     pub hourly: Vec<Bucket>,
     /// Failed attempts since the last success.
     pub consecutive_failures: u64,
@@ -274,7 +277,7 @@ impl EndpointHealth {
             - size * i64::try_from(BUCKETS_PER_WINDOW).unwrap_or(6)
     }
 
-    /// Oldest hourly-bucket start still counted at `now`.
+    /// Oldest long-view bucket start still counted at `now`.
     pub fn long_since(now: DateTime<Utc>) -> i64 {
         bucket_start(now, LONG_BUCKET_SECONDS)
             - i64::try_from(LONG_WINDOW_SECONDS).unwrap_or(86_400)
@@ -285,12 +288,12 @@ impl EndpointHealth {
         sum_since(&self.buckets, self.window_since(now))
     }
 
-    /// Attempts and successes over the last 24 hours (hourly buckets).
+    /// Attempts and successes over the last 24 hours (to 27: 3-hour buckets).
     pub fn long_rate(&self, now: DateTime<Utc>) -> Rate {
         sum_since(&self.hourly, Self::long_since(now))
     }
 
-    /// Bucket starts no longer counted at `now`: (window buckets, hourly buckets). A
+    /// Bucket starts no longer counted at `now`: (window buckets, long-view buckets). A
     /// store removes them on its next write, so a record stays under 1 KB.
     pub fn expired(&self, now: DateTime<Utc>) -> (Vec<i64>, Vec<i64>) {
         let since = self.window_since(now);
