@@ -31,6 +31,7 @@ fn env() -> HashMap<&'static str, String> {
     HashMap::from([
         ("TERN_ENDPOINTS_TABLE", "tern-endpoints".to_owned()),
         ("TERN_ATTEMPTS_TABLE", "tern-attempts".to_owned()),
+        ("TERN_HEALTH_TABLE", "tern-health".to_owned()),
         ("TERN_DELIVERY_QUEUE_URL", queue("tern-delivery")),
         ("TERN_DLQ_URL", queue("tern-dlq")),
         ("TERN_RELAY_FAILURE_QUEUE_URL", queue("tern-relay-failures")),

@@ -643,7 +643,13 @@ async fn a_busy_endpoints_record_stays_under_one_write_unit() {
         delta.attempts = 4_000;
         delta.successes = 3_990;
         let after = store
-            .record(&tenant, &endpoint, &delta, p.bucket_seconds(), previous.as_ref())
+            .record(
+                &tenant,
+                &endpoint,
+                &delta,
+                p.bucket_seconds(),
+                previous.as_ref(),
+            )
             .await
             .unwrap();
         previous = Some(after);
@@ -654,8 +660,14 @@ async fn a_busy_endpoints_record_stays_under_one_write_unit() {
     let item = aws_sdk_dynamodb::Client::new(&local.aws)
         .get_item()
         .table_name(&local.resources.health_table)
-        .key("tenant_id", aws_sdk_dynamodb::types::AttributeValue::S(tenant.to_string()))
-        .key("endpoint_id", aws_sdk_dynamodb::types::AttributeValue::S(endpoint.to_string()))
+        .key(
+            "tenant_id",
+            aws_sdk_dynamodb::types::AttributeValue::S(tenant.to_string()),
+        )
+        .key(
+            "endpoint_id",
+            aws_sdk_dynamodb::types::AttributeValue::S(endpoint.to_string()),
+        )
         .send()
         .await
         .unwrap()
@@ -663,5 +675,8 @@ async fn a_busy_endpoints_record_stays_under_one_write_unit() {
         .unwrap();
     let size: usize = item.iter().map(|(k, v)| k.len() + value_size(v)).sum();
     assert!(size < 1024, "{size} bytes over {} attributes", item.len());
-    eprintln!("busy endpoint's health item: {size} bytes, {} attributes", item.len());
+    eprintln!(
+        "busy endpoint's health item: {size} bytes, {} attributes",
+        item.len()
+    );
 }

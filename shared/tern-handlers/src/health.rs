@@ -21,7 +21,7 @@ use tern_core::health::{
 use tern_core::operational::{
     OperationalEvent, OperationalEventKind, OperationalEventSink, redact_url,
 };
-use tern_core::ports::EndpointStore;
+use tern_core::ports::{EndpointStore, PortError};
 use tern_core::{Endpoint, EndpointId, TenantId};
 
 use crate::metrics::Metrics;
@@ -31,6 +31,13 @@ use crate::metrics::Metrics;
 /// replaces its copy at once; the TTL bounds how late it learns of a circuit another
 /// instance opened or closed (until then it sends one more batch, whose write tells it).
 pub const DEFAULT_HEALTH_CACHE_SECONDS: u64 = 5;
+
+/// Longest wait for the health read and the probe claim before a batch's POSTs, in
+/// milliseconds. Health is advisory: a table that does not answer in time counts as a
+/// closed circuit (a lost probe claim as an open one), so a stalled table delays a batch
+/// by at most this, not by the SDK's 6 s call budget (`tern_aws::budget`). DynamoDB answers
+/// in single-digit milliseconds.
+pub const HEALTH_GATE_DEADLINE_MS: u64 = 1_000;
 
 /// `(tenant, endpoint)`.
 pub type EndpointKey = (TenantId, EndpointId);
@@ -182,7 +189,11 @@ impl CircuitBreaker {
         if let Some(h) = self.cached(key) {
             return h;
         }
-        match self.store.get(&key.0, &key.1).await {
+        let deadline = Duration::from_millis(HEALTH_GATE_DEADLINE_MS);
+        let read = tokio::time::timeout(deadline, self.store.get(&key.0, &key.1))
+            .await
+            .unwrap_or_else(|_| Err(PortError::Unavailable("health read timed out".into())));
+        match read {
             Ok(h) => {
                 self.remember(key.clone(), h.clone());
                 h
@@ -210,7 +221,15 @@ impl CircuitBreaker {
                         seen,
                         next_probe_at,
                     };
-                    match self.store.apply(&key.0, &key.1, &change, now).await {
+                    let claim = tokio::time::timeout(
+                        Duration::from_millis(HEALTH_GATE_DEADLINE_MS),
+                        self.store.apply(&key.0, &key.1, &change, now),
+                    )
+                    .await
+                    .unwrap_or_else(|_| {
+                        Err(PortError::Unavailable("probe claim timed out".into()))
+                    });
+                    match claim {
                         Ok(true) => {
                             self.update_cached(&key, |h| h.next_probe_at = Some(next_probe_at));
                             tracing::info!(endpoint_id = %key.1, "circuit open; this batch sends the probe");

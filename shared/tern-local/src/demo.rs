@@ -291,10 +291,8 @@ pub async fn run(
     demo.receiver
         .set("/broken", Behavior::Always(Reply::status(200)));
     let _ = writeln!(out, "\nThe broken endpoint is fixed.");
-    let health = tern_aws::DynamoHealthStore::new(
-        demo.local.dynamodb(),
-        &demo.local.resources.health_table,
-    );
+    let health =
+        tern_aws::DynamoHealthStore::new(demo.local.dynamodb(), &demo.local.resources.health_table);
     let store: &dyn EndpointStore = demo.local.sender.endpoints.as_ref();
     for (name, ep) in &demo.endpoints {
         if let Ok(Some(now)) = store.get(&ep.tenant_id, &ep.id).await
