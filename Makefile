@@ -75,9 +75,11 @@ bench: venv
 	  --lambda-dir $(CARGO_TARGET)/lambda-zip --out $(BENCH_OUT) $(BENCH_ARGS)
 
 # The documented build path: cargo-lambda and Zig from requirements-package.txt (a venv
-# of their own), the aarch64 target from rustup, then only the function binaries: the three
-# delivery functions, the console and the hello-world reference, for arm64, zipped under $(CARGO_TARGET)/lambda/<name>/,
-# then the CDK app synthesized with those artifacts (tern:prebuiltArtifactsDir).
+# of their own), the aarch64 target from rustup, then only the function binaries (the three
+# delivery functions, the console, and the hello-world reference) for arm64 into
+# $(CARGO_TARGET)/lambda/<name>/bootstrap, zipped once more as Lambda takes them into
+# $(CARGO_TARGET)/lambda-zip/ (tools/zip_lambda.py; sizes printed), then the CDK app
+# synthesized with those artifacts (tern:prebuiltArtifactsDir). About 11 min on 2 cores.
 PACKAGE_VENV := .venv-package
 package-venv: $(PACKAGE_VENV)/.installed
 
@@ -90,10 +92,8 @@ package: package-venv
 	rustup target add aarch64-unknown-linux-gnu
 	PATH="$(CURDIR)/$(PACKAGE_VENV)/bin:$$PATH" $(CARGO) lambda build --release --arm64 \
 	  $(FUNCTIONS) -p tern-console-fn -p tern-bench-hello
-	PATH="$(CURDIR)/$(PACKAGE_VENV)/bin:$$PATH" $(CARGO) lambda build --release --arm64 \
-	  --output-format zip --lambda-dir $(CARGO_TARGET)/lambda-zip $(FUNCTIONS) -p tern-console-fn -p tern-bench-hello
-	@for f in sender relay replay console hello-world; do \
-	  printf '%-12s bootstrap.zip %9s bytes\n' $$f "$$(stat -c %s $(CARGO_TARGET)/lambda-zip/$$f/bootstrap.zip)"; done
+	$(PYTHON) tools/zip_lambda.py $(CARGO_TARGET)/lambda $(CARGO_TARGET)/lambda-zip \
+	  sender relay replay console hello-world
 	$(MAKE) -C infra deps
 	cd infra && npx cdk synth --quiet -o $(CARGO_TARGET)/package-cdk.out \
 	  -c tern:prebuiltArtifactsDir=$(CARGO_TARGET)/lambda -c tern:alarmEmail=ops@example.com
