@@ -54,6 +54,20 @@ impl DynamoHealthStore {
     }
 }
 
+/// The item's key.
+fn key(tenant: &TenantId, endpoint: &EndpointId) -> HashMap<String, AttributeValue> {
+    HashMap::from([
+        (
+            "tenant_id".to_owned(),
+            AttributeValue::S(tenant.to_string()),
+        ),
+        (
+            "endpoint_id".to_owned(),
+            AttributeValue::S(endpoint.to_string()),
+        ),
+    ])
+}
+
 fn n(v: impl ToString) -> AttributeValue {
     AttributeValue::N(v.to_string())
 }
@@ -187,8 +201,7 @@ impl HealthStore for DynamoHealthStore {
             .client
             .get_item()
             .table_name(&self.table)
-            .key("tenant_id", AttributeValue::S(tenant.to_string()))
-            .key("endpoint_id", AttributeValue::S(endpoint.to_string()))
+            .set_key(Some(key(tenant, endpoint)))
             .send()
             .await
             .map_err(port_error)?;
@@ -307,8 +320,7 @@ impl HealthStore for DynamoHealthStore {
             .client
             .update_item()
             .table_name(&self.table)
-            .key("tenant_id", AttributeValue::S(tenant.to_string()))
-            .key("endpoint_id", AttributeValue::S(endpoint.to_string()))
+            .set_key(Some(key(tenant, endpoint)))
             .update_expression(u.expression())
             .return_values(ReturnValue::AllNew);
         for (name, value) in u.values {
@@ -369,8 +381,7 @@ impl HealthStore for DynamoHealthStore {
             .client
             .update_item()
             .table_name(&self.table)
-            .key("tenant_id", AttributeValue::S(tenant.to_string()))
-            .key("endpoint_id", AttributeValue::S(endpoint.to_string()))
+            .set_key(Some(key(tenant, endpoint)))
             .update_expression(u.expression())
             .condition_expression(condition);
         for (name, value) in u.values {
@@ -394,8 +405,7 @@ impl HealthStore for DynamoHealthStore {
         self.client
             .delete_item()
             .table_name(&self.table)
-            .key("tenant_id", AttributeValue::S(tenant.to_string()))
-            .key("endpoint_id", AttributeValue::S(endpoint.to_string()))
+            .set_key(Some(key(tenant, endpoint)))
             .send()
             .await
             .map_err(port_error)?;

@@ -263,30 +263,29 @@ async fn process(
         return Ok(MessageOutcome::Duplicate(claim));
     };
 
-    let endpoint = match endpoint? {
-        None => {
-            return dead_letter(
-                deps,
-                &message,
-                DeadLetterReason::EndpointDeleted,
-                None,
-                metrics,
-            )
-            .await;
-        }
-        Some(e) if !e.enabled => {
-            return dead_letter(
-                deps,
-                &message,
-                DeadLetterReason::EndpointDisabled,
-                None,
-                metrics,
-            )
-            .await;
-        }
-        Some(e) => e,
+    let endpoint = match usable_endpoint(deps, &message, endpoint?, metrics).await? {
+        Ok(e) => e,
+        Err(dead) => return Ok(dead),
     };
     attempt(deps, message, takeover, &endpoint, metrics, ctx.health).await
+}
+
+/// The endpoint a delivery may go to, or (`Err`) the outcome of dead-lettering the
+/// delivery because its endpoint was deleted or is disabled.
+async fn usable_endpoint(
+    deps: &SenderDeps,
+    message: &DeliveryMessage,
+    endpoint: Option<Endpoint>,
+    metrics: &Metrics,
+) -> Result<Result<Endpoint, MessageOutcome>, PortError> {
+    let reason = match endpoint {
+        Some(e) if e.enabled => return Ok(Ok(e)),
+        Some(_) => DeadLetterReason::EndpointDisabled,
+        None => DeadLetterReason::EndpointDeleted,
+    };
+    dead_letter(deps, message, reason, None, metrics)
+        .await
+        .map(Err)
 }
 
 /// Puts a due delivery back until `until` because its endpoint's circuit is open, without
@@ -304,28 +303,9 @@ async fn defer(
         .endpoints
         .get(&message.event.tenant_id, &message.endpoint_id)
         .await?;
-    let endpoint = match endpoint {
-        None => {
-            return dead_letter(
-                deps,
-                &message,
-                DeadLetterReason::EndpointDeleted,
-                None,
-                metrics,
-            )
-            .await;
-        }
-        Some(e) if !e.enabled => {
-            return dead_letter(
-                deps,
-                &message,
-                DeadLetterReason::EndpointDisabled,
-                None,
-                metrics,
-            )
-            .await;
-        }
-        Some(e) => e,
+    let endpoint = match usable_endpoint(deps, &message, endpoint, metrics).await? {
+        Ok(e) => e,
+        Err(dead) => return Ok(dead),
     };
     let (schedule, _) = endpoint.retry_policy(&deps.policy.schedule);
     // The schedule's span with its largest jitter, plus one probe interval: a delivery that
