@@ -157,6 +157,17 @@ fn deferred(o: &MessageOutcome) -> bool {
     matches!(o, MessageOutcome::Deferred { .. })
 }
 
+async fn enabled(local: &LocalTern, ep: &Endpoint) -> bool {
+    local
+        .sender
+        .endpoints
+        .get(&ep.tenant_id, &ep.id)
+        .await
+        .unwrap()
+        .unwrap()
+        .enabled
+}
+
 async fn down_endpoint(local: &LocalTern, receiver: &Receiver, tenant: &str) -> Endpoint {
     receiver.set("/down", Behavior::Always(Reply::status(503)));
     add_endpoint(local, tenant, &receiver.url("/down"), &["*"], None).await
@@ -411,29 +422,11 @@ async fn auto_disable_below_the_threshold_with_enough_attempts_only() {
     // 10 successes and 9 failures: 19 attempts, under the minimum of 20.
     send(&deps, &messages(&local, &ep, 10)).await;
     send(&deps, &messages(&local, &ep, 9)).await;
-    assert!(
-        local
-            .sender
-            .endpoints
-            .get(&ep.tenant_id, &ep.id)
-            .await
-            .unwrap()
-            .unwrap()
-            .enabled
-    );
+    assert!(enabled(&local, &ep).await);
     assert!(events.kinds().is_empty(), "{:?}", events.kinds());
     // The 20th attempt fails: exactly 50 % is not below 50 %, but below 95 %: degraded.
     send(&deps, &messages(&local, &ep, 1)).await;
-    assert!(
-        local
-            .sender
-            .endpoints
-            .get(&ep.tenant_id, &ep.id)
-            .await
-            .unwrap()
-            .unwrap()
-            .enabled
-    );
+    assert!(enabled(&local, &ep).await);
     assert_eq!(events.kinds(), vec![OperationalEventKind::Degraded]);
     // Another failure: 10 of 21 (48 %) disables it, once, with the reason and last success.
     send(&deps, &messages(&local, &ep, 1)).await;
@@ -492,16 +485,7 @@ async fn auto_disable_below_the_threshold_with_enough_attempts_only() {
     .await
     .unwrap();
     assert!(health.get(&ep.tenant_id, &ep.id).await.unwrap().is_none());
-    assert!(
-        local
-            .sender
-            .endpoints
-            .get(&ep.tenant_id, &ep.id)
-            .await
-            .unwrap()
-            .unwrap()
-            .enabled
-    );
+    assert!(enabled(&local, &ep).await);
 }
 
 #[tokio::test]
