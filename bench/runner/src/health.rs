@@ -22,8 +22,12 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use tern_core::health::{HealthPolicy, HealthStore};
 use tern_core::{DeliveryMessage, Endpoint, EndpointId, Secret, TenantId};
+use tern_handlers::relay::RecordOutcome;
+use tern_handlers::sender::MessageOutcome;
+use tern_local::pollers::LocalEvent;
 use tern_local::{LocalOptions, LocalTern, MotoServer, Receiver};
 use tokio::io::AsyncReadExt;
+use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::task::{JoinHandle, JoinSet};
 
 use crate::BoxError;
@@ -218,6 +222,127 @@ async fn dlq_reasons(
     }
 }
 
+/// What the local pollers reported: deliveries the relay created, and the sender's
+/// outcomes by kind.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Tally {
+    /// Delivery messages the relay put on the queue.
+    pub relayed: u64,
+    /// Sender outcomes: `delivered`, `retrying`, `deferred`, `dead_lettered`, ...
+    pub outcomes: BTreeMap<String, u64>,
+}
+
+impl Tally {
+    /// Takes every report waiting on `events`.
+    fn drain(&mut self, events: &mut UnboundedReceiver<LocalEvent>) {
+        while let Ok(event) = events.try_recv() {
+            match event {
+                LocalEvent::Relayed(outcomes) => {
+                    for o in outcomes {
+                        if let RecordOutcome::Relayed { deliveries, .. } = o {
+                            self.relayed += deliveries as u64;
+                        }
+                    }
+                }
+                LocalEvent::Sent(results) => {
+                    for (_, r) in results {
+                        let kind = match r {
+                            Ok(MessageOutcome::Delivered { .. }) => "delivered",
+                            Ok(MessageOutcome::Retrying { .. }) => "retrying",
+                            Ok(MessageOutcome::DeadLettered { .. }) => "dead_lettered",
+                            Ok(MessageOutcome::Duplicate(_)) => "duplicate",
+                            Ok(MessageOutcome::Waiting { .. }) => "waiting",
+                            Ok(MessageOutcome::Deferred { .. }) => "deferred",
+                            Err(_) => "failed",
+                        };
+                        *self.outcomes.entry(kind.into()).or_default() += 1;
+                    }
+                }
+                LocalEvent::RelayBatchFailed { .. } => {
+                    *self
+                        .outcomes
+                        .entry("relay_batch_failed".into())
+                        .or_default() += 1;
+                }
+            }
+        }
+    }
+
+    fn get(&self, kind: &str) -> u64 {
+        self.outcomes.get(kind).copied().unwrap_or(0)
+    }
+}
+
+/// Retry waits held by the delay state machine (long waits go to Step Functions: a logical
+/// wait over 900 s, even when time-scaled).
+async fn waiting_in_step_functions(
+    local: &LocalTern,
+    bench: &aws_config::SdkConfig,
+) -> Result<u64, BoxError> {
+    let sfn = aws_sdk_sfn::Client::new(bench);
+    let mut n = 0;
+    let mut token = None;
+    loop {
+        let out = sfn
+            .list_executions()
+            .state_machine_arn(&local.resources.state_machine_arn)
+            .status_filter(aws_sdk_sfn::types::ExecutionStatus::Running)
+            .set_next_token(token)
+            .send()
+            .await?;
+        n += out.executions().len() as u64;
+        token = out.next_token;
+        if token.is_none() {
+            return Ok(n);
+        }
+    }
+}
+
+/// CPU seconds (user + system) used so far by this process's child processes that are
+/// still running: moto (the benchmark's receivers run in-process).
+fn children_cpu_seconds() -> f64 {
+    let me = std::process::id().to_string();
+    // SAFETY: sysconf reads a constant.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return f64::NAN;
+    };
+    let mut total = 0.0;
+    for entry in dir.flatten() {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // Fields after the command name (which may hold spaces), from field 3 on.
+        let Some((_, rest)) = stat.rsplit_once(") ") else {
+            continue;
+        };
+        let f: Vec<&str> = rest.split(' ').collect();
+        if f.get(1) == Some(&me.as_str()) {
+            let t = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+            total += (t(11) + t(12)) / ticks;
+        }
+    }
+    total
+}
+
+/// `(visible, delayed)` messages of a queue (moto's approximate counts).
+async fn backlog(sqs: &aws_sdk_sqs::Client, url: &str) -> Result<(u64, u64), BoxError> {
+    use aws_sdk_sqs::types::QueueAttributeName as A;
+    let out = sqs
+        .get_queue_attributes()
+        .queue_url(url)
+        .attribute_names(A::ApproximateNumberOfMessages)
+        .attribute_names(A::ApproximateNumberOfMessagesDelayed)
+        .send()
+        .await?;
+    let a = out.attributes.unwrap_or_default();
+    let n = |k: A| a.get(&k).and_then(|v| v.parse().ok()).unwrap_or(0);
+    Ok((
+        n(A::ApproximateNumberOfMessages),
+        n(A::ApproximateNumberOfMessagesDelayed),
+    ))
+}
+
 fn options(prefix: &str, time_scale: f64, timeout_ms: u64, health: HealthPolicy) -> LocalOptions {
     LocalOptions {
         prefix: format!("{prefix}-{}-", std::process::id()),
@@ -262,13 +387,17 @@ pub struct DeadRun {
     pub queued: u64,
     /// DLQ depth at the end, by dead-letter reason.
     pub dead_lettered: BTreeMap<String, u64>,
+    /// Retry waits held by the delay state machine at the end (running executions).
+    pub in_step_functions: u64,
+    /// What the pollers reported.
+    pub tally: Tally,
     /// Real seconds the run took (after the writes).
     pub real_seconds: f64,
 }
 
 impl DeadRun {
     fn accounted(&self) -> u64 {
-        self.queued + self.dead_lettered.values().sum::<u64>()
+        self.queued + self.dead_lettered.values().sum::<u64>() + self.in_step_functions
     }
 }
 
@@ -293,7 +422,8 @@ async fn dead_run(
     let app = aws_sdk_dynamodb::Client::new(&bench);
     let sqs = aws_sdk_sqs::Client::new(&bench);
     let writer = tern_outbox::OutboxWriter::new(&local.resources.outbox_table);
-    let _events = local.start_pollers(&opts);
+    let mut events = local.start_pollers(&opts);
+    let mut tally = Tally::default();
     write_events(&app, &writer, "tnt_dead", DEAD_DELIVERIES).await?;
     let t0 = Instant::now();
     let real = Duration::from_secs_f64(DEAD_RUN_SCALED_SECONDS * DEAD_TIME_SCALE);
@@ -306,6 +436,8 @@ async fn dead_run(
     }
     let posts = dead.posts();
     let queued = depth(&sqs, &local.resources.delivery_queue_url).await?;
+    let in_step_functions = waiting_in_step_functions(&local, &bench).await?;
+    tally.drain(&mut events);
     let final_state = health_store(&local)
         .get(&endpoint.tenant_id, &endpoint.id)
         .await?
@@ -333,6 +465,8 @@ async fn dead_run(
         final_state,
         queued,
         dead_lettered,
+        in_step_functions,
+        tally,
         real_seconds: t0.elapsed().as_secs_f64(),
     })
 }
@@ -360,6 +494,62 @@ pub struct Latency {
     pub aws_calls_per_second: f64,
     /// Of which SQS SendMessage / SendMessageBatch per second (relay, retries, deferrals).
     pub sqs_sends_per_second: f64,
+    /// moto's CPU use during the phase, cores (1.0 = one core busy all the time; moto
+    /// serves requests under one Python interpreter lock).
+    pub moto_cores: f64,
+    /// Sender outcomes during the phase (all tenants).
+    pub tally: Tally,
+    /// Delivery queue at the end of the phase: visible (waiting for a poller) and delayed.
+    pub backlog_visible: u64,
+    /// Delayed messages (deferred or retrying) at the end of the phase.
+    pub backlog_delayed: u64,
+}
+
+/// What was measured around one phase, besides A's latencies.
+struct PhaseStats {
+    seconds: f64,
+    counts: Counts,
+    moto_cores: f64,
+    tally: Tally,
+    backlog: (u64, u64),
+}
+
+/// Starts a phase: resets the proxy's counts and notes moto's CPU.
+struct PhaseClock {
+    t0: Instant,
+    cpu0: f64,
+}
+
+impl PhaseClock {
+    fn start(proxy: &CountingProxy, events: &mut UnboundedReceiver<LocalEvent>) -> Self {
+        proxy.reset();
+        Tally::default().drain(events);
+        Self {
+            t0: Instant::now(),
+            cpu0: children_cpu_seconds(),
+        }
+    }
+
+    async fn stop(
+        self,
+        proxy: &CountingProxy,
+        events: &mut UnboundedReceiver<LocalEvent>,
+        sqs: &aws_sdk_sqs::Client,
+        queue: &str,
+    ) -> Result<PhaseStats, BoxError> {
+        let seconds = self.t0.elapsed().as_secs_f64();
+        let moto_cores = (children_cpu_seconds() - self.cpu0) / seconds.max(1e-9);
+        let counts = proxy.counts();
+        let mut tally = Tally::default();
+        tally.drain(events);
+        Ok(PhaseStats {
+            seconds,
+            counts,
+            moto_cores,
+            tally,
+            backlog: backlog(sqs, queue).await?,
+        })
+    }
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -427,9 +617,9 @@ fn latency_of(
     phase: &str,
     written: &[(String, DateTime<Utc>)],
     received: &HashMap<String, DateTime<Utc>>,
-    seconds: f64,
-    counts: &Counts,
+    stats: PhaseStats,
 ) -> Latency {
+    let (seconds, counts) = (stats.seconds, &stats.counts);
     let mut v: Vec<f64> = written
         .iter()
         .filter_map(|(id, at)| {
@@ -449,9 +639,15 @@ fn latency_of(
         max: v.last().copied().unwrap_or(f64::NAN),
         seconds,
         aws_calls_per_second: per_second(
-            counts.get("tern").map_or(0, |ops| ops.values().sum::<u64>()),
+            counts
+                .get("tern")
+                .map_or(0, |ops| ops.values().sum::<u64>()),
         ),
         sqs_sends_per_second: per_second(sum_ops(counts, "sqs:SendMessage")),
+        moto_cores: stats.moto_cores,
+        backlog_visible: stats.backlog.0,
+        backlog_delayed: stats.backlog.1,
+        tally: stats.tally,
     }
 }
 
@@ -475,7 +671,9 @@ async fn latency_run(proxy: &CountingProxy) -> Result<LatencyRun, BoxError> {
     let app = aws_sdk_dynamodb::Client::new(&bench);
     let writer = tern_outbox::OutboxWriter::new(&local.resources.outbox_table);
     let store = health_store(&local);
-    let _events = local.start_pollers(&opts);
+    let sqs = aws_sdk_sqs::Client::new(&bench);
+    let queue = local.resources.delivery_queue_url.clone();
+    let mut events = local.start_pollers(&opts);
 
     // Warm up (connections, moto's first writes): two events not measured.
     let mut warm = Vec::new();
@@ -489,28 +687,28 @@ async fn latency_run(proxy: &CountingProxy) -> Result<LatencyRun, BoxError> {
         &mut none,
     )
     .await?;
-    receiver.wait_for("/a", warm.len(), Duration::from_secs(30)).await;
+    receiver
+        .wait_for("/a", warm.len(), Duration::from_secs(30))
+        .await;
 
     // (a) A alone.
     let mut baseline = Vec::new();
     let mut b_written = 0;
-    proxy.reset();
-    let t = Instant::now();
+    let clock = PhaseClock::start(proxy, &mut events);
     load(
         &app,
         &writer,
-        t + Duration::from_secs(BASELINE_SECONDS),
+        Instant::now() + Duration::from_secs(BASELINE_SECONDS),
         false,
         &mut baseline,
         &mut b_written,
     )
     .await?;
-    let baseline_seconds = t.elapsed().as_secs_f64();
-    let baseline_counts = proxy.counts();
+    let baseline_stats = clock.stop(proxy, &mut events, &sqs, &queue).await?;
 
     // (c) B starts: until its circuit is seen open.
     let mut ramp = Vec::new();
-    proxy.reset();
+    let clock = PhaseClock::start(proxy, &mut events);
     let b_start = Instant::now();
     let mut open_after = f64::NAN;
     while b_start.elapsed() < Duration::from_secs(OPEN_LIMIT_SECONDS) {
@@ -535,23 +733,21 @@ async fn latency_run(proxy: &CountingProxy) -> Result<LatencyRun, BoxError> {
     if open_after.is_nan() {
         return Err(format!("B's circuit did not open within {OPEN_LIMIT_SECONDS} s").into());
     }
-    let ramp_counts = proxy.counts();
+    let ramp_stats = clock.stop(proxy, &mut events, &sqs, &queue).await?;
 
     // (b) steady state: B keeps sending, its circuit is open.
     let mut steady = Vec::new();
-    proxy.reset();
-    let t = Instant::now();
+    let clock = PhaseClock::start(proxy, &mut events);
     load(
         &app,
         &writer,
-        t + Duration::from_secs(STEADY_SECONDS),
+        Instant::now() + Duration::from_secs(STEADY_SECONDS),
         true,
         &mut steady,
         &mut b_written,
     )
     .await?;
-    let steady_seconds = t.elapsed().as_secs_f64();
-    let steady_counts = proxy.counts();
+    let steady_stats = clock.stop(proxy, &mut events, &sqs, &queue).await?;
 
     // Let the last of A's events arrive.
     let all = baseline.len() + ramp.len() + steady.len() + warm.len();
@@ -570,26 +766,18 @@ async fn latency_run(proxy: &CountingProxy) -> Result<LatencyRun, BoxError> {
     drop(local);
     Ok(LatencyRun {
         phases: vec![
-            latency_of(
-                "(a) A alone",
-                &baseline,
-                &received,
-                baseline_seconds,
-                &baseline_counts,
-            ),
+            latency_of("(a) A alone", &baseline, &received, baseline_stats),
             latency_of(
                 "(b) with B, breaker, steady state after B's circuit opened",
                 &steady,
                 &received,
-                steady_seconds,
-                &steady_counts,
+                steady_stats,
             ),
             latency_of(
                 "(c) with B, ramp-up: B's first events until its circuit opened",
                 &ramp,
                 &received,
-                open_after,
-                &ramp_counts,
+                ramp_stats,
             ),
         ],
         open_after_seconds: open_after,
@@ -661,13 +849,18 @@ pub async fn run() -> Result<HealthReport, BoxError> {
         ),
     ] {
         dead_endpoint.push(
-            dead_run(&proxy, &variant.replace([' ', ',', '(', ')'], ""), policy, expected)
-                .await
-                .map(|mut r| {
-                    r.variant = variant.into();
-                    r
-                })
-                .map_err(|e| format!("dead endpoint, {variant}: {e}"))?,
+            dead_run(
+                &proxy,
+                &variant.replace([' ', ',', '(', ')'], ""),
+                policy,
+                expected,
+            )
+            .await
+            .map(|mut r| {
+                r.variant = variant.into();
+                r
+            })
+            .map_err(|e| format!("dead endpoint, {variant}: {e}"))?,
         );
         bar.inc(1);
     }
@@ -696,7 +889,8 @@ fn secs(v: f64) -> String {
 impl HealthReport {
     /// The report section, markdown.
     pub fn markdown(&self) -> String {
-        let mut s = String::from("\n## Endpoint health (local mode, moto, receivers on 127.0.0.1)\n\n");
+        let mut s =
+            String::from("\n## Endpoint health (local mode, moto, receivers on 127.0.0.1)\n\n");
         s.push_str(&format!(
             "### Dead endpoint: POSTs over a scaled 10-minute run\n\n\
              An endpoint that accepts TCP and never answers; {DEAD_DELIVERIES} deliveries written to the outbox at once \
@@ -704,8 +898,8 @@ impl HealthReport {
              probe interval are scaled, 60 s -> {:.0} s); attempt deadline {DEAD_ATTEMPT_TIMEOUT_MS} ms (the minimum; \
              deadlines are not scaled, so a short one keeps the run about the schedule and the breaker); \
              {SENDER_CONCURRENCY} concurrent sender batches. POSTs counted as request heads read by the endpoint.\n\n\
-             | breaker | threshold / min attempts | POSTs | expected | POSTs by scaled minute | state at end | queued | DLQ (reason: n) | accounted / {DEAD_DELIVERIES} |\n\
-             | --- | --- | ---: | --- | --- | --- | ---: | --- | ---: |\n",
+             | breaker | threshold / min attempts | POSTs | expected | POSTs by scaled minute | state at end | deliveries relayed | queued | in Step Functions | DLQ (reason: n) | accounted / relayed |\n\
+             | --- | --- | ---: | --- | --- | --- | ---: | ---: | ---: | --- | ---: |\n",
             DEAD_RUN_SCALED_SECONDS * DEAD_TIME_SCALE,
             60.0 * DEAD_TIME_SCALE,
         ));
@@ -720,7 +914,7 @@ impl HealthReport {
                     .join(", ")
             };
             s.push_str(&format!(
-                "| {} | {} / {} | {} | {} | {} | {} | {} | {} | {} |\n",
+                "| {} | {} / {} | {} | {} | {} | {} | {} | {} | {} | {} | {} / {} |\n",
                 r.variant,
                 r.failure_threshold,
                 r.min_attempts,
@@ -732,15 +926,21 @@ impl HealthReport {
                     .collect::<Vec<_>>()
                     .join(" "),
                 r.final_state,
+                r.tally.relayed,
                 r.queued,
+                r.in_step_functions,
                 dlq,
                 r.accounted(),
+                r.tally.relayed,
             ));
         }
         s.push_str(
-            "\n`queued` is the delivery queue's approximate depth (visible + in flight + delayed), `DLQ` is read \
-             message by message; `accounted` >= the deliveries means none was lost (a batch cut at the end can \
-             count one delivery twice: its deferred copy and its in-flight original).\n",
+            "\n`deliveries relayed` is what the relay put on the queue (an event relayed after its endpoint was \
+             disabled creates no delivery: the relay fans out to enabled endpoints only; the event stays in the \
+             outbox). `queued` is the delivery queue's approximate depth (visible + in flight + delayed), `in Step \
+             Functions` the retry waits over 900 s (logical) held by the delay state machine, `DLQ` is read message \
+             by message. `accounted` = queued + Step Functions + DLQ; equal to `relayed`: none lost (a batch cut \
+             at the end can count one delivery twice: its put-back copy and its in-flight original).\n",
         );
         let l = &self.latency;
         s.push_str(&format!(
@@ -752,16 +952,17 @@ impl HealthReport {
              deliveries dead-letter at once; the open circuit is the harder case). Latency: outbox write -> receipt at \
              A's receiver. B's circuit was seen open {:.1} s after B's first event; B's endpoint read {} POSTs \
              for {} events.\n\n\
-             | phase | A's events | received | p50 s | p95 s | max s | phase s | Tern's AWS calls/s | SQS sends/s |\n\
-             | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+             | phase | A's events | received | p50 s | p95 s | max s | phase s | Tern's AWS calls/s | SQS sends/s | sender outcomes/s (deferred) | moto CPU, cores | queue at end: visible / delayed |\n\
+             | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
             A_RATE_PER_SECOND * B_FACTOR,
             l.open_after_seconds,
             l.b_posts,
             l.b_written,
         ));
         for p in &l.phases {
+            let per_second = |n: u64| n as f64 / p.seconds.max(1e-9);
             s.push_str(&format!(
-                "| {} | {} | {} | {} | {} | {} | {:.0} | {:.0} | {:.0} |\n",
+                "| {} | {} | {} | {} | {} | {} | {:.0} | {:.0} | {:.0} | {:.1} ({:.1}) | {:.2} | {} / {} |\n",
                 p.phase,
                 p.written,
                 p.n,
@@ -770,7 +971,12 @@ impl HealthReport {
                 secs(p.max),
                 p.seconds,
                 p.aws_calls_per_second,
-                p.sqs_sends_per_second
+                p.sqs_sends_per_second,
+                per_second(p.tally.outcomes.values().sum()),
+                per_second(p.tally.get("deferred")),
+                p.moto_cores,
+                p.backlog_visible,
+                p.backlog_delayed,
             ));
         }
         let ratio = l.ratio();

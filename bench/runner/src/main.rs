@@ -153,7 +153,10 @@ async fn health_only(out: &Path) -> Result<(), BoxError> {
     let md = format!("# Tern benchmarks: endpoint health\n{}", report.markdown());
     println!("\n{md}");
     std::fs::write(out.join("health.md"), &md)?;
-    std::fs::write(out.join("health.json"), serde_json::to_string_pretty(&report)?)?;
+    std::fs::write(
+        out.join("health.json"),
+        serde_json::to_string_pretty(&report)?,
+    )?;
     eprintln!("wrote {}", out.join("health.md").display());
     Ok(())
 }
