@@ -8,7 +8,7 @@ PYTHON ?= python3
 VENV   := .venv
 CARGO  ?= cargo
 
-.PHONY: demo test venv build test-rust test-moto test-receivers test-infra test-console chromium browser-deps console-screenshots fmt lint clean bench package package-venv
+.PHONY: demo test venv build test-rust test-moto test-receivers test-infra test-console chromium browser-deps console-screenshots fmt lint clean bench bench-health package package-venv
 
 venv: $(VENV)/.installed
 
@@ -62,8 +62,8 @@ test-infra: venv
 
 # Benchmarks (not part of `make test`): release builds of the three functions and the
 # hello-world reference, then every figure against its reference in the same run.
-# Writes $(BENCH_OUT)/report.md (also printed) and report.json. About 5 minutes after
-# the build on 2 cores; `make package` first adds the arm64 zip sizes.
+# Writes $(BENCH_OUT)/report.md (also printed) and report.json. About 10 minutes after
+# the build on 2 cores (4.5 of them the endpoint-health runs); `make package` first adds the arm64 zip sizes.
 CARGO_TARGET ?= $(if $(CARGO_TARGET_DIR),$(CARGO_TARGET_DIR),$(CURDIR)/target)
 BENCH_OUT ?= $(CARGO_TARGET)/bench
 BENCH_ARGS ?=
@@ -73,6 +73,13 @@ bench: venv
 	$(CARGO) build --release $(FUNCTIONS) -p tern-bench-hello -p tern-bench
 	$(CARGO_TARGET)/release/tern-bench --bin-dir $(CARGO_TARGET)/release \
 	  --lambda-dir $(CARGO_TARGET)/lambda-zip --out $(BENCH_OUT) $(BENCH_ARGS)
+
+# Only the endpoint-health benchmark (also part of `make bench`): a dead endpoint's POST
+# count with and without the breaker, and a healthy endpoint's latency next to a dead one.
+# Writes $(BENCH_OUT)/health.md (also printed) and health.json. About 4 minutes.
+bench-health: venv
+	$(CARGO) build --release -p tern-bench
+	$(CARGO_TARGET)/release/tern-bench --out $(BENCH_OUT) health
 
 # The documented build path: cargo-lambda and Zig from requirements-package.txt (a venv
 # of their own), the aarch64 target from rustup, then only the function binaries (the three

@@ -9,6 +9,7 @@
 
 mod cost;
 mod fakes;
+mod health;
 mod proxy;
 mod stats;
 
@@ -76,6 +77,9 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         delay_ms: u64,
     },
+    /// Only the endpoint-health benchmark (`make bench-health`); writes `<out>/health.md`
+    /// (also printed) and `<out>/health.json`. About 4 minutes.
+    Health,
 }
 
 fn target_dir() -> PathBuf {
@@ -90,6 +94,7 @@ fn main() -> Result<(), BoxError> {
         .build()?;
     match args.command {
         Some(Command::Receiver { delay_ms }) => runtime.block_on(serve_receiver(delay_ms)),
+        Some(Command::Health) => runtime.block_on(health_only(&args.out)),
         None => runtime.block_on(run(args)),
     }
 }
@@ -142,6 +147,20 @@ impl ChildReceiver {
     }
 }
 
+async fn health_only(out: &Path) -> Result<(), BoxError> {
+    std::fs::create_dir_all(out)?;
+    let report = health::run().await?;
+    let md = format!("# Tern benchmarks: endpoint health\n{}", report.markdown());
+    println!("\n{md}");
+    std::fs::write(out.join("health.md"), &md)?;
+    std::fs::write(
+        out.join("health.json"),
+        serde_json::to_string_pretty(&report)?,
+    )?;
+    eprintln!("wrote {}", out.join("health.md").display());
+    Ok(())
+}
+
 fn progress(len: u64, what: &str) -> ProgressBar {
     let bar = ProgressBar::new(len);
     bar.set_style(
@@ -186,6 +205,9 @@ async fn run(args: Args) -> Result<(), BoxError> {
         sender_invocation_ms: binary.invocation_ms.median(),
     };
     let costs = cost::table(&model);
+    drop(proxy);
+    drop(moto);
+    let health = health::run().await?;
 
     let mut md = String::from("# Tern benchmarks\n\n");
     md.push_str(&format!(
@@ -205,6 +227,7 @@ async fn run(args: Args) -> Result<(), BoxError> {
     ));
     md.push_str("\n## Cost per million deliveries (1 KiB payloads, full batches; model in docs/cost.md)\n\n");
     md.push_str(&cost::markdown(&costs));
+    md.push_str(&health.markdown());
     println!("\n{md}");
     std::fs::write(args.out.join("report.md"), &md)?;
     let report = json!({
@@ -216,6 +239,7 @@ async fn run(args: Args) -> Result<(), BoxError> {
         "sender_invocation_ms": binary.invocation_ms,
         "cost_inputs": model,
         "cost": costs,
+        "endpoint_health": health,
     });
     std::fs::write(
         args.out.join("report.json"),
