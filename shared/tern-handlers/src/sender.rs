@@ -139,13 +139,14 @@ pub async fn handle(
     let ctx = BatchContext {
         gates: &gates,
         health: &batch,
+        deferred: std::sync::Mutex::default(),
     };
     let tasks = event.records.iter().zip(parsed).map(|(msg, parsed)| {
         let ctx = &ctx;
         async move {
             let id = msg.message_id.clone().unwrap_or_default();
             let raw = msg.body.as_deref().unwrap_or("");
-            let result = AssertUnwindSafe(process(deps, raw, parsed, metrics, ctx))
+            let result = AssertUnwindSafe(process(deps, &id, raw, parsed, metrics, ctx))
                 .catch_unwind()
                 .await;
             let result = match result {
@@ -159,7 +160,14 @@ pub async fn handle(
             (id, result)
         }
     });
-    let results = futures::future::join_all(tasks).await;
+    let mut results = futures::future::join_all(tasks).await;
+    let deferred = std::mem::take(
+        &mut *ctx
+            .deferred
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner),
+    );
+    flush_deferred(deps, deferred, &mut results, metrics).await;
     if let Some(breaker) = &deps.breaker {
         breaker
             .settle(&batch, deps.endpoints.as_ref(), metrics)
@@ -174,10 +182,21 @@ pub async fn handle(
     (response, results)
 }
 
-/// What the messages of one batch share: the endpoints' gates and the health counts.
+/// What the messages of one batch share: the endpoints' gates, the health counts, and
+/// the deliveries an open circuit holds back (put back together after the batch).
 struct BatchContext<'a> {
     gates: &'a HashMap<EndpointKey, BatchGate>,
     health: &'a BatchHealth,
+    deferred: std::sync::Mutex<Vec<(String, DeliveryMessage, chrono::DateTime<Utc>)>>,
+}
+
+impl BatchContext<'_> {
+    fn defer(&self, message_id: &str, message: DeliveryMessage, until: chrono::DateTime<Utc>) {
+        self.deferred
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push((message_id.to_owned(), message, until));
+    }
 }
 
 fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
@@ -190,6 +209,7 @@ fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
 
 async fn process(
     deps: &SenderDeps,
+    message_id: &str,
     raw: &str,
     parsed: Result<DeliveryMessage, String>,
     metrics: &Metrics,
@@ -237,7 +257,9 @@ async fn process(
         _ => Admission::Send,
     };
     match admission {
-        Admission::Defer(until) => return defer(deps, message, until, metrics).await,
+        Admission::Defer(until) => {
+            return defer(deps, message_id, message, until, metrics, ctx).await;
+        }
         Admission::Probe => {
             metrics.update(|c| c.probes += 1);
             tracing::info!(delivery_id = %message.delivery_id, attempt = message.attempt, "probe of an open circuit");
@@ -295,9 +317,11 @@ async fn usable_endpoint(
 /// largest jitter (+10 %) plus one probe interval.
 async fn defer(
     deps: &SenderDeps,
+    message_id: &str,
     message: DeliveryMessage,
     until: chrono::DateTime<Utc>,
     metrics: &Metrics,
+    ctx: &BatchContext<'_>,
 ) -> Result<MessageOutcome, PortError> {
     let endpoint = deps
         .endpoints
@@ -328,9 +352,8 @@ async fn defer(
         not_before: Some(until),
         ..message
     };
-    requeue_until(deps, &waiting, until).await?;
-    metrics.update(|c| c.deferred += 1);
-    tracing::info!(delivery_id = %waiting.delivery_id, attempt = waiting.attempt, until = %until.to_rfc3339(), "circuit open; deferred");
+    // Put back with the batch's other deferrals, in as few calls as possible.
+    ctx.defer(message_id, waiting, until);
     Ok(MessageOutcome::Deferred { until })
 }
 
@@ -568,11 +591,28 @@ async fn requeue_until(
     message: &DeliveryMessage,
     until: chrono::DateTime<Utc>,
 ) -> Result<(), PortError> {
+    send_delayed(deps, message, delay_until(until)).await
+}
+
+/// Seconds from now until `until`, rounded up, at most the SQS maximum of 900: the
+/// `DelaySeconds` that brings a message back at `until` (or, beyond 900 s, on the way).
+fn delay_until(until: chrono::DateTime<Utc>) -> u32 {
     let remaining_ms = (until - Utc::now()).num_milliseconds().max(0);
     let seconds = u64::try_from(remaining_ms).unwrap_or(0).div_ceil(1000);
-    let delay = u32::try_from(seconds.min(u64::from(MAX_QUEUE_DELAY_SECONDS)))
-        .unwrap_or(MAX_QUEUE_DELAY_SECONDS);
-    send_delayed(deps, message, delay).await
+    u32::try_from(seconds.min(u64::from(MAX_QUEUE_DELAY_SECONDS)))
+        .unwrap_or(MAX_QUEUE_DELAY_SECONDS)
+}
+
+/// The delivery-queue entry that brings `message` back after `delay_seconds`, in its
+/// tenant's group.
+fn delayed_entry(id: String, message: &DeliveryMessage, delay_seconds: u32) -> QueueEntry {
+    QueueEntry {
+        id,
+        body: message.to_body(),
+        delay_seconds,
+        attributes: vec![],
+        group_id: Some(message.group_id()),
+    }
 }
 
 async fn send_delayed(
@@ -581,15 +621,49 @@ async fn send_delayed(
     delay_seconds: u32,
 ) -> Result<(), PortError> {
     deps.delivery_queue
-        .send(&QueueEntry {
-            id: "retry".into(),
-            body: message.to_body(),
-            delay_seconds,
-            attributes: vec![],
-            group_id: Some(message.group_id()),
-        })
+        .send(&delayed_entry("retry".into(), message, delay_seconds))
         .await
 }
+
+/// Sends the batch's deferred deliveries in `SendMessageBatch` calls of 10 (an open
+/// circuit can hold back most of a batch: one call instead of ten), and turns each entry
+/// SQS did not take into that message's batch failure, so SQS delivers it again and
+/// nothing is lost.
+async fn flush_deferred(
+    deps: &SenderDeps,
+    deferred: Vec<(String, DeliveryMessage, chrono::DateTime<Utc>)>,
+    results: &mut [MessageResult],
+    metrics: &Metrics,
+) {
+    for chunk in deferred.chunks(MAX_BATCH_ENTRIES) {
+        let entries: Vec<QueueEntry> = chunk
+            .iter()
+            .enumerate()
+            .map(|(i, (_, m, until))| delayed_entry(format!("d{i}"), m, delay_until(*until)))
+            .collect();
+        let sent = match deps.delivery_queue.send_batch(&entries).await {
+            Ok(per_entry) => per_entry,
+            Err(e) => vec![Err(e); chunk.len()],
+        };
+        for ((id, m, until), outcome) in chunk.iter().zip(sent) {
+            match outcome {
+                Ok(()) => {
+                    metrics.update(|c| c.deferred += 1);
+                    tracing::info!(delivery_id = %m.delivery_id, attempt = m.attempt, until = %until.to_rfc3339(), "circuit open; deferred");
+                }
+                Err(e) => {
+                    tracing::error!(message_id = %id, error = %e, "deferred delivery not put back; SQS will retry it");
+                    if let Some((_, r)) = results.iter_mut().find(|(rid, _)| rid == id) {
+                        *r = Err(e.to_string());
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Most entries of one `SendMessageBatch` call (SQS quota).
+const MAX_BATCH_ENTRIES: usize = 10;
 
 async fn finish(deps: &SenderDeps, message: &DeliveryMessage, state: DeliveryState) {
     // Best effort: the work is done and queued; a lost marker can at worst let a late
