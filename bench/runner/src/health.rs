@@ -563,7 +563,8 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 /// Latency scenario result.
 #[derive(Debug, Clone, Serialize)]
 pub struct LatencyRun {
-    /// (a) A alone, (c) B's circuit opening, (b) steady state after it opened.
+    /// (a) A alone, (d) A next to a healthy neighbour with B's traffic (the control),
+    /// (b) steady state after B's circuit opened, (c) B's circuit opening.
     pub phases: Vec<Latency>,
     /// Seconds from B's first event to its circuit being seen open.
     pub open_after_seconds: f64,
@@ -584,6 +585,18 @@ impl LatencyRun {
         };
         p("(b)") / p("(a)")
     }
+
+    /// p95 with B (steady state) / p95 of the control (A next to a healthy neighbour with
+    /// the same traffic): what the dead endpoint costs beyond the load itself.
+    pub fn ratio_to_control(&self) -> f64 {
+        let p = |name: &str| {
+            self.phases
+                .iter()
+                .find(|l| l.phase.starts_with(name))
+                .map_or(f64::NAN, |l| l.p95)
+        };
+        p("(b)") / p("(d)")
+    }
 }
 
 /// Writes A's events at `A_RATE_PER_SECOND` and (when `with_b`) B's at ten times that
@@ -597,14 +610,34 @@ async fn load(
     a_written: &mut Vec<(String, DateTime<Utc>)>,
     b_written: &mut usize,
 ) -> Result<(), BoxError> {
+    load_next_to(
+        app,
+        writer,
+        until,
+        with_b.then_some("tnt_b"),
+        a_written,
+        b_written,
+    )
+    .await
+}
+
+/// A's events, and ten times as many of `neighbour` (B, or the control C) when given.
+async fn load_next_to(
+    app: &aws_sdk_dynamodb::Client,
+    writer: &tern_outbox::OutboxWriter,
+    until: Instant,
+    neighbour: Option<&str>,
+    a_written: &mut Vec<(String, DateTime<Utc>)>,
+    b_written: &mut usize,
+) -> Result<(), BoxError> {
     let tick = Duration::from_millis(1000 / A_RATE_PER_SECOND);
     let mut next = Instant::now();
     while Instant::now() < until {
         // B's ten events share one transaction (what one busy producer would do); A's is
         // written first so its time is not B's write.
         a_written.extend(write_events(app, writer, "tnt_a", 1).await?);
-        if with_b {
-            let b = write_events(app, writer, "tnt_b", B_FACTOR as usize).await?;
+        if let Some(tenant) = neighbour {
+            let b = write_events(app, writer, tenant, B_FACTOR as usize).await?;
             *b_written += b.len();
         }
         next += tick;
@@ -706,6 +739,35 @@ async fn latency_run(proxy: &CountingProxy) -> Result<LatencyRun, BoxError> {
     .await?;
     let baseline_stats = clock.stop(proxy, &mut events, &sqs, &queue).await?;
 
+    // (d) the control: A next to C, a healthy neighbour with B's traffic. What local mode
+    // (moto, the pollers) does with 22 events/s, whatever the neighbour's endpoint does.
+    let c_receiver = Receiver::start().await?;
+    add_endpoint(&local, "tnt_c", &c_receiver.url("/c")).await?;
+    let mut control = Vec::new();
+    let mut c_written = 0;
+    let clock = PhaseClock::start(proxy, &mut events);
+    load_next_to(
+        &app,
+        &writer,
+        Instant::now() + Duration::from_secs(BASELINE_SECONDS),
+        Some("tnt_c"),
+        &mut control,
+        &mut c_written,
+    )
+    .await?;
+    let control_stats = clock.stop(proxy, &mut events, &sqs, &queue).await?;
+    // C's backlog drains before B starts, so B's phases start from an empty queue.
+    receiver
+        .wait_for(
+            "/a",
+            warm.len() + baseline.len() + control.len(),
+            Duration::from_secs(DRAIN_SECONDS * 6),
+        )
+        .await;
+    c_receiver
+        .wait_for("/c", c_written, Duration::from_secs(DRAIN_SECONDS * 6))
+        .await;
+
     // (c) B starts: until its circuit is seen open.
     let mut ramp = Vec::new();
     let clock = PhaseClock::start(proxy, &mut events);
@@ -750,7 +812,7 @@ async fn latency_run(proxy: &CountingProxy) -> Result<LatencyRun, BoxError> {
     let steady_stats = clock.stop(proxy, &mut events, &sqs, &queue).await?;
 
     // Let the last of A's events arrive.
-    let all = baseline.len() + ramp.len() + steady.len() + warm.len();
+    let all = baseline.len() + control.len() + ramp.len() + steady.len() + warm.len();
     receiver
         .wait_for("/a", all, Duration::from_secs(DRAIN_SECONDS))
         .await;
@@ -767,6 +829,12 @@ async fn latency_run(proxy: &CountingProxy) -> Result<LatencyRun, BoxError> {
     Ok(LatencyRun {
         phases: vec![
             latency_of("(a) A alone", &baseline, &received, baseline_stats),
+            latency_of(
+                "(d) control: with C, a healthy neighbour with B's traffic (10 x A)",
+                &control,
+                &received,
+                control_stats,
+            ),
             latency_of(
                 "(b) with B, breaker, steady state after B's circuit opened",
                 &steady,
@@ -984,6 +1052,10 @@ impl HealthReport {
             "\np95 with B (steady state) / p95 without: **{:.2} x** (goal <= 1.1 x: {}).\n",
             ratio,
             if ratio <= 1.1 { "met" } else { "missed" }
+        ));
+        s.push_str(&format!(
+            "p95 with B (steady state) / p95 next to a healthy neighbour with the same traffic (d): **{:.2} x**.\n",
+            l.ratio_to_control()
         ));
         s.push_str(&format!("\nHealth benchmark: {:.0} s.\n", self.seconds));
         s
