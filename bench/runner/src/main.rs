@@ -867,6 +867,14 @@ async fn scenario_counts(
         // One retry after 1 s (an SQS DelaySeconds), then dead-letter: the retry scenario
         // fails each first attempt once.
         schedule: Some(tern_core::RetrySchedule::new(vec![1])?),
+        // The circuit and auto-disable out of reach: these scenarios count what the retry
+        // and dead-letter paths cost (health writes included); the health benchmark
+        // measures the breaker itself.
+        health: Some(tern_core::health::HealthPolicy {
+            failure_threshold: 1000,
+            min_attempts: 1_000_000,
+            ..tern_core::health::HealthPolicy::default()
+        }),
         ..LocalOptions::default()
     };
     let mut local = LocalTern::create(sdk("sender").await, &options).await?;
