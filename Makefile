@@ -86,7 +86,7 @@ bench-health: venv
 # delivery functions, the console, and the hello-world reference) for arm64 into
 # $(CARGO_TARGET)/lambda/<name>/bootstrap, zipped once more as Lambda takes them into
 # $(CARGO_TARGET)/lambda-zip/ (tools/zip_lambda.py; sizes printed), then the CDK app
-# synthesized with those artifacts (tern:prebuiltArtifactsDir). About 11 min on 2 cores.
+# synthesized with those artifacts (tern:prebuiltArtifactsDir). 6-11 min on 2 cores.
 PACKAGE_VENV := .venv-package
 package-venv: $(PACKAGE_VENV)/.installed
 
