@@ -361,5 +361,16 @@ async fn the_senders_auto_disable_reaches_sns_and_the_tenants_own_endpoint_once(
     .unwrap()
     .unwrap();
     assert!(!stored.enabled);
-    assert!(ops.enabled);
+    let ops_now = tern_core::ports::EndpointStore::get(
+        local.sender.endpoints.as_ref(),
+        &ops.tenant_id,
+        &ops.id,
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert!(
+        ops_now.enabled,
+        "the tenant's ops endpoint must not be disabled"
+    );
 }

@@ -297,23 +297,20 @@ impl HealthStore for DynamoHealthStore {
             }
         }
         if let Some(p) = previous {
-            let (old, old_hours) = p.expired(delta.at);
+            let (old, old_long) = p.expired(delta.at);
             let old_size = i64::try_from(p.bucket_seconds.max(1)).unwrap_or(i64::MAX);
-            for index in old
-                .into_iter()
-                .map(|s| s / old_size)
-                .filter(|i| *i != window)
-            {
-                u.remove.push(format!("w{index}"));
-                u.remove.push(format!("x{index}"));
-            }
-            for index in old_hours
-                .into_iter()
-                .map(|s| s / long)
-                .filter(|i| *i != hour)
-            {
-                u.remove.push(format!("h{index}"));
-                u.remove.push(format!("k{index}"));
+            for (starts, size, current, names) in [
+                (old, old_size, window, ('w', 'x')),
+                (old_long, long, hour, ('h', 'k')),
+            ] {
+                for index in starts
+                    .into_iter()
+                    .map(|s| s / size)
+                    .filter(|i| *i != current)
+                {
+                    u.remove.push(format!("{}{index}", names.0));
+                    u.remove.push(format!("{}{index}", names.1));
+                }
             }
         }
         let mut request = self

@@ -429,6 +429,25 @@ pub fn deferred_until(
     next_probe_at + Duration::milliseconds(spread_ms as i64 + 250)
 }
 
+/// The end of a delivery's retry window: `first` (its first attempt, or its event's
+/// creation) plus `schedule`'s span with the largest jitter (+10 %,
+/// [`crate::retry::MAX_JITTER_FRACTION`]), scaled by `time_scale`, plus one
+/// `probe_interval`. A delivery held back by an open circuit past this time is
+/// dead-lettered `exhausted`; the margins mean one that kept to its schedule is never cut
+/// short by a short deferral of its last attempt.
+pub fn retry_window_end(
+    first: DateTime<Utc>,
+    schedule: &crate::RetrySchedule,
+    time_scale: f64,
+    probe_interval: std::time::Duration,
+) -> DateTime<Utc> {
+    let span_seconds: u64 = schedule.delays().iter().sum();
+    let span = std::time::Duration::from_secs_f64(
+        span_seconds as f64 * (1.0 + crate::retry::MAX_JITTER_FRACTION) * time_scale,
+    ) + probe_interval;
+    first + Duration::from_std(span).unwrap_or(Duration::MAX)
+}
+
 /// A conditional change of a health record; the store applies it only when its condition
 /// holds, so of concurrent senders exactly one wins (and reports the change).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -735,6 +754,16 @@ mod tests {
             }
         );
         assert_eq!(gate(Some(&h), t(60)), Gate::ProbeDue { seen: Some(t(60)) });
+    }
+
+    #[test]
+    fn the_retry_window_covers_the_jittered_schedule_and_one_probe() {
+        let schedule = crate::RetrySchedule::new(vec![60, 300]).unwrap();
+        let end = retry_window_end(t(0), &schedule, 1.0, std::time::Duration::from_secs(60));
+        // 360 s + 10 % jitter (36 s) + one probe interval (60 s).
+        assert_eq!(end, t(456));
+        let scaled = retry_window_end(t(0), &schedule, 0.5, std::time::Duration::from_secs(30));
+        assert_eq!(scaled, t(228));
     }
 
     #[test]

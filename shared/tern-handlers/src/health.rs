@@ -150,15 +150,16 @@ impl CircuitBreaker {
         }
     }
 
-    /// The policy.
-    pub fn policy(&self) -> &HealthPolicy {
-        &self.policy
-    }
-
     /// The probe interval in real time (the policy's, times the time scale), at least 100 ms.
     pub fn probe_interval(&self) -> Duration {
         Duration::from_secs_f64(self.policy.probe_interval_seconds as f64 * self.time_scale)
             .max(Duration::from_millis(100))
+    }
+
+    /// One probe interval after `now`: the next probe time of a circuit that opens, or
+    /// whose probe this caller claims or could not claim, now.
+    fn next_probe_from(&self, now: DateTime<Utc>) -> DateTime<Utc> {
+        now + chrono_duration(self.probe_interval())
     }
 
     fn deferred_until(&self, next_probe_at: DateTime<Utc>) -> DateTime<Utc> {
@@ -189,11 +190,7 @@ impl CircuitBreaker {
         if let Some(h) = self.cached(key) {
             return h;
         }
-        let deadline = Duration::from_millis(HEALTH_GATE_DEADLINE_MS);
-        let read = tokio::time::timeout(deadline, self.store.get(&key.0, &key.1))
-            .await
-            .unwrap_or_else(|_| Err(PortError::Unavailable("health read timed out".into())));
-        match read {
+        match within_gate_deadline(self.store.get(&key.0, &key.1), "health read").await {
             Ok(h) => {
                 self.remember(key.clone(), h.clone());
                 h
@@ -216,20 +213,13 @@ impl CircuitBreaker {
                 Gate::Send => BatchGate::Send,
                 Gate::Wait { next_probe_at } => BatchGate::Wait { next_probe_at },
                 Gate::ProbeDue { seen } => {
-                    let next_probe_at = now + chrono_duration(self.probe_interval());
+                    let next_probe_at = self.next_probe_from(now);
                     let change = HealthChange::ClaimProbe {
                         seen,
                         next_probe_at,
                     };
-                    let claim = tokio::time::timeout(
-                        Duration::from_millis(HEALTH_GATE_DEADLINE_MS),
-                        self.store.apply(&key.0, &key.1, &change, now),
-                    )
-                    .await
-                    .unwrap_or_else(|_| {
-                        Err(PortError::Unavailable("probe claim timed out".into()))
-                    });
-                    match claim {
+                    let claim = self.store.apply(&key.0, &key.1, &change, now);
+                    match within_gate_deadline(claim, "probe claim").await {
                         Ok(true) => {
                             self.update_cached(&key, |h| h.next_probe_at = Some(next_probe_at));
                             tracing::info!(endpoint_id = %key.1, "circuit open; this batch sends the probe");
@@ -246,14 +236,14 @@ impl CircuitBreaker {
                                 Gate::Send => BatchGate::Send,
                                 Gate::Wait { next_probe_at } => BatchGate::Wait { next_probe_at },
                                 Gate::ProbeDue { .. } => BatchGate::Wait {
-                                    next_probe_at: now + chrono_duration(self.probe_interval()),
+                                    next_probe_at: self.next_probe_from(now),
                                 },
                             }
                         }
                         Err(e) => {
                             tracing::warn!(error = %e, endpoint_id = %key.1, "probe not claimed; waiting");
                             BatchGate::Wait {
-                                next_probe_at: now + chrono_duration(self.probe_interval()),
+                                next_probe_at: self.next_probe_from(now),
                             }
                         }
                     }
@@ -326,7 +316,7 @@ impl CircuitBreaker {
         let (change, report) = match &transition {
             Transition::Open => (
                 HealthChange::Open {
-                    next_probe_at: now + chrono_duration(self.probe_interval()),
+                    next_probe_at: self.next_probe_from(now),
                 },
                 None,
             ),
@@ -383,11 +373,12 @@ impl CircuitBreaker {
         match &transition {
             Transition::Open => {
                 metrics.update(|c| c.circuits_opened += 1);
-                let next = now + chrono_duration(self.probe_interval());
-                self.update_cached(key, |h| {
-                    h.opened_at = Some(now);
-                    h.next_probe_at = Some(next);
-                });
+                if let HealthChange::Open { next_probe_at } = change {
+                    self.update_cached(key, |h| {
+                        h.opened_at = Some(now);
+                        h.next_probe_at = Some(next_probe_at);
+                    });
+                }
                 tracing::warn!(tenant_id = %key.0, endpoint_id = %key.1, consecutive_failures = after.consecutive_failures, "circuit opened");
             }
             Transition::Close => {
@@ -446,6 +437,16 @@ impl CircuitBreaker {
         let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
         cache.remove(key);
     }
+}
+
+/// `call`, or [`PortError::Unavailable`] once [`HEALTH_GATE_DEADLINE_MS`] have passed.
+async fn within_gate_deadline<T>(
+    call: impl std::future::Future<Output = Result<T, PortError>>,
+    what: &str,
+) -> Result<T, PortError> {
+    tokio::time::timeout(Duration::from_millis(HEALTH_GATE_DEADLINE_MS), call)
+        .await
+        .unwrap_or_else(|_| Err(PortError::Unavailable(format!("{what} timed out"))))
 }
 
 fn chrono_duration(d: Duration) -> chrono::Duration {

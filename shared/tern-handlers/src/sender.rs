@@ -312,9 +312,8 @@ async fn usable_endpoint(
 
 /// Puts a due delivery back until `until` because its endpoint's circuit is open, without
 /// spending an attempt; dead-letters it instead when the endpoint is gone or disabled, or
-/// (`exhausted`) when its retry window has passed, so nothing waits forever. The window:
-/// from the first attempt (or the event's creation) for the schedule's span with its
-/// largest jitter (+10 %) plus one probe interval.
+/// (`exhausted`) when its retry window ([`tern_core::health::retry_window_end`]) has
+/// passed, so nothing waits forever.
 async fn defer(
     deps: &SenderDeps,
     message_id: &str,
@@ -332,20 +331,14 @@ async fn defer(
         Err(dead) => return Ok(dead),
     };
     let (schedule, _) = endpoint.retry_policy(&deps.policy.schedule);
-    // The schedule's span with its largest jitter, plus one probe interval: a delivery that
-    // kept to its schedule is never cut short by a short deferral of its last attempt.
-    let span_seconds: u64 = schedule.delays().iter().sum();
     let probe = deps
         .breaker
         .as_ref()
         .map_or(Duration::ZERO, |b| b.probe_interval());
-    let span = Duration::from_secs_f64(
-        span_seconds as f64
-            * (1.0 + tern_core::retry::MAX_JITTER_FRACTION)
-            * deps.policy.time_scale,
-    ) + probe;
     let first = message.first_attempt_at.unwrap_or(message.event.created_at);
-    if Utc::now() > first + chrono::Duration::from_std(span).unwrap_or(chrono::Duration::MAX) {
+    let window_end =
+        tern_core::health::retry_window_end(first, &schedule, deps.policy.time_scale, probe);
+    if Utc::now() > window_end {
         return dead_letter_unattempted(deps, &message, DeadLetterReason::Exhausted, metrics).await;
     }
     let waiting = DeliveryMessage {
