@@ -6,6 +6,10 @@ use crate::message::DeadLetterReason;
 
 /// Class of an attempt that got no usable HTTP answer. Each is retryable except
 /// [`ErrorClass::Blocked`].
+///
+/// Some classes are failures on Tern's side, not the receiver's ([`ErrorClass::is_ours`]):
+/// they are retried like the others but never count against the endpoint's health
+/// (DESIGN.md §10: the model judges receivers by what they did).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorClass {
@@ -21,6 +25,15 @@ pub enum ErrorClass {
     Protocol,
     /// The destination is not allowed: the SSRF guard refused it. Never retried.
     Blocked,
+    /// Ours: our resolver failed temporarily (`EAI_AGAIN`, SERVFAIL, a resolver timeout,
+    /// e.g. a throttled VPC resolver). Says nothing about the receiver's name.
+    DnsTemporary,
+    /// Ours: this host ran out of a local resource (file descriptors, ephemeral ports,
+    /// socket buffers, memory) before the request could leave.
+    LocalResource,
+    /// Ours: our own TLS set-up is unusable (no trust roots, a client configuration the
+    /// TLS library refuses), as opposed to a certificate the receiver presented.
+    TlsConfig,
 }
 
 impl ErrorClass {
@@ -33,7 +46,27 @@ impl ErrorClass {
             Self::Timeout => "timeout",
             Self::Protocol => "protocol",
             Self::Blocked => "blocked",
+            Self::DnsTemporary => "dns_temporary",
+            Self::LocalResource => "local_resource",
+            Self::TlsConfig => "tls_config",
         }
+    }
+
+    /// True for a failure on Tern's side ([`ErrorClass::DnsTemporary`],
+    /// [`ErrorClass::LocalResource`], [`ErrorClass::TlsConfig`]): retried, counted in its
+    /// own metric, never charged to the endpoint's health.
+    pub fn is_ours(self) -> bool {
+        matches!(
+            self,
+            Self::DnsTemporary | Self::LocalResource | Self::TlsConfig
+        )
+    }
+
+    /// True when an attempt that failed this way says something about the receiver and
+    /// so counts in its endpoint's health: not ours ([`ErrorClass::is_ours`]) and not
+    /// [`ErrorClass::Blocked`] (the receiver was never contacted).
+    pub fn charged_to_receiver(self) -> bool {
+        !self.is_ours() && self != Self::Blocked
     }
 }
 
@@ -197,6 +230,9 @@ mod tests {
             ErrorClass::Connect,
             ErrorClass::Tls,
             ErrorClass::Timeout,
+            ErrorClass::DnsTemporary,
+            ErrorClass::LocalResource,
+            ErrorClass::TlsConfig,
         ] {
             assert_eq!(
                 classify(&AttemptResult::Failed {
@@ -213,5 +249,29 @@ mod tests {
             }),
             Verdict::DeadLetter(DeadLetterReason::BlockedDestination)
         );
+    }
+
+    #[test]
+    fn our_failures_are_not_charged_to_the_receiver() {
+        for class in [
+            ErrorClass::DnsTemporary,
+            ErrorClass::LocalResource,
+            ErrorClass::TlsConfig,
+        ] {
+            assert!(class.is_ours(), "{class}");
+            assert!(!class.charged_to_receiver(), "{class}");
+        }
+        assert!(!ErrorClass::Blocked.is_ours());
+        assert!(!ErrorClass::Blocked.charged_to_receiver());
+        for class in [
+            ErrorClass::Dns,
+            ErrorClass::Connect,
+            ErrorClass::Tls,
+            ErrorClass::Timeout,
+            ErrorClass::Protocol,
+        ] {
+            assert!(!class.is_ours(), "{class}");
+            assert!(class.charged_to_receiver(), "{class}");
+        }
     }
 }

@@ -445,8 +445,9 @@ async fn attempt(
         tern_core::AttemptResult::Failed { class, .. } => Some(*class),
         tern_core::AttemptResult::Response { .. } => None,
     };
-    // A blocked destination was never contacted: it says nothing about the receiver.
-    if error_class != Some(ErrorClass::Blocked) {
+    // A blocked destination was never contacted, and a failure on our side (our
+    // resolver, our resources, our TLS set-up) says nothing about the receiver.
+    if error_class.is_none_or(ErrorClass::charged_to_receiver) {
         let failure = (!delivered).then(|| LastFailure {
             at: started,
             status,
