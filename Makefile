@@ -126,7 +126,7 @@ tests/browser/node_modules/.installed: tests/browser/package.json tests/browser/
 test-console: venv chromium browser-deps
 	$(CARGO) test -p tern-tests --test console_browser
 
-# Re-makes the README's console screenshots (docs/console/*.png) with the same test.
+# Re-makes docs/operating.md's console screenshots (docs/console/*.png) with the same test.
 console-screenshots: venv chromium browser-deps
 	TERN_SCREENSHOTS_DIR=$(CURDIR)/docs/console $(CARGO) test -p tern-tests --test console_browser
 

@@ -29,7 +29,7 @@
    InvalidMessageContents: the result of each entry is reported individually).
 6. `sqs-retention`: for every message it hands out, moto's ReceiveMessage reads the
    queue's retention period by computing all queue attributes, three of which scan the
-   whole queue: a receive of 10 costs 30 scans, so it grows with queue depth (README,
+   whole queue: a receive of 10 costs 30 scans, so it grows with queue depth (docs/local-mode.md,
    local mode: about 45 ms per message received at 500 messages). Here the check reads
    the retention period alone; the rule (a message older than it is not delivered) is
    moto's.

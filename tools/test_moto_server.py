@@ -15,7 +15,7 @@ delete); without the backlog it found the race in only about half the runs. A ra
 on stock can be lucky.
 
 `.venv/bin/python tools/test_moto_server.py --bench` prints ReceiveMessage latency by queue
-depth (the numbers in the README's local mode section).
+depth (the numbers in docs/local-mode.md).
 """
 
 import os

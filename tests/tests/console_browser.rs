@@ -6,7 +6,7 @@
 //!
 //! `make test-console` installs Chromium and the npm package and runs this. Screenshots go
 //! to `$TERN_SCREENSHOTS_DIR` (`make console-screenshots` points it at `docs/console`, the
-//! README's pictures), else to a temporary directory. A missing Chromium or Node package
+//! docs/operating.md's pictures), else to a temporary directory. A missing Chromium or Node package
 //! fails the test with the command that installs it: it never skips.
 
 use std::path::{Path, PathBuf};

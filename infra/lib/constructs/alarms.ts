@@ -25,7 +25,7 @@ export interface AlarmsProps {
 }
 
 /**
- * Alarms, all sent to one SNS topic (alarm and back-to-OK). README.md says what
+ * Alarms, all sent to one SNS topic (alarm and back-to-OK). docs/operating.md says what
  * each means and what to do. Missing data is never a breach: SQS stops
  * publishing after hours of quiet, and a quiet hour has no success rate.
  */

@@ -40,10 +40,10 @@ use stack::Names;
 )]
 struct Cli {
     /// Read table and queue names from this CloudFormation stack's outputs (instead of
-    /// the TERN_* variables; see the README for which output feeds which variable).
+    /// the TERN_* variables; see docs/operating.md for which output feeds which variable).
     #[arg(long, global = true, env = "TERN_STACK")]
     stack: Option<String>,
-    /// Print JSON instead of a table (stable field names, see the README).
+    /// Print JSON instead of a table (stable field names, see docs/operating.md).
     #[arg(long, global = true)]
     json: bool,
     #[command(subcommand)]

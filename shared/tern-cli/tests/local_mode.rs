@@ -1,7 +1,8 @@
 //! `tern local` through the real binary (built with the `local` feature:
 //! `cargo test -p tern-cli --features local --test local_mode`): it says what it is doing,
 //! its `.tern/local.env` is enough on its own (region for the AWS CLI and boto3 too), the
-//! README walkthrough's first step works from that file, and once it stops the same file
+//! first step of the local-mode walkthrough (README, docs/local-mode.md) works from that
+//! file, and once it stops the same file
 //! gets "is `tern local` running?". Everything stays on 127.0.0.1.
 #![cfg(feature = "local")]
 
