@@ -57,16 +57,7 @@ fn reason_parser() -> clap::builder::PossibleValuesParser {
 
 /// Parses an RFC 3339 time (`2026-11-30T10:00:00Z`) or a date (`2026-11-30`, midnight UTC).
 fn utc_time(text: &str) -> Result<DateTime<Utc>, String> {
-    if let Ok(t) = DateTime::parse_from_rfc3339(text) {
-        return Ok(t.with_timezone(&Utc));
-    }
-    chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d")
-        .ok()
-        .and_then(|d| d.and_hms_opt(0, 0, 0))
-        .map(|t| t.and_utc())
-        .ok_or_else(|| {
-            format!("{text:?} is not a time: use RFC 3339 like 2026-11-30T10:00:00Z, or a date like 2026-11-30")
-        })
+    tern_ops::when::parse_time(text, Utc::now()).map_err(|e| e.to_string())
 }
 
 #[derive(Subcommand)]
@@ -135,10 +126,12 @@ enum Command {
         /// Only this dead-letter reason.
         #[arg(long, value_parser = reason_parser())]
         reason: Option<String>,
-        /// Only deliveries dead-lettered at or after this time (UTC; RFC 3339 or a date).
+        /// Only deliveries dead-lettered at or after this time: a duration ago (30m, 1h,
+        /// 2h30m, 7d), RFC 3339, or a date (UTC midnight).
         #[arg(long, value_parser = utc_time)]
         since: Option<DateTime<Utc>>,
-        /// Only deliveries dead-lettered before this time (UTC; RFC 3339 or a date).
+        /// Only deliveries dead-lettered before this time: a duration ago (30m, 1h),
+        /// RFC 3339, or a date (UTC midnight).
         #[arg(long, value_parser = utc_time)]
         until: Option<DateTime<Utc>>,
         /// Most messages to examine.
@@ -280,17 +273,25 @@ enum EndpointCommand {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    // Errors only unless RUST_LOG says otherwise; the guard keeps secrets out at any level.
+    // No log lines unless RUST_LOG asks for them: the CLI says what went wrong in its own
+    // `error: ...` line, and a handler's tracing line next to it would only repeat it in
+    // another shape. Colour codes only on a terminal. The guard keeps secrets out at any
+    // level.
     {
+        use std::io::IsTerminal as _;
         use tracing_subscriber::layer::SubscriberExt as _;
         use tracing_subscriber::util::SubscriberInitExt as _;
         tracing_subscriber::registry()
             .with(tern_handlers::logging::guard())
             .with(
                 tracing_subscriber::EnvFilter::try_from_default_env()
-                    .unwrap_or_else(|_| "error".into()),
+                    .unwrap_or_else(|_| "off".into()),
             )
-            .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .with_writer(std::io::stderr)
+                    .with_ansi(std::io::stderr().is_terminal()),
+            )
             .init();
     }
     // Exit codes: 0 done; 1 the command failed (unknown endpoint, refused input, AWS

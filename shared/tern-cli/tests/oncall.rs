@@ -460,6 +460,17 @@ async fn replay_refuses_dead_targets_and_filters_the_outage() {
             .code(),
         Some(2)
     );
+    // Relative times: a duration ago. Every dead letter here was dead-lettered on
+    // 2026-11-30, so 3650 days back covers all five and one minute none (dry runs).
+    let v = json(
+        &s.env,
+        &["replay", "--since", "3650d", "--dry-run", "--json"],
+    );
+    assert_eq!(v["matched"], 5, "{v}");
+    let v = json(&s.env, &["replay", "--since", "1m", "--dry-run", "--json"]);
+    assert_eq!(v["matched"], 0, "{v}");
+    let v = json(&s.env, &["replay", "--until", "1m", "--dry-run", "--json"]);
+    assert_eq!(v["matched"], 5, "{v}");
 
     // Without a filter the disabled and the unknown endpoint are targets: refused, no terminal.
     let out = tern(&s.env, &["replay"]);
@@ -648,6 +659,67 @@ async fn relay_failures_name_the_tern_event_and_retry_it() {
         (queued[0].event.id.as_str(), queued[0].endpoint_id.as_str()),
         (refused.as_str(), "ep_two")
     );
+
+    // Retried before the fix (the table item is unreadable too): parked again, exit 1 with
+    // one `error:` line. The relay handler logs the park at ERROR; without RUST_LOG none of
+    // its tracing lines (nor a terminal colour code) reaches the operator's stderr.
+    ddb.update_item()
+        .table_name(&s.resources.outbox_table)
+        .key(
+            "event_id",
+            aws_sdk_dynamodb::types::AttributeValue::S(good.clone()),
+        )
+        .update_expression("SET schema_version = :v")
+        .expression_attribute_values(
+            ":v",
+            aws_sdk_dynamodb::types::AttributeValue::N("99".into()),
+        )
+        .send()
+        .await
+        .unwrap();
+    let out = tern(&s.env, &["relay-failures", "--retry", &poison_id]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(err.starts_with("error: "), "{err}");
+    assert_eq!(err.lines().count(), 1, "only the CLI's own line: {err}");
+    assert!(!err.contains('\u{1b}'), "no terminal colour codes: {err:?}");
+    let poison_id = json(&s.env, &["relay-failures", "--json"])["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["tern_event_id"] == good.as_str())
+        .expect("parked again")["message_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // With RUST_LOG the operator asked for the handler's lines, still without colour codes
+    // when stderr is not a terminal.
+    let mut logged = s.env.clone();
+    logged.push(("RUST_LOG".into(), "error".into()));
+    let out = tern(&logged, &["relay-failures", "--retry", &poison_id]);
+    let err = text(&out.stderr);
+    assert!(err.contains("ERROR") && err.lines().count() > 1, "{err}");
+    assert!(!err.contains('\u{1b}'), "{err:?}");
+    let poison_id = json(&s.env, &["relay-failures", "--json"])["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["tern_event_id"] == good.as_str())
+        .expect("parked again")["message_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    ddb.update_item()
+        .table_name(&s.resources.outbox_table)
+        .key(
+            "event_id",
+            aws_sdk_dynamodb::types::AttributeValue::S(good.clone()),
+        )
+        .update_expression("SET schema_version = :v")
+        .expression_attribute_values(":v", aws_sdk_dynamodb::types::AttributeValue::N("1".into()))
+        .send()
+        .await
+        .unwrap();
 
     // The poison one: the item in the table is right (only the stream record was bad, as
     // after a fix), so re-reading it by its keys relays it to both endpoints.
