@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
 use chrono::Utc;
-use tern_core::{Endpoint, EndpointId, EventId, RetrySchedule, Secret, TenantId};
+use tern_core::{Endpoint, EndpointId, EventId, PayloadFormat, RetrySchedule, Secret, TenantId};
 use tern_local::local::{LocalOptions, LocalTern};
 use tern_local::pollers::LocalEvent;
 use tern_outbox::OutboxWriter;
@@ -179,10 +179,36 @@ pub async fn add_endpoint_with(
     endpoint
 }
 
+/// Sets an endpoint's request body format, as `tern endpoints update --payload-format` does.
+pub async fn set_payload_format(local: &LocalTern, endpoint: &Endpoint, format: PayloadFormat) {
+    let update = tern_core::endpoint::EndpointUpdate {
+        payload_format: Some(format),
+        ..Default::default()
+    };
+    tern_core::ports::EndpointStore::update(
+        local.sender.endpoints.as_ref(),
+        &endpoint.tenant_id,
+        &endpoint.id,
+        &update,
+    )
+    .await
+    .expect("update endpoint");
+}
+
 /// Writes an event through the outbox writer in one transaction with a business item (an
 /// order row in the endpoints table's neighbour: the outbox table itself holds a
 /// non-outbox item, as in a single-table design). Returns the event id.
 pub async fn publish(local: &LocalTern, event_type: &str, tenant: &str, payload: &str) -> EventId {
+    publish_event(local, event_type, tenant, payload).await.id
+}
+
+/// As [`publish`], returning the whole event as written (its `created_at` too).
+pub async fn publish_event(
+    local: &LocalTern,
+    event_type: &str,
+    tenant: &str,
+    payload: &str,
+) -> tern_core::Event {
     let writer = OutboxWriter::new(&local.resources.outbox_table);
     let prepared = writer
         .prepare(event_type, tenant, payload)
@@ -205,7 +231,7 @@ pub async fn publish(local: &LocalTern, event_type: &str, tenant: &str, payload:
         .send()
         .await
         .expect("transaction");
-    prepared.event.id
+    prepared.event
 }
 
 /// Polls `check` every 50 ms until it returns true or `limit` passes; returns the last

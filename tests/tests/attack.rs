@@ -54,6 +54,7 @@ fn new_endpoint(tenant: &str, url: &str, types: &[&str]) -> NewEndpoint {
         timeout_ms: None,
         schedule: None,
         description: None,
+        payload_format: tern_core::PayloadFormat::Raw,
         secret: None,
     }
 }

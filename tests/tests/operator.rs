@@ -13,7 +13,9 @@ use tern_core::endpoint::{EndpointSecret, EndpointUpdate};
 use tern_core::ports::{
     AttemptRecord, Claim, DeliveryLedger, DeliveryState, EndpointStore, PortError,
 };
-use tern_core::{DeliveryMessage, Endpoint, EndpointId, EventId, RetrySchedule, TenantId};
+use tern_core::{
+    DeliveryMessage, Endpoint, EndpointId, EventId, PayloadFormat, RetrySchedule, TenantId,
+};
 use tern_handlers::metrics::{Metrics, MetricsSink};
 use tern_handlers::sender::{MessageOutcome, SenderDeps};
 use tern_http::DestinationPolicy;
@@ -383,6 +385,7 @@ async fn show_prints_every_field_and_never_a_secret() {
         &EndpointUpdate {
             description: Some(Some("billing receiver".into())),
             timeout_ms: Some(Some(5_000)),
+            payload_format: Some(PayloadFormat::StandardWebhooks),
             ..EndpointUpdate::default()
         },
         &loopback_policy(),
@@ -408,6 +411,7 @@ async fn show_prints_every_field_and_never_a_secret() {
         "60,300,600,600,1800,3600",
         "max attempts:         3",
         "timeout (ms):         5000",
+        "payload format:       standard_webhooks",
         "maintenance",
         "current",
         "previous",
@@ -440,6 +444,7 @@ async fn show_prints_every_field_and_never_a_secret() {
         "schedule_seconds",
         "max_attempts",
         "timeout_ms",
+        "payload_format",
         "secrets",
         "created_at",
         "updated_at",
@@ -452,6 +457,7 @@ async fn show_prints_every_field_and_never_a_secret() {
     assert!(v["disabled_at"].is_string());
     assert_eq!(v["max_attempts"], 3);
     assert_eq!(v["timeout_ms"], 5000);
+    assert_eq!(v["payload_format"], "standard_webhooks");
     assert_eq!(
         v["schedule_seconds"],
         serde_json::json!([60, 300, 600, 600, 1800, 3600])
@@ -549,6 +555,7 @@ async fn update_changes_only_the_named_fields_and_keeps_a_concurrent_disable_and
         timeout_ms: Some(Some(2_500)),
         schedule: Some(Some(RetrySchedule::parse("10,20").unwrap())),
         max_attempts: Some(None),
+        payload_format: Some(PayloadFormat::StandardWebhooks),
     };
     let after = ops::update_endpoint(
         &store,
@@ -569,6 +576,7 @@ async fn update_changes_only_the_named_fields_and_keeps_a_concurrent_disable_and
         Some(vec![10, 20])
     );
     assert_eq!(after.max_attempts, None, "back to the schedule's budget");
+    assert_eq!(after.payload_format, PayloadFormat::StandardWebhooks);
     assert!(after.updated_at.is_some());
     assert!(
         !after.enabled,

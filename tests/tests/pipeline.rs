@@ -228,37 +228,125 @@ async fn s3_unicode_payloads_arrive_byte_identical() {
     }
 }
 
+/// The fields of a `standard_webhooks` body, read as a receiver reads them; `data` kept as
+/// the exact text it holds.
+#[derive(serde::Deserialize)]
+struct Envelope<'a> {
+    #[serde(rename = "type")]
+    event_type: &'a str,
+    timestamp: &'a str,
+    #[serde(borrow)]
+    data: &'a serde_json::value::RawValue,
+}
+
+/// The `standard_webhooks` body for `event`, as the receiver guide documents it (built
+/// here from the spec's fields, independently of the sender's code).
+fn documented_envelope(event: &tern_core::Event) -> String {
+    format!(
+        r#"{{"type":"{}","timestamp":"{}","data":{}}}"#,
+        event.event_type,
+        event
+            .created_at
+            .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        event.payload.as_str()
+    )
+}
+
+/// S2 for both payload formats: the application's bytes (odd spacing, key order, number
+/// spelling, escapes, non-ASCII) arrive as the raw body, and byte for byte inside `data` of
+/// the Standard Webhooks envelope; both verify with the reference `standardwebhooks` crate
+/// over the bytes received, and both name the event type in `webhook-event-type`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_payload_formats_carry_the_payload_bytes_and_the_event_type() {
+    let (local, _rx) = deployment("formats", fast()).await;
+    let receiver = Receiver::start().await.unwrap();
+    let raw = add_endpoint(&local, "tnt_fmt", &receiver.url("/raw"), &["*"], None).await;
+    let wrapped = add_endpoint(&local, "tnt_fmt", &receiver.url("/std"), &["*"], None).await;
+    set_payload_format(&local, &wrapped, tern_core::PayloadFormat::StandardWebhooks).await;
+
+    let payload = r#"{"b": 1,"a" :2,  "n":1e2,"s":"\u00e9\"\\/","u":"é😀\u2028","z":[1, 2.50,-0]}"#;
+    let event = publish_event(&local, "invoice.paid", "tnt_fmt", payload).await;
+    let got_raw = receiver.wait_for("/raw", 1, Duration::from_secs(30)).await;
+    let got_std = receiver.wait_for("/std", 1, Duration::from_secs(30)).await;
+    assert_eq!((got_raw.len(), got_std.len()), (1, 1));
+
+    assert_eq!(&got_raw[0].body[..], payload.as_bytes());
+    let expected = documented_envelope(&event);
+    assert!(expected.contains(payload));
+    assert_eq!(String::from_utf8_lossy(&got_std[0].body), expected);
+    let envelope: Envelope<'_> = serde_json::from_slice(&got_std[0].body).expect("JSON");
+    assert_eq!(envelope.event_type, "invoice.paid");
+    assert_eq!(envelope.data.get(), payload, "data is the payload's text");
+    let created = chrono::DateTime::parse_from_rfc3339(envelope.timestamp).expect("RFC 3339");
+    assert_eq!(
+        created.timestamp_millis(),
+        event.created_at.timestamp_millis(),
+        "the event's creation time, not the attempt's"
+    );
+
+    for (req, ep) in [(&got_raw[0], &raw), (&got_std[0], &wrapped)] {
+        assert_eq!(req.header("webhook-event-type"), Some("invoice.paid"));
+        assert_eq!(req.header("webhook-id"), Some(event.id.as_str()));
+        verify_reference(&ep.secrets[0].secret, req).expect("reference verifier accepts");
+        tern_receiver::Verifier::new(ep.secrets[0].secret.expose())
+            .unwrap()
+            .verify_body_signature(&req.headers, &req.body)
+            .expect("x-webhook-signature covers the bytes sent");
+    }
+}
+
 /// A payload at the 256 KiB limit fanned out to five endpoints: one SendMessageBatch of
 /// five such messages would exceed SQS's 1 MiB batch limit, so the relay splits by size
-/// and every endpoint gets the exact bytes.
+/// and every endpoint gets the exact bytes. Two of them take the `standard_webhooks`
+/// format: the queue still carries the raw payload, and the envelope adds its few bytes
+/// on the way out only (256 KiB + 68 bytes for `blob.ready`), verified like the rest.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_payload_at_the_limit_reaches_five_endpoints() {
     let (local, _rx) = deployment("bigfan", fast()).await;
     let receiver = Receiver::start().await.unwrap();
+    let wrapped = |i: usize| i >= 3;
     let mut endpoints = Vec::new();
     for i in 0..5 {
-        endpoints.push(
-            add_endpoint(
-                &local,
-                "tnt_big",
-                &receiver.url(&format!("/e{i}")),
-                &["*"],
-                None,
-            )
-            .await,
-        );
+        let ep = add_endpoint(
+            &local,
+            "tnt_big",
+            &receiver.url(&format!("/e{i}")),
+            &["*"],
+            None,
+        )
+        .await;
+        if wrapped(i) {
+            set_payload_format(&local, &ep, tern_core::PayloadFormat::StandardWebhooks).await;
+        }
+        endpoints.push(ep);
     }
     let filler = "x".repeat(tern_core::event::DEFAULT_MAX_PAYLOAD_BYTES - r#"{"data":""}"#.len());
     let payload = format!(r#"{{"data":"{filler}"}}"#);
     assert_eq!(payload.len(), tern_core::event::DEFAULT_MAX_PAYLOAD_BYTES);
-    let id = publish(&local, "blob.ready", "tnt_big", &payload).await;
+    let event = publish_event(&local, "blob.ready", "tnt_big", &payload).await;
     for (i, ep) in endpoints.iter().enumerate() {
         let got = receiver
             .wait_for(&format!("/e{i}"), 1, Duration::from_secs(30))
             .await;
         assert_eq!(got.len(), 1, "endpoint {i}");
-        assert_eq!(got[0].header("webhook-id"), Some(id.as_str()));
-        assert_eq!(got[0].body.len(), payload.len());
+        assert_eq!(got[0].header("webhook-id"), Some(event.id.as_str()));
+        assert_eq!(got[0].header("webhook-event-type"), Some("blob.ready"));
+        if wrapped(i) {
+            let expected = documented_envelope(&event);
+            assert_eq!(expected.len(), payload.len() + 68);
+            assert!(
+                expected.len() <= payload.len() + tern_core::request::MAX_ENVELOPE_OVERHEAD_BYTES
+            );
+            assert!(
+                got[0].body[..] == *expected.as_bytes(),
+                "endpoint {i}: envelope bytes"
+            );
+        } else {
+            assert!(
+                got[0].body[..] == *payload.as_bytes(),
+                "endpoint {i}: payload bytes"
+            );
+        }
         verify_reference(&ep.secrets[0].secret, &got[0]).unwrap();
     }
     assert!(

@@ -419,6 +419,12 @@ impl EndpointStore for DynamoEndpointStore {
         if let Some(m) = update.max_attempts {
             field("max_attempts", m.map(|m| AttributeValue::N(m.to_string())));
         }
+        if let Some(f) = update.payload_format {
+            field(
+                "payload_format",
+                Some(AttributeValue::S(f.as_str().to_owned())),
+            );
+        }
         let mut expression = format!("SET {}", set.join(", "));
         if !remove.is_empty() {
             expression.push_str(&format!(" REMOVE {}", remove.join(", ")));

@@ -14,7 +14,8 @@ use tern_aws::{DynamoEndpointStore, DynamoLedger, SqsQueue};
 use tern_core::endpoint::EndpointUpdate;
 use tern_core::ports::{DeliveryLedger as _, EndpointStore};
 use tern_core::{
-    DeadLetterReason, DeliveryMessage, EndpointId, EventId, EventType, RetrySchedule, TenantId,
+    DeadLetterReason, DeliveryMessage, EndpointId, EventId, EventType, PayloadFormat,
+    RetrySchedule, TenantId,
 };
 use tern_handlers::config::{DestinationSettings, Env};
 use tern_handlers::metrics::{Metrics, MetricsSink};
@@ -53,6 +54,12 @@ struct Cli {
 /// The dead-letter reasons `--reason` takes: help and error list the same ones.
 fn reason_parser() -> clap::builder::PossibleValuesParser {
     clap::builder::PossibleValuesParser::new(DeadLetterReason::ALL.map(DeadLetterReason::as_str))
+}
+
+/// Parses `--payload-format`: `raw` or `standard_webhooks` (`standard-webhooks` too).
+fn parse_payload_format(text: &str) -> Result<PayloadFormat, String> {
+    text.parse()
+        .map_err(|e: tern_core::request::PayloadFormatError| e.to_string())
 }
 
 /// Parses an RFC 3339 time (`2026-11-30T10:00:00Z`) or a date (`2026-11-30`, midnight UTC).
@@ -179,6 +186,10 @@ enum EndpointCommand {
         /// Note for operators.
         #[arg(long)]
         description: Option<String>,
+        /// Request body: `raw` (the payload as written) or `standard_webhooks` (wrapped as
+        /// `{"type","timestamp","data"}`, the Standard Webhooks payload structure).
+        #[arg(long, default_value = "raw", value_parser = parse_payload_format)]
+        payload_format: PayloadFormat,
     },
     /// Each endpoint's health: state (healthy, degraded, open, disabled), success rate over
     /// the window (1 h) and 24 h, attempts in the window, last success, last failure, next
@@ -228,6 +239,9 @@ enum EndpointCommand {
         /// New attempt budget; 0 = schedule length + 1.
         #[arg(long)]
         max_attempts: Option<u32>,
+        /// New request body format: `raw` or `standard_webhooks`.
+        #[arg(long, value_parser = parse_payload_format)]
+        payload_format: Option<PayloadFormat>,
     },
     /// Disable an endpoint: new events skip it, queued deliveries dead-letter.
     Disable {
@@ -807,6 +821,7 @@ async fn endpoints(
             timeout_ms,
             schedule,
             description,
+            payload_format,
         } => {
             let destinations = DestinationSettings::from_env(&Env::process()).map_err(invalid)?;
             let ep = ops::add_endpoint(
@@ -820,6 +835,7 @@ async fn endpoints(
                     timeout_ms,
                     schedule,
                     description,
+                    payload_format,
                     secret: None,
                 },
                 &DestinationPolicy {
@@ -904,6 +920,7 @@ async fn endpoints(
             timeout_ms,
             schedule,
             max_attempts,
+            payload_format,
         } => {
             let (tenant, id) = ids(tenant, endpoint)?;
             let update = EndpointUpdate {
@@ -919,6 +936,7 @@ async fn endpoints(
                     .transpose()
                     .map_err(invalid)?,
                 max_attempts: max_attempts.map(|m| Some(m).filter(|m| *m != 0)),
+                payload_format,
             };
             let destinations = DestinationSettings::from_env(&Env::process()).map_err(invalid)?;
             let ep = ops::update_endpoint(

@@ -5,7 +5,7 @@
 use std::process::Output;
 
 use tern_core::ports::EndpointStore;
-use tern_core::{Endpoint, EndpointId, Secret, TenantId};
+use tern_core::{Endpoint, EndpointId, PayloadFormat, Secret, TenantId};
 use tern_local::MotoServer;
 
 /// Runs `tern` with `args` and the environment of `env`.
@@ -143,5 +143,143 @@ async fn endpoint_commands_exit_codes_and_json() {
         tern(&env, &["endpoints", "show", id]).status.code(),
         Some(1)
     );
+    moto.stop().await;
+}
+
+/// `--payload-format` on `endpoints add` and `update`, read back by `show`, `list` and the
+/// store itself: what the sender reads is what the operator set.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn payload_format_round_trips_through_add_update_show_and_list() {
+    let moto = MotoServer::start()
+        .await
+        .expect("moto (the local AWS) is required for this test");
+    let aws = moto.sdk_config().await;
+    let resources = tern_local::resources::provision(&aws, "tfmt-", None)
+        .await
+        .expect("resources");
+    let mut env: Vec<(String, String)> = vec![
+        ("AWS_ENDPOINT_URL".into(), moto.url.clone()),
+        ("AWS_REGION".into(), "us-east-1".into()),
+        ("AWS_ACCESS_KEY_ID".into(), "testing".into()),
+        ("AWS_SECRET_ACCESS_KEY".into(), "testing".into()),
+        ("TERN_HTTPS_ONLY".into(), "false".into()),
+        ("TERN_ALLOW_DESTINATIONS".into(), "127.0.0.1/32".into()),
+    ];
+    env.extend(resources.env().into_iter().map(|(k, v)| (k.to_owned(), v)));
+    let store = tern_aws::DynamoEndpointStore::new(
+        aws_sdk_dynamodb::Client::new(&aws),
+        resources.endpoints_table.clone(),
+    );
+    let tenant = TenantId::new("tnt_fmt").unwrap();
+    let stored = async |id: &str| {
+        store
+            .get(&tenant, &EndpointId::new(id).unwrap())
+            .await
+            .unwrap()
+            .expect("stored")
+            .payload_format
+    };
+    let show = |id: &str| {
+        let out = tern(&env, &["endpoints", "show", id, "--json"]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+        v["payload_format"].as_str().unwrap_or("(none)").to_owned()
+    };
+    let add = |extra: &[&str]| {
+        let mut args = vec![
+            "endpoints",
+            "add",
+            "--tenant",
+            "tnt_fmt",
+            "--url",
+            "http://127.0.0.1:9/hook",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        let out = tern(&env, &args);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+        v["id"].as_str().expect("an id").to_owned()
+    };
+
+    // add: raw unless asked; standard_webhooks when asked.
+    let plain = add(&[]);
+    assert_eq!(show(&plain), "raw");
+    assert_eq!(stored(&plain).await, PayloadFormat::Raw);
+    let wrapped = add(&["--payload-format", "standard_webhooks"]);
+    assert_eq!(show(&wrapped), "standard_webhooks");
+    assert_eq!(stored(&wrapped).await, PayloadFormat::StandardWebhooks);
+
+    // list: one column says which.
+    let out = tern(&env, &["endpoints", "list", "--tenant", "tnt_fmt"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let listed = text(&out.stdout);
+    assert!(
+        listed
+            .lines()
+            .next()
+            .unwrap_or("")
+            .contains("PAYLOAD FORMAT"),
+        "{listed}"
+    );
+    for (id, format) in [(&plain, " raw "), (&wrapped, " standard_webhooks ")] {
+        let line = listed.lines().find(|l| l.starts_with(id.as_str()));
+        assert!(
+            line.is_some_and(|l| l.contains(format)),
+            "{id} {format:?}:\n{listed}"
+        );
+    }
+
+    // update: only the format changes, both ways, the dash spelling too.
+    let out = tern(
+        &env,
+        &["endpoints", "update", &wrapped, "--payload-format", "raw"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("payload format:       raw"));
+    assert_eq!(stored(&wrapped).await, PayloadFormat::Raw);
+    let out = tern(
+        &env,
+        &[
+            "endpoints",
+            "update",
+            &plain,
+            "--payload-format",
+            "standard-webhooks",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(show(&plain), "standard_webhooks");
+    assert_eq!(stored(&plain).await, PayloadFormat::StandardWebhooks);
+
+    // An unknown format is a usage error naming the valid ones; nothing changes.
+    for args in [
+        &[
+            "endpoints",
+            "update",
+            plain.as_str(),
+            "--payload-format",
+            "json",
+        ][..],
+        &[
+            "endpoints",
+            "add",
+            "--tenant",
+            "tnt_fmt",
+            "--url",
+            "http://127.0.0.1:9/x",
+            "--payload-format",
+            "json",
+        ],
+    ] {
+        let out = tern(&env, args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(
+            text(&out.stderr).contains("standard_webhooks"),
+            "{}",
+            text(&out.stderr)
+        );
+    }
+    assert_eq!(stored(&plain).await, PayloadFormat::StandardWebhooks);
     moto.stop().await;
 }

@@ -6,7 +6,7 @@
 use chrono::{DateTime, Utc};
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 use tern_core::ports::AttemptRecord;
-use tern_core::{DeadLetterReason, Endpoint, EndpointId, EventId, TenantId};
+use tern_core::{DeadLetterReason, Endpoint, EndpointId, EventId, PayloadFormat, TenantId};
 use tern_ops::dlq::DeadLetterGroup;
 
 use crate::{Action, ActionOutcome, ConsoleError, Target, Widget};
@@ -229,6 +229,8 @@ pub struct EndpointRow {
     pub endpoint_id: EndpointId,
     /// Receiver URL.
     pub url: String,
+    /// Its request body format: a receiver answering 400 after a format change shows here.
+    pub payload_format: PayloadFormat,
     /// `disabled` or `failing` (enabled, with dead letters).
     pub state: &'static str,
     /// Why: the disabled reason, or the dead letters' reasons.
@@ -281,6 +283,7 @@ pub fn failing_endpoints(endpoints: &[Endpoint], groups: &[DeadLetterGroup]) -> 
                 tenant_id: e.tenant_id.clone(),
                 endpoint_id: e.id.clone(),
                 url: e.url.clone(),
+                payload_format: e.payload_format,
                 state: if e.enabled { "failing" } else { "disabled" },
                 reason,
                 last_success: None,
@@ -314,7 +317,7 @@ pub fn endpoints(rows: &[EndpointRow], outcome: Option<&ActionOutcome>, target: 
             } @else {
                 table {
                     thead { tr {
-                        th { "Endpoint" } th { "Tenant" } th { "URL" } th { "State" } th { "Reason" }
+                        th { "Endpoint" } th { "Tenant" } th { "URL" } th { "Payload format" } th { "State" } th { "Reason" }
                         th { "Dead letters" } th { "Last success" } th { "Last failure" } th { "Actions" }
                     } }
                     tbody {
@@ -323,6 +326,7 @@ pub fn endpoints(rows: &[EndpointRow], outcome: Option<&ActionOutcome>, target: 
                                 td { code { (r.endpoint_id.as_str()) } }
                                 td { (r.tenant_id.as_str()) }
                                 td class="url" { (cut(&r.url, CELL_CHARS)) }
+                                td class="payload-format" { code { (r.payload_format.as_str()) } }
                                 td class=(format!("state {}", r.state)) { (r.state) }
                                 td class="error-text" { (cut(&r.reason, CELL_CHARS)) }
                                 td class="count" { (r.dead_letters) }
@@ -708,6 +712,29 @@ mod tests {
         );
         let html = endpoints(&rows, None, &cw()).into_string();
         assert!(!html.contains("cwdb-action"));
+    }
+
+    #[test]
+    fn endpoint_rows_show_the_payload_format() {
+        let mut wrapped = endpoint(false);
+        wrapped.payload_format = PayloadFormat::StandardWebhooks;
+        let mut raw = endpoint_with_id("ep_raw");
+        raw.enabled = false;
+        let rows = failing_endpoints(&[wrapped, raw], &[]);
+        let html = endpoints(&rows, None, &cw()).into_string();
+        assert!(html.contains("<th>Payload format</th>"), "{html}");
+        for (id, format) in [("ep_off", "standard_webhooks"), ("ep_raw", "raw")] {
+            let row = html
+                .split("<tr class=\"endpoint\"")
+                .find(|r| r.contains(&format!("data-endpoint=\"{id}\"")))
+                .unwrap_or_else(|| panic!("no row for {id}: {html}"));
+            assert!(
+                row.contains(&format!(
+                    "<td class=\"payload-format\"><code>{format}</code></td>"
+                )),
+                "{row}"
+            );
+        }
     }
 
     #[test]

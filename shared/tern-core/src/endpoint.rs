@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::event::{Event, EventType};
 use crate::ids::{EndpointId, TenantId};
+use crate::request::PayloadFormat;
 use crate::retry::RetrySchedule;
 use crate::signing::Secret;
 
@@ -109,6 +110,11 @@ pub struct Endpoint {
     /// Attempt budget; `None` means schedule length + 1. Larger values are capped there.
     #[serde(default)]
     pub max_attempts: Option<u32>,
+    /// How the request body is shaped ([`PayloadFormat`]): the payload as written (`raw`,
+    /// the default, also for endpoints stored before this field existed) or wrapped in the
+    /// Standard Webhooks payload structure (`standard_webhooks`).
+    #[serde(default)]
+    pub payload_format: PayloadFormat,
     /// Free text for operators.
     #[serde(default)]
     pub description: Option<String>,
@@ -136,6 +142,8 @@ pub struct EndpointUpdate {
     pub schedule: Option<Option<RetrySchedule>>,
     /// New attempt budget; `Some(None)` returns to schedule length + 1.
     pub max_attempts: Option<Option<u32>>,
+    /// New request body format.
+    pub payload_format: Option<PayloadFormat>,
 }
 
 impl EndpointUpdate {
@@ -168,6 +176,9 @@ impl EndpointUpdate {
         }
         if let Some(m) = self.max_attempts {
             endpoint.max_attempts = m;
+        }
+        if let Some(f) = self.payload_format {
+            endpoint.payload_format = f;
         }
         endpoint.validate()
     }
@@ -212,7 +223,7 @@ pub fn validate_url(text: &str) -> Result<url::Url, EndpointError> {
 
 impl Endpoint {
     /// An enabled endpoint with one current secret and the deployment's defaults (no
-    /// timeout, schedule or budget of its own), created at `now`. Set the optional fields
+    /// timeout, schedule or budget of its own, raw payloads), created at `now`. Set the optional fields
     /// on the result; call [`Self::validate`] before storing it.
     pub fn new(
         id: EndpointId,
@@ -240,6 +251,7 @@ impl Endpoint {
             timeout_ms: None,
             schedule: None,
             max_attempts: None,
+            payload_format: PayloadFormat::Raw,
             description: None,
             created_at: now,
             updated_at: None,
@@ -459,6 +471,38 @@ mod tests {
         assert_eq!(
             bad.apply(&mut endpoint()),
             Err(EndpointError::BadTimeout(31_000))
+        );
+    }
+
+    #[test]
+    fn payload_format_defaults_to_raw_for_stored_endpoints_and_updates_alone() {
+        let mut e = endpoint();
+        // An endpoint stored before the field existed has no `payload_format` key.
+        let mut stored = serde_json::to_value(&e).unwrap();
+        assert_eq!(stored["payload_format"], "raw");
+        stored.as_object_mut().unwrap().remove("payload_format");
+        let old: Endpoint = serde_json::from_value(stored).unwrap();
+        assert_eq!(old.payload_format, PayloadFormat::Raw);
+
+        let before = e.clone();
+        EndpointUpdate {
+            payload_format: Some(PayloadFormat::StandardWebhooks),
+            ..EndpointUpdate::default()
+        }
+        .apply(&mut e)
+        .unwrap();
+        assert_eq!(e.payload_format, PayloadFormat::StandardWebhooks);
+        assert_eq!(
+            Endpoint {
+                payload_format: PayloadFormat::Raw,
+                ..e.clone()
+            },
+            before,
+            "nothing else changed"
+        );
+        assert_eq!(
+            serde_json::to_value(&e).unwrap()["payload_format"],
+            "standard_webhooks"
         );
     }
 

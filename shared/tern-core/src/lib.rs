@@ -1,6 +1,7 @@
 //! Tern's delivery domain. No AWS crate in here: the envelope and delivery message, Standard
-//! Webhooks signing, the retry policy, outcome classification, endpoints, and the ports
-//! the handlers use to reach the outside world.
+//! Webhooks signing, the request a receiver gets (body and headers), the retry policy,
+//! outcome classification, endpoints, and the ports the handlers use to reach the outside
+//! world.
 
 #![warn(missing_docs)]
 
@@ -14,6 +15,7 @@ pub mod operational;
 pub mod outbox;
 pub mod outcome;
 pub mod ports;
+pub mod request;
 pub mod retry;
 pub mod signing;
 pub mod sqs_text;
@@ -23,6 +25,7 @@ pub use event::{Event, EventType, Payload, PayloadError};
 pub use ids::{DeliveryId, EndpointId, EventId, TenantId};
 pub use message::{DeadLetter, DeadLetterReason, DeliveryMessage};
 pub use outcome::{AttemptResult, ErrorClass, Verdict};
+pub use request::PayloadFormat;
 pub use retry::RetrySchedule;
 pub use signing::Secret;
 

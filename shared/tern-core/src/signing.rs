@@ -34,6 +34,12 @@ pub mod header {
     pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
     /// `sha256=<hex HMAC-SHA256 of the body>` for receivers that only check the body.
     pub const X_WEBHOOK_SIGNATURE: &str = "x-webhook-signature";
+    /// The event type (`order.paid`), on every request whatever the payload format, so a
+    /// receiver of raw payloads can route without parsing the body. Not covered by any
+    /// signature. Named in the `webhook-` family of the Standard Webhooks headers, like
+    /// Hookdeck Outpost's `webhook-topic` in its Standard Webhooks mode; GitHub sends
+    /// `X-GitHub-Event` for the same purpose (and RFC 6648 advises against new `X-` names).
+    pub const WEBHOOK_EVENT_TYPE: &str = "webhook-event-type";
 }
 
 /// Why a secret is refused.

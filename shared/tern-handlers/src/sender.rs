@@ -24,11 +24,11 @@ use tern_core::ports::{
     AttemptRecord, Claim, DelayScheduler, DeliveryLedger, DeliveryState, EndpointStore,
     MessageQueue, PortError, QueueEntry,
 };
+use tern_core::request;
 use tern_core::retry::{
     MAX_QUEUE_DELAY_SECONDS, MAX_WAIT_SECONDS, WaitRoute, next_wait, parse_retry_after, route_wait,
     with_jitter,
 };
-use tern_core::signing::signature_headers;
 use tern_core::{
     DeadLetter, DeadLetterReason, DeliveryMessage, Endpoint, ErrorClass, Verdict, sqs_text,
 };
@@ -375,8 +375,8 @@ async fn attempt(
         )
         .await;
     }
-    let body = Bytes::from(message.event.payload.as_str().to_owned());
-    let headers = signature_headers(&message.event.id, started.timestamp(), &body, &secrets);
+    let body = Bytes::from(request::body(&message.event, endpoint.payload_format));
+    let headers = request::headers(&message.event, started.timestamp(), &body, &secrets);
     let report = deps
         .client
         .attempt(AttemptRequest {

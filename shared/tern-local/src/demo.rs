@@ -196,6 +196,7 @@ pub async fn run(
                 timeout_ms: Some(5_000),
                 schedule: None,
                 description: Some(format!("demo: {name}")),
+                payload_format: tern_core::PayloadFormat::Raw,
                 secret: None,
             },
             &tern_http::DestinationPolicy {

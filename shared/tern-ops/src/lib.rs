@@ -15,7 +15,9 @@ use serde::Serialize;
 use tern_core::drain::{Drain, DrainRule};
 use tern_core::endpoint::{EndpointUpdate, secret_fingerprint};
 use tern_core::ports::{DeliveryLedger, DrainableQueue, EndpointStore, PortError, ReceivedMessage};
-use tern_core::{DeliveryMessage, Endpoint, EndpointId, EventId, RetrySchedule, Secret, TenantId};
+use tern_core::{
+    DeliveryMessage, Endpoint, EndpointId, EventId, PayloadFormat, RetrySchedule, Secret, TenantId,
+};
 use tern_http::{DestinationPolicy, HostLookup};
 
 /// An operator command failed.
@@ -73,6 +75,8 @@ pub struct NewEndpoint {
     pub schedule: Option<String>,
     /// Operator note.
     pub description: Option<String>,
+    /// Request body format (`raw` unless set).
+    pub payload_format: PayloadFormat,
     /// Existing secret to use (else a new one is generated).
     pub secret: Option<String>,
 }
@@ -117,6 +121,7 @@ pub async fn add_endpoint(
         .transpose()
         .map_err(|e| bad(&e))?;
     endpoint.max_attempts = new.max_attempts;
+    endpoint.payload_format = new.payload_format;
     endpoint.description = new.description;
     endpoint.validate().map_err(|e| bad(&e))?;
     store.put(&endpoint).await?;
@@ -127,17 +132,18 @@ pub async fn add_endpoint(
 pub fn print_endpoints(out: &mut dyn Write, endpoints: &[Endpoint]) -> std::io::Result<()> {
     writeln!(
         out,
-        "{:<38} {:<14} {:<8} {:<24} URL",
-        "ENDPOINT", "TENANT", "ENABLED", "EVENT TYPES"
+        "{:<38} {:<14} {:<8} {:<24} {:<17} URL",
+        "ENDPOINT", "TENANT", "ENABLED", "EVENT TYPES", "PAYLOAD FORMAT"
     )?;
     for e in endpoints {
         writeln!(
             out,
-            "{:<38} {:<14} {:<8} {:<24} {}{}",
+            "{:<38} {:<14} {:<8} {:<24} {:<17} {}{}",
             e.id,
             e.tenant_id,
             e.enabled,
             e.event_types.join(","),
+            e.payload_format,
             e.url,
             e.disabled_reason
                 .as_deref()
@@ -323,7 +329,7 @@ pub async fn update_endpoint(
     if update.is_empty() {
         return Err(OpsError::Invalid(
             "nothing to update: pass at least one of --url, --types, --description, \
-             --timeout-ms, --schedule, --max-attempts"
+             --timeout-ms, --schedule, --max-attempts, --payload-format"
                 .into(),
         ));
     }
@@ -389,6 +395,9 @@ pub struct EndpointView {
     pub max_attempts: Option<u32>,
     /// Attempt deadline, milliseconds.
     pub timeout_ms: Option<u64>,
+    /// Request body format: `raw` (the payload as written) or `standard_webhooks` (the
+    /// payload wrapped as `{"type","timestamp","data"}`).
+    pub payload_format: PayloadFormat,
     /// Signing secrets, newest first.
     pub secrets: Vec<SecretView>,
     /// When it was created (RFC 3339).
@@ -414,6 +423,7 @@ impl EndpointView {
             schedule_seconds: e.schedule.as_ref().map(|s| s.delays().to_vec()),
             max_attempts: e.max_attempts,
             timeout_ms: e.timeout_ms,
+            payload_format: e.payload_format,
             secrets: e
                 .secrets
                 .iter()
@@ -491,6 +501,7 @@ pub fn print_endpoint(out: &mut dyn Write, e: &Endpoint, json: bool) -> std::io:
         "timeout (ms):         {}",
         opt(v.timeout_ms.map(|t| t.to_string()), "deployment default")
     )?;
+    writeln!(out, "payload format:       {}", v.payload_format)?;
     writeln!(out, "created at:           {}", v.created_at.to_rfc3339())?;
     writeln!(
         out,
