@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Starts each receiver example (Python, Node, Rust) on a 127.0.0.1 port and sends it signed
-# requests (signed with PyPI standardwebhooks, as Tern signs): a new event (200), the same
-# webhook-id again (200, duplicate, not reprocessed), a tampered body (400) and a few more.
+# Starts each receiver example (Python, Node, Rust) on a 127.0.0.1 port, once per payload
+# format (raw, standard_webhooks), and sends it signed requests shaped as Tern shapes them
+# (signed with PyPI standardwebhooks, as Tern signs): a new event (200), the same webhook-id
+# again (200, duplicate, not reprocessed), a tampered body (400) and a few more; then checks
+# each accepted event was processed once, with the right event type.
 # Prints one PASS/FAIL line per case and ends with "N passed, N failed[, N skipped]";
 # exits non-zero on any failure.
 #
@@ -99,19 +101,19 @@ free_port() {
   "$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
-# check NAME COMMAND...   (the port is appended to COMMAND)
+# check NAME FORMAT COMMAND...   (the port is appended to COMMAND)
 check() {
-  local name=$1
-  shift
+  local name=$1 format=$2
+  shift 2
   local port log out
   port=$(free_port)
   log=$work/$name.log
   # stdout (the "processing <id>" lines the client counts) apart from stderr (request logs),
   # so lines written by different threads cannot interleave.
-  HOST=127.0.0.1 TERN_WEBHOOK_SECRET=$secret "$@" "$port" >"$log" 2>"$log.err" &
+  HOST=127.0.0.1 TERN_WEBHOOK_SECRET=$secret TERN_PAYLOAD_FORMAT=$format "$@" "$port" >"$log" 2>"$log.err" &
   pids+=($!)
   out=$(timeout 60 "$py" "$here/check_client.py" --name "$name" --url "http://127.0.0.1:$port/" \
-    --secret "$secret" --log "$log" 2>&1)
+    --secret "$secret" --log "$log" --format "$format" 2>&1)
   local rc=$?
   echo "$out"
   local p f
@@ -132,13 +134,15 @@ check() {
   failed=$((failed + f))
 }
 
-check python "$py" "$here/python/receiver.py"
-if [ "$node_ready" = 1 ]; then
-  check node node "$here/node/receiver.mjs"
-fi
-if [ -n "$rust_bin" ]; then
-  check rust "$rust_bin"
-fi
+for format in raw standard_webhooks; do
+  check "python-$format" "$format" "$py" "$here/python/receiver.py"
+  if [ "$node_ready" = 1 ]; then
+    check "node-$format" "$format" node "$here/node/receiver.mjs"
+  fi
+  if [ -n "$rust_bin" ]; then
+    check "rust-$format" "$format" "$rust_bin"
+  fi
+done
 
 summary
 [ "$failed" -eq 0 ]

@@ -87,6 +87,12 @@ pub mod header {
     /// `sha256=<lowercase hex HMAC-SHA256(key, body)>` entries joined by `", "`, for simple
     /// receivers. It signs the body only: no id, no timestamp, so no replay protection.
     pub const X_WEBHOOK_SIGNATURE: &str = "x-webhook-signature";
+    /// The event type (`order.paid`), on every request whatever the endpoint's payload
+    /// format. **Not signed**: `webhook-signature` covers the id, the timestamp and the
+    /// body only, so anyone on the path could change it without failing verification. Use
+    /// it to route raw payloads; where the type must be trusted, set the endpoint's payload
+    /// format to `standard_webhooks` and read `type` from the (signed) body.
+    pub const WEBHOOK_EVENT_TYPE: &str = "webhook-event-type";
 }
 
 /// Why a secret is refused. Messages never repeat the secret.
