@@ -151,6 +151,18 @@ impl Rule {
         }
     }
 
+    /// A rule that applies `fault` to every request, of any service and operation;
+    /// narrow it like [`Rule::on`]'s.
+    pub fn any(fault: Fault) -> Self {
+        Self {
+            service: None,
+            operation: None,
+            body_contains: None,
+            times: Times::Always,
+            fault,
+        }
+    }
+
     /// Only requests whose body contains `text` (a condition expression, an attribute
     /// value, a queue URL).
     #[must_use]

@@ -31,6 +31,10 @@ fn past_the_try_deadline() -> Duration {
 const CLAIM_WRITE: &str = "claim_takeover = :zero";
 /// Text only a takeover's UpdateItem carries.
 const TAKEOVER_WRITE: &str = "claim_takeover = if_not_exists";
+/// Text only the delivered marker's UpdateItem carries (its update expression).
+const DELIVERED_WRITE: &str = "ok_status = :status";
+/// Text only `finish` of a delivery that will be retried carries (its state value).
+const RETRYING_FINISH: &str = r#"{"S":"retrying"}"#;
 
 fn options() -> LocalOptions {
     LocalOptions {
@@ -267,4 +271,130 @@ async fn a_delivery_whose_claim_answer_is_delayed_is_posted_once_and_ends_delive
         ["delivered"],
         "{h:#?}"
     );
+}
+
+fn throttle(
+    proxy: &FaultProxy,
+    write: &str,
+    times: Option<usize>,
+) -> tern_tests::fault_proxy::RuleId {
+    let rule = Rule::on(Service::DynamoDb, "UpdateItem", Fault::Throttle).body_contains(write);
+    proxy.add(match times {
+        Some(n) => rule.first(n),
+        None => rule,
+    })
+}
+
+/// The SDK's own tries per call (`tern_aws::budget::MAX_ATTEMPTS`): one more throttle
+/// than this fails a whole ledger call, which only the sender's marker retry survives.
+fn beyond_the_sdk() -> usize {
+    usize::try_from(tern_aws::budget::MAX_ATTEMPTS).unwrap() + 1
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn throttled_markers_are_tried_again_until_they_land() {
+    let proxy = moto_proxy().await;
+    let local = deployment_through_without_pollers(&proxy, "marker-lands", options()).await;
+    let receiver = Receiver::start().await.unwrap();
+    receiver.set("/fail", Behavior::Always(Reply::status(500)));
+    let tenant = "tnt_mark";
+    let ok = add_endpoint(&local, tenant, &receiver.url("/ok"), &["*"], None).await;
+    let failing = add_endpoint(&local, tenant, &receiver.url("/fail"), &["*"], None).await;
+    let delivered = throttle(&proxy, DELIVERED_WRITE, Some(beyond_the_sdk()));
+    let finished = throttle(&proxy, RETRYING_FINISH, Some(beyond_the_sdk()));
+
+    let (d, r) = (message(tenant, &ok, 1), message(tenant, &failing, 2));
+    let m = metrics();
+    let (response, results) =
+        tern_handlers::sender::handle(&local.sender, sqs_event(&[d.to_body(), r.to_body()]), &m)
+            .await;
+    assert!(response.batch_item_failures.is_empty(), "{results:?}");
+    assert_eq!(results[0].1, Ok(MessageOutcome::Delivered { attempt: 1 }));
+    assert!(
+        matches!(
+            results[1].1,
+            Ok(MessageOutcome::Retrying { attempt: 1, .. })
+        ),
+        "{results:?}"
+    );
+    assert_eq!(
+        proxy.fired(delivered),
+        beyond_the_sdk(),
+        "a whole call was throttled"
+    );
+    assert_eq!(
+        proxy.fired(finished),
+        beyond_the_sdk(),
+        "a whole call was throttled"
+    );
+
+    // Both markers landed: the pair is delivered, the failed attempt's claim finished.
+    let item = state_item(&local, &d).await;
+    assert!(
+        item.contains_key("delivered_at"),
+        "delivered marker lost: {item:?}"
+    );
+    let item = state_item(&local, &r).await;
+    assert_eq!(
+        item.get("claim_done"),
+        Some(&AttributeValue::Bool(true)),
+        "{item:?}"
+    );
+    assert_eq!(
+        item.get("delivery_state"),
+        Some(&AttributeValue::S("retrying".into()))
+    );
+    assert_eq!(m.snapshot().markers_lost, 0);
+    // So a later copy of the delivered message is not sent.
+    let (_, results) =
+        tern_handlers::sender::handle(&local.sender, sqs_event(&[d.to_body()]), &metrics()).await;
+    assert_eq!(
+        results[0].1,
+        Ok(MessageOutcome::Duplicate(Claim::AlreadyDelivered))
+    );
+    assert_eq!(receiver.requests("/ok").len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn markers_throttled_past_their_window_are_counted_lost() {
+    let proxy = moto_proxy().await;
+    let local = deployment_through_without_pollers(&proxy, "marker-lost", options()).await;
+    let receiver = Receiver::start().await.unwrap();
+    receiver.set("/fail", Behavior::Always(Reply::status(500)));
+    let tenant = "tnt_lost";
+    let ok = add_endpoint(&local, tenant, &receiver.url("/ok"), &["*"], None).await;
+    let failing = add_endpoint(&local, tenant, &receiver.url("/fail"), &["*"], None).await;
+    let delivered = throttle(&proxy, DELIVERED_WRITE, None);
+    let finished = throttle(&proxy, RETRYING_FINISH, None);
+
+    let (d, r) = (message(tenant, &ok, 1), message(tenant, &failing, 2));
+    let m = metrics();
+    let (response, results) =
+        tern_handlers::sender::handle(&local.sender, sqs_event(&[d.to_body(), r.to_body()]), &m)
+            .await;
+    // The deliveries' outcomes stand (the POST was made, the retry queued) ...
+    assert!(response.batch_item_failures.is_empty(), "{results:?}");
+    assert_eq!(results[0].1, Ok(MessageOutcome::Delivered { attempt: 1 }));
+    assert!(
+        matches!(
+            results[1].1,
+            Ok(MessageOutcome::Retrying { attempt: 1, .. })
+        ),
+        "{results:?}"
+    );
+    // ... each marker was tried beyond the SDK's own tries, then counted lost.
+    assert!(
+        proxy.fired(delivered) > beyond_the_sdk(),
+        "{}",
+        proxy.fired(delivered)
+    );
+    assert!(
+        proxy.fired(finished) > beyond_the_sdk(),
+        "{}",
+        proxy.fired(finished)
+    );
+    assert_eq!(m.snapshot().markers_lost, 2, "{:?}", m.snapshot());
+    let emf = m.emf(0).expect("metrics");
+    assert_eq!(emf["MarkersLost"], 2, "{emf}");
+    assert!(!state_item(&local, &d).await.contains_key("delivered_at"));
 }
