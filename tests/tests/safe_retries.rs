@@ -398,3 +398,79 @@ async fn markers_throttled_past_their_window_are_counted_lost() {
     assert_eq!(emf["MarkersLost"], 2, "{emf}");
     assert!(!state_item(&local, &d).await.contains_key("delivered_at"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_health_change_whose_answer_comes_after_the_try_deadline_is_its_callers() {
+    use tern_core::health::{HealthChange, HealthDelta, HealthStore, LastFailure};
+    let proxy = moto_proxy().await;
+    let local = deployment_through_without_pollers(&proxy, "health-slow", options()).await;
+    // The store as the sender wires it: the SDK's per-try deadline and retries.
+    let store = tern_aws::DynamoHealthStore::new(
+        aws_sdk_dynamodb::Client::new(&tern_aws::budget::bounded(&local.aws)),
+        &local.resources.health_table,
+    );
+    let tenant = tern_core::TenantId::new("tnt_health").unwrap();
+    let endpoint = tern_core::EndpointId::generate();
+    let now = Utc::now();
+    let mut delta = HealthDelta::new(now);
+    delta.add(
+        now,
+        Some(LastFailure {
+            at: now,
+            status: Some(503),
+            error_class: None,
+            error: None,
+        }),
+    );
+    store
+        .record(&tenant, &endpoint, &delta, 600, None)
+        .await
+        .expect("record");
+
+    // Each change's answer is held: the SDK sends it again, and the retry meets the
+    // change already made. The caller made it, so the caller reports it.
+    let probe = now + chrono::Duration::seconds(60);
+    let changes = [
+        (
+            "attribute_not_exists(op)",
+            HealthChange::Open {
+                next_probe_at: probe,
+            },
+        ),
+        (
+            "AND np = ",
+            HealthChange::ClaimProbe {
+                seen: Some(probe),
+                next_probe_at: probe + chrono::Duration::seconds(60),
+            },
+        ),
+        ("attribute_not_exists(da)", HealthChange::Disable),
+    ];
+    for (text, change) in changes {
+        let rule = proxy.add(
+            Rule::on(
+                Service::DynamoDb,
+                "UpdateItem",
+                Fault::DelayAnswer(past_the_try_deadline()),
+            )
+            .body_contains(text)
+            .first(1),
+        );
+        let made = store
+            .apply(&tenant, &endpoint, &change, Utc::now())
+            .await
+            .expect("apply");
+        assert_eq!(proxy.fired(rule), 1, "{change:?}: answer held");
+        assert!(made, "{change:?}: our own earlier try made it; it is ours");
+        // Another sender making the same change now is refused: it is made once.
+        assert!(
+            !store
+                .apply(&tenant, &endpoint, &change, Utc::now())
+                .await
+                .expect("apply"),
+            "{change:?}"
+        );
+    }
+    let h = store.get(&tenant, &endpoint).await.unwrap().unwrap();
+    assert!(h.opened_at.is_some() && h.disabled_at.is_some(), "{h:?}");
+}
