@@ -27,6 +27,11 @@
 //!
 //! Everything stays on this machine: the proxy listens on 127.0.0.1 and forwards only to
 //! the upstream it was given, which must be a loopback URL.
+//!
+//! One moto gap to know when holding answers: moto (5.x) ignores `TransactWriteItems`'
+//! `ClientRequestToken`, which the SDK fills once per call so that AWS answers a retried
+//! transaction with success. Through moto, a transaction whose answer was held fails on
+//! its retry (the outbox put's condition meets its own item); on AWS it would not.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
