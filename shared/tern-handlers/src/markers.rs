@@ -15,12 +15,17 @@
 //!
 //! Why the window fits (numbers from `tern_aws::budget` and `crate::sender`): the claim's
 //! lease runs the longest attempt deadline (30 s) plus [`crate::sender::LEASE_MARGIN_SECONDS`]
-//! (30 s) from before the claim. After the POST at most two calls come before a marker (the
-//! attempt row and the retry's enqueue, 6 s each at worst) and the claim itself took at
-//! most 6 s: 30 - 6 - 12 = 12 s of lease are left in the worst case. A marker takes its
-//! window (6 s) plus at most one call started just before the window closes (6 s): 12 s.
-//! So a marker is never written after the lease its holder was given, when another copy
-//! could already have taken the claim over.
+//! (30 s) from before the claim, and the claim itself takes at most one operation timeout
+//! (6 s). A marker takes its window (6 s) plus at most one call started just before the
+//! window closes (6 s): 12 s. Before the delivered marker no other call follows the POST,
+//! so at worst 30 - 6 = 24 s of lease are left; before a retry's `finish` come the attempt
+//! row and the enqueue (6 s each at worst): 30 - 6 - 12 = 12 s left. Both fit. Only a dead
+//! letter after a 410 makes one call more first (the endpoint's disable); if every call
+//! before it stalled to its full timeout, its `finish` can land after the lease, where the
+//! one effect is that a copy which took the claim over meanwhile finds it finished.
+//!
+//! The window also counts against the handler's own time (the sender's 60 s): the caller
+//! passes a [`MarkerRetry`] whose window fits what it has left.
 
 use std::future::Future;
 use std::time::{Duration, Instant};
@@ -113,31 +118,30 @@ where
 }
 
 /// Marks the delivery delivered with its successful attempt `record`
-/// ([`DeliveryLedger::record_delivered`]), retried as the module says; a lost marker is
+/// ([`DeliveryLedger::record_delivered`]), retried within `retry`; a lost marker is
 /// counted in `metrics` (`markers_lost`).
 pub async fn mark_delivered(
     ledger: &dyn DeliveryLedger,
     message: &DeliveryMessage,
     record: &AttemptRecord,
+    retry: &MarkerRetry,
     metrics: &Metrics,
 ) -> MarkerWrite {
-    let result = write_with_retry(&MarkerRetry::default(), || {
-        ledger.record_delivered(message, record)
-    })
-    .await;
+    let result = write_with_retry(retry, || ledger.record_delivered(message, record)).await;
     report(&result, message, "delivered", metrics);
     result
 }
 
 /// Marks the claimed attempt finished with `state` ([`DeliveryLedger::finish`]), retried
-/// as the module says; a lost marker is counted in `metrics` (`markers_lost`).
+/// within `retry`; a lost marker is counted in `metrics` (`markers_lost`).
 pub async fn mark_finished(
     ledger: &dyn DeliveryLedger,
     message: &DeliveryMessage,
     state: DeliveryState,
+    retry: &MarkerRetry,
     metrics: &Metrics,
 ) -> MarkerWrite {
-    let result = write_with_retry(&MarkerRetry::default(), || ledger.finish(message, state)).await;
+    let result = write_with_retry(retry, || ledger.finish(message, state)).await;
     report(&result, message, "finished", metrics);
     result
 }

@@ -520,7 +520,8 @@ async fn attempt(
         MessageOutcome::Delivered { .. } => {
             // The POST succeeded: the marker stops a second one. Retried within the
             // attempt's budget; a lost one is counted (crate::markers).
-            markers::mark_delivered(deps.ledger.as_ref(), &message, &record, metrics).await;
+            let retry = markers::MarkerRetry::default();
+            markers::mark_delivered(deps.ledger.as_ref(), &message, &record, &retry, metrics).await;
         }
         MessageOutcome::Retrying { wait_seconds, .. } => {
             let first = message.first_attempt_at.unwrap_or(started);
@@ -667,7 +668,8 @@ async fn finish(
     // The work is done and queued; the marker stops a later copy of the message from
     // taking the claim over and POSTing again. Retried within the attempt's budget; a
     // lost one is counted (crate::markers).
-    markers::mark_finished(deps.ledger.as_ref(), message, state, metrics).await;
+    let retry = markers::MarkerRetry::default();
+    markers::mark_finished(deps.ledger.as_ref(), message, state, &retry, metrics).await;
 }
 
 /// Dead-letters a delivery, records it, and for 410 Gone disables the endpoint.
