@@ -130,6 +130,11 @@ export interface TernSettings {
     readonly successRatePercent: number;
     /** Window of the success-rate alarm, seconds. */
     readonly successRatePeriodSeconds: number;
+    /**
+     * Lost delivered or finish markers (EMF `MarkersLost`, sum over 5 min) above which
+     * the MarkersLost alarm fires; 0 fires on any. A whole number, 0 or more.
+     */
+    readonly markersLost: number;
   };
 }
 
@@ -192,6 +197,9 @@ export function loadSettings(file: string = path.join(INFRA_DIR, 'settings.json'
   const target = s.capacity.targetUtilizationPercent;
   if (typeof target !== 'number' || target < 20 || target > 90) {
     throw new Error(`settings.json: capacity.targetUtilizationPercent must be in 20..90, got ${JSON.stringify(target)}`);
+  }
+  if (!Number.isInteger(s.alarms?.markersLost) || s.alarms.markersLost < 0) {
+    throw new Error(`settings.json: alarms.markersLost must be a whole number, 0 or more, got ${JSON.stringify(s.alarms?.markersLost)}`);
   }
   if (!Array.isArray(s.delivery.retrySchedule) || s.delivery.retrySchedule.length === 0) {
     throw new Error('settings.json: delivery.retrySchedule must be a non-empty array of seconds');

@@ -152,7 +152,7 @@ describe('CDK and SAM templates agree', () => {
   });
 
   test('alarms: same metrics, statistics, periods, thresholds and actions', () => {
-    expect(cdk.alarms).toHaveLength(13);
+    expect(cdk.alarms).toHaveLength(14);
     expect(sam.alarms).toEqual(cdk.alarms);
   });
 

@@ -430,8 +430,8 @@ describe('alarms', () => {
   const topic = () => ref(stack.alarms.topic);
   const a = settings.alarms;
 
-  test('thirteen alarms, each notifying the topic on alarm and on OK, missing data not breaching', () => {
-    template.resourceCountIs('AWS::CloudWatch::Alarm', 13);
+  test('fourteen alarms, each notifying the topic on alarm and on OK, missing data not breaching', () => {
+    template.resourceCountIs('AWS::CloudWatch::Alarm', 14);
     for (const alarm of stack.alarms.alarms) {
       const p = resource(alarm).Properties;
       expect(p.AlarmActions).toEqual([topic()]);
@@ -528,6 +528,20 @@ describe('alarms', () => {
       Period: 300,
       Threshold: 0,
       ComparisonOperator: 'GreaterThanThreshold',
+    });
+  });
+
+  test('lost markers: more than settings.json alarms.markersLost (0: any) MarkersLost in 5 min, namespace Tern, Service=tern', () => {
+    expect(a.markersLost).toBe(0);
+    expect(alarmProps('MarkersLost')).toMatchObject({
+      Namespace: 'Tern',
+      MetricName: 'MarkersLost',
+      Dimensions: [{ Name: 'Service', Value: 'tern' }],
+      Statistic: 'Sum',
+      Period: 300,
+      Threshold: a.markersLost,
+      ComparisonOperator: 'GreaterThanThreshold',
+      TreatMissingData: 'notBreaching',
     });
   });
 

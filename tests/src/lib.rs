@@ -14,6 +14,8 @@ use tokio::sync::mpsc::UnboundedReceiver;
 
 pub use tern_local::receiver::{Behavior, Captured, Receiver, Reply};
 
+pub mod fault_proxy;
+
 static MOTO_URL: OnceLock<Result<String, String>> = OnceLock::new();
 
 /// URL of the moto server for this test process: `$TERN_MOTO_URL` if set, else one
@@ -112,24 +114,60 @@ fn uuid_fragment() -> String {
 /// A fresh deployment on the shared moto, with pollers running.
 pub async fn deployment(
     test: &str,
-    mut options: LocalOptions,
+    options: LocalOptions,
 ) -> (LocalTern, UnboundedReceiver<LocalEvent>) {
-    options.prefix = prefix(test);
     let aws = tern_local::moto::sdk_config_for(&moto_url()).await;
-    let mut local = LocalTern::create(aws, &options)
-        .await
-        .expect("local deployment");
-    let rx = local.start_pollers(&options);
-    (local, rx)
+    with_pollers(create(aws, test, options.clone()).await, &options)
 }
 
 /// A fresh deployment without pollers (handler-level tests drive the handlers).
-pub async fn deployment_without_pollers(test: &str, mut options: LocalOptions) -> LocalTern {
-    options.prefix = prefix(test);
+pub async fn deployment_without_pollers(test: &str, options: LocalOptions) -> LocalTern {
     let aws = tern_local::moto::sdk_config_for(&moto_url()).await;
+    create(aws, test, options).await
+}
+
+/// A fresh deployment on the shared moto whose AWS clients (handlers, pollers, and the
+/// resources' creation) all go through `proxy`, with pollers running.
+pub async fn deployment_through(
+    proxy: &fault_proxy::FaultProxy,
+    test: &str,
+    options: LocalOptions,
+) -> (LocalTern, UnboundedReceiver<LocalEvent>) {
+    with_pollers(
+        create(proxy.sdk_config().await, test, options.clone()).await,
+        &options,
+    )
+}
+
+/// [`deployment_through`] without pollers (handler-level tests drive the handlers).
+pub async fn deployment_through_without_pollers(
+    proxy: &fault_proxy::FaultProxy,
+    test: &str,
+    options: LocalOptions,
+) -> LocalTern {
+    create(proxy.sdk_config().await, test, options).await
+}
+
+/// A fault proxy in front of this process's moto, with no rules yet.
+pub async fn moto_proxy() -> fault_proxy::FaultProxy {
+    fault_proxy::FaultProxy::start(&moto_url())
+        .await
+        .expect("fault proxy on 127.0.0.1")
+}
+
+async fn create(aws: aws_config::SdkConfig, test: &str, mut options: LocalOptions) -> LocalTern {
+    options.prefix = prefix(test);
     LocalTern::create(aws, &options)
         .await
         .expect("local deployment")
+}
+
+fn with_pollers(
+    mut local: LocalTern,
+    options: &LocalOptions,
+) -> (LocalTern, UnboundedReceiver<LocalEvent>) {
+    let rx = local.start_pollers(options);
+    (local, rx)
 }
 
 /// Registers an endpoint with a new secret; returns it.

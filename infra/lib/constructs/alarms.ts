@@ -91,6 +91,14 @@ export class Alarms extends Construct {
       }), 0,
       'The relay received outbox stream records without NewImage: the stream view type is not NEW_IMAGE. Fix the stream, then re-read the parked records by their keys.');
 
+    // Emitted by the sender (EMF, shared/tern-handlers/src/markers.rs) for each delivered
+    // or finish marker it could not write within its retry window (write throttling on
+    // the attempts table): a later copy of that delivery may be POSTed again.
+    this.add('MarkersLost',
+      new TernMetrics(props.settings.metrics.namespace).metric('MarkersLost'),
+      a.markersLost,
+      'The sender could not mark deliveries delivered or finished (attempts table throttled or failing): a later copy of each may be POSTed again (receivers dedupe on webhook-id). Check the attempts table\'s throttling and capacity.');
+
     const period = Duration.seconds(a.successRatePeriodSeconds);
     this.add('SuccessRate', new TernMetrics(props.settings.metrics.namespace).successRate(period),
       a.successRatePercent,

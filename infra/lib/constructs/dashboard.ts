@@ -87,6 +87,7 @@ export class Dashboard extends Construct {
           m.metric('Retries', { label: 'retries' }),
           m.metric('DeadLetters', { label: 'dead letters' }),
           m.metric('Duplicates', { label: 'duplicates skipped' }),
+          m.metric('MarkersLost', { label: 'markers lost' }),
         ],
         width: 8,
         height: 8,

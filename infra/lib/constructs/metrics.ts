@@ -17,7 +17,8 @@ export type TernMetricName =
   | 'AttemptLatency'
   | 'EventsRelayed'
   | 'DeliveriesEnqueued'
-  | 'Replayed';
+  | 'Replayed'
+  | 'MarkersLost';
 
 /** Builds the Tern application metrics for alarms and the dashboard. */
 export class TernMetrics {

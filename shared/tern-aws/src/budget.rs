@@ -11,7 +11,9 @@
 //! - sender (60 s): before the POST, two calls (endpoint read, claim); after it, at most two
 //!   more (attempt log, then the retry or dead-letter send) before a failure returns. A stall
 //!   anywhere costs at most two operation timeouts on top of the longest attempt deadline
-//!   (30 s, `tern_core::endpoint::MAX_TIMEOUT_MS`): 30 + 2 × 6 = 42 s < 60 s.
+//!   (30 s, `tern_core::endpoint::MAX_TIMEOUT_MS`): 30 + 2 × 6 = 42 s < 60 s. The markers
+//!   written after these (delivered, finished) are tried again for up to 6 s more when
+//!   throttled (`tern_handlers::markers`, which shows how that fits the claim's lease).
 //! - relay (30 s): records are handled in order and the relay stops at the first failed one,
 //!   so a stall costs one operation timeout: 6 s < 30 s.
 //! - replay (300 s): its drain loop stops at the first failed call: 6 s.

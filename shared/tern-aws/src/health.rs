@@ -17,16 +17,26 @@
 //! | `op`, `np` | circuit opened at, next probe at (ms); absent while closed |
 //! | `dg`, `da` | `endpoint.degraded` reported at, auto-disabled at (ms) |
 //! | `ua` | last write (ms) |
+//! | `t_op`, `t_pb`, `t_cl`, `t_dg`, `t_rc`, `t_da` | token of the last open, probe claim, close, degrade, recover, disable (8 bytes) |
 //!
 //! Counters are added with `ADD`, so concurrent sender batches never lose a count; each
 //! write removes the buckets the writer last saw that have left the window.
+//!
+//! The conditional changes ([`HealthStore::apply`]) are safe to retry. The SDK sends a
+//! write again when a try's answer is late (`crate::budget`), although the first try may
+//! have been applied; the retry then fails its condition (the change is made) and would
+//! read as "another sender made it", so nobody would act on it: no `endpoint.disabled`,
+//! no registry disable, a probe slot lost. So each change writes a token of its own call
+//! into an attribute of its kind, and a refused retry that finds its token there (the item
+//! as it is, `ALL_OLD`) knows the change is its own. One attribute per kind: a different
+//! change landing in between (another sender's) does not hide ours.
 
 use std::collections::HashMap;
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
-use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
 use chrono::{DateTime, Utc};
 use tern_core::health::{
     Bucket, EndpointHealth, HealthChange, HealthDelta, HealthStore, LONG_BUCKET_SECONDS,
@@ -148,6 +158,14 @@ fn from_item(item: &HashMap<String, AttributeValue>) -> Result<EndpointHealth, P
         degraded_at: time(item, "dg"),
         disabled_at: time(item, "da"),
     })
+}
+
+/// A token for one [`HealthStore::apply`] call: the random 8 bytes of a UUID v7 (62 random
+/// bits), enough to tell concurrent senders' writes of one item apart.
+fn change_token() -> AttributeValue {
+    AttributeValue::B(aws_sdk_dynamodb::primitives::Blob::new(
+        uuid::Uuid::now_v7().as_bytes()[8..].to_vec(),
+    ))
 }
 
 /// An update expression under construction: clauses and values.
@@ -335,6 +353,18 @@ impl HealthStore for DynamoHealthStore {
         now: DateTime<Utc>,
     ) -> Result<bool, PortError> {
         let mut u = Update::default();
+        // Where this kind of change leaves its call's token (see the module doc). Not
+        // two letters: `to` is a DynamoDB reserved word.
+        let token_attribute = match change {
+            HealthChange::Open { .. } => "t_op",
+            HealthChange::ClaimProbe { .. } => "t_pb",
+            HealthChange::Close => "t_cl",
+            HealthChange::Degrade { .. } => "t_dg",
+            HealthChange::Recover => "t_rc",
+            HealthChange::Disable => "t_da",
+        };
+        let token = change_token();
+        u.set(token_attribute, token.clone());
         let condition = match change {
             HealthChange::Open { next_probe_at } => {
                 u.set("op", ms(now));
@@ -380,21 +410,21 @@ impl HealthStore for DynamoHealthStore {
             .table_name(&self.table)
             .set_key(Some(key(tenant, endpoint)))
             .update_expression(u.expression())
-            .condition_expression(condition);
+            .condition_expression(condition)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
         for (name, value) in u.values {
             request = request.expression_attribute_values(name, value);
         }
         match request.send().await {
             Ok(_) => Ok(true),
-            Err(e)
-                if matches!(
-                    e.as_service_error(),
-                    Some(UpdateItemError::ConditionalCheckFailedException(_))
-                ) =>
-            {
-                Ok(false)
-            }
-            Err(e) => Err(port_error(e)),
+            Err(e) => match e.as_service_error() {
+                // Refused: made by another sender, or by an earlier try of this very call
+                // whose answer was lost (its token is on the item).
+                Some(UpdateItemError::ConditionalCheckFailedException(c)) => {
+                    Ok(c.item().and_then(|i| i.get(token_attribute)) == Some(&token))
+                }
+                _ => Err(port_error(e)),
+            },
         }
     }
 

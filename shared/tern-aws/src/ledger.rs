@@ -12,6 +12,18 @@
 //! delivery that succeeds at once costs two writes (claim, delivered), each on an item
 //! under 1 KB (one write capacity unit), and no read. Failed attempts keep their own rows
 //! with the response excerpt.
+//!
+//! Every conditional write here is safe to retry. The SDK sends a write again when a
+//! try's answer does not come within the per-try deadline (`crate::budget`), although
+//! the first try may have been applied. So each write recognises its own earlier try:
+//! - the claim and the takeover store a claim token, unique to one [`DeliveryLedger::claim`]
+//!   call (one processing of a message); a retry refused by the condition reads the item
+//!   as it is (`ALL_OLD`) and, finding its own token on the same attempt, is granted (or
+//!   taken over, with the takeover number on the item), not counted a duplicate;
+//! - the delivered marker finds this very try's success on the item;
+//! - `finish` is a plain overwrite of the holder's own claim (its condition stays true);
+//! - an attempt row that is already there is [`PortError::Rejected`], which callers take
+//!   as "recorded".
 
 use std::collections::HashMap;
 
@@ -164,22 +176,54 @@ fn ms(t: DateTime<Utc>) -> AttributeValue {
     n(t.timestamp_millis())
 }
 
-/// Why a first claim was refused, read from the state item as it was.
+/// Attribute of the state item holding the token of the [`DeliveryLedger::claim`] call
+/// that wrote the claim (or its latest takeover): 16 bytes, a UUID v7.
+const CLAIM_TOKEN: &str = "claim_token";
+
+/// A fresh claim token: unique to one claim call, so to one processing of a message.
+/// Sent unchanged by every try of the call's writes, so a retry can tell its own
+/// earlier try from another delivery's.
+fn claim_token() -> AttributeValue {
+    AttributeValue::B(aws_sdk_dynamodb::primitives::Blob::new(
+        uuid::Uuid::now_v7().as_bytes().to_vec(),
+    ))
+}
+
+/// The claim a holder of `takeover` has: the first claim (0) or the n-th takeover.
+fn held(takeover: u32) -> Claim {
+    if takeover == 0 {
+        Claim::Granted
+    } else {
+        Claim::TakenOver { takeover }
+    }
+}
+
+/// Why a claim or takeover write was refused, read from the state item as it is.
 enum Refusal {
     /// Delivered, or claimed by a holder that is alive or finished: do not POST.
     Settled(Claim),
     /// This attempt was claimed, never finished, and its lease ran out: take it over.
     Expired,
+    /// The item holds this call's own claim of this attempt: an earlier try of the same
+    /// write was applied and its answer lost (the SDK retried it). The claim is ours,
+    /// at takeover number `takeover` (0 for the first claim).
+    Ours {
+        /// The item's `claim_takeover`.
+        takeover: u32,
+    },
 }
 
 fn refusal(
     item: Option<&HashMap<String, AttributeValue>>,
     key: u64,
+    token: &AttributeValue,
     now: DateTime<Utc>,
 ) -> Refusal {
     let Some(item) = item else {
         return Refusal::Settled(Claim::AlreadyClaimed);
     };
+    // Delivered wins over our own claim: a slow earlier holder of this attempt may have
+    // delivered it after we took it over; then there is nothing left to send.
     if item.contains_key("delivered_at") {
         return Refusal::Settled(Claim::AlreadyDelivered);
     }
@@ -190,6 +234,13 @@ fn refusal(
     // Attempt keys use all 64 bits (replay count << 32): compare as u64.
     let same_attempt = matches!(item.get("claim_key"), Some(AttributeValue::N(v)) if v.parse::<u64>().ok() == Some(key));
     let unfinished = matches!(item.get("claim_done"), Some(AttributeValue::Bool(false)));
+    if same_attempt && unfinished && item.get(CLAIM_TOKEN) == Some(token) {
+        return Refusal::Ours {
+            takeover: number("claim_takeover")
+                .and_then(|t| u32::try_from(t).ok())
+                .unwrap_or(0),
+        };
+    }
     let expired = number("lease_until").is_some_and(|l| l < now.timestamp_millis());
     if same_attempt && unfinished && expired {
         Refusal::Expired
@@ -227,20 +278,28 @@ impl DynamoLedger {
     /// abandoned try unless its holder did. The condition repeats the check on the item
     /// as it is now, so of two redeliveries racing for it exactly one wins (the winner's
     /// new lease makes the other's condition fail).
+    ///
+    /// `token` is the claim call's own (see [`claim_token`]): a retried takeover whose
+    /// first try was applied finds it on the item and is the takeover it made.
     async fn take_over(
         &self,
         message: &DeliveryMessage,
         lease_until: DateTime<Utc>,
+        token: &AttributeValue,
     ) -> Result<Claim, PortError> {
         let now = Utc::now();
         let result = self
             .update_state(message)
             .update_expression(
-                "SET lease_until = :lease, claimed_at = :now, expires_at = :exp, \
+                "SET lease_until = :lease, claimed_at = :now, expires_at = :exp, claim_token = :tok, \
                  claim_takeover = if_not_exists(claim_takeover, :zero) + :one",
             )
+            // Never over this call's own takeover: a retry whose first try was applied
+            // must not count a second takeover (its lease can be over already when the
+            // lease given was short).
             .condition_expression(
-                "attribute_not_exists(delivered_at) AND claim_key = :k AND claim_done = :f AND lease_until < :now",
+                "attribute_not_exists(delivered_at) AND claim_key = :k AND claim_done = :f AND lease_until < :now \
+                 AND (attribute_not_exists(claim_token) OR claim_token <> :tok)",
             )
             .expression_attribute_values(":k", n(message.attempt_key()))
             .expression_attribute_values(":lease", ms(lease_until))
@@ -249,6 +308,7 @@ impl DynamoLedger {
             .expression_attribute_values(":one", n(1))
             .expression_attribute_values(":f", AttributeValue::Bool(false))
             .expression_attribute_values(":exp", self.expires_at())
+            .expression_attribute_values(":tok", token.clone())
             .return_values(ReturnValue::AllOld)
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send()
@@ -258,12 +318,18 @@ impl DynamoLedger {
             Err(e) => {
                 return match e.as_service_error() {
                     Some(UpdateItemError::ConditionalCheckFailedException(c)) => {
-                        Ok(match refusal(c.item(), message.attempt_key(), now) {
-                            Refusal::Settled(claim) => claim,
+                        match refusal(c.item(), message.attempt_key(), token, now) {
+                            Refusal::Settled(claim) => Ok(claim),
                             // Expired again already: someone else's takeover crashed in
                             // between; leave it to the next redelivery.
-                            Refusal::Expired => Claim::AlreadyClaimed,
-                        })
+                            Refusal::Expired => Ok(Claim::AlreadyClaimed),
+                            // Our first try took it over; its answer (the item as it was,
+                            // with the holder's start time) is lost: the takeover time is
+                            // the best bound for the abandoned try's row.
+                            Refusal::Ours { takeover } => Ok(self
+                                .abandoned(message, takeover.saturating_sub(1), None, now)
+                                .await),
+                        }
                     }
                     _ => Err(port_error(e)),
                 };
@@ -277,6 +343,19 @@ impl DynamoLedger {
             .and_then(|t| u32::try_from(t).ok())
             .unwrap_or(0);
         let claimed_at = number("claimed_at").and_then(DateTime::<Utc>::from_timestamp_millis);
+        Ok(self.abandoned(message, previous, claimed_at, now).await)
+    }
+
+    /// After a takeover at `now` of try `previous` of the message's attempt (claimed at
+    /// `claimed_at`, when known): records that try as abandoned, unless its holder
+    /// recorded it, and returns the taker's claim.
+    async fn abandoned(
+        &self,
+        message: &DeliveryMessage,
+        previous: u32,
+        claimed_at: Option<DateTime<Utc>>,
+        now: DateTime<Utc>,
+    ) -> Claim {
         let abandoned = AttemptRecord {
             event_id: message.event.id.clone(),
             endpoint_id: message.endpoint_id.clone(),
@@ -307,9 +386,9 @@ impl DynamoLedger {
                 tracing::warn!(error = %e, event_id = %message.event.id, "abandoned attempt not logged");
             }
         }
-        Ok(Claim::TakenOver {
+        Claim::TakenOver {
             takeover: previous.saturating_add(1),
-        })
+        }
     }
 
     /// Puts one attempt row, never over a recorded one: only an [`OUTCOME_ABANDONED`]
@@ -367,11 +446,12 @@ impl DeliveryLedger for DynamoLedger {
         lease_until: DateTime<Utc>,
     ) -> Result<Claim, PortError> {
         let now = Utc::now();
+        let token = claim_token();
         let result = self
             .update_state(message)
             .update_expression(
                 "SET claim_key = :k, lease_until = :lease, claim_done = :f, endpoint_id = :ep, \
-                 expires_at = :exp, claimed_at = :now, claim_takeover = :zero",
+                 expires_at = :exp, claimed_at = :now, claim_token = :tok, claim_takeover = :zero",
             )
             // Granted when the pair is not delivered and nobody claimed it, or only an
             // earlier attempt was claimed. A takeover of this very attempt is a second
@@ -386,6 +466,7 @@ impl DeliveryLedger for DynamoLedger {
             .expression_attribute_values(":f", AttributeValue::Bool(false))
             .expression_attribute_values(":ep", AttributeValue::S(message.endpoint_id.to_string()))
             .expression_attribute_values(":exp", self.expires_at())
+            .expression_attribute_values(":tok", token.clone())
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send()
             .await;
@@ -393,9 +474,11 @@ impl DeliveryLedger for DynamoLedger {
             Ok(_) => Ok(Claim::Granted),
             Err(e) => match e.as_service_error() {
                 Some(UpdateItemError::ConditionalCheckFailedException(c)) => {
-                    match refusal(c.item(), message.attempt_key(), now) {
+                    match refusal(c.item(), message.attempt_key(), &token, now) {
                         Refusal::Settled(claim) => Ok(claim),
-                        Refusal::Expired => self.take_over(message, lease_until).await,
+                        // Our own first try was applied: the claim is ours.
+                        Refusal::Ours { takeover } => Ok(held(takeover)),
+                        Refusal::Expired => self.take_over(message, lease_until, &token).await,
                     }
                 }
                 _ => Err(port_error(e)),
@@ -416,7 +499,8 @@ impl DeliveryLedger for DynamoLedger {
         if state == DeliveryState::Delivered {
             update.push_str(", delivered_at = :now");
         }
-        self.client
+        let result = self
+            .client
             .update_item()
             .table_name(&self.table)
             .key("event_id", AttributeValue::S(message.event.id.to_string()))
@@ -428,9 +512,27 @@ impl DeliveryLedger for DynamoLedger {
             .expression_attribute_values(":s", AttributeValue::S(state_text))
             .expression_attribute_values(":now", AttributeValue::S(Utc::now().to_rfc3339()))
             .send()
-            .await
-            .map_err(port_error)?;
-        Ok(())
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            // The claim is not this attempt's (a later attempt claimed the pair, or it was
+            // never claimed): there is nothing of ours to mark, now or on a retry. A
+            // retried finish whose first try landed meets a true condition again.
+            Err(e)
+                if matches!(
+                    e.as_service_error(),
+                    Some(UpdateItemError::ConditionalCheckFailedException(_))
+                ) =>
+            {
+                Err(PortError::Rejected(format!(
+                    "event {} endpoint {}: attempt {} holds no claim to finish",
+                    message.event.id,
+                    message.endpoint_id,
+                    message.attempt_key()
+                )))
+            }
+            Err(e) => Err(port_error(e)),
+        }
     }
 
     async fn record_attempt(&self, record: &AttemptRecord) -> Result<(), PortError> {
@@ -552,5 +654,62 @@ impl DeliveryLedger for DynamoLedger {
                 return Ok(records);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(token: &AttributeValue, lease_ms: i64) -> HashMap<String, AttributeValue> {
+        HashMap::from([
+            ("claim_key".to_owned(), n(7)),
+            ("claim_done".to_owned(), AttributeValue::Bool(false)),
+            ("lease_until".to_owned(), n(lease_ms)),
+            ("claim_takeover".to_owned(), n(2)),
+            (CLAIM_TOKEN.to_owned(), token.clone()),
+        ])
+    }
+
+    #[test]
+    fn a_refused_write_is_ours_only_with_our_token_on_the_same_unfinished_attempt() {
+        let now = Utc::now();
+        let live = (now + chrono::Duration::seconds(60)).timestamp_millis();
+        let over = (now - chrono::Duration::seconds(1)).timestamp_millis();
+        let (mine, theirs) = (claim_token(), claim_token());
+        assert_ne!(mine, theirs, "each claim call has its own token");
+        let ours = |i: &HashMap<String, AttributeValue>, key| {
+            matches!(
+                refusal(Some(i), key, &mine, now),
+                Refusal::Ours { takeover: 2 }
+            )
+        };
+        assert!(ours(&item(&mine, live), 7));
+        assert!(
+            ours(&item(&mine, over), 7),
+            "even when the lease given was short"
+        );
+        // Another holder's live claim: a true duplicate.
+        assert!(matches!(
+            refusal(Some(&item(&theirs, live)), 7, &mine, now),
+            Refusal::Settled(Claim::AlreadyClaimed)
+        ));
+        assert!(matches!(
+            refusal(Some(&item(&theirs, over)), 7, &mine, now),
+            Refusal::Expired
+        ));
+        // Our token but a later attempt's key, a finished claim, or a delivered pair.
+        assert!(!ours(&item(&mine, live), 8));
+        let mut done = item(&mine, live);
+        done.insert("claim_done".into(), AttributeValue::Bool(true));
+        assert!(!ours(&done, 7));
+        let mut delivered = item(&mine, live);
+        delivered.insert("delivered_at".into(), AttributeValue::S(now.to_rfc3339()));
+        assert!(matches!(
+            refusal(Some(&delivered), 7, &mine, now),
+            Refusal::Settled(Claim::AlreadyDelivered)
+        ));
+        assert_eq!(held(0), Claim::Granted);
+        assert_eq!(held(3), Claim::TakenOver { takeover: 3 });
     }
 }

@@ -256,7 +256,9 @@ pub struct AttemptRecord {
 pub trait DeliveryLedger: Send + Sync {
     /// Atomically claims attempt `message.attempt_key()` of the delivery, with a lease
     /// until `lease_until`. Granted only when the pair is not delivered and no other
-    /// message holds this or a later attempt. An expired, unfinished lease on the same
+    /// message holds this or a later attempt. Each call is one processing of a message:
+    /// a store that retries the write must recognise its own earlier try (granted, or
+    /// taken over with that takeover's number), never count it another holder. An expired, unfinished lease on the same
     /// attempt can be taken over (its holder crashed): that is [`Claim::TakenOver`], and
     /// the ledger records the abandoned try in the attempt log (outcome
     /// [`OUTCOME_ABANDONED`]) unless its holder recorded it. One conditional write in the
@@ -267,7 +269,10 @@ pub trait DeliveryLedger: Send + Sync {
         lease_until: DateTime<Utc>,
     ) -> Result<Claim, PortError>;
 
-    /// Marks the claimed attempt finished with `state`.
+    /// Marks the claimed attempt finished with `state`. Safe to call again (a retried
+    /// call changes nothing). [`PortError::Rejected`] when the pair holds no claim of
+    /// this attempt (a later attempt claimed it, or it was never claimed): there is
+    /// nothing to mark, and trying again will not change that.
     async fn finish(
         &self,
         message: &DeliveryMessage,

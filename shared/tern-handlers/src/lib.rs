@@ -8,6 +8,7 @@ pub mod config;
 pub mod endpoint_cache;
 pub mod health;
 pub mod logging;
+pub mod markers;
 pub mod metrics;
 pub mod relay;
 pub mod replay;

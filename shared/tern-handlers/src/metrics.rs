@@ -57,6 +57,10 @@ pub struct Counts {
     pub endpoints_auto_disabled: u64,
     /// Operational events published (`endpoint.degraded`, `.disabled`, `.recovered`).
     pub operational_events: u64,
+    /// Delivered or finish markers still not written when their retry window closed
+    /// (`crate::markers`): each may let a later copy of its message be POSTed again.
+    /// The `MarkersLost` alarm fires on any.
+    pub markers_lost: u64,
     /// Attempt latencies, in milliseconds.
     pub latencies_ms: Vec<u64>,
 }
@@ -127,6 +131,7 @@ impl Metrics {
             ("CircuitsClosed", c.circuits_closed),
             ("EndpointsAutoDisabled", c.endpoints_auto_disabled),
             ("OperationalEvents", c.operational_events),
+            ("MarkersLost", c.markers_lost),
         ];
         let mut doc = Map::new();
         let mut defs = Vec::new();

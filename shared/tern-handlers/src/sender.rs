@@ -36,6 +36,7 @@ use tern_http::{AttemptReport, AttemptRequest, DeliveryClient};
 
 use crate::config::SenderPolicy;
 use crate::health::{Admission, BatchGate, BatchHealth, CircuitBreaker, EndpointKey};
+use crate::markers;
 use crate::metrics::Metrics;
 
 /// Added to the longest attempt deadline to get a claim's lease, in seconds. The delivery
@@ -517,18 +518,17 @@ async fn attempt(
 
     match &outcome {
         MessageOutcome::Delivered { .. } => {
-            // Best effort, like `finish`: the POST succeeded; a lost marker can at worst
-            // let a late duplicate through after the lease expires.
-            if let Err(e) = deps.ledger.record_delivered(&message, &record).await {
-                tracing::warn!(error = %e, delivery_id = %message.delivery_id, "delivery not recorded");
-            }
+            // The POST succeeded: the marker stops a second one. Retried within the
+            // attempt's budget; a lost one is counted (crate::markers).
+            let retry = markers::MarkerRetry::default();
+            markers::mark_delivered(deps.ledger.as_ref(), &message, &record, &retry, metrics).await;
         }
         MessageOutcome::Retrying { wait_seconds, .. } => {
             let first = message.first_attempt_at.unwrap_or(started);
             let next = message.next_attempt(first, status, error);
             enqueue_retry(deps, &next, *wait_seconds).await?;
             metrics.update(|c| c.retries += 1);
-            finish(deps, &message, DeliveryState::Retrying).await;
+            finish(deps, &message, DeliveryState::Retrying, metrics).await;
         }
         MessageOutcome::DeadLettered { reason, .. } => {
             let last = Some((status, error));
@@ -659,12 +659,17 @@ async fn flush_deferred(
 /// Most entries of one `SendMessageBatch` call (SQS quota).
 const MAX_BATCH_ENTRIES: usize = 10;
 
-async fn finish(deps: &SenderDeps, message: &DeliveryMessage, state: DeliveryState) {
-    // Best effort: the work is done and queued; a lost marker can at worst let a late
-    // duplicate through after the lease expires, never lose a delivery.
-    if let Err(e) = deps.ledger.finish(message, state).await {
-        tracing::warn!(error = %e, delivery_id = %message.delivery_id, "delivery state not recorded");
-    }
+async fn finish(
+    deps: &SenderDeps,
+    message: &DeliveryMessage,
+    state: DeliveryState,
+    metrics: &Metrics,
+) {
+    // The work is done and queued; the marker stops a later copy of the message from
+    // taking the claim over and POSTing again. Retried within the attempt's budget; a
+    // lost one is counted (crate::markers).
+    let retry = markers::MarkerRetry::default();
+    markers::mark_finished(deps.ledger.as_ref(), message, state, &retry, metrics).await;
 }
 
 /// Dead-letters a delivery, records it, and for 410 Gone disables the endpoint.
@@ -755,7 +760,7 @@ async fn dead_letter_after(
             tracing::warn!(error = %e, endpoint_id = %message.endpoint_id, "endpoint not disabled after 410");
         }
     }
-    finish(deps, message, DeliveryState::DeadLettered).await;
+    finish(deps, message, DeliveryState::DeadLettered, metrics).await;
     Ok(MessageOutcome::DeadLettered { reason, attempts })
 }
 

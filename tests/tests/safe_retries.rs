@@ -1,0 +1,476 @@
+//! Issue 15, items 0 and 8: every conditional write Tern makes is safe to retry, and the
+//! markers that stop a second POST (delivered, finished) are not lost to throttling.
+//!
+//! On moto through the fault proxy (`tern_tests::fault_proxy`), which forwards a write
+//! and holds its answer past the SDK's per-try timeout (2 s), so the SDK sends the write
+//! again although the first one was applied; or answers DynamoDB's own throttling error.
+//! Receivers are real HTTP servers on 127.0.0.1.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use chrono::Utc;
+use tern_core::ports::Claim;
+use tern_core::{DeliveryMessage, Endpoint};
+use tern_handlers::metrics::{Metrics, MetricsSink};
+use tern_handlers::sender::MessageOutcome;
+use tern_local::LocalOptions;
+use tern_local::local::LocalTern;
+use tern_local::pollers::LocalEvent;
+use tern_tests::fault_proxy::{Fault, FaultProxy, Rule, Service};
+use tern_tests::*;
+
+/// An answer held this long comes after the SDK's per-try deadline: the SDK gives up on
+/// the try and sends the request again.
+fn past_the_try_deadline() -> Duration {
+    tern_aws::budget::ATTEMPT_TIMEOUT + Duration::from_millis(700)
+}
+
+/// Text only the first claim's UpdateItem carries (its update expression).
+const CLAIM_WRITE: &str = "claim_takeover = :zero";
+/// Text only a takeover's UpdateItem carries.
+const TAKEOVER_WRITE: &str = "claim_takeover = if_not_exists";
+/// Text only the delivered marker's UpdateItem carries (its update expression).
+const DELIVERED_WRITE: &str = "ok_status = :status";
+/// Text only `finish` of a delivery that will be retried carries (its state value).
+const RETRYING_FINISH: &str = r#"{"S":"retrying"}"#;
+
+fn options() -> LocalOptions {
+    LocalOptions {
+        time_scale: 0.001,
+        lookup: Some(no_dns()),
+        ..LocalOptions::default()
+    }
+}
+
+fn metrics() -> Metrics {
+    Metrics::new("Tern", MetricsSink::Discard)
+}
+
+fn message(tenant: &str, ep: &Endpoint, n: u32) -> DeliveryMessage {
+    let event = tern_outbox::OutboxWriter::new("unused")
+        .prepare("order.paid", tenant, format!(r#"{{"n":{n}}}"#))
+        .expect("event")
+        .event;
+    DeliveryMessage::first(event, ep.id.clone())
+}
+
+fn delay_claims(proxy: &FaultProxy, write: &str, times: usize) -> tern_tests::fault_proxy::RuleId {
+    proxy.add(
+        Rule::on(
+            Service::DynamoDb,
+            "UpdateItem",
+            Fault::DelayAnswer(past_the_try_deadline()),
+        )
+        .body_contains(write)
+        .first(times),
+    )
+}
+
+/// The delivery's state item, read straight from the table.
+async fn state_item(local: &LocalTern, m: &DeliveryMessage) -> HashMap<String, AttributeValue> {
+    local
+        .dynamodb()
+        .get_item()
+        .table_name(&local.resources.attempts_table)
+        .key("event_id", AttributeValue::S(m.event.id.to_string()))
+        .key("sk", AttributeValue::S(format!("state#{}", m.endpoint_id)))
+        .consistent_read(true)
+        .send()
+        .await
+        .expect("GetItem")
+        .item
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_whose_answer_comes_after_the_try_deadline_is_granted() {
+    let proxy = moto_proxy().await;
+    let local = deployment_through_without_pollers(&proxy, "claim-slow", options()).await;
+    let ledger = local.sender.ledger.clone();
+    let ep = add_endpoint(&local, "tnt_slow", "http://127.0.0.1:9/x", &["*"], None).await;
+    let m = message("tnt_slow", &ep, 1);
+    let rule = delay_claims(&proxy, CLAIM_WRITE, 1);
+    let before = proxy.count(&Service::DynamoDb, "UpdateItem");
+
+    let lease = Utc::now() + chrono::Duration::seconds(60);
+    let claim = ledger.claim(&m, lease).await.expect("claim");
+
+    assert_eq!(proxy.fired(rule), 1, "the first try's answer was held");
+    assert!(
+        proxy.count(&Service::DynamoDb, "UpdateItem") - before >= 2,
+        "the SDK sent the claim again: {:?}",
+        proxy.seen()
+    );
+    assert_eq!(
+        claim,
+        Claim::Granted,
+        "our own earlier try landed: the claim is ours"
+    );
+    // And it is a real claim: another copy of the message is refused while it lives.
+    assert_eq!(
+        ledger.claim(&m, lease).await.expect("second copy"),
+        Claim::AlreadyClaimed
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_takeover_whose_answer_comes_after_the_try_deadline_is_taken_over_with_its_number() {
+    let proxy = moto_proxy().await;
+    let local = deployment_through_without_pollers(&proxy, "takeover-slow", options()).await;
+    let ledger = local.sender.ledger.clone();
+    let ep = add_endpoint(&local, "tnt_take", "http://127.0.0.1:9/x", &["*"], None).await;
+    let past = || Utc::now() - chrono::Duration::seconds(1);
+    let live = || Utc::now() + chrono::Duration::seconds(60);
+
+    // A holder crashed (its lease is over); the redelivery's takeover is applied and
+    // retried. Its retry meets its own live lease.
+    let a = message("tnt_take", &ep, 1);
+    assert_eq!(ledger.claim(&a, past()).await.unwrap(), Claim::Granted);
+    let rule = delay_claims(&proxy, TAKEOVER_WRITE, 1);
+    let claim = ledger.claim(&a, live()).await.expect("takeover");
+    assert_eq!(proxy.fired(rule), 1, "the takeover's answer was held");
+    assert_eq!(
+        claim,
+        Claim::TakenOver { takeover: 1 },
+        "our own takeover landed"
+    );
+    assert_eq!(
+        ledger.claim(&a, live()).await.unwrap(),
+        Claim::AlreadyClaimed,
+        "and it is a real claim: the next copy is refused"
+    );
+
+    // The same when the taker crashes too: its retry must not take over a second time,
+    // and the next takeover gets the next number.
+    let b = message("tnt_take", &ep, 2);
+    assert_eq!(ledger.claim(&b, past()).await.unwrap(), Claim::Granted);
+    for (expected, lease) in [(1, past()), (2, live())] {
+        let rule = delay_claims(&proxy, TAKEOVER_WRITE, 1);
+        let claim = ledger.claim(&b, lease).await.expect("takeover");
+        assert_eq!(proxy.fired(rule), 1, "takeover {expected}: answer held");
+        assert_eq!(
+            claim,
+            Claim::TakenOver { takeover: expected },
+            "our own earlier try landed: the takeover is ours, with its number"
+        );
+    }
+    // Each abandoned try has its placeholder row: the first holder's and takeover 1's.
+    let rows: Vec<(u32, String)> = ledger
+        .history(&b.event.id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.takeover, r.outcome))
+        .collect();
+    assert_eq!(
+        rows,
+        [(0, "abandoned".to_owned()), (1, "abandoned".to_owned())],
+        "{rows:?}"
+    );
+    let item = state_item(&local, &b).await;
+    assert_eq!(
+        item.get("claim_takeover"),
+        Some(&AttributeValue::N("2".into()))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_true_duplicate_is_refused_even_when_its_own_claim_is_retried() {
+    let proxy = moto_proxy().await;
+    let local = deployment_through_without_pollers(&proxy, "true-dup", options()).await;
+    let receiver = Receiver::start().await.unwrap();
+    let tenant = "tnt_dup";
+    let ep = add_endpoint(&local, tenant, &receiver.url("/d"), &["*"], None).await;
+
+    // Another copy of the message is being processed: it holds a live claim.
+    let m = message(tenant, &ep, 1);
+    let lease = Utc::now() + chrono::Duration::seconds(60);
+    assert_eq!(
+        local.sender.ledger.claim(&m, lease).await.unwrap(),
+        Claim::Granted
+    );
+    // This copy's claim is applied-and-retried too: its retry meets the other's claim,
+    // which is not its own.
+    let rule = delay_claims(&proxy, CLAIM_WRITE, 1);
+    let (response, results) =
+        tern_handlers::sender::handle(&local.sender, sqs_event(&[m.to_body()]), &metrics()).await;
+    assert!(response.batch_item_failures.is_empty(), "{results:?}");
+    assert_eq!(proxy.fired(rule), 1);
+    assert_eq!(
+        results[0].1,
+        Ok(MessageOutcome::Duplicate(Claim::AlreadyClaimed)),
+        "another delivery owns the pair"
+    );
+
+    // A delivered pair: a late copy whose claim is retried is not sent either.
+    let d = message(tenant, &ep, 2);
+    let (_, results) =
+        tern_handlers::sender::handle(&local.sender, sqs_event(&[d.to_body()]), &metrics()).await;
+    assert_eq!(results[0].1, Ok(MessageOutcome::Delivered { attempt: 1 }));
+    let rule = delay_claims(&proxy, CLAIM_WRITE, 1);
+    let (_, results) =
+        tern_handlers::sender::handle(&local.sender, sqs_event(&[d.to_body()]), &metrics()).await;
+    assert_eq!(proxy.fired(rule), 1);
+    assert_eq!(
+        results[0].1,
+        Ok(MessageOutcome::Duplicate(Claim::AlreadyDelivered))
+    );
+    assert_eq!(
+        receiver.requests("/d").len(),
+        1,
+        "one POST: the delivered pair's"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delivery_whose_claim_answer_is_delayed_is_posted_once_and_ends_delivered() {
+    let proxy = moto_proxy().await;
+    let (local, mut reports) = deployment_through(&proxy, "claim-e2e", options()).await;
+    let receiver = Receiver::start().await.unwrap();
+    let tenant = "tnt_e2e";
+    let ep = add_endpoint(&local, tenant, &receiver.url("/e2e"), &["order.paid"], None).await;
+    let rule = delay_claims(&proxy, CLAIM_WRITE, 1);
+
+    let event = publish(&local, "order.paid", tenant, r#"{"order":"o-1"}"#).await;
+
+    // The sender reports what it did with the message: delivered, once.
+    let mut outcomes = Vec::new();
+    let reported = tokio::time::timeout(Duration::from_secs(60), async {
+        while let Some(report) = reports.recv().await {
+            if let LocalEvent::Sent(results) = report {
+                outcomes.extend(results.into_iter().map(|(_, r)| r));
+                if outcomes
+                    .iter()
+                    .any(|o| !matches!(o, Err(_) | Ok(MessageOutcome::Waiting { .. })))
+                {
+                    return;
+                }
+            }
+        }
+    })
+    .await;
+    assert!(
+        reported.is_ok(),
+        "no sender report within 60 s: {outcomes:?}"
+    );
+    assert_eq!(proxy.fired(rule), 1, "the claim's answer was held");
+    assert_eq!(
+        outcomes,
+        [Ok(MessageOutcome::Delivered { attempt: 1 })],
+        "delivered, not dropped as a duplicate of itself"
+    );
+    let posts = receiver.requests("/e2e");
+    assert_eq!(posts.len(), 1, "exactly one POST");
+    assert_eq!(posts[0].header("webhook-id"), Some(event.as_str()));
+    // The ledger says delivered: a later copy of the message would not be sent.
+    let h = attempts_of(&local, &event, &ep).await;
+    assert_eq!(
+        h.iter().map(|r| r.outcome.as_str()).collect::<Vec<_>>(),
+        ["delivered"],
+        "{h:#?}"
+    );
+}
+
+fn throttle(
+    proxy: &FaultProxy,
+    write: &str,
+    times: Option<usize>,
+) -> tern_tests::fault_proxy::RuleId {
+    let rule = Rule::on(Service::DynamoDb, "UpdateItem", Fault::Throttle).body_contains(write);
+    proxy.add(match times {
+        Some(n) => rule.first(n),
+        None => rule,
+    })
+}
+
+/// The SDK's own tries per call (`tern_aws::budget::MAX_ATTEMPTS`): one more throttle
+/// than this fails a whole ledger call, which only the sender's marker retry survives.
+fn beyond_the_sdk() -> usize {
+    usize::try_from(tern_aws::budget::MAX_ATTEMPTS).unwrap() + 1
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn throttled_markers_are_tried_again_until_they_land() {
+    let proxy = moto_proxy().await;
+    let local = deployment_through_without_pollers(&proxy, "marker-lands", options()).await;
+    let receiver = Receiver::start().await.unwrap();
+    receiver.set("/fail", Behavior::Always(Reply::status(500)));
+    let tenant = "tnt_mark";
+    let ok = add_endpoint(&local, tenant, &receiver.url("/ok"), &["*"], None).await;
+    let failing = add_endpoint(&local, tenant, &receiver.url("/fail"), &["*"], None).await;
+    let delivered = throttle(&proxy, DELIVERED_WRITE, Some(beyond_the_sdk()));
+    let finished = throttle(&proxy, RETRYING_FINISH, Some(beyond_the_sdk()));
+
+    let (d, r) = (message(tenant, &ok, 1), message(tenant, &failing, 2));
+    let m = metrics();
+    let (response, results) =
+        tern_handlers::sender::handle(&local.sender, sqs_event(&[d.to_body(), r.to_body()]), &m)
+            .await;
+    assert!(response.batch_item_failures.is_empty(), "{results:?}");
+    assert_eq!(results[0].1, Ok(MessageOutcome::Delivered { attempt: 1 }));
+    assert!(
+        matches!(
+            results[1].1,
+            Ok(MessageOutcome::Retrying { attempt: 1, .. })
+        ),
+        "{results:?}"
+    );
+    assert_eq!(
+        proxy.fired(delivered),
+        beyond_the_sdk(),
+        "a whole call was throttled"
+    );
+    assert_eq!(
+        proxy.fired(finished),
+        beyond_the_sdk(),
+        "a whole call was throttled"
+    );
+
+    // Both markers landed: the pair is delivered, the failed attempt's claim finished.
+    let item = state_item(&local, &d).await;
+    assert!(
+        item.contains_key("delivered_at"),
+        "delivered marker lost: {item:?}"
+    );
+    let item = state_item(&local, &r).await;
+    assert_eq!(
+        item.get("claim_done"),
+        Some(&AttributeValue::Bool(true)),
+        "{item:?}"
+    );
+    assert_eq!(
+        item.get("delivery_state"),
+        Some(&AttributeValue::S("retrying".into()))
+    );
+    assert_eq!(m.snapshot().markers_lost, 0);
+    // So a later copy of the delivered message is not sent.
+    let (_, results) =
+        tern_handlers::sender::handle(&local.sender, sqs_event(&[d.to_body()]), &metrics()).await;
+    assert_eq!(
+        results[0].1,
+        Ok(MessageOutcome::Duplicate(Claim::AlreadyDelivered))
+    );
+    assert_eq!(receiver.requests("/ok").len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn markers_throttled_past_their_window_are_counted_lost() {
+    let proxy = moto_proxy().await;
+    let local = deployment_through_without_pollers(&proxy, "marker-lost", options()).await;
+    let receiver = Receiver::start().await.unwrap();
+    receiver.set("/fail", Behavior::Always(Reply::status(500)));
+    let tenant = "tnt_lost";
+    let ok = add_endpoint(&local, tenant, &receiver.url("/ok"), &["*"], None).await;
+    let failing = add_endpoint(&local, tenant, &receiver.url("/fail"), &["*"], None).await;
+    let delivered = throttle(&proxy, DELIVERED_WRITE, None);
+    let finished = throttle(&proxy, RETRYING_FINISH, None);
+
+    let (d, r) = (message(tenant, &ok, 1), message(tenant, &failing, 2));
+    let m = metrics();
+    let (response, results) =
+        tern_handlers::sender::handle(&local.sender, sqs_event(&[d.to_body(), r.to_body()]), &m)
+            .await;
+    // The deliveries' outcomes stand (the POST was made, the retry queued) ...
+    assert!(response.batch_item_failures.is_empty(), "{results:?}");
+    assert_eq!(results[0].1, Ok(MessageOutcome::Delivered { attempt: 1 }));
+    assert!(
+        matches!(
+            results[1].1,
+            Ok(MessageOutcome::Retrying { attempt: 1, .. })
+        ),
+        "{results:?}"
+    );
+    // ... each marker was tried beyond the SDK's own tries, then counted lost.
+    assert!(
+        proxy.fired(delivered) > beyond_the_sdk(),
+        "{}",
+        proxy.fired(delivered)
+    );
+    assert!(
+        proxy.fired(finished) > beyond_the_sdk(),
+        "{}",
+        proxy.fired(finished)
+    );
+    assert_eq!(m.snapshot().markers_lost, 2, "{:?}", m.snapshot());
+    let emf = m.emf(0).expect("metrics");
+    assert_eq!(emf["MarkersLost"], 2, "{emf}");
+    assert!(!state_item(&local, &d).await.contains_key("delivered_at"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_health_change_whose_answer_comes_after_the_try_deadline_is_its_callers() {
+    use tern_core::health::{HealthChange, HealthDelta, HealthStore, LastFailure};
+    let proxy = moto_proxy().await;
+    let local = deployment_through_without_pollers(&proxy, "health-slow", options()).await;
+    // The store as the sender wires it: the SDK's per-try deadline and retries.
+    let store = tern_aws::DynamoHealthStore::new(
+        aws_sdk_dynamodb::Client::new(&tern_aws::budget::bounded(&local.aws)),
+        &local.resources.health_table,
+    );
+    let tenant = tern_core::TenantId::new("tnt_health").unwrap();
+    let endpoint = tern_core::EndpointId::generate();
+    let now = Utc::now();
+    let mut delta = HealthDelta::new(now);
+    delta.add(
+        now,
+        Some(LastFailure {
+            at: now,
+            status: Some(503),
+            error_class: None,
+            error: None,
+        }),
+    );
+    store
+        .record(&tenant, &endpoint, &delta, 600, None)
+        .await
+        .expect("record");
+
+    // Each change's answer is held: the SDK sends it again, and the retry meets the
+    // change already made. The caller made it, so the caller reports it.
+    let probe = now + chrono::Duration::seconds(60);
+    let changes = [
+        (
+            "attribute_not_exists(op)",
+            HealthChange::Open {
+                next_probe_at: probe,
+            },
+        ),
+        (
+            "AND np = ",
+            HealthChange::ClaimProbe {
+                seen: Some(probe),
+                next_probe_at: probe + chrono::Duration::seconds(60),
+            },
+        ),
+        ("attribute_not_exists(da)", HealthChange::Disable),
+    ];
+    for (text, change) in changes {
+        let rule = proxy.add(
+            Rule::on(
+                Service::DynamoDb,
+                "UpdateItem",
+                Fault::DelayAnswer(past_the_try_deadline()),
+            )
+            .body_contains(text)
+            .first(1),
+        );
+        let made = store
+            .apply(&tenant, &endpoint, &change, Utc::now())
+            .await
+            .expect("apply");
+        assert_eq!(proxy.fired(rule), 1, "{change:?}: answer held");
+        assert!(made, "{change:?}: our own earlier try made it; it is ours");
+        // Another sender making the same change now is refused: it is made once.
+        assert!(
+            !store
+                .apply(&tenant, &endpoint, &change, Utc::now())
+                .await
+                .expect("apply"),
+            "{change:?}"
+        );
+    }
+    let h = store.get(&tenant, &endpoint).await.unwrap().unwrap();
+    assert!(h.opened_at.is_some() && h.disabled_at.is_some(), "{h:?}");
+}
