@@ -19,7 +19,7 @@ use tern_core::{
 use tern_handlers::config::{DestinationSettings, Env};
 use tern_handlers::metrics::{Metrics, MetricsSink};
 use tern_handlers::replay::{ReplayDeps, ReplayFilters, ReplayRequest};
-use tern_http::{DestinationPolicy, SystemLookup};
+use tern_http::DnsResolver;
 use tern_ops::{self as ops, NewEndpoint, OpsError};
 
 #[cfg(feature = "local")]
@@ -822,11 +822,8 @@ async fn endpoints(
                     description,
                     secret: None,
                 },
-                &DestinationPolicy {
-                    https_only: destinations.https_only,
-                    allow: destinations.allow,
-                },
-                &SystemLookup,
+                &destinations.policy(),
+                &DnsResolver::system(),
             )
             .await?;
             if json {
@@ -926,11 +923,8 @@ async fn endpoints(
                 tenant.as_ref(),
                 &id,
                 &update,
-                &DestinationPolicy {
-                    https_only: destinations.https_only,
-                    allow: destinations.allow,
-                },
-                &SystemLookup,
+                &destinations.policy(),
+                &DnsResolver::system(),
             )
             .await?;
             if !json {
