@@ -196,7 +196,12 @@ impl HostLookup for DnsResolver {
     fn lookup(&self, host: String) -> Resolving {
         let this = self.clone();
         Box::pin(async move {
-            let ips = this.resolve(&host).await.map_err(Box::new)?;
+            // Boxed as the trait object itself (not a `Box<DnsError>` inside one), so the
+            // classification can downcast it.
+            let ips = this
+                .resolve(&host)
+                .await
+                .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)?;
             let addrs: Addrs = Box::new(
                 ips.into_iter()
                     .map(|ip| SocketAddr::new(ip, 0))
