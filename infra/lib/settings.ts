@@ -102,6 +102,11 @@ export interface TernSettings {
     readonly outboxTtlDays: number;
     readonly attemptLogTtlDays: number;
     readonly httpsOnly: boolean;
+    /**
+     * Judge a NAT64 address (64:ff9b::/96, RFC 6052) by the IPv4 it embeds instead of refusing it:
+     * for senders in an IPv6-only or DNS64 network. The sender's TERN_NAT64; default false.
+     */
+    readonly nat64: boolean;
   };
   /** DynamoDB capacity: the mode (default on-demand) and, for provisioned mode, each table's auto scaling range. */
   readonly capacity: {
@@ -192,6 +197,9 @@ export function loadSettings(file: string = path.join(INFRA_DIR, 'settings.json'
   const target = s.capacity.targetUtilizationPercent;
   if (typeof target !== 'number' || target < 20 || target > 90) {
     throw new Error(`settings.json: capacity.targetUtilizationPercent must be in 20..90, got ${JSON.stringify(target)}`);
+  }
+  if (typeof s.delivery?.nat64 !== 'boolean') {
+    throw new Error(`settings.json: delivery.nat64 must be true or false, got ${JSON.stringify(s.delivery?.nat64)}`);
   }
   if (!Array.isArray(s.delivery.retrySchedule) || s.delivery.retrySchedule.length === 0) {
     throw new Error('settings.json: delivery.retrySchedule must be a non-empty array of seconds');
