@@ -403,3 +403,65 @@ async fn our_resolver_failing_60_percent_charges_nothing_and_everything_arrives(
         .collect();
     assert!(dead.is_empty(), "{dead:?}");
 }
+
+/// The sender counts a failure on our side in `OurFailures` (and in `AttemptsFailed`), and
+/// not a receiver's failure; handler-level, over in-memory ports.
+#[tokio::test]
+async fn the_sender_counts_our_failures_in_their_own_metric() {
+    use tern_handlers::metrics::{Metrics, MetricsSink};
+    use tern_tests::fakes::{MemEndpoints, MemLedger, MemQueue};
+
+    let receiver = Receiver::start().await.expect("receiver");
+    receiver.set("/down", Behavior::Always(Reply::status(500)));
+    let endpoints = Arc::new(MemEndpoints::default());
+    let tenant = "tnt_our_metric";
+    let endpoint = |url: String| {
+        let e = tern_core::Endpoint::new(
+            tern_core::EndpointId::generate(),
+            tern_core::TenantId::new(tenant).unwrap(),
+            url,
+            vec!["*".into()],
+            tern_core::Secret::generate(),
+            chrono::Utc::now(),
+        );
+        e.validate().unwrap();
+        endpoints.endpoints.lock().unwrap().push(e.clone());
+        e
+    };
+    // Our resolver fails every lookup of `flaky.test`; the loopback receiver answers 500.
+    let ours = endpoint("http://flaky.test/hook".to_owned());
+    let theirs = endpoint(receiver.url("/down"));
+    let deps = tern_handlers::sender::SenderDeps {
+        endpoints: endpoints.clone(),
+        ledger: Arc::new(MemLedger::default()),
+        delivery_queue: Arc::new(MemQueue::default()),
+        dlq: Arc::new(MemQueue::default()),
+        scheduler: None,
+        client: client(Arc::new(FlakyResolver {
+            // Starts on a failing residue (0 mod 5).
+            lookups: AtomicUsize::new(0),
+        })),
+        policy: tern_handlers::config::SenderPolicy::default(),
+        breaker: None,
+    };
+    let body = |ep: &tern_core::Endpoint| {
+        let event = tern_outbox::OutboxWriter::new("unused")
+            .prepare("order.paid", tenant, r#"{"m":1}"#)
+            .unwrap()
+            .event;
+        tern_core::DeliveryMessage::first(event, ep.id.clone()).to_body()
+    };
+    let metrics = Metrics::new("Tern", MetricsSink::Discard);
+    let (response, results) =
+        tern_handlers::sender::handle(&deps, sqs_event(&[body(&ours), body(&theirs)]), &metrics)
+            .await;
+    assert!(response.batch_item_failures.is_empty(), "{results:?}");
+    let counts = metrics.snapshot();
+    assert_eq!(
+        (counts.attempts, counts.attempts_failed, counts.our_failures),
+        (2, 2, 1),
+        "{counts:?}"
+    );
+    let emf = metrics.emf(0).expect("an EMF document").to_string();
+    assert!(emf.contains(r#""OurFailures":1"#), "{emf}");
+}
