@@ -7,8 +7,10 @@
 //! never past the attempt's deadline); the first to connect wins and the others are
 //! dropped (their sockets closed).
 
+use std::collections::HashMap;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use tokio::net::TcpStream;
@@ -93,9 +95,23 @@ pub(crate) async fn connect(
     let mut running = JoinSet::new();
     let mut last: Option<ConnectError> = None;
     let mut local: Option<ConnectError> = None;
+    // Which address each attempt is for, to name it if its task ends abnormally.
+    let started: Mutex<HashMap<tokio::task::Id, SocketAddr>> = Mutex::default();
+    let started_addr = |id| {
+        started
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&id)
+            .copied()
+            .unwrap_or_else(|| SocketAddr::new(IpAddr::from([0, 0, 0, 0]), port))
+    };
     let mut start_next = |running: &mut JoinSet<_>| match pending.next() {
         Some(addr) => {
-            running.spawn(connect_one(translate(addr), deadline));
+            let task = running.spawn(connect_one(translate(addr), deadline));
+            started
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .insert(task.id(), addr);
             true
         }
         None => false,
@@ -117,7 +133,10 @@ pub(crate) async fn connect(
                     // Dropping `running` aborts the other attempts and closes their sockets.
                     Some(Ok(Ok(stream))) => return Ok(stream),
                     Some(Ok(Err(e))) => e,
-                    Some(Err(join)) => ConnectError::BadUri(format!("connection attempt ended: {join}")),
+                    Some(Err(join)) => ConnectError::Connect {
+                        addr: started_addr(join.id()),
+                        source: io::Error::other(format!("connection attempt ended: {join}")),
+                    },
                     None => {
                         // Nothing running: start the next now, or report.
                         if start_next(&mut running) {
