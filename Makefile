@@ -97,6 +97,10 @@ $(PACKAGE_VENV)/.installed: requirements-package.txt
 
 package: package-venv
 	rustup target add aarch64-unknown-linux-gnu
+	# tern-http's test seams (feature test-support: a test CA, a loopback NAT64 gateway) are
+	# for tern-tests only: refuse a package whose functions would compile them in.
+	@if $(CARGO) tree $(FUNCTIONS) -p tern-console-fn -e features -i tern-http | grep -q test-support; then \
+		echo "make package: tern-http's test-support feature reaches a function crate"; exit 1; fi
 	PATH="$(CURDIR)/$(PACKAGE_VENV)/bin:$$PATH" $(CARGO) lambda build --release --arm64 \
 	  $(FUNCTIONS) -p tern-console-fn -p tern-bench-hello
 	$(PYTHON) tools/zip_lambda.py $(CARGO_TARGET)/lambda $(CARGO_TARGET)/lambda-zip \

@@ -23,6 +23,12 @@ export interface TernOptions {
   readonly attemptLogTtlDays?: number;
   /** Largest outbox payload the relay accepts, bytes. Default: delivery.maxPayloadBytes. */
   readonly maxPayloadBytes?: number;
+  /**
+   * Deliver to receivers whose names resolve to NAT64 addresses (64:ff9b::/96) by judging the
+   * IPv4 each embeds, for a sender in an IPv6-only or DNS64 subnet; private and metadata IPv4s
+   * stay blocked in that form. Default: delivery.nat64 (false).
+   */
+  readonly nat64?: boolean;
   /** Relay function timeout, seconds. Default: functions.relay.timeoutSeconds. */
   readonly relayTimeoutSeconds?: number;
   /** Sender function timeout, seconds. The delivery queue's visibility timeout must stay >= 6x this. Default: functions.sender.timeoutSeconds. */
@@ -86,6 +92,7 @@ export interface TernConfig {
   readonly retryAfterCeilingSeconds: number;
   readonly attemptLogTtlDays: number;
   readonly maxPayloadBytes: number;
+  readonly nat64: boolean;
   readonly relayTimeoutSeconds: number;
   readonly senderTimeoutSeconds: number;
   readonly replayTimeoutSeconds: number;
@@ -126,6 +133,7 @@ const KINDS: { [K in keyof Required<TernOptions>]: Kind } = {
   retryAfterCeilingSeconds: 'number',
   attemptLogTtlDays: 'number',
   maxPayloadBytes: 'number',
+  nat64: 'boolean',
   relayTimeoutSeconds: 'number',
   senderTimeoutSeconds: 'number',
   replayTimeoutSeconds: 'number',
@@ -196,6 +204,7 @@ export function resolveConfig(node: Node, settings: TernSettings, props: TernOpt
     retryAfterCeilingSeconds: pick('retryAfterCeilingSeconds', d.retryAfterCeilingSeconds)!,
     attemptLogTtlDays: pick('attemptLogTtlDays', d.attemptLogTtlDays)!,
     maxPayloadBytes: pick('maxPayloadBytes', d.maxPayloadBytes)!,
+    nat64: pick('nat64', d.nat64)!,
     relayTimeoutSeconds: pick('relayTimeoutSeconds', f.relay.timeoutSeconds)!,
     senderTimeoutSeconds,
     replayTimeoutSeconds: pick('replayTimeoutSeconds', f.replay.timeoutSeconds)!,

@@ -102,6 +102,11 @@ export interface TernSettings {
     readonly outboxTtlDays: number;
     readonly attemptLogTtlDays: number;
     readonly httpsOnly: boolean;
+    /**
+     * Judge a NAT64 address (64:ff9b::/96, RFC 6052) by the IPv4 it embeds instead of refusing it:
+     * for senders in an IPv6-only or DNS64 network. The sender's TERN_NAT64; default false.
+     */
+    readonly nat64: boolean;
   };
   /** DynamoDB capacity: the mode (default on-demand) and, for provisioned mode, each table's auto scaling range. */
   readonly capacity: {
@@ -200,6 +205,9 @@ export function loadSettings(file: string = path.join(INFRA_DIR, 'settings.json'
   }
   if (!Number.isInteger(s.alarms?.markersLost) || s.alarms.markersLost < 0) {
     throw new Error(`settings.json: alarms.markersLost must be a whole number, 0 or more, got ${JSON.stringify(s.alarms?.markersLost)}`);
+  }
+  if (typeof s.delivery?.nat64 !== 'boolean') {
+    throw new Error(`settings.json: delivery.nat64 must be true or false, got ${JSON.stringify(s.delivery?.nat64)}`);
   }
   if (!Array.isArray(s.delivery.retrySchedule) || s.delivery.retrySchedule.length === 0) {
     throw new Error('settings.json: delivery.retrySchedule must be a non-empty array of seconds');

@@ -49,6 +49,23 @@ describe('overrides', () => {
     expect(env.TERN_ATTEMPT_TIMEOUT_MS).toBe('20000');
   });
 
+  test('NAT64: off by default (settings.json delivery.nat64), on by context or props, the sender env TERN_NAT64; SAM has the same switch', () => {
+    const envOf = (props: TernStackProps, context: Record<string, unknown>) => {
+      const stack = build(props, context);
+      const json = Template.fromStack(stack).toJSON();
+      return json.Resources[stack.getLogicalId(stack.functions.sender.node.defaultChild as any)].Properties.Environment.Variables;
+    };
+    expect(loadSettings().delivery.nat64).toBe(false);
+    expect(envOf({}, {}).TERN_NAT64).toBe('false');
+    expect(envOf({}, { 'tern:nat64': 'true' }).TERN_NAT64).toBe('true');
+    expect(envOf({ nat64: true }, { 'tern:nat64': 'false' }).TERN_NAT64).toBe('true');
+    expect(() => build({}, { 'tern:nat64': 'yes' })).toThrow(/tern:nat64/);
+    const { samTemplate } = require('./helpers');
+    const t = samTemplate();
+    expect(t.Parameters.Nat64).toMatchObject({ Type: 'String', Default: String(loadSettings().delivery.nat64), AllowedValues: ['true', 'false'] });
+    expect(t.Resources.SenderFunction.Properties.Environment.Variables.TERN_NAT64).toEqual({ Ref: 'Nat64' });
+  });
+
   test('health settings: settings.json by default, overridable by context and props, mapped to the sender env', () => {
     const envOf = (props: TernStackProps, context: Record<string, unknown>) => {
       const stack = build(props, context);

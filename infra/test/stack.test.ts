@@ -223,6 +223,7 @@ describe('functions', () => {
       TERN_ATTEMPT_TIMEOUT_MS: String(settings.delivery.attemptTimeoutMs),
       TERN_RETRY_AFTER_CEILING_SECONDS: String(settings.delivery.retryAfterCeilingSeconds),
       TERN_HTTPS_ONLY: 'true',
+      TERN_NAT64: 'false',
       TERN_ATTEMPT_LOG_TTL_DAYS: String(settings.delivery.attemptLogTtlDays),
       TERN_HEALTH_TABLE: ref(stack.storage.health),
       TERN_HEALTH_FAILURE_THRESHOLD: '5',

@@ -42,6 +42,7 @@ fn loopback_policy() -> DestinationPolicy {
     DestinationPolicy {
         https_only: false,
         allow: vec!["127.0.0.1/32".parse().unwrap()],
+        nat64: false,
     }
 }
 

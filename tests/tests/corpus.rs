@@ -306,6 +306,7 @@ async fn delivery_message_corpus() {
         policy: DestinationPolicy {
             https_only: false,
             allow: vec![],
+            nat64: false,
         },
         lookup: Arc::new(StaticLookup::default()),
         ..ClientOptions::default()
@@ -425,6 +426,7 @@ async fn endpoint_url_corpus() {
                 .and_then(Value::as_array)
                 .map(|a| a.iter().filter_map(|n| n.as_str()?.parse().ok()).collect())
                 .unwrap_or_default(),
+            nat64: case.get("nat64").and_then(Value::as_bool).unwrap_or(false),
         };
         let url = case["url"].as_str().expect("url");
         let result = tern_http::check_endpoint_url(url, &policy, &lookup).await;
@@ -435,10 +437,10 @@ async fn endpoint_url_corpus() {
             )) => "credentials",
             Err(EndpointCheckError::Invalid(_)) => "invalid",
             Err(EndpointCheckError::Blocked(tern_http::BlockedError::NotHttps)) => "not_https",
-            Err(EndpointCheckError::Blocked(tern_http::BlockedError::DeniedAddress {
-                range,
-                ..
-            })) => {
+            Err(EndpointCheckError::Blocked(
+                tern_http::BlockedError::DeniedAddress { range, .. }
+                | tern_http::BlockedError::DeniedNat64 { range, .. },
+            )) => {
                 let want = case["range_contains"].as_str().unwrap_or("");
                 if !range.contains(want) {
                     failures.push(format!("{}: range {range:?} lacks {want:?}", name(case)));

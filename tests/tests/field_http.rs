@@ -35,6 +35,7 @@ fn loopback_client() -> DeliveryClient {
         policy: DestinationPolicy {
             https_only: false,
             allow: vec!["127.0.0.1/32".parse().unwrap()],
+            nat64: false,
         },
         lookup: no_dns(),
         ..ClientOptions::default()

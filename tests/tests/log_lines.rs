@@ -80,6 +80,7 @@ where
             policy: DestinationPolicy {
                 https_only: false,
                 allow: vec!["127.0.0.1/32".parse().unwrap()],
+                nat64: false,
             },
             lookup: no_dns(),
             excerpt_bytes: 1024,

@@ -39,6 +39,7 @@ fn loopback_policy() -> DestinationPolicy {
     DestinationPolicy {
         https_only: false,
         allow: vec!["127.0.0.1/32".parse().unwrap()],
+        nat64: false,
     }
 }
 
@@ -632,6 +633,7 @@ async fn update_checks_the_new_url_like_add_and_refuses_bad_settings_without_wri
     let https_only = DestinationPolicy {
         https_only: true,
         allow: vec!["127.0.0.1/32".parse().unwrap()],
+        nat64: false,
     };
     let err = ops::update_endpoint(
         store,

@@ -876,6 +876,7 @@ fn property_no_send_message_ever_carries_a_delay_outside_0_to_900() {
         policy: DestinationPolicy {
             https_only: false,
             allow: vec!["127.0.0.1/32".parse().unwrap()],
+            nat64: false,
         },
         lookup: Arc::new(StaticLookup::default()),
         ..ClientOptions::default()

@@ -178,6 +178,7 @@ async fn guard_refuses_before_connecting() {
     let allow_one = DestinationPolicy {
         https_only: false,
         allow: vec!["127.0.0.1/32".parse().expect("net")],
+        nat64: false,
     };
     let c = client(allow_one.clone(), lookup.clone());
     let (pa, pd) = (allowed.addr.port(), denied.addr.port());
@@ -268,6 +269,7 @@ async fn guard_decisions_for_every_denied_range() {
     let policy = DestinationPolicy {
         https_only: true,
         allow: vec![],
+        nat64: false,
     };
     for (addr, range) in denied {
         let ip: IpAddr = addr.parse().expect("ip");

@@ -421,6 +421,7 @@ fn memory_deps(url: &str) -> Result<SenderDeps, BoxError> {
         policy: tern_http::DestinationPolicy {
             https_only: false,
             allow: vec!["127.0.0.1/32".parse()?],
+            nat64: false,
         },
         ..tern_http::ClientOptions::default()
     })?;

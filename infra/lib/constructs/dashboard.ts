@@ -84,6 +84,9 @@ export class Dashboard extends Construct {
         left: [
           m.metric('Attempts', { label: 'attempts' }),
           m.metric('AttemptsFailed', { label: 'failed' }),
+          // Failed on our side (resolver, local resources, our TLS set-up): never
+          // charged to an endpoint's health.
+          m.metric('OurFailures', { label: 'failed on our side' }),
           m.metric('Retries', { label: 'retries' }),
           m.metric('DeadLetters', { label: 'dead letters' }),
           m.metric('Duplicates', { label: 'duplicates skipped' }),

@@ -88,6 +88,8 @@ export class Functions extends Construct {
         TERN_RETRY_AFTER_CEILING_SECONDS: String(c.retryAfterCeilingSeconds),
         // Deployed stacks only ever deliver over https; plain http is for local mode.
         TERN_HTTPS_ONLY: 'true',
+        // NAT64 addresses judged by their embedded IPv4 (IPv6-only / DNS64 subnets).
+        TERN_NAT64: String(c.nat64),
         TERN_ATTEMPT_LOG_TTL_DAYS: String(c.attemptLogTtlDays),
         // Per-endpoint health: circuit breaker, auto-disable, operational events.
         TERN_HEALTH_TABLE: storage.health.tableName,

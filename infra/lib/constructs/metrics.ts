@@ -11,6 +11,7 @@ export type TernMetricName =
   | 'Attempts'
   | 'AttemptsSucceeded'
   | 'AttemptsFailed'
+  | 'OurFailures'
   | 'Retries'
   | 'DeadLetters'
   | 'Duplicates'

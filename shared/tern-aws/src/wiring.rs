@@ -12,7 +12,7 @@ use tern_handlers::relay::RelayDeps;
 use tern_handlers::replay::ReplayDeps;
 use tern_handlers::sender::SenderDeps;
 use tern_http::client::ClientBuildError;
-use tern_http::{ClientOptions, DeliveryClient, DestinationPolicy, HostLookup, SystemLookup};
+use tern_http::{ClientOptions, DeliveryClient, DestinationPolicy, DnsResolver, HostLookup};
 
 use tern_handlers::health::CircuitBreaker;
 
@@ -37,7 +37,8 @@ pub fn relay_deps(config: &RelayConfig, aws: &SdkConfig) -> RelayDeps {
 }
 
 /// The sender's dependencies. `lookup` is the name resolver behind the SSRF guard:
-/// `None` for the system resolver.
+/// `None` for [`DnsResolver::system`] (one per sender process: its cache keeps each
+/// answer for its TTL across the invocations of a warm sender).
 ///
 /// # Errors
 /// [`ClientBuildError`] when the HTTP client cannot start.
@@ -55,8 +56,9 @@ pub fn sender_deps(
         policy: DestinationPolicy {
             https_only: config.https_only,
             allow: config.allow_destinations.clone(),
+            nat64: config.nat64,
         },
-        lookup: lookup.unwrap_or_else(|| Arc::new(SystemLookup)),
+        lookup: lookup.unwrap_or_else(|| Arc::new(DnsResolver::system())),
         ..ClientOptions::default()
     })?;
     Ok(SenderDeps {

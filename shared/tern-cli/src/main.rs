@@ -20,7 +20,7 @@ use tern_core::{
 use tern_handlers::config::{DestinationSettings, Env};
 use tern_handlers::metrics::{Metrics, MetricsSink};
 use tern_handlers::replay::{ReplayDeps, ReplayFilters, ReplayRequest};
-use tern_http::{DestinationPolicy, SystemLookup};
+use tern_http::DnsResolver;
 use tern_ops::{self as ops, NewEndpoint, OpsError};
 
 #[cfg(feature = "local")]
@@ -838,11 +838,8 @@ async fn endpoints(
                     payload_format,
                     secret: None,
                 },
-                &DestinationPolicy {
-                    https_only: destinations.https_only,
-                    allow: destinations.allow,
-                },
-                &SystemLookup,
+                &destinations.policy(),
+                &DnsResolver::system(),
             )
             .await?;
             if json {
@@ -944,11 +941,8 @@ async fn endpoints(
                 tenant.as_ref(),
                 &id,
                 &update,
-                &DestinationPolicy {
-                    https_only: destinations.https_only,
-                    allow: destinations.allow,
-                },
-                &SystemLookup,
+                &destinations.policy(),
+                &DnsResolver::system(),
             )
             .await?;
             if !json {

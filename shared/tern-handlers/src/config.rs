@@ -127,6 +127,9 @@ pub struct SenderConfig {
     /// `TERN_ALLOW_DESTINATIONS`: comma-separated CIDRs the SSRF guard lets through
     /// (local mode: `127.0.0.1/32`). Default none.
     pub allow_destinations: Vec<ipnet::IpNet>,
+    /// `TERN_NAT64`, default `false`: judge a NAT64 address (`64:ff9b::/96`) by the IPv4
+    /// it embeds ([`tern_http::DestinationPolicy::nat64`]).
+    pub nat64: bool,
     /// `TERN_ATTEMPT_LOG_TTL_DAYS`, days, default 30.
     pub attempt_log_ttl_days: u32,
     /// `TERN_METRICS_NAMESPACE`.
@@ -299,6 +302,7 @@ impl SenderConfig {
             policy: SenderPolicy::from_env(env)?,
             https_only: destinations.https_only,
             allow_destinations: destinations.allow,
+            nat64: destinations.nat64,
             attempt_log_ttl_days: env.parsed("TERN_ATTEMPT_LOG_TTL_DAYS", 30)?,
             metrics_namespace: metrics_namespace(env),
             endpoint_cache: endpoint_cache(env)?,
@@ -318,16 +322,22 @@ pub struct DestinationSettings {
     pub https_only: bool,
     /// `TERN_ALLOW_DESTINATIONS`, comma-separated CIDRs, default none.
     pub allow: Vec<ipnet::IpNet>,
+    /// `TERN_NAT64`, default `false`: for a sender in an IPv6-only or DNS64 network,
+    /// where an IPv4-only receiver resolves to `64:ff9b::<IPv4>` (RFC 6052, RFC 6147),
+    /// judge such an address by the IPv4 it embeds instead of refusing it.
+    pub nat64: bool,
 }
 
 impl DestinationSettings {
-    /// Reads the two variables.
+    /// Reads the three variables.
     ///
     /// # Errors
-    /// [`ConfigError::Invalid`] for a value that is not a boolean or a CIDR list.
+    /// [`ConfigError::Invalid`] for a value that is not a boolean (`true` / `false`) or a
+    /// CIDR list.
     pub fn from_env(env: &Env<'_>) -> Result<Self, ConfigError> {
         Ok(Self {
             https_only: env.parsed("TERN_HTTPS_ONLY", true)?,
+            nat64: env.parsed("TERN_NAT64", false)?,
             allow: env
                 .get("TERN_ALLOW_DESTINATIONS")
                 .unwrap_or_default()
@@ -342,6 +352,15 @@ impl DestinationSettings {
                 })
                 .collect::<Result<_, _>>()?,
         })
+    }
+
+    /// The SSRF guard's policy these settings describe.
+    pub fn policy(&self) -> tern_http::DestinationPolicy {
+        tern_http::DestinationPolicy {
+            https_only: self.https_only,
+            allow: self.allow.clone(),
+            nat64: self.nat64,
+        }
     }
 }
 
@@ -438,6 +457,30 @@ mod tests {
             SenderPolicy::from_env(&Env(&bad)),
             Err(ConfigError::Invalid { .. })
         ));
+    }
+
+    #[test]
+    fn nat64_is_off_by_default_and_only_a_boolean_turns_it_on() {
+        let read = |v: Option<&'static str>| {
+            let vars = move |k: &str| (k == "TERN_NAT64").then(|| v.map(str::to_owned)).flatten();
+            DestinationSettings::from_env(&Env(&vars))
+        };
+        assert!(!read(None).unwrap().nat64);
+        assert!(!read(None).unwrap().policy().nat64);
+        assert!(read(Some("true")).unwrap().policy().nat64);
+        assert!(!read(Some("false")).unwrap().nat64);
+        for bad in ["yes", "1", "on", "64:ff9b::/96"] {
+            assert!(
+                matches!(
+                    read(Some(bad)),
+                    Err(ConfigError::Invalid {
+                        name: "TERN_NAT64",
+                        ..
+                    })
+                ),
+                "{bad}"
+            );
+        }
     }
 
     #[test]

@@ -22,6 +22,11 @@ pub struct Counts {
     pub attempts_succeeded: u64,
     /// Attempts that failed (any other outcome).
     pub attempts_failed: u64,
+    /// Failed attempts whose failure was on our side, not the receiver's
+    /// (`tern_core::ErrorClass::is_ours`: `dns_temporary`, `local_resource`,
+    /// `tls_config`): retried and never charged to the endpoint's health. Also counted in
+    /// `attempts_failed`.
+    pub our_failures: u64,
     /// Retries queued or scheduled.
     pub retries: u64,
     /// Deliveries dead-lettered.
@@ -116,6 +121,7 @@ impl Metrics {
             ("Attempts", c.attempts),
             ("AttemptsSucceeded", c.attempts_succeeded),
             ("AttemptsFailed", c.attempts_failed),
+            ("OurFailures", c.our_failures),
             ("Retries", c.retries),
             ("DeadLetters", c.dead_letters),
             ("Duplicates", c.duplicates),

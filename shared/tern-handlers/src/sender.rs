@@ -446,6 +446,9 @@ async fn attempt(
         tern_core::AttemptResult::Failed { class, .. } => Some(*class),
         tern_core::AttemptResult::Response { .. } => None,
     };
+    if error_class.is_some_and(ErrorClass::is_ours) {
+        metrics.update(|c| c.our_failures += 1);
+    }
     // A blocked destination was never contacted, and a failure on our side (our
     // resolver, our resources, our TLS set-up) says nothing about the receiver.
     if error_class.is_none_or(ErrorClass::charged_to_receiver) {

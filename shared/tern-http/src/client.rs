@@ -1,7 +1,7 @@
 //! One HTTP attempt: POST the signed body, never follow a redirect, stop at the deadline,
 //! keep only a short excerpt of the answer.
 
-use std::error::Error as StdError;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -14,8 +14,10 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 use tern_core::outcome::{AttemptResult, ErrorClass};
 use tokio::time::timeout_at;
 
-use crate::guard::{BlockedError, DestinationPolicy, DnsError, HostLookup, SystemLookup};
-use crate::transport::{CapturedHead, ConnState, ConnTag, ConnectError, Connector};
+use crate::classify::{Unprocessed, classify_error, error_detail, unprocessed};
+use crate::dns::DnsResolver;
+use crate::guard::{DestinationPolicy, HostLookup};
+use crate::transport::{ATTEMPT_DEADLINE, CapturedHead, ConnState, ConnTag, Connector};
 
 /// Bytes of the response body kept in the attempt log: 1 KiB. The rest is never read, so
 /// memory stays flat whatever the receiver sends.
@@ -26,7 +28,8 @@ pub const DEFAULT_EXCERPT_BYTES: usize = 1024;
 pub struct ClientOptions {
     /// Destination policy (https-only, allow-list).
     pub policy: DestinationPolicy,
-    /// Name lookup; [`SystemLookup`] in production, a fixed table in tests.
+    /// Name lookup; [`DnsResolver`] in production (one per process: it holds the TTL
+    /// cache), a fixed table or a failing resolver in tests.
     pub lookup: Arc<dyn HostLookup>,
     /// Response bytes kept, see [`DEFAULT_EXCERPT_BYTES`].
     pub excerpt_bytes: usize,
@@ -36,7 +39,7 @@ impl Default for ClientOptions {
     fn default() -> Self {
         Self {
             policy: DestinationPolicy::default(),
-            lookup: Arc::new(SystemLookup),
+            lookup: Arc::new(DnsResolver::system()),
             excerpt_bytes: DEFAULT_EXCERPT_BYTES,
         }
     }
@@ -53,8 +56,17 @@ pub struct ClientBuildError(#[from] rustls::Error);
 pub const MAX_RESPONSE_HEADERS: usize = 1_000;
 
 /// Most bytes hyper buffers for one response head: 64 KiB (hyper's default is ~400 KiB;
-/// Tern needs the status, `Retry-After` and `Location` only).
+/// Tern needs the status, `Retry-After` and `Location` only). Over HTTP/2 the same bound
+/// is the header list size the client advertises (`SETTINGS_MAX_HEADER_LIST_SIZE`,
+/// RFC 9113 §6.5.2, counted as §6.5.2 says: name + value + 32 octets per field; hyper's
+/// default is 16 KiB), so a receiver's answer fits over either version alike.
 pub const MAX_HEAD_BYTES: usize = 64 * 1024;
+
+/// Most times one attempt's request is sent again after HTTP/2 proved the receiver did
+/// not process it (a `REFUSED_STREAM` reset or a graceful `GOAWAY` below its stream, RFC
+/// 9113 §8.7): 2, within the attempt's deadline. A receiver that keeps refusing is then
+/// charged the attempt like any other failure.
+pub const MAX_UNPROCESSED_RESENDS: u32 = 2;
 
 /// Most characters kept of a receiver-controlled header value (`Retry-After`,
 /// `Location`): 512.
@@ -127,6 +139,11 @@ impl DeliveryClient {
     /// # Errors
     /// [`ClientBuildError`] when the TLS verifier cannot start.
     pub fn new(options: ClientOptions) -> Result<Self, ClientBuildError> {
+        Self::build(options, Hooks::default())
+    }
+
+    /// [`DeliveryClient::new`] with test seams (see [`Hooks`]).
+    pub(crate) fn build(options: ClientOptions, hooks: Hooks) -> Result<Self, ClientBuildError> {
         let policy = Arc::new(options.policy);
         let provider = rustls::crypto::CryptoProvider::get_default()
             .cloned()
@@ -134,8 +151,11 @@ impl DeliveryClient {
         // Mozilla's root program, compiled in (`webpki-roots`): full WebPKI verification with
         // nothing to read from disk at start. The system store costs a Lambda cold start
         // several milliseconds (every file in /etc/ssl/certs) and holds no other roots there.
-        let roots =
+        let mut roots =
             rustls::RootCertStore::from_iter(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+        for root in hooks.extra_roots {
+            roots.add(root)?;
+        }
         let mut tls = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()?
             .with_root_certificates(roots)
@@ -145,6 +165,7 @@ impl DeliveryClient {
             lookup: options.lookup,
             policy: policy.clone(),
             tls: tokio_rustls::TlsConnector::from(Arc::new(tls)),
+            translate: hooks.translate,
         };
         let build = |max_idle: usize| {
             Client::builder(TokioExecutor::new())
@@ -159,6 +180,8 @@ impl DeliveryClient {
                 .http1_ignore_invalid_headers_in_responses(true)
                 .http1_allow_obsolete_multiline_headers_in_responses(true)
                 .http1_allow_spaces_after_header_name_in_responses(true)
+                // hyper's HTTP/2 default (16 KiB) would fail a head HTTP/1.1 accepts.
+                .http2_max_header_list_size(MAX_HEAD_BYTES as u32)
                 .build(connector.clone())
         };
         Ok(Self {
@@ -225,7 +248,14 @@ impl DeliveryClient {
             Ok(r) => r,
             Err(e) => return failed(ErrorClass::Protocol, format!("invalid request: {e}")),
         };
-        let sent = match timeout_at(deadline, self.send(request)).await {
+        // The connector reads the deadline (hyper gives it the URI alone): a lookup that
+        // outlives it is our resolver's failure, and no address may use more of it.
+        let sent = match timeout_at(
+            deadline,
+            ATTEMPT_DEADLINE.scope(deadline, self.send(request)),
+        )
+        .await
+        {
             Err(_) => {
                 return failed(
                     ErrorClass::Timeout,
@@ -307,9 +337,13 @@ impl DeliveryClient {
         }
     }
 
-    /// Sends `request` on a pooled connection. When that connection turns out stale (it
-    /// had completed a response, and failed before one byte of this one), the request is
-    /// sent once more on a fresh connection; the caller's deadline covers both.
+    /// Sends `request` on a pooled connection, and again when it provably never reached
+    /// the receiver's processing; the caller's deadline covers every send:
+    /// - HTTP/2 refused it ([`Unprocessed`]): again at once on a fresh stream (after a
+    ///   `REFUSED_STREAM`) or a new connection (after a `GOAWAY`), at most
+    ///   [`MAX_UNPROCESSED_RESENDS`] times;
+    /// - the pooled connection was stale (it had completed a response, and failed before
+    ///   one byte of this one): once more on a fresh connection.
     async fn send(&self, request: http::Request<Full<Bytes>>) -> Sent {
         let (parts, body) = request.into_parts();
         let copy = || {
@@ -319,20 +353,56 @@ impl DeliveryClient {
             *r.headers_mut() = parts.headers.clone();
             r
         };
-        let err = match answer(self.pooled.request(copy()).await) {
-            Ok(sent) => return sent,
-            Err((e, conn)) => match conn {
-                Some(conn) if conn.failed_stale() => e,
-                _ => return Sent::Failed(e),
-            },
-        };
-        tracing::info!(
-            error = %error_detail(&err),
-            "pooled connection closed before any answer; sending again on a new connection"
-        );
-        match answer(self.fresh.request(copy()).await) {
-            Ok(sent) => sent,
-            Err((e, _)) => Sent::Failed(e),
+        let mut client = &self.pooled;
+        let mut resends = 0;
+        let mut stale_resent = false;
+        loop {
+            let (err, conn) = match answer(client.request(copy()).await) {
+                Ok(sent) => return sent,
+                Err(failed) => failed,
+            };
+            if let Some(how) = unprocessed(&err)
+                && resends < MAX_UNPROCESSED_RESENDS
+            {
+                resends += 1;
+                tracing::info!(
+                    error = %error_detail(&err), resend = resends,
+                    "the receiver did not process the request (HTTP/2); sending it again"
+                );
+                client = match how {
+                    Unprocessed::Refused => &self.pooled,
+                    Unprocessed::GoAway => &self.fresh,
+                };
+                continue;
+            }
+            if !stale_resent && conn.is_some_and(|c| c.failed_stale()) {
+                stale_resent = true;
+                tracing::info!(
+                    error = %error_detail(&err),
+                    "pooled connection closed before any answer; sending again on a new connection"
+                );
+                client = &self.fresh;
+                continue;
+            }
+            return Sent::Failed(err);
+        }
+    }
+}
+
+/// Test seams of the client, set only through [`crate::test_support`] (the
+/// `test-support` feature): production builds the client with the defaults.
+pub(crate) struct Hooks {
+    /// Trust roots added to Mozilla's (a test certificate authority).
+    pub extra_roots: Vec<rustls::pki_types::CertificateDer<'static>>,
+    /// Maps each checked address to the one connected to (the identity in production).
+    pub translate: fn(SocketAddr) -> SocketAddr,
+}
+
+impl Default for Hooks {
+    fn default() -> Self {
+        Self {
+            extra_roots: Vec::new(),
+            translate: |addr| addr,
         }
     }
 }
@@ -370,85 +440,5 @@ fn answer(
             }
             Err((e, conn))
         }
-    }
-}
-
-/// The innermost error's text.
-fn error_detail(e: &(dyn StdError + 'static)) -> String {
-    let mut detail = e.to_string();
-    let mut source = e.source();
-    while let Some(err) = source {
-        detail = err.to_string();
-        source = err.source();
-    }
-    detail
-}
-
-/// Maps a client error to an error class by walking its source chain.
-fn classify_error(e: &hyper_util::client::legacy::Error) -> (ErrorClass, String) {
-    let mut source: Option<&(dyn StdError + 'static)> = Some(e);
-    while let Some(err) = source {
-        if let Some(c) = err.downcast_ref::<ConnectError>() {
-            return match c {
-                ConnectError::Blocked(b) => (ErrorClass::Blocked, b.to_string()),
-                ConnectError::Dns(d) => (ErrorClass::Dns, d.to_string()),
-                ConnectError::Connect { .. } => (ErrorClass::Connect, c.to_string()),
-                ConnectError::Tls(io) => (
-                    ErrorClass::Tls,
-                    rustls_error(io).map_or_else(|| c.to_string(), ToString::to_string),
-                ),
-                ConnectError::BadUri(_) => (ErrorClass::Blocked, c.to_string()),
-            };
-        }
-        if let Some(b) = err.downcast_ref::<BlockedError>() {
-            return (ErrorClass::Blocked, b.to_string());
-        }
-        if let Some(d) = err.downcast_ref::<DnsError>() {
-            return (ErrorClass::Dns, d.to_string());
-        }
-        if let Some(t) = rustls_error(err) {
-            return (ErrorClass::Tls, t.to_string());
-        }
-        source = err.source();
-    }
-    let class = if e.is_connect() {
-        ErrorClass::Connect
-    } else {
-        ErrorClass::Protocol
-    };
-    (class, error_detail(e))
-}
-
-/// The rustls error inside `err`, if any. `io::Error::source()` skips the error it wraps
-/// (it returns the wrapped error's own source), and the TLS stack nests io errors, so
-/// each `io::Error` is unwrapped through `get_ref` until something else appears.
-fn rustls_error<'a>(err: &'a (dyn StdError + 'static)) -> Option<&'a rustls::Error> {
-    let mut current = err;
-    loop {
-        if let Some(t) = current.downcast_ref::<rustls::Error>() {
-            return Some(t);
-        }
-        let io = current.downcast_ref::<std::io::Error>()?;
-        current = io.get_ref()?;
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn finds_rustls_errors_inside_nested_io_errors() {
-        let tls = || rustls::Error::General("bad handshake".into());
-        let direct = tls();
-        assert!(rustls_error(&direct).is_some());
-        let nested =
-            std::io::Error::other(std::io::Error::new(std::io::ErrorKind::InvalidData, tls()));
-        assert_eq!(
-            rustls_error(&nested).map(ToString::to_string),
-            Some(tls().to_string())
-        );
-        let plain = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
-        assert!(rustls_error(&plain).is_none());
     }
 }

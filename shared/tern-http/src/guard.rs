@@ -8,6 +8,8 @@ use std::sync::Arc;
 use ipnet::IpNet;
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 
+use crate::dns::DnsError;
+
 /// Why a destination is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BlockedError {
@@ -19,29 +21,82 @@ pub enum BlockedError {
         /// Which range (`loopback`, `private`, `link-local`, ...).
         range: &'static str,
     },
+    /// A NAT64 address (judged by its embedded IPv4, [`DestinationPolicy::nat64`]) whose
+    /// IPv4 is in a denied range.
+    #[error("destination {addr} is NAT64 for {ipv4}, which is in a denied range ({range})")]
+    DeniedNat64 {
+        /// The NAT64 address.
+        addr: IpAddr,
+        /// The IPv4 address it embeds.
+        ipv4: Ipv4Addr,
+        /// Which range the IPv4 is in.
+        range: &'static str,
+    },
     /// The URL is `http://` and the deployment requires https.
     #[error("destination must use https (https-only is on)")]
     NotHttps,
 }
 
-/// The destination policy: https-only and an allow-list that overrides the deny list
-/// (for local mode and tests: `127.0.0.1/32`).
+/// The destination policy: https-only, an allow-list that overrides the deny list (for
+/// local mode and tests: `127.0.0.1/32`), and whether NAT64 addresses are judged by the
+/// IPv4 they embed.
 #[derive(Debug, Clone, Default)]
 pub struct DestinationPolicy {
     /// Refuse `http://` URLs.
     pub https_only: bool,
     /// Networks allowed even when denied by default.
     pub allow: Vec<IpNet>,
+    /// Judge an address in the NAT64 well-known prefix `64:ff9b::/96` (RFC 6052 §2.1) by
+    /// the IPv4 address in its last 32 bits (RFC 6052 §2.2) instead of refusing it: for a
+    /// sender in an IPv6-only or DNS64 network (RFC 6147), where every IPv4-only receiver
+    /// resolves to that form. A private, loopback or metadata IPv4 stays denied in that
+    /// form too. Off by default (`TERN_NAT64`): without a NAT64 gateway such an address
+    /// cannot be a receiver. The local-use prefix `64:ff9b:1::/48` (RFC 8215) stays denied
+    /// whatever this says: where its IPv4 sits depends on a prefix length only the
+    /// network's operator knows.
+    pub nat64: bool,
+}
+
+/// The NAT64 well-known prefix, `64:ff9b::/96` (RFC 6052 §2.1): its first 96 bits.
+const NAT64_WELL_KNOWN_PREFIX: [u16; 6] = [0x64, 0xff9b, 0, 0, 0, 0];
+
+/// The IPv4 address a NAT64 well-known-prefix address embeds (RFC 6052 §2.2, /96: the
+/// last 32 bits), or `None` for any other address.
+pub fn nat64_embedded_ipv4(addr: IpAddr) -> Option<Ipv4Addr> {
+    let IpAddr::V6(v6) = addr else {
+        return None;
+    };
+    let s = v6.segments();
+    if s[..6] != NAT64_WELL_KNOWN_PREFIX {
+        return None;
+    }
+    let [.., a, b, c, d] = v6.octets();
+    Some(Ipv4Addr::new(a, b, c, d))
 }
 
 impl DestinationPolicy {
     /// Checks one address: allowed when on the allow-list, or outside every denied range.
+    /// With [`DestinationPolicy::nat64`] on, a `64:ff9b::/96` address is judged as the
+    /// IPv4 it embeds (the allow-list included).
     ///
     /// # Errors
-    /// [`BlockedError::DeniedAddress`] naming the range.
+    /// [`BlockedError::DeniedAddress`] naming the range, or [`BlockedError::DeniedNat64`]
+    /// for a NAT64 address whose IPv4 is denied.
     pub fn check_ip(&self, addr: IpAddr) -> Result<(), BlockedError> {
-        if self.allow.iter().any(|net| net.contains(&addr)) {
+        let allowed = |a: IpAddr| self.allow.iter().any(|net| net.contains(&a));
+        if allowed(addr) {
             return Ok(());
+        }
+        if self.nat64
+            && let Some(ipv4) = nat64_embedded_ipv4(addr)
+        {
+            if allowed(IpAddr::V4(ipv4)) {
+                return Ok(());
+            }
+            return match denied_v4(ipv4) {
+                Some(range) => Err(BlockedError::DeniedNat64 { addr, ipv4, range }),
+                None => Ok(()),
+            };
         }
         match denied_range(addr) {
             Some(range) => Err(BlockedError::DeniedAddress { addr, range }),
@@ -70,7 +125,9 @@ impl DestinationPolicy {
 /// (fc00::/7), link-local (fe80::/10), multicast, documentation (2001:db8::/32), discard
 /// (100::/64); and IPv6 forms that carry an IPv4 address (IPv4-mapped ::ffff:0:0/96,
 /// IPv4-compatible ::/96, NAT64 64:ff9b::/96 and 64:ff9b:1::/48, 6to4 2002::/16, Teredo
-/// 2001::/32), which are denied outright because the embedded IPv4 can reach anything.
+/// 2001::/32), which are denied outright because the embedded IPv4 can reach anything
+/// (NAT64 well-known-prefix addresses can instead be judged by their IPv4:
+/// [`DestinationPolicy::nat64`]).
 pub fn denied_range(addr: IpAddr) -> Option<&'static str> {
     match addr {
         IpAddr::V4(v4) => denied_v4(v4),
@@ -190,36 +247,15 @@ fn check_all(policy: &DestinationPolicy, addrs: &[IpAddr]) -> Result<(), Blocked
     addrs.iter().try_for_each(|a| policy.check_ip(*a))
 }
 
-/// Looks up a host name. The production lookup is the system resolver; tests use a
-/// fixed table so no test ever queries real DNS.
+/// Looks up a host name (the port). The production lookup is [`crate::DnsResolver`];
+/// tests use a fixed table ([`StaticLookup`]) or a resolver that fails on purpose, so no
+/// test ever queries real DNS.
 pub trait HostLookup: Send + Sync + 'static {
-    /// Addresses for `host` (port 0), or an error when it does not resolve.
+    /// Addresses for `host` (port 0), or an error when it does not resolve. Return a
+    /// [`DnsError`] to say whose failure it was (the receiver's name, or our resolver);
+    /// any other error counts as the receiver's ([`DnsError::failure_of`]).
     fn lookup(&self, host: String) -> Resolving;
 }
-
-/// The system resolver (getaddrinfo through tokio).
-#[derive(Debug, Default, Clone, Copy)]
-pub struct SystemLookup;
-
-impl HostLookup for SystemLookup {
-    fn lookup(&self, host: String) -> Resolving {
-        Box::pin(async move {
-            let addrs = tokio::net::lookup_host((host.as_str(), 0))
-                .await
-                .map_err(|e| {
-                    Box::new(DnsError(format!("{host}: {e}")))
-                        as Box<dyn std::error::Error + Send + Sync>
-                })?;
-            let addrs: Addrs = Box::new(addrs.collect::<Vec<_>>().into_iter());
-            Ok(addrs)
-        })
-    }
-}
-
-/// A host name did not resolve.
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("name did not resolve: {0}")]
-pub struct DnsError(pub String);
 
 /// A resolver for reqwest that looks a name up once and refuses the whole answer when
 /// any address is denied (a name that resolves to a mix of public and private addresses
@@ -278,7 +314,7 @@ pub(crate) async fn resolve_checked(
         .map_err(ResolveError::Dns)?
         .collect();
     if addrs.is_empty() {
-        return Err(ResolveError::Dns(Box::new(DnsError(format!(
+        return Err(ResolveError::Dns(Box::new(DnsError::not_found(format!(
             "{host}: no addresses"
         )))));
     }
@@ -314,7 +350,9 @@ impl HostLookup for StaticLookup {
                     );
                     Ok(addrs)
                 }
-                None => Err(Box::new(DnsError(format!("{host}: not in the test host table"))) as _),
+                None => Err(Box::new(DnsError::not_found(format!(
+                    "{host}: not in the test host table"
+                ))) as _),
             }
         })
     }
@@ -378,8 +416,72 @@ mod tests {
         let p = DestinationPolicy {
             https_only: false,
             allow: vec!["127.0.0.1/32".parse().unwrap()],
+            nat64: false,
         };
         assert!(p.check_ip("127.0.0.1".parse().unwrap()).is_ok());
         assert!(p.check_ip("127.0.0.2".parse().unwrap()).is_err());
+    }
+
+    #[test]
+    fn nat64_addresses_are_judged_by_their_ipv4_only_when_the_setting_is_on() {
+        let on = DestinationPolicy {
+            nat64: true,
+            ..DestinationPolicy::default()
+        };
+        let off = DestinationPolicy::default();
+        let check = |p: &DestinationPolicy, a: &str| p.check_ip(a.parse().unwrap());
+        // Public IPv4s in NAT64 form (RFC 6052 §2.4's example 192.0.2.33 is documentation,
+        // so real public ones): refused with the setting off, allowed with it on.
+        for public in ["64:ff9b::808:808", "64:ff9b::1.1.1.1", "64:ff9b::5db8:d822"] {
+            assert!(
+                matches!(
+                    check(&off, public),
+                    Err(BlockedError::DeniedAddress { range, .. }) if range.starts_with("NAT64")
+                ),
+                "{public} with the setting off"
+            );
+            assert_eq!(check(&on, public), Ok(()), "{public} with the setting on");
+        }
+        // Private, loopback, metadata, CGNAT, reserved IPv4s stay refused in NAT64 form.
+        for (denied, v4) in [
+            ("64:ff9b::a9fe:a9fe", "169.254.169.254"),
+            ("64:ff9b::127.0.0.1", "127.0.0.1"),
+            ("64:ff9b::10.0.0.1", "10.0.0.1"),
+            ("64:ff9b::172.16.5.4", "172.16.5.4"),
+            ("64:ff9b::192.168.1.1", "192.168.1.1"),
+            ("64:ff9b::100.64.0.1", "100.64.0.1"),
+            ("64:ff9b::0.0.0.0", "0.0.0.0"),
+            ("64:ff9b::255.255.255.255", "255.255.255.255"),
+        ] {
+            match check(&on, denied) {
+                Err(BlockedError::DeniedNat64 { ipv4, .. }) => {
+                    assert_eq!(ipv4.to_string(), v4, "{denied}");
+                }
+                other => panic!("{denied} should be refused as NAT64 of {v4}: {other:?}"),
+            }
+        }
+        // Only the /96 well-known prefix: the local-use prefix and other forms that carry
+        // an IPv4 stay refused.
+        for other in [
+            "64:ff9b:1::808:808",
+            "64:ff9b:1:ab::808:808",
+            "::ffff:8.8.8.8",
+            "2002:808:808::1",
+        ] {
+            assert!(check(&on, other).is_err(), "{other}");
+        }
+        // The allow-list applies to the embedded IPv4 too (local mode's 127.0.0.1/32).
+        let local = DestinationPolicy {
+            allow: vec!["127.0.0.1/32".parse().unwrap()],
+            nat64: true,
+            ..DestinationPolicy::default()
+        };
+        assert_eq!(check(&local, "64:ff9b::127.0.0.1"), Ok(()));
+        assert!(check(&local, "64:ff9b::127.0.0.2").is_err());
+        assert_eq!(
+            nat64_embedded_ipv4("64:ff9b::c000:221".parse().unwrap()),
+            Some(std::net::Ipv4Addr::new(192, 0, 2, 33))
+        );
+        assert_eq!(nat64_embedded_ipv4("8.8.8.8".parse().unwrap()), None);
     }
 }

@@ -4,12 +4,18 @@
 
 #![warn(missing_docs)]
 
+mod classify;
 pub mod client;
+pub mod dns;
+pub mod eyeballs;
 pub mod guard;
+#[cfg(feature = "test-support")]
+pub mod test_support;
 pub mod transport;
 
 pub use client::{AttemptReport, AttemptRequest, ClientOptions, DeliveryClient};
+pub use dns::{DnsError, DnsFailure, DnsResolver};
 pub use guard::{
-    BlockedError, DestinationPolicy, EndpointCheckError, HostLookup, StaticLookup, SystemLookup,
+    BlockedError, DestinationPolicy, EndpointCheckError, HostLookup, StaticLookup,
     check_endpoint_url,
 };

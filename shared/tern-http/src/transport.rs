@@ -20,19 +20,43 @@ use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use hyper_util::client::legacy::connect::{Connected, Connection};
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::TcpStream;
+use tokio::time::Instant;
 use tokio_rustls::TlsConnector;
 
+use crate::dns::DnsError;
 use crate::guard::{BlockedError, DestinationPolicy, HostLookup, ResolveError, resolve_checked};
 
 /// Bytes of each response head kept by the tap to recover the status line (and
 /// `Retry-After` / `Location` when they are in it) when hyper cannot parse the head: 8 KiB.
 /// Ample for a status line; the bound keeps memory flat per connection.
 pub const HEAD_CAPTURE_BYTES: usize = 8 * 1024;
+
+/// True when a socket call failed because this host ran out of something, not because of
+/// the peer: `EMFILE` / `ENFILE` (file descriptors, per process / system), `EADDRNOTAVAIL`
+/// (no free ephemeral port or local address), `ENOBUFS` (socket buffers), `ENOMEM`
+/// (kernel memory) (connect(2), socket(2)).
+pub fn is_local_resource(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EMFILE | libc::ENFILE | libc::EADDRNOTAVAIL | libc::ENOBUFS | libc::ENOMEM)
+    )
+}
+
+tokio::task_local! {
+    /// The deadline of the attempt whose request is being sent, for the connector (which
+    /// hyper calls with the URI alone): it bounds the lookup and each address's connect.
+    pub(crate) static ATTEMPT_DEADLINE: Instant;
+}
+
+/// Time before the attempt's deadline at which a lookup still unanswered is given up
+/// as our resolver's failure (`dns_temporary`) rather than left to end as the attempt's
+/// `timeout`: 50 ms, ample for the error to reach the client.
+pub const LOOKUP_MARGIN: Duration = Duration::from_millis(50);
 
 /// Why a connection could not be made. Each variant is one error class of the attempt log.
 #[derive(Debug, thiserror::Error)]
@@ -43,13 +67,22 @@ pub enum ConnectError {
     /// The destination is refused by the SSRF guard.
     #[error(transparent)]
     Blocked(#[from] BlockedError),
-    /// The host name did not resolve.
+    /// The host name did not resolve ([`DnsError::failure_of`] says whose failure).
     #[error("{0}")]
     Dns(Box<dyn std::error::Error + Send + Sync>),
     /// No address accepted a TCP connection.
     #[error("tcp connect to {addr}: {source}")]
     Connect {
         /// The last address tried.
+        addr: SocketAddr,
+        /// The socket error.
+        source: io::Error,
+    },
+    /// This host lacked a resource to open the connection ([`is_local_resource`]): ours,
+    /// not the receiver's.
+    #[error("tcp connect to {addr}: out of a local resource: {source}")]
+    LocalResource {
+        /// The address being connected to.
         addr: SocketAddr,
         /// The socket error.
         source: io::Error,
@@ -331,16 +364,24 @@ impl Connection for Tapped {
     }
 }
 
-/// The connector of the delivery client: SSRF guard on every address, TCP, TLS.
+/// The connector of the delivery client: SSRF guard on every address, TCP (Happy
+/// Eyeballs, [`crate::eyeballs`]), TLS.
 #[derive(Clone)]
 pub(crate) struct Connector {
     pub lookup: Arc<dyn HostLookup>,
     pub policy: Arc<DestinationPolicy>,
     pub tls: TlsConnector,
+    /// Maps a checked address to the one actually connected to: the identity, except
+    /// for tests that stand in for a NAT64 gateway (`test-support` feature).
+    pub translate: fn(SocketAddr) -> SocketAddr,
 }
 
 impl Connector {
-    async fn connect(self, uri: http::Uri) -> Result<TokioIo<Tapped>, ConnectError> {
+    async fn connect(
+        self,
+        uri: http::Uri,
+        deadline: Option<Instant>,
+    ) -> Result<TokioIo<Tapped>, ConnectError> {
         let https = match uri.scheme_str() {
             Some("https") => true,
             Some("http") => false,
@@ -364,13 +405,9 @@ impl Connector {
                 self.policy.check_ip(ip)?;
                 vec![ip]
             }
-            Err(_) => resolve_checked(self.lookup.as_ref(), &self.policy, host)
-                .await?
-                .into_iter()
-                .map(|a| a.ip())
-                .collect(),
+            Err(_) => self.resolve(host, deadline).await?,
         };
-        let tcp = connect_first(&ips, port).await?;
+        let tcp = crate::eyeballs::connect(&ips, port, deadline, self.translate).await?;
         // Small writes (the head) should not wait for an ACK.
         let _ = tcp.set_nodelay(true);
         let state = Arc::new(ConnState::default());
@@ -392,19 +429,34 @@ impl Connector {
         };
         Ok(TokioIo::new(Tapped { io, state, h2 }))
     }
-}
 
-/// Connects to the addresses in order; the first that accepts wins.
-async fn connect_first(ips: &[IpAddr], port: u16) -> Result<TcpStream, ConnectError> {
-    let mut last = None;
-    for ip in ips {
-        let addr = SocketAddr::new(*ip, port);
-        match TcpStream::connect(addr).await {
-            Ok(s) => return Ok(s),
-            Err(source) => last = Some(ConnectError::Connect { addr, source }),
-        }
+    /// Resolves `host` through the guard; every address returned passed it. A lookup
+    /// still unanswered [`LOOKUP_MARGIN`] before the attempt's deadline is our
+    /// resolver's failure.
+    async fn resolve(
+        &self,
+        host: &str,
+        deadline: Option<Instant>,
+    ) -> Result<Vec<IpAddr>, ConnectError> {
+        let lookup = resolve_checked(self.lookup.as_ref(), &self.policy, host);
+        let addrs = match deadline {
+            None => lookup.await?,
+            Some(deadline) => {
+                let started = Instant::now();
+                let give_up = deadline.checked_sub(LOOKUP_MARGIN).unwrap_or(deadline);
+                match tokio::time::timeout_at(give_up, lookup).await {
+                    Ok(found) => found?,
+                    Err(_) => {
+                        return Err(ConnectError::Dns(Box::new(DnsError::temporary(format!(
+                            "{host}: our resolver did not answer within {} ms",
+                            give_up.saturating_duration_since(started).as_millis()
+                        )))));
+                    }
+                }
+            }
+        };
+        Ok(addrs.into_iter().map(|a| a.ip()).collect())
     }
-    Err(last.unwrap_or_else(|| ConnectError::BadUri("no address to connect to".into())))
 }
 
 impl tower_service::Service<http::Uri> for Connector {
@@ -417,7 +469,11 @@ impl tower_service::Service<http::Uri> for Connector {
     }
 
     fn call(&mut self, uri: http::Uri) -> Self::Future {
-        Box::pin(self.clone().connect(uri))
+        // hyper calls the connector from the request's own task, inside the client's
+        // `ATTEMPT_DEADLINE` scope; a connection made for the pool in the background
+        // (none today) would have no deadline but the per-address timeouts.
+        let deadline = ATTEMPT_DEADLINE.try_with(|d| *d).ok();
+        Box::pin(self.clone().connect(uri, deadline))
     }
 }
 

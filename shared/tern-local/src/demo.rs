@@ -202,8 +202,9 @@ pub async fn run(
             &tern_http::DestinationPolicy {
                 https_only: false,
                 allow: vec!["127.0.0.1/32".parse().map_err(|e| setup(&e))?],
+                nat64: false,
             },
-            &tern_http::SystemLookup,
+            &tern_http::DnsResolver::system(),
         )
         .await
         .map_err(|e| setup(&e))?;
