@@ -362,7 +362,9 @@ async fn a_410_seen_by_this_instance_disables_the_endpoint_for_its_next_delivery
         }
     );
     assert_eq!(receiver.requests("/g").len(), 2, "no POST after the 410");
-    assert_eq!(c.store.reads(), reads, "decided from the cache");
+    // Before refusing, the sender asks the registry once past the cache (an enable made
+    // elsewhere would show): it agrees, the 410's disable reached it.
+    assert_eq!(c.store.reads(), reads + 1, "one read past the cache");
     // And the store has it too, for every other instance.
     let stored = local
         .sender

@@ -4,6 +4,7 @@
 use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent};
 use lambda_runtime::{Error, LambdaEvent, run, service_fn};
 use tern_handlers::config::{Env, SenderConfig};
+use tern_handlers::deadline::Deadline;
 use tern_handlers::metrics::{Metrics, MetricsSink};
 
 #[tokio::main]
@@ -16,9 +17,14 @@ async fn main() -> Result<(), Error> {
     let deps = tern_aws::wiring::sender_deps(&config, &aws, None)?;
     let deps = &deps;
     let namespace = config.metrics_namespace.as_str();
+    let reserve = tern_aws::wiring::sender_time_reserve();
     run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
         let metrics = Metrics::new(namespace, MetricsSink::Stdout);
-        let (response, _) = tern_handlers::sender::handle(deps, event.payload, &metrics).await;
+        // Answer before Lambda's deadline: a timed-out batch would come back whole,
+        // the messages already POSTed included.
+        let deadline = Deadline::at_system_time(event.context.deadline(), reserve);
+        let (response, _) =
+            tern_handlers::sender::handle_within(deps, event.payload, &metrics, deadline).await;
         metrics.flush();
         Ok::<SqsBatchResponse, Error>(response)
     }))

@@ -8,12 +8,14 @@
 //! `batchItemFailures`.
 //!
 //! The numbers, and why they fit each function's timeout (`infra/settings.json`):
-//! - sender (60 s): before the POST, two calls (endpoint read, claim); after it, at most two
-//!   more (attempt log, then the retry or dead-letter send) before a failure returns. A stall
-//!   anywhere costs at most two operation timeouts on top of the longest attempt deadline
-//!   (30 s, `tern_core::endpoint::MAX_TIMEOUT_MS`): 30 + 2 × 6 = 42 s < 60 s. The markers
-//!   written after these (delivered, finished) are tried again for up to 6 s more when
-//!   throttled (`tern_handlers::markers`, which shows how that fits the claim's lease).
+//! - sender (60 s): it plans against the invocation's deadline with these numbers
+//!   (`tern_handlers::deadline`, [`crate::wiring::sender_time_reserve`]): a message starts
+//!   only when its claim, the longest attempt deadline (30 s,
+//!   `tern_core::endpoint::MAX_TIMEOUT_MS`), two carrying writes, the deferral flush and
+//!   1 s for the answer fit: 4 × 6 + 30 + 1 = 55 s < 60 s. The writes for people after
+//!   the POST are cut off rather than let the batch run past its deadline; the markers
+//!   (delivered, finished) are tried again for up to 6 s when throttled, within that
+//!   (`tern_handlers::markers`, which shows how that fits the claim's lease).
 //! - relay (30 s): records are handled in order and the relay stops at the first failed one,
 //!   so a stall costs one operation timeout: 6 s < 30 s.
 //! - replay (300 s): its drain loop stops at the first failed call: 6 s.

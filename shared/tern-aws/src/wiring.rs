@@ -62,13 +62,14 @@ pub fn sender_deps(
         ..ClientOptions::default()
     })?;
     Ok(SenderDeps {
-        // Warm instances serve endpoints from memory for `endpoint_cache` (30 s default).
+        // Warm instances serve endpoints from memory for `endpoint_cache` (30 s default,
+        // times the time scale).
         endpoints: Arc::new(CachedEndpoints::new(
             Arc::new(DynamoEndpointStore::new(
                 ddb.clone(),
                 &config.endpoints_table,
             )),
-            config.endpoint_cache,
+            config.endpoint_cache_ttl(),
         )),
         ledger: Arc::new(DynamoLedger::new(
             ddb,
@@ -94,6 +95,14 @@ pub fn sender_deps(
             config.health_cache,
         ))),
     })
+}
+
+/// What the sender keeps in reserve against its invocation's deadline with the clients
+/// this wiring builds: each AWS call ends within [`crate::budget::OPERATION_TIMEOUT`]
+/// (6 s), an attempt within 30 s, and 1 s is kept for the answer
+/// ([`tern_handlers::deadline::TimeReserve::for_aws_calls`]).
+pub fn sender_time_reserve() -> tern_handlers::deadline::TimeReserve {
+    tern_handlers::deadline::TimeReserve::for_aws_calls(crate::budget::OPERATION_TIMEOUT)
 }
 
 /// The replay function's dependencies.

@@ -14,8 +14,7 @@ use tern_aws::{DynamoEndpointStore, DynamoLedger, SqsQueue};
 use tern_core::endpoint::EndpointUpdate;
 use tern_core::ports::{DeliveryLedger as _, EndpointStore};
 use tern_core::{
-    DeadLetterReason, DeliveryMessage, EndpointId, EventId, EventType, PayloadFormat,
-    RetrySchedule, TenantId,
+    DeadLetterReason, EndpointId, EventId, EventType, PayloadFormat, RetrySchedule, TenantId,
 };
 use tern_handlers::config::{DestinationSettings, Env};
 use tern_handlers::metrics::{Metrics, MetricsSink};
@@ -650,56 +649,6 @@ async fn relay_failures(ctx: &Ctx, max: u32, out: &mut dyn Write) -> Result<(), 
     .map_err(write_err)
 }
 
-/// Why replaying to an endpoint is pointless now.
-#[derive(Debug, Clone, Serialize)]
-struct BadTarget {
-    endpoint_id: String,
-    problem: String,
-}
-
-/// The endpoints the matching dead letters would go to that are disabled or deleted:
-/// the sender would dead-letter those deliveries again at once.
-async fn bad_targets(
-    ctx: &Ctx,
-    dlq: &SqsQueue,
-    filters: &ReplayFilters,
-    max: u32,
-) -> Result<Vec<BadTarget>, OpsError> {
-    let seen = ops::peek(dlq, max as usize).await?;
-    let mut targets: Vec<EndpointId> = seen
-        .iter()
-        .filter_map(|m| DeliveryMessage::parse(&m.body).ok())
-        .filter(|d| tern_handlers::replay::filters_match(filters, d))
-        .map(|d| d.endpoint_id)
-        .collect();
-    if let Some(e) = &filters.endpoint_id {
-        targets.push(e.clone());
-    }
-    targets.sort();
-    targets.dedup();
-    if targets.is_empty() {
-        return Ok(Vec::new());
-    }
-    let endpoints = ctx.endpoints()?.list_all().await?;
-    Ok(targets
-        .into_iter()
-        .filter_map(|id| {
-            let problem = match endpoints.iter().find(|e| e.id == id) {
-                None => "unknown (deleted, or never existed): deliveries dead-letter again as endpoint_deleted".to_owned(),
-                Some(e) if !e.enabled => format!(
-                    "disabled ({}): deliveries dead-letter again as endpoint_disabled; `tern endpoints enable {id}` first",
-                    e.disabled_reason.as_deref().unwrap_or("no reason recorded")
-                ),
-                Some(_) => return None,
-            };
-            Some(BadTarget {
-                endpoint_id: id.to_string(),
-                problem,
-            })
-        })
-        .collect())
-}
-
 /// Asks on a terminal; false when stdin is not one.
 fn confirm(question: &str) -> bool {
     if !std::io::stdin().is_terminal() {
@@ -723,18 +672,15 @@ async fn replay(
     let sqs = ctx.sqs();
     let dlq = SqsQueue::new(sqs.clone(), ctx.names.get("TERN_DLQ_URL")?);
     let delivery = SqsQueue::new(sqs.clone(), ctx.names.get("TERN_DELIVERY_QUEUE_URL")?);
-    let bad = bad_targets(
-        ctx,
+    let bad = ops::replay_check::bad_targets(
         &dlq,
+        &ctx.endpoints()?,
         &filters,
-        max.unwrap_or(tern_handlers::replay::DEFAULT_MAX_MESSAGES),
+        max.unwrap_or(tern_handlers::replay::DEFAULT_MAX_MESSAGES) as usize,
     )
     .await?;
     if !bad.is_empty() && !dry_run && !force {
-        let list: String = bad
-            .iter()
-            .map(|b| format!("\n  endpoint {}: {}", b.endpoint_id, b.problem))
-            .collect();
+        let list = ops::replay_check::list(&bad);
         let asked = !ctx.json
             && confirm(&format!(
                 "Some dead letters would go to endpoints that cannot take them:{list}\nReplay anyway?"
@@ -765,7 +711,7 @@ async fn replay(
             #[serde(flatten)]
             summary: &'a tern_handlers::replay::ReplaySummary,
             /// Targets that cannot take deliveries (replayed anyway with --force).
-            bad_targets: &'a [BadTarget],
+            bad_targets: &'a [ops::replay_check::BadTarget],
         }
         return print_json(
             out,
@@ -780,13 +726,14 @@ async fn replay(
     }
     writeln!(
         out,
-        "{} {} of {} matching dead letters (examined {}, skipped {} not matching, {} unreadable); stopped: {}",
+        "{} {} of {} matching dead letters (examined {}, skipped {} not matching, {} unreadable, {} already replayed by this run); stopped: {}",
         if dry_run { "would replay" } else { "replayed" },
         if dry_run { summary.matched } else { summary.replayed },
         summary.matched,
         summary.examined,
         summary.skipped,
         summary.unreadable,
+        summary.already_replayed,
         summary
             .stopped
             .map_or_else(|| "-".to_owned(), |s| serde_json::to_value(s).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default())

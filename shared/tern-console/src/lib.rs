@@ -471,6 +471,33 @@ async fn run_action(deps: &ConsoleDeps, action: &Action) -> ActionOutcome {
                     error: "not a replay".into(),
                 };
             };
+            // The check `tern replay` makes: a replay into an endpoint that cannot take
+            // deliveries only sends them back to the DLQ. A dry run only counts.
+            if !request.dry_run {
+                let check = tern_ops::replay_check::bad_targets(
+                    deps.dlq.as_ref(),
+                    deps.endpoints.as_ref(),
+                    &request.filters,
+                    MAX_DEAD_LETTERS_READ,
+                )
+                .await;
+                match check {
+                    Ok(bad) if bad.is_empty() => {}
+                    Ok(bad) => {
+                        return ActionOutcome::Failed {
+                            error: format!(
+                                "not replayed: the endpoint cannot take deliveries:{}\nEnable it first (Endpoints widget), then replay.",
+                                tern_ops::replay_check::list(&bad)
+                            ),
+                        };
+                    }
+                    Err(e) => {
+                        return ActionOutcome::Failed {
+                            error: format!("not replayed: the endpoint could not be checked: {e}"),
+                        };
+                    }
+                }
+            }
             match deps.replay.replay(request).await {
                 Ok(summary) => ActionOutcome::Replayed {
                     action: action.clone(),
@@ -729,7 +756,15 @@ mod tests {
         );
         off.enabled = false;
         off.disabled_reason = Some("410 Gone".into());
-        let endpoints = Arc::new(MemEndpoints(Mutex::new(vec![off])));
+        let orders = Endpoint::new(
+            EndpointId::new("ep_orders").unwrap(),
+            TenantId::new("tnt_a").unwrap(),
+            "https://example.com/orders",
+            vec!["*".into()],
+            Secret::generate(),
+            Utc::now(),
+        );
+        let endpoints = Arc::new(MemEndpoints(Mutex::new(vec![off, orders])));
         let ledger = Arc::new(MemLedger::default());
         let replay = Arc::new(FakeReplay {
             fail: fail_replay,
@@ -793,6 +828,45 @@ mod tests {
         assert!(html.contains("data-replayed=\"1\""), "{html}");
         // The fake moved nothing, so the group is still read afterwards.
         assert!(html.contains("data-remaining=\"1\""), "{html}");
+    }
+
+    #[tokio::test]
+    async fn replay_click_refuses_an_endpoint_that_cannot_take_deliveries_as_tern_replay_does() {
+        let w = world(false);
+        let set_orders = |f: &dyn Fn(&mut Vec<Endpoint>)| f(&mut w.endpoints.0.lock().unwrap());
+        set_orders(&|all| {
+            let e = all
+                .iter_mut()
+                .find(|e| e.id.as_str() == "ep_orders")
+                .unwrap();
+            e.enabled = false;
+            e.disabled_reason = Some("operator: maintenance".into());
+        });
+        let html = answer(&w, fixture("console-widget-replay-click.json")).await;
+        assert!(
+            w.replay.requests.lock().unwrap().is_empty(),
+            "nothing replayed into a disabled endpoint"
+        );
+        assert!(html.contains("data-failed=\"true\""), "{html}");
+        assert!(
+            html.contains("endpoint ep_orders: disabled (operator: maintenance)"),
+            "{html}"
+        );
+        // A dry run only counts: it runs.
+        answer(
+            &w,
+            serde_json::json!({"widget": "dead_letters", "action": "replay", "endpoint_id": "ep_orders", "reason": "exhausted", "dry_run": true}),
+        )
+        .await;
+        assert_eq!(w.replay.requests.lock().unwrap().len(), 1);
+        // An endpoint that does not exist (deleted) is refused too.
+        set_orders(&|all| all.retain(|e| e.id.as_str() != "ep_orders"));
+        let html = answer(&w, fixture("console-widget-replay-click.json")).await;
+        assert!(
+            html.contains("endpoint ep_orders: unknown (deleted"),
+            "{html}"
+        );
+        assert_eq!(w.replay.requests.lock().unwrap().len(), 1);
     }
 
     #[tokio::test]

@@ -128,6 +128,9 @@ fn outcome_banner(outcome: Option<&ActionOutcome>) -> Markup {
                     (summary.skipped) " skipped (other groups), "
                     (remaining) " remaining in this group."
                     @if summary.unreadable > 0 { " " (summary.unreadable) " unreadable left in place." }
+                    @if summary.already_replayed > 0 {
+                        " " (summary.already_replayed) " came back to the DLQ during the run and stay (one replay per delivery per run)."
+                    }
                 }
             }
         }

@@ -134,6 +134,13 @@ pub struct DeliveryMessage {
     /// was redriven (from the console or by the replay function) and starts a fresh budget.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dead_letter: Option<DeadLetter>,
+    /// The dead letter this budget was replayed from, if it was. A replayed budget that is
+    /// dead-lettered again before any attempt of its own (a bounce: its endpoint is still
+    /// disabled, or gone) keeps that dead letter's last status, last error and time
+    /// ([`Self::bounced`]), so a replay into an endpoint that still refuses deliveries
+    /// never erases why and since when they failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replayed_from: Option<DeadLetter>,
 }
 
 /// Why a queue message body is not a delivery message.
@@ -192,6 +199,7 @@ impl DeliveryMessage {
             last_error: None,
             not_before: None,
             dead_letter: None,
+            replayed_from: None,
         }
     }
 
@@ -282,6 +290,8 @@ impl DeliveryMessage {
 
     /// The message a replay puts back on the delivery queue: a fresh attempt budget
     /// (attempt 1), the same event and so the same `webhook-id`, the replay count raised.
+    /// It remembers the dead letter it came from ([`Self::replayed_from`]; for a message
+    /// SQS moved to the DLQ itself, which carries none, the one its budget came from).
     pub fn replayed(&self) -> Self {
         Self {
             attempt: 1,
@@ -291,7 +301,36 @@ impl DeliveryMessage {
             last_error: None,
             not_before: None,
             dead_letter: None,
+            replayed_from: self
+                .dead_letter
+                .clone()
+                .or_else(|| self.replayed_from.clone()),
             ..self.clone()
+        }
+    }
+
+    /// The dead-letter record of a budget that ends before any attempt of its own was
+    /// made, for `reason`: when the budget was replayed, the last status, last error and
+    /// time of the dead letter it was replayed from (nothing new was learnt about the
+    /// receiver, and the time says since when its deliveries fail); otherwise this
+    /// message's own and `now`. `attempts` counts those made in this budget before it
+    /// ended: `attempt - 1`.
+    pub fn bounced(&self, reason: DeadLetterReason, now: DateTime<Utc>) -> DeadLetter {
+        match (&self.replayed_from, self.attempt) {
+            (Some(from), 1) => DeadLetter {
+                reason,
+                last_status: from.last_status,
+                last_error: from.last_error.clone(),
+                attempts: 0,
+                at: from.at,
+            },
+            _ => DeadLetter {
+                reason,
+                last_status: self.last_status,
+                last_error: self.last_error.clone(),
+                attempts: self.attempt.saturating_sub(1),
+                at: now,
+            },
         }
     }
 
@@ -411,5 +450,58 @@ mod tests {
         assert_eq!(r.event.id, m.event.id);
         assert!(r.dead_letter.is_none());
         assert!(r.attempt_key() > dl.attempt_key());
+    }
+
+    #[test]
+    fn a_bounce_keeps_the_failure_it_was_replayed_from() {
+        let t0: DateTime<Utc> = "2026-01-01T10:00:00Z".parse().unwrap();
+        let now = Utc::now();
+        let dl = sample()
+            .next_attempt(t0, Some(410), None)
+            .dead_lettered(DeadLetter {
+                reason: DeadLetterReason::Gone,
+                last_status: Some(410),
+                last_error: Some("gone".into()),
+                attempts: 2,
+                at: t0,
+            });
+        let replayed = dl.replayed();
+        let body = replayed.to_body();
+        assert_eq!(DeliveryMessage::parse(&body).unwrap(), replayed);
+        let bounce = replayed.bounced(DeadLetterReason::EndpointDisabled, now);
+        assert_eq!(bounce.reason, DeadLetterReason::EndpointDisabled);
+        assert_eq!(
+            (
+                bounce.last_status,
+                bounce.last_error.as_deref(),
+                bounce.at,
+                bounce.attempts
+            ),
+            (Some(410), Some("gone"), t0, 0)
+        );
+        // Bounced and replayed again: still the first failure.
+        let again = replayed.dead_lettered(bounce).replayed();
+        assert_eq!(again.replay_count, 2);
+        let second = again.bounced(DeadLetterReason::EndpointDisabled, now);
+        assert_eq!((second.last_status, second.at), (Some(410), t0));
+        // A budget that made an attempt of its own reports that attempt.
+        let own = replayed
+            .next_attempt(now, Some(503), Some("busy".into()))
+            .bounced(DeadLetterReason::EndpointDisabled, now);
+        assert_eq!(
+            (
+                own.last_status,
+                own.last_error.as_deref(),
+                own.at,
+                own.attempts
+            ),
+            (Some(503), Some("busy"), now, 1)
+        );
+        // Never replayed: its own (empty) failure, now.
+        let fresh = sample().bounced(DeadLetterReason::EndpointDisabled, now);
+        assert_eq!(
+            (fresh.last_status, fresh.at, fresh.attempts),
+            (None, now, 0)
+        );
     }
 }

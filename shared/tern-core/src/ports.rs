@@ -82,6 +82,17 @@ pub trait DelayScheduler: Send + Sync {
 pub trait EndpointStore: Send + Sync {
     /// One endpoint, or `None` when it does not exist.
     async fn get(&self, tenant: &TenantId, id: &EndpointId) -> Result<Option<Endpoint>, PortError>;
+    /// One endpoint as the registry holds it now, past any cache in front of it: what
+    /// the sender asks before it dead-letters a delivery on a "disabled" it may have
+    /// read from a cache, so an endpoint enabled elsewhere a moment ago is not refused.
+    /// The default is [`Self::get`], for stores that cache nothing.
+    async fn get_current(
+        &self,
+        tenant: &TenantId,
+        id: &EndpointId,
+    ) -> Result<Option<Endpoint>, PortError> {
+        self.get(tenant, id).await
+    }
     /// Every endpoint of a tenant, enabled or not.
     async fn list_for_tenant(&self, tenant: &TenantId) -> Result<Vec<Endpoint>, PortError>;
     /// Every endpoint.

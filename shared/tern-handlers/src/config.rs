@@ -287,6 +287,14 @@ impl SenderPolicy {
 }
 
 impl SenderConfig {
+    /// How long the sender serves an endpoint from memory, in real time: `endpoint_cache`
+    /// multiplied by `TERN_TIME_SCALE`, like every wait (local mode at `--time-scale 0.001`
+    /// keeps an endpoint 30 ms, so a disable or an enable made elsewhere reaches it as
+    /// soon, in scaled time, as it would in AWS).
+    pub fn endpoint_cache_ttl(&self) -> Duration {
+        self.endpoint_cache.mul_f64(self.policy.time_scale)
+    }
+
     /// Reads the sender settings.
     ///
     /// # Errors
@@ -534,6 +542,26 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn the_endpoint_cache_ttl_scales_with_time() {
+        let scaled = |scale: &'static str| {
+            let vars = move |k: &str| match k {
+                "TERN_ENDPOINTS_TABLE"
+                | "TERN_ATTEMPTS_TABLE"
+                | "TERN_DELIVERY_QUEUE_URL"
+                | "TERN_HEALTH_TABLE"
+                | "TERN_DLQ_URL" => Some("x".to_owned()),
+                "TERN_TIME_SCALE" => Some(scale.to_owned()),
+                _ => None,
+            };
+            SenderConfig::from_env(&Env(&vars))
+                .unwrap()
+                .endpoint_cache_ttl()
+        };
+        assert_eq!(scaled("1"), Duration::from_secs(30));
+        assert_eq!(scaled("0.001"), Duration::from_millis(30));
     }
 }
 

@@ -16,6 +16,12 @@
 //! - A read that started before a local change never refills the cache with what it
 //!   read (a generation counter), so a disable cannot be undone by a read in flight.
 //! - Lists (`list_for_tenant`, `list_all`) are not cached.
+//! - [`EndpointStore::get_current`] reads the store past the cache (and refreshes the
+//!   entry): the sender asks it before dead-lettering a delivery as `endpoint_disabled`,
+//!   so an endpoint enabled elsewhere within the TTL is not refused on a stale copy. The
+//!   one exception is a disable through this cache that the store did not take (it was
+//!   unavailable): the store would say "enabled", the receiver said it is gone, and the
+//!   cached disabled copy answers until the TTL ends.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -33,6 +39,8 @@ use tern_core::{Endpoint, EndpointId, TenantId};
 /// elsewhere waits before this instance sees it. 30 s is short next to the shortest retry
 /// wait (60 s) and a rotation's overlap (24 h by default), and saves one consistent read
 /// per delivery when an endpoint receives more than one delivery per 30 s per instance.
+/// Like every wait, it is multiplied by `TERN_TIME_SCALE` (local mode's `--time-scale`):
+/// [`crate::config::SenderConfig::endpoint_cache_ttl`].
 pub const DEFAULT_ENDPOINT_CACHE_SECONDS: u64 = 30;
 
 /// Most `TERN_ENDPOINT_CACHE_SECONDS` may be, in seconds: a disable made elsewhere must
@@ -41,12 +49,22 @@ pub const MAX_ENDPOINT_CACHE_SECONDS: u64 = 300;
 
 type Key = (TenantId, EndpointId);
 
+/// One cached endpoint.
+struct Entry {
+    /// When it was read or last changed here.
+    at: Instant,
+    endpoint: Endpoint,
+    /// A disable made through this cache that the store did not take: the store still
+    /// says enabled, so [`EndpointStore::get_current`] answers from here until the TTL.
+    unsynced_disable: bool,
+}
+
 /// An [`EndpointStore`] that serves `get` from memory for `ttl` and passes everything
 /// else to the store it wraps (see the module documentation for the rules).
 pub struct CachedEndpoints {
     inner: Arc<dyn EndpointStore>,
     ttl: Duration,
-    entries: Mutex<HashMap<Key, (Instant, Endpoint)>>,
+    entries: Mutex<HashMap<Key, Entry>>,
     /// Bumped by every local change; a read fills the cache only when no change happened
     /// while it was in flight.
     generation: AtomicU64,
@@ -69,7 +87,7 @@ impl CachedEndpoints {
         self.ttl
     }
 
-    fn entries(&self) -> std::sync::MutexGuard<'_, HashMap<Key, (Instant, Endpoint)>> {
+    fn entries(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Entry>> {
         self.entries.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -84,11 +102,24 @@ impl CachedEndpoints {
         entries.remove(&Self::key(tenant, id));
     }
 
-    /// Replaces a cached entry by a disabled copy carrying `reason`, fresh for `ttl`.
-    fn mark_disabled(&self, tenant: &TenantId, id: &EndpointId, reason: Option<&str>) {
+    /// Replaces a cached entry by a disabled copy carrying `reason`, fresh for `ttl`;
+    /// `unsynced` when the store did not take the disable.
+    fn mark_disabled(
+        &self,
+        tenant: &TenantId,
+        id: &EndpointId,
+        reason: Option<&str>,
+        unsynced: bool,
+    ) {
         let mut entries = self.entries();
         self.generation.fetch_add(1, Ordering::SeqCst);
-        if let Some((at, endpoint)) = entries.get_mut(&Self::key(tenant, id)) {
+        if let Some(Entry {
+            at,
+            endpoint,
+            unsynced_disable,
+        }) = entries.get_mut(&Self::key(tenant, id))
+        {
+            *unsynced_disable = unsynced;
             if endpoint.enabled {
                 endpoint.enabled = false;
                 endpoint.disabled_at = Some(Utc::now());
@@ -113,8 +144,40 @@ impl CachedEndpoints {
     ) {
         match result {
             Err(PortError::Rejected(_)) => self.forget(tenant, id),
-            Ok(()) | Err(PortError::Unavailable(_)) => self.mark_disabled(tenant, id, reason),
+            Ok(()) => self.mark_disabled(tenant, id, reason, false),
+            Err(PortError::Unavailable(_)) => self.mark_disabled(tenant, id, reason, true),
         }
+    }
+
+    /// Reads the store and fills the cache with what it read, unless a local change
+    /// landed meanwhile: then the local change answers.
+    async fn read_through(&self, key: Key) -> Result<Option<Endpoint>, PortError> {
+        let generation = self.generation.load(Ordering::SeqCst);
+        let read = self.inner.get(&key.0, &key.1).await?;
+        let mut entries = self.entries();
+        if self.generation.load(Ordering::SeqCst) == generation {
+            match &read {
+                Some(endpoint) if !self.ttl.is_zero() => {
+                    entries.insert(
+                        key,
+                        Entry {
+                            at: Instant::now(),
+                            endpoint: endpoint.clone(),
+                            unsynced_disable: false,
+                        },
+                    );
+                }
+                _ => {
+                    entries.remove(&key);
+                }
+            }
+        } else if let Some(entry) = entries.get(&key)
+            && entry.at.elapsed() < self.ttl
+        {
+            // A local change landed while this read was in flight: it wins.
+            return Ok(Some(entry.endpoint.clone()));
+        }
+        Ok(read)
     }
 }
 
@@ -122,30 +185,27 @@ impl CachedEndpoints {
 impl EndpointStore for CachedEndpoints {
     async fn get(&self, tenant: &TenantId, id: &EndpointId) -> Result<Option<Endpoint>, PortError> {
         let key = Self::key(tenant, id);
-        if let Some((at, endpoint)) = self.entries().get(&key)
-            && at.elapsed() < self.ttl
+        if let Some(entry) = self.entries().get(&key)
+            && entry.at.elapsed() < self.ttl
         {
-            return Ok(Some(endpoint.clone()));
+            return Ok(Some(entry.endpoint.clone()));
         }
-        let generation = self.generation.load(Ordering::SeqCst);
-        let read = self.inner.get(tenant, id).await?;
-        let mut entries = self.entries();
-        if self.generation.load(Ordering::SeqCst) == generation {
-            match &read {
-                Some(endpoint) if !self.ttl.is_zero() => {
-                    entries.insert(key, (Instant::now(), endpoint.clone()));
-                }
-                _ => {
-                    entries.remove(&key);
-                }
-            }
-        } else if let Some((at, endpoint)) = entries.get(&key)
-            && at.elapsed() < self.ttl
+        self.read_through(key).await
+    }
+
+    async fn get_current(
+        &self,
+        tenant: &TenantId,
+        id: &EndpointId,
+    ) -> Result<Option<Endpoint>, PortError> {
+        let key = Self::key(tenant, id);
+        if let Some(entry) = self.entries().get(&key)
+            && entry.unsynced_disable
+            && entry.at.elapsed() < self.ttl
         {
-            // A local change landed while this read was in flight: it wins.
-            return Ok(Some(endpoint.clone()));
+            return Ok(Some(entry.endpoint.clone()));
         }
-        Ok(read)
+        self.read_through(key).await
     }
 
     async fn list_for_tenant(&self, tenant: &TenantId) -> Result<Vec<Endpoint>, PortError> {
@@ -182,7 +242,7 @@ impl EndpointStore for CachedEndpoints {
         let result = self.inner.disable_keeping_reason(tenant, id, reason).await;
         // The store decides which reason stays; the next read brings it.
         match &result {
-            Err(PortError::Unavailable(_)) => self.mark_disabled(tenant, id, Some(reason)),
+            Err(PortError::Unavailable(_)) => self.mark_disabled(tenant, id, Some(reason), true),
             Ok(()) | Err(PortError::Rejected(_)) => self.forget(tenant, id),
         }
         result
@@ -399,5 +459,59 @@ mod tests {
                 .unwrap()
                 .enabled
         );
+    }
+
+    #[tokio::test]
+    async fn a_current_read_sees_an_enable_made_elsewhere_and_refreshes_the_entry() {
+        let mut e = endpoint();
+        e.enabled = false;
+        e.disabled_reason = Some("operator".into());
+        let store = One::new(e.clone(), false);
+        let cache = CachedEndpoints::new(store.clone(), Duration::from_secs(30));
+        assert!(
+            !cache
+                .get(&e.tenant_id, &e.id)
+                .await
+                .unwrap()
+                .unwrap()
+                .enabled
+        );
+        // `tern endpoints enable`, straight in the store.
+        store.endpoint.lock().unwrap().as_mut().unwrap().enabled = true;
+        assert!(
+            !cache
+                .get(&e.tenant_id, &e.id)
+                .await
+                .unwrap()
+                .unwrap()
+                .enabled,
+            "the cached copy is stale until the TTL"
+        );
+        let current = cache.get_current(&e.tenant_id, &e.id).await.unwrap();
+        assert!(current.unwrap().enabled);
+        let reads = store.reads();
+        assert!(
+            cache
+                .get(&e.tenant_id, &e.id)
+                .await
+                .unwrap()
+                .unwrap()
+                .enabled,
+            "the current read refreshed the entry"
+        );
+        assert_eq!(store.reads(), reads);
+    }
+
+    #[tokio::test]
+    async fn a_disable_the_store_did_not_take_still_answers_a_current_read() {
+        let e = endpoint();
+        let store = One::new(e.clone(), true);
+        let cache = CachedEndpoints::new(store.clone(), Duration::from_secs(30));
+        cache.get(&e.tenant_id, &e.id).await.unwrap();
+        let _ = cache.disable(&e.tenant_id, &e.id, "gone: 410").await;
+        let reads = store.reads();
+        let current = cache.get_current(&e.tenant_id, &e.id).await.unwrap();
+        assert!(!current.unwrap().enabled, "the receiver said gone");
+        assert_eq!(store.reads(), reads, "the store would say enabled");
     }
 }

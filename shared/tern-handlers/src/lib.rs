@@ -5,6 +5,7 @@
 #![warn(missing_docs)]
 
 pub mod config;
+pub mod deadline;
 pub mod endpoint_cache;
 pub mod health;
 pub mod logging;

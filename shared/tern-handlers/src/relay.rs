@@ -528,8 +528,10 @@ async fn plan_records(
     (plans, None)
 }
 
-/// The enabled endpoints of the event's tenant that subscribe to it, looked up once per
-/// tenant and batch.
+/// The endpoints of the event's tenant that subscribe to it, enabled or not, looked up
+/// once per tenant and batch. A disabled endpoint gets its deliveries too: the sender
+/// dead-letters them `endpoint_disabled` (with a row in the attempt log), so they can be
+/// replayed once it is enabled, instead of vanishing.
 async fn subscribers(
     deps: &RelayDeps,
     event: &Event,
@@ -543,7 +545,7 @@ async fn subscribers(
         .get(&event.tenant_id)
         .map(|l| {
             l.iter()
-                .filter(|e| e.enabled && e.subscribes(event))
+                .filter(|e| e.subscribes(event))
                 .map(|e| e.id.clone())
                 .collect()
         })

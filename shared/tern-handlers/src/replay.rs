@@ -1,7 +1,15 @@
 //! The replay function: drains the DLQ back into the delivery queue, optionally filtered,
 //! optionally as a dry run. A replayed delivery starts a fresh attempt budget and keeps
 //! its `webhook-id` (the event id); its replay count goes up by one.
+//!
+//! One run replays each delivery at most once. A delivery whose endpoint still refuses it
+//! comes back to the DLQ as a new message within a second (a bounce); a run that read it
+//! again would send it round and round until its time or message budget ran out. So a
+//! run remembers the deliveries it replayed and leaves any later copy in the DLQ
+//! ([`ReplaySummary::already_replayed`]). Every tool replays through this function: the
+//! replay Lambda, `tern replay` and the console.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -10,7 +18,9 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use tern_core::drain::{Drain, DrainRule, DrainStop};
 use tern_core::ports::{DrainableQueue, MessageQueue, PortError, QueueEntry, ReceivedMessage};
-use tern_core::{DeadLetterReason, DeliveryMessage, EndpointId, EventId, EventType, TenantId};
+use tern_core::{
+    DeadLetterReason, DeliveryId, DeliveryMessage, EndpointId, EventId, EventType, TenantId,
+};
 
 use crate::metrics::Metrics;
 
@@ -91,6 +101,10 @@ pub struct ReplaySummary {
     pub skipped: u32,
     /// Messages left in the DLQ because they are not delivery messages (`malformed_message`).
     pub unreadable: u32,
+    /// Messages left in the DLQ because this run already replayed their delivery: it came
+    /// back (its endpoint still refuses it), or the DLQ held two copies of it.
+    #[serde(default)]
+    pub already_replayed: u32,
     /// Delivery ids replayed (or that would be, in a dry run), at most 100.
     pub delivery_ids: Vec<String>,
     /// Why the run ended: `max_reached`, `time_budget` (messages may remain: run again) or
@@ -187,6 +201,8 @@ async fn drain(
         rule,
         usize::try_from(max).unwrap_or(usize::MAX),
     );
+    // The deliveries this run replayed (or would, in a dry run): at most `max` ids.
+    let mut replayed: HashSet<DeliveryId> = HashSet::new();
     while let Some(batch) = drain.next_batch().await? {
         for m in batch {
             summary.examined += 1;
@@ -197,6 +213,11 @@ async fn drain(
             };
             if !matches(&request.filters, &parsed) {
                 summary.skipped += 1;
+                left.push(m);
+                continue;
+            }
+            if !replayed.insert(parsed.delivery_id.clone()) {
+                summary.already_replayed += 1;
                 left.push(m);
                 continue;
             }

@@ -7,6 +7,13 @@
 //! failure to reach our own infrastructure, or a panic, reports the message in
 //! `batchItemFailures`; SQS then retries it, and after `maxReceiveCount` redrives it to
 //! the DLQ.
+//!
+//! Every dead letter whose event is known leaves a row in the attempt log, those made
+//! before any POST (endpoint disabled or deleted, no active secret, a retry window that
+//! ended behind an open circuit) included: `tern attempts <event>` shows each with its
+//! reason. The handler answers before the invocation's deadline ([`crate::deadline`]): a
+//! message it has no time to start is reported untouched, and after a POST the write
+//! that carries the delivery on comes before the writes for people.
 
 use std::collections::{HashMap, HashSet};
 use std::panic::AssertUnwindSafe;
@@ -35,6 +42,7 @@ use tern_core::{
 use tern_http::{AttemptReport, AttemptRequest, DeliveryClient};
 
 use crate::config::SenderPolicy;
+use crate::deadline::Deadline;
 use crate::health::{Admission, BatchGate, BatchHealth, CircuitBreaker, EndpointKey};
 use crate::markers;
 use crate::metrics::Metrics;
@@ -111,12 +119,30 @@ pub enum MessageOutcome {
 /// panic that made it a batch failure.
 pub type MessageResult = (String, Result<MessageOutcome, String>);
 
-/// Handles one SQS batch, all messages concurrently. Returns the partial batch response
-/// (only failed message ids) and every message's result.
+/// Handles one SQS batch, all messages concurrently, without a deadline (tests and tools
+/// that drive the handler directly). Returns the partial batch response (only failed
+/// message ids) and every message's result.
 pub async fn handle(
     deps: &SenderDeps,
     event: SqsEvent,
     metrics: &Metrics,
+) -> (SqsBatchResponse, Vec<MessageResult>) {
+    handle_within(deps, event, metrics, Deadline::none()).await
+}
+
+/// Error text of a message the handler did not start because the invocation's deadline
+/// was too near ([`Deadline::may_start`]): reported in `batchItemFailures` untouched.
+pub const NOT_STARTED: &str = "not started: the invocation's deadline is too near";
+
+/// Handles one SQS batch, all messages concurrently, answering before `deadline` (the
+/// Lambda invocation's, or local mode's): messages it has no time to start, and only
+/// those and the ones whose writes failed, are in the partial batch response. Returns it
+/// and every message's result.
+pub async fn handle_within(
+    deps: &SenderDeps,
+    event: SqsEvent,
+    metrics: &Metrics,
+    deadline: Deadline,
 ) -> (SqsBatchResponse, Vec<MessageResult>) {
     let parsed: Vec<Result<DeliveryMessage, String>> = event
         .records
@@ -126,6 +152,8 @@ pub async fn handle(
     // One gate per endpoint the batch touches, decided before any POST; one health write
     // per endpoint after them all.
     let gates: HashMap<EndpointKey, BatchGate> = match &deps.breaker {
+        // No message will start: no probe is claimed for nothing.
+        Some(_) if !deadline.may_start() => HashMap::new(),
         Some(breaker) => {
             let keys: HashSet<EndpointKey> = parsed
                 .iter()
@@ -141,6 +169,7 @@ pub async fn handle(
         gates: &gates,
         health: &batch,
         deferred: std::sync::Mutex::default(),
+        deadline,
     };
     let tasks = event.records.iter().zip(parsed).map(|(msg, parsed)| {
         let ctx = &ctx;
@@ -168,11 +197,31 @@ pub async fn handle(
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner),
     );
-    flush_deferred(deps, deferred, &mut results, metrics).await;
-    if let Some(breaker) = &deps.breaker {
-        breaker
-            .settle(&batch, deps.endpoints.as_ref(), metrics)
-            .await;
+    // The deferrals must be put back (or reported); the health counts are for people.
+    // Both end before the answer's reserve.
+    let not_put_back = match deadline
+        .before_answer(flush_deferred(deps, &deferred, metrics))
+        .await
+    {
+        Some(failed) => failed,
+        None => deferred
+            .iter()
+            .map(|(id, ..)| (id.clone(), DEADLINE_CUT.to_owned()))
+            .collect(),
+    };
+    for (id, error) in not_put_back {
+        tracing::error!(message_id = %id, %error, "deferred delivery not put back; SQS will retry it");
+        if let Some((_, r)) = results.iter_mut().find(|(rid, _)| *rid == id) {
+            *r = Err(error);
+        }
+    }
+    if let Some(breaker) = &deps.breaker
+        && deadline
+            .before_answer(breaker.settle(&batch, deps.endpoints.as_ref(), metrics))
+            .await
+            .is_none()
+    {
+        tracing::warn!("endpoint health not settled: the invocation's deadline is near");
     }
     let mut response = SqsBatchResponse::default();
     for (id, r) in &results {
@@ -189,6 +238,7 @@ struct BatchContext<'a> {
     gates: &'a HashMap<EndpointKey, BatchGate>,
     health: &'a BatchHealth,
     deferred: std::sync::Mutex<Vec<(String, DeliveryMessage, chrono::DateTime<Utc>)>>,
+    deadline: Deadline,
 }
 
 impl BatchContext<'_> {
@@ -216,9 +266,14 @@ async fn process(
     metrics: &Metrics,
     ctx: &BatchContext<'_>,
 ) -> Result<MessageOutcome, PortError> {
+    let deadline = &ctx.deadline;
+    if !deadline.may_start() {
+        // Nothing done yet: SQS delivers it again, whole.
+        return Err(PortError::Unavailable(NOT_STARTED.into()));
+    }
     let message = match parsed {
         Ok(m) => m,
-        Err(e) => return dead_letter_malformed(deps, raw, &e, metrics).await,
+        Err(e) => return dead_letter_malformed(deps, raw, &e, metrics, deadline).await,
     };
     // A message that carries its dead-letter record was redriven (console or replay):
     // it starts a fresh budget with the same webhook-id.
@@ -237,16 +292,17 @@ async fn process(
                 i64::try_from(MAX_WAIT_SECONDS).unwrap_or(i64::MAX / 1000) + 3600,
             );
         if until > latest {
-            return dead_letter(
+            return dead_letter_unsent(
                 deps,
                 &message,
                 DeadLetterReason::MalformedMessage,
-                None,
+                0,
                 metrics,
+                deadline,
             )
             .await;
         }
-        requeue_until(deps, &message, until).await?;
+        carry(deadline, "requeue", requeue_until(deps, &message, until)).await?;
         return Ok(MessageOutcome::Waiting { until });
     }
 
@@ -286,27 +342,61 @@ async fn process(
         return Ok(MessageOutcome::Duplicate(claim));
     };
 
-    let endpoint = match usable_endpoint(deps, &message, endpoint?, metrics).await? {
-        Ok(e) => e,
-        Err(dead) => return Ok(dead),
-    };
-    attempt(deps, message, takeover, &endpoint, metrics, ctx.health).await
+    let endpoint =
+        match usable_endpoint(deps, &message, endpoint?, takeover, metrics, deadline).await? {
+            Ok(e) => e,
+            Err(dead) => return Ok(dead),
+        };
+    let attempt_deadline = endpoint
+        .timeout_ms
+        .map_or(deps.policy.attempt_timeout, Duration::from_millis);
+    if !deadline.may_send(attempt_deadline) {
+        // Only when a call before the POST outran its own deadline. The claim stays:
+        // the redelivery takes it over once its lease has run out.
+        tracing::warn!(delivery_id = %message.delivery_id, attempt = message.attempt, "not sent: the invocation's deadline is too near");
+        return Err(PortError::Unavailable(NOT_STARTED.into()));
+    }
+    attempt(
+        deps, message, takeover, &endpoint, metrics, ctx.health, deadline,
+    )
+    .await
 }
 
 /// The endpoint a delivery may go to, or (`Err`) the outcome of dead-lettering the
 /// delivery because its endpoint was deleted or is disabled.
+///
+/// A "disabled" may come from the endpoint cache, up to its TTL old; before refusing the
+/// delivery the registry is read past the cache ([`EndpointStore::get_current`]), so an
+/// endpoint enabled a moment ago elsewhere (`tern endpoints enable`, then a replay) gets
+/// its deliveries. That costs one strongly consistent read (one read unit) per delivery
+/// dead-lettered `endpoint_disabled`. A missing endpoint needs no second read: the cache
+/// never keeps one, so "deleted" was read from the registry.
 async fn usable_endpoint(
     deps: &SenderDeps,
     message: &DeliveryMessage,
     endpoint: Option<Endpoint>,
+    takeover: u32,
     metrics: &Metrics,
+    deadline: &Deadline,
 ) -> Result<Result<Endpoint, MessageOutcome>, PortError> {
+    let endpoint = match endpoint {
+        Some(e) if !e.enabled => {
+            carry(
+                deadline,
+                "endpoint read",
+                deps.endpoints
+                    .get_current(&message.event.tenant_id, &message.endpoint_id),
+            )
+            .await?
+        }
+        other => other,
+    };
     let reason = match endpoint {
         Some(e) if e.enabled => return Ok(Ok(e)),
         Some(_) => DeadLetterReason::EndpointDisabled,
         None => DeadLetterReason::EndpointDeleted,
     };
-    dead_letter(deps, message, reason, None, metrics)
+    dead_letter_unsent(deps, message, reason, takeover, metrics, deadline)
         .await
         .map(Err)
 }
@@ -323,11 +413,15 @@ async fn defer(
     metrics: &Metrics,
     ctx: &BatchContext<'_>,
 ) -> Result<MessageOutcome, PortError> {
-    let endpoint = deps
-        .endpoints
-        .get(&message.event.tenant_id, &message.endpoint_id)
-        .await?;
-    let endpoint = match usable_endpoint(deps, &message, endpoint, metrics).await? {
+    let deadline = &ctx.deadline;
+    let endpoint = carry(
+        deadline,
+        "endpoint read",
+        deps.endpoints
+            .get(&message.event.tenant_id, &message.endpoint_id),
+    )
+    .await?;
+    let endpoint = match usable_endpoint(deps, &message, endpoint, 0, metrics, deadline).await? {
         Ok(e) => e,
         Err(dead) => return Ok(dead),
     };
@@ -340,7 +434,15 @@ async fn defer(
     let window_end =
         tern_core::health::retry_window_end(first, &schedule, deps.policy.time_scale, probe);
     if Utc::now() > window_end {
-        return dead_letter_unattempted(deps, &message, DeadLetterReason::Exhausted, metrics).await;
+        return dead_letter_unsent(
+            deps,
+            &message,
+            DeadLetterReason::Exhausted,
+            0,
+            metrics,
+            deadline,
+        )
+        .await;
     }
     let waiting = DeliveryMessage {
         not_before: Some(until),
@@ -358,6 +460,7 @@ async fn attempt(
     endpoint: &Endpoint,
     metrics: &Metrics,
     health: &BatchHealth,
+    invocation: &Deadline,
 ) -> Result<MessageOutcome, PortError> {
     let (schedule, max_attempts) = endpoint.retry_policy(&deps.policy.schedule);
     let deadline = endpoint
@@ -367,14 +470,8 @@ async fn attempt(
     let secrets = endpoint.active_secrets(started);
     if secrets.is_empty() {
         // Never send an unsigned webhook: the receiver could not tell it from a forgery.
-        return dead_letter(
-            deps,
-            &message,
-            DeadLetterReason::NoActiveSecret,
-            None,
-            metrics,
-        )
-        .await;
+        let reason = DeadLetterReason::NoActiveSecret;
+        return dead_letter_unsent(deps, &message, reason, takeover, metrics, invocation).await;
     }
     let body = Bytes::from(request::body(&message.event, endpoint.payload_format));
     let headers = request::headers(&message.event, started.timestamp(), &body, &secrets);
@@ -505,11 +602,6 @@ async fn attempt(
         },
         next_wait_seconds: wait,
     };
-    // The attempt log is for people; losing one row must not cause a second POST. A
-    // success is recorded together with the delivered state (one write), below.
-    if !delivered && let Err(e) = deps.ledger.record_attempt(&record).await {
-        tracing::warn!(error = %e, delivery_id = %message.delivery_id, "attempt not logged");
-    }
     // tenant_id and endpoint_id feed the Contributor Insights rules (top endpoints by
     // failed attempts, top tenants by volume).
     tracing::info!(
@@ -519,29 +611,100 @@ async fn attempt(
         "attempt"
     );
 
-    match &outcome {
+    // The step that carries the delivery on (its retry, its dead letter) comes first;
+    // the attempt log is for people and follows, bounded by the time left: losing a row
+    // must not cause a second POST. A success is recorded with the delivered state (one
+    // write).
+    let carried = match &outcome {
         MessageOutcome::Delivered { .. } => {
             // The POST succeeded: the marker stops a second one. Retried within the
-            // attempt's budget; a lost one is counted (crate::markers).
+            // attempt's budget and the invocation's time; a lost one is counted
+            // (crate::markers).
             let retry = markers::MarkerRetry::default();
-            markers::mark_delivered(deps.ledger.as_ref(), &message, &record, &retry, metrics).await;
+            let write =
+                markers::mark_delivered(deps.ledger.as_ref(), &message, &record, &retry, metrics);
+            marker_before_tail(invocation, write, &message, metrics).await;
+            Ok(outcome)
         }
         MessageOutcome::Retrying { wait_seconds, .. } => {
             let first = message.first_attempt_at.unwrap_or(started);
             let next = message.next_attempt(first, status, error);
-            enqueue_retry(deps, &next, *wait_seconds).await?;
-            metrics.update(|c| c.retries += 1);
-            finish(deps, &message, DeliveryState::Retrying, metrics).await;
+            let sent = carry(
+                invocation,
+                "retry",
+                enqueue_retry(deps, &next, *wait_seconds),
+            )
+            .await;
+            if sent.is_ok() {
+                metrics.update(|c| c.retries += 1);
+                finish(deps, &message, DeliveryState::Retrying, invocation, metrics).await;
+            }
+            sent.map(|()| outcome)
         }
         MessageOutcome::DeadLettered { reason, .. } => {
             let last = Some((status, error));
-            return dead_letter(deps, &message, *reason, last, metrics).await;
+            dead_letter(deps, &message, *reason, last, metrics, invocation).await
         }
         MessageOutcome::Duplicate(_)
         | MessageOutcome::Waiting { .. }
-        | MessageOutcome::Deferred { .. } => {}
+        | MessageOutcome::Deferred { .. } => Ok(outcome),
+    };
+    if !delivered {
+        let write = deps.ledger.record_attempt(&record);
+        for_people(invocation, write, &message, "attempt not logged").await;
     }
-    Ok(outcome)
+    carried
+}
+
+/// `write`, the step that carries a delivery on, unless the batch's tail would no longer
+/// fit ([`Deadline::before_tail`]): cut off, it fails like an unreachable service, and the
+/// message becomes a batch failure.
+async fn carry<T>(
+    deadline: &Deadline,
+    what: &str,
+    write: impl std::future::Future<Output = Result<T, PortError>>,
+) -> Result<T, PortError> {
+    deadline
+        .before_tail(write)
+        .await
+        .unwrap_or_else(|| Err(PortError::Unavailable(format!("{what}: {DEADLINE_CUT}"))))
+}
+
+/// Why a step was cut off.
+const DEADLINE_CUT: &str = "cut off: the invocation's deadline is near";
+
+/// `write`, for people (the attempt log, a claim's finish): logged when it fails or is
+/// cut off by the deadline, never a reason to fail the message.
+async fn for_people(
+    deadline: &Deadline,
+    write: impl std::future::Future<Output = Result<(), PortError>>,
+    message: &DeliveryMessage,
+    what: &str,
+) {
+    match deadline.before_tail(write).await {
+        Some(Ok(())) => {}
+        Some(Err(e)) => {
+            tracing::warn!(error = %e, delivery_id = %message.delivery_id, "{what}");
+        }
+        None => {
+            tracing::warn!(error = DEADLINE_CUT, delivery_id = %message.delivery_id, "{what}");
+        }
+    }
+}
+
+/// Runs a marker write (its retries included) unless the batch's tail would no longer
+/// fit; a marker cut off by the deadline is counted as lost, like one the retries could
+/// not write.
+async fn marker_before_tail(
+    deadline: &Deadline,
+    write: impl std::future::Future<Output = markers::MarkerWrite>,
+    message: &DeliveryMessage,
+    metrics: &Metrics,
+) {
+    if deadline.before_tail(write).await.is_none() {
+        metrics.update(|c| c.markers_lost += 1);
+        tracing::error!(error = DEADLINE_CUT, delivery_id = %message.delivery_id, attempt = message.attempt, "marker not written before the deadline");
+    }
 }
 
 async fn enqueue_retry(
@@ -556,12 +719,16 @@ async fn enqueue_retry(
         }
         (WaitRoute::StepFunctions { wait_seconds }, Some(scheduler)) => {
             match scheduler.schedule(next, wait_seconds).await {
-                // Too large for an execution's input: chain queue delays instead.
-                Err(PortError::Rejected(why)) => {
+                Ok(()) => return Ok(()),
+                // Too large for an execution's input, or Step Functions throttled or
+                // unreachable: chain queue delays instead. Reporting the message as a
+                // batch failure would POST the attempt again on every redelivery. If the
+                // execution did start (its answer was lost), two copies of the next
+                // attempt wait; the ledger's claim lets one of them through.
+                Err(why) => {
                     tracing::info!(delivery_id = %next.delivery_id, %why, "long wait carried by chained queue delays");
                     wait_seconds
                 }
-                other => return other,
             }
         }
         (WaitRoute::StepFunctions { wait_seconds }, None) => {
@@ -623,16 +790,15 @@ async fn send_delayed(
 }
 
 /// Sends the batch's deferred deliveries in `SendMessageBatch` calls of 10 (an open
-/// circuit can hold back most of a batch: one call instead of ten), and turns each entry
-/// SQS did not take into that message's batch failure, so SQS delivers it again and
-/// nothing is lost.
+/// circuit can hold back most of a batch: one call instead of ten), all calls together.
+/// Returns each message SQS did not take, with why: the caller makes it a batch failure,
+/// so SQS delivers it again and nothing is lost.
 async fn flush_deferred(
     deps: &SenderDeps,
-    deferred: Vec<(String, DeliveryMessage, chrono::DateTime<Utc>)>,
-    results: &mut [MessageResult],
+    deferred: &[(String, DeliveryMessage, chrono::DateTime<Utc>)],
     metrics: &Metrics,
-) {
-    for chunk in deferred.chunks(MAX_BATCH_ENTRIES) {
+) -> Vec<(String, String)> {
+    let calls = deferred.chunks(MAX_BATCH_ENTRIES).map(|chunk| async move {
         let entries: Vec<QueueEntry> = chunk
             .iter()
             .enumerate()
@@ -642,110 +808,158 @@ async fn flush_deferred(
             Ok(per_entry) => per_entry,
             Err(e) => vec![Err(e); chunk.len()],
         };
+        let mut failed = Vec::new();
         for ((id, m, until), outcome) in chunk.iter().zip(sent) {
             match outcome {
                 Ok(()) => {
                     metrics.update(|c| c.deferred += 1);
                     tracing::info!(delivery_id = %m.delivery_id, attempt = m.attempt, until = %until.to_rfc3339(), "circuit open; deferred");
                 }
-                Err(e) => {
-                    tracing::error!(message_id = %id, error = %e, "deferred delivery not put back; SQS will retry it");
-                    if let Some((_, r)) = results.iter_mut().find(|(rid, _)| rid == id) {
-                        *r = Err(e.to_string());
-                    }
-                }
+                Err(e) => failed.push((id.clone(), e.to_string())),
             }
         }
-    }
+        failed
+    });
+    futures::future::join_all(calls)
+        .await
+        .into_iter()
+        .flatten()
+        .collect()
 }
 
 /// Most entries of one `SendMessageBatch` call (SQS quota).
 const MAX_BATCH_ENTRIES: usize = 10;
 
+/// Marks the claimed attempt finished: the marker stops a later copy of the message from
+/// taking the claim over and POSTing again. Retried within the attempt's budget and the
+/// invocation's time; a lost one is counted (crate::markers).
 async fn finish(
     deps: &SenderDeps,
     message: &DeliveryMessage,
     state: DeliveryState,
+    deadline: &Deadline,
     metrics: &Metrics,
 ) {
-    // The work is done and queued; the marker stops a later copy of the message from
-    // taking the claim over and POSTing again. Retried within the attempt's budget; a
-    // lost one is counted (crate::markers).
     let retry = markers::MarkerRetry::default();
-    markers::mark_finished(deps.ledger.as_ref(), message, state, &retry, metrics).await;
+    let write = markers::mark_finished(deps.ledger.as_ref(), message, state, &retry, metrics);
+    marker_before_tail(deadline, write, message, metrics).await;
 }
 
-/// Dead-letters a delivery, records it, and for 410 Gone disables the endpoint.
+/// Dead-letters a delivery after its attempt, records it, and for 410 Gone disables the
+/// endpoint.
 async fn dead_letter(
     deps: &SenderDeps,
     message: &DeliveryMessage,
     reason: DeadLetterReason,
     last: Option<(Option<u16>, Option<String>)>,
     metrics: &Metrics,
+    deadline: &Deadline,
 ) -> Result<MessageOutcome, PortError> {
-    let attempts = match reason {
-        // Dead-lettered before this message's attempt was made.
-        DeadLetterReason::EndpointDeleted
-        | DeadLetterReason::EndpointDisabled
-        | DeadLetterReason::NoActiveSecret
-        | DeadLetterReason::MalformedMessage => message.attempt - 1,
-        _ => message.attempt,
+    let (last_status, last_error) =
+        last.unwrap_or((message.last_status, message.last_error.clone()));
+    let record = DeadLetter {
+        reason,
+        last_status,
+        last_error,
+        attempts: message.attempt,
+        at: Utc::now(),
     };
-    dead_letter_after(deps, message, reason, last, attempts, metrics).await
+    dead_letter_after(deps, message, record, metrics, deadline).await
 }
 
-/// Dead-letters a delivery whose attempt was not made (its retry window passed while its
-/// endpoint's circuit was open).
-async fn dead_letter_unattempted(
+/// Dead-letters a delivery whose attempt was not made: its endpoint is disabled or
+/// deleted, it has no secret that signs now, its retry window ended while its endpoint's
+/// circuit was open (`exhausted`), or its due time is corrupt (`malformed_message`). A
+/// replayed budget that ends so keeps the status, error and time of the dead letter it
+/// was replayed from ([`DeliveryMessage::bounced`]). Then it leaves a row in the attempt
+/// log with the reason, so `tern attempts` shows the pair ([`unsent_record`]): the
+/// dead letter comes first, the row is for people.
+async fn dead_letter_unsent(
     deps: &SenderDeps,
     message: &DeliveryMessage,
     reason: DeadLetterReason,
+    takeover: u32,
     metrics: &Metrics,
+    deadline: &Deadline,
 ) -> Result<MessageOutcome, PortError> {
-    dead_letter_after(
-        deps,
-        message,
-        reason,
-        None,
-        message.attempt.saturating_sub(1),
-        metrics,
-    )
-    .await
+    let record = message.bounced(reason, Utc::now());
+    let outcome = dead_letter_after(deps, message, record, metrics, deadline).await?;
+    let row = unsent_record(message, reason, takeover);
+    let write = deps.ledger.record_attempt(&row);
+    for_people(deadline, write, message, "dead letter not logged").await;
+    Ok(outcome)
+}
+
+/// `error` of the attempt-log row of an attempt that was not made, by reason.
+fn unsent_note(reason: DeadLetterReason) -> &'static str {
+    match reason {
+        DeadLetterReason::EndpointDisabled => {
+            "not sent: the endpoint is disabled; `tern endpoints enable`, then replay"
+        }
+        DeadLetterReason::EndpointDeleted => "not sent: the endpoint does not exist",
+        DeadLetterReason::NoActiveSecret => {
+            "not sent: the endpoint has no secret that signs now (never sent unsigned)"
+        }
+        DeadLetterReason::Exhausted => {
+            "not sent: its retry window ended while the endpoint's circuit was open"
+        }
+        DeadLetterReason::MalformedMessage => {
+            "not sent: its due time is later than any wait Tern schedules"
+        }
+        DeadLetterReason::Gone | DeadLetterReason::BlockedDestination => "not sent",
+    }
+}
+
+/// The attempt-log row of attempt `message.attempt` (try `takeover`), dead-lettered for
+/// `reason` without a POST: no status, no latency, outcome `dead_letter:<reason>`.
+fn unsent_record(
+    message: &DeliveryMessage,
+    reason: DeadLetterReason,
+    takeover: u32,
+) -> AttemptRecord {
+    AttemptRecord {
+        event_id: message.event.id.clone(),
+        endpoint_id: message.endpoint_id.clone(),
+        replay_count: message.replay_count,
+        attempt: message.attempt,
+        takeover,
+        started_at: Utc::now(),
+        latency_ms: 0,
+        status: None,
+        error_class: None,
+        error: Some(unsent_note(reason).to_owned()),
+        location: None,
+        response_excerpt: None,
+        excerpt_truncated: false,
+        outcome: format!("dead_letter:{reason}"),
+        next_wait_seconds: None,
+    }
 }
 
 async fn dead_letter_after(
     deps: &SenderDeps,
     message: &DeliveryMessage,
-    reason: DeadLetterReason,
-    last: Option<(Option<u16>, Option<String>)>,
-    attempts: u32,
+    record: DeadLetter,
     metrics: &Metrics,
+    deadline: &Deadline,
 ) -> Result<MessageOutcome, PortError> {
-    let (last_status, last_error) =
-        last.unwrap_or((message.last_status, message.last_error.clone()));
-    let dead = message.dead_lettered(DeadLetter {
-        reason,
-        last_status,
-        last_error,
-        attempts,
-        at: Utc::now(),
-    });
-    deps.dlq
-        .send(&QueueEntry {
-            id: "dead".into(),
-            body: dead.to_body(),
-            delay_seconds: 0,
-            attributes: vec![
-                ("tern-reason".into(), reason.to_string()),
-                ("tern-endpoint-id".into(), message.endpoint_id.to_string()),
-                (
-                    "tern-event-type".into(),
-                    message.event.event_type.to_string(),
-                ),
-            ],
-            group_id: Some(message.group_id()),
-        })
-        .await?;
+    let (reason, attempts) = (record.reason, record.attempts);
+    let dead = message.dead_lettered(record);
+    let entry = QueueEntry {
+        id: "dead".into(),
+        body: dead.to_body(),
+        delay_seconds: 0,
+        attributes: vec![
+            ("tern-reason".into(), reason.to_string()),
+            ("tern-endpoint-id".into(), message.endpoint_id.to_string()),
+            (
+                "tern-event-type".into(),
+                message.event.event_type.to_string(),
+            ),
+        ],
+        group_id: Some(message.group_id()),
+    };
+    carry(deadline, "dead letter", deps.dlq.send(&entry)).await?;
     metrics.update(|c| c.dead_letters += 1);
     tracing::warn!(delivery_id = %message.delivery_id, %reason, attempts, "dead-lettered");
     if reason == DeadLetterReason::Gone {
@@ -755,15 +969,19 @@ async fn dead_letter_after(
             DeadLetterReason::Gone,
             Utc::now().to_rfc3339()
         );
-        if let Err(e) = deps
+        let write = deps
             .endpoints
-            .disable(&message.event.tenant_id, &message.endpoint_id, &why)
-            .await
-        {
-            tracing::warn!(error = %e, endpoint_id = %message.endpoint_id, "endpoint not disabled after 410");
-        }
+            .disable(&message.event.tenant_id, &message.endpoint_id, &why);
+        for_people(deadline, write, message, "endpoint not disabled after 410").await;
     }
-    finish(deps, message, DeliveryState::DeadLettered, metrics).await;
+    finish(
+        deps,
+        message,
+        DeliveryState::DeadLettered,
+        deadline,
+        metrics,
+    )
+    .await;
     Ok(MessageOutcome::DeadLettered { reason, attempts })
 }
 
@@ -772,27 +990,27 @@ async fn dead_letter_malformed(
     raw: &str,
     error: &str,
     metrics: &Metrics,
+    deadline: &Deadline,
 ) -> Result<MessageOutcome, PortError> {
     tracing::error!(%error, "malformed delivery message dead-lettered");
     let body = if raw.is_empty() { "(empty body)" } else { raw };
-    deps.dlq
-        .send(&QueueEntry {
-            id: "malformed".into(),
-            body: body.to_owned(),
-            delay_seconds: 0,
-            attributes: vec![
-                (
-                    "tern-reason".into(),
-                    DeadLetterReason::MalformedMessage.to_string(),
-                ),
-                (
-                    "tern-error".into(),
-                    sqs_text::clean(error, sqs_text::MAX_TEXT_BYTES).into_owned(),
-                ),
-            ],
-            group_id: None,
-        })
-        .await?;
+    let entry = QueueEntry {
+        id: "malformed".into(),
+        body: body.to_owned(),
+        delay_seconds: 0,
+        attributes: vec![
+            (
+                "tern-reason".into(),
+                DeadLetterReason::MalformedMessage.to_string(),
+            ),
+            (
+                "tern-error".into(),
+                sqs_text::clean(error, sqs_text::MAX_TEXT_BYTES).into_owned(),
+            ),
+        ],
+        group_id: None,
+    };
+    carry(deadline, "dead letter", deps.dlq.send(&entry)).await?;
     metrics.update(|c| c.dead_letters += 1);
     Ok(MessageOutcome::DeadLettered {
         reason: DeadLetterReason::MalformedMessage,

@@ -267,6 +267,7 @@ impl LocalTern {
                     .visibility_timeout_seconds
                     .unwrap_or(settings.queues.delivery.visibility_timeout_seconds),
                 concurrency: options.sender_concurrency,
+                function_timeout: Duration::from_secs(settings.functions.sender.timeout_seconds),
             },
             Some(tx),
         ));

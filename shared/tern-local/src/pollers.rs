@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use aws_config::SdkConfig;
 use aws_lambda_events::sqs::SqsEvent;
@@ -20,6 +20,7 @@ use aws_sdk_dynamodbstreams::types::{Record, ShardIteratorType};
 use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, MessageSystemAttributeName};
 use serde_json::{Value, json};
 use tern_core::ports::{MessageQueue, QueueEntry};
+use tern_handlers::deadline::Deadline;
 use tern_handlers::metrics::{Metrics, MetricsSink};
 use tern_handlers::relay::{RecordOutcome, RelayDeps};
 use tern_handlers::sender::{MessageResult, SenderDeps};
@@ -395,6 +396,10 @@ pub struct QueuePollerOptions {
     pub visibility_timeout_seconds: i32,
     /// Concurrent pollers (the mapping's maximum concurrency).
     pub concurrency: u32,
+    /// The sender function's timeout (`functions.sender.timeoutSeconds`, 60 s): each
+    /// batch gets the deadline Lambda would give it, counted from when the poller hands
+    /// it over, and the same reserve ([`tern_aws::wiring::sender_time_reserve`]).
+    pub function_timeout: Duration,
 }
 
 /// Builds the Lambda SQS event for received messages.
@@ -455,6 +460,7 @@ pub fn spawn_queue_pollers(
         .map(|_| {
             let (sqs, url, arn, sender, events) = (sqs.clone(), queue_url.clone(), queue_arn.clone(), sender.clone(), events.clone());
             let (batch, visibility) = (options.batch_size.clamp(1, 10), options.visibility_timeout_seconds);
+            let timeout = options.function_timeout;
             tokio::spawn(async move {
                 loop {
                     let received = sqs
@@ -486,7 +492,8 @@ pub fn spawn_queue_pollers(
                         }
                     };
                     let metrics = Metrics::new("Tern", MetricsSink::Discard);
-                    let (response, results) = tern_handlers::sender::handle(&sender, event, &metrics).await;
+                    let deadline = Deadline::at(Instant::now() + timeout, tern_aws::wiring::sender_time_reserve());
+                    let (response, results) = tern_handlers::sender::handle_within(&sender, event, &metrics, deadline).await;
                     let failed: Vec<&str> = response.batch_item_failures.iter().map(|f| f.item_identifier.as_str()).collect();
                     let done: Vec<DeleteMessageBatchRequestEntry> = messages
                         .iter()

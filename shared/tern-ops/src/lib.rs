@@ -6,6 +6,7 @@ pub mod attempts;
 pub mod dlq;
 pub mod health;
 pub mod relay_failures;
+pub mod replay_check;
 pub mod when;
 
 use std::io::Write;
