@@ -1060,3 +1060,55 @@ async fn the_window_runs_at_the_time_scale_like_the_retry_waits() {
     );
     assert!(enabled(&local, &ep).await);
 }
+
+/// Issue 16, item 7: the walkthrough's "stop the receiver first to see dead letters", with
+/// the default failure model and the short schedule (1.9 h, 14 s at 0.002). Three events'
+/// 21 attempts span the schedule, never 20 in one (scaled) window: as in production, each
+/// delivery ends `exhausted` and the endpoint stays enabled. With the window unscaled it
+/// was auto-disabled within seconds and the deliveries dead-lettered `endpoint_disabled`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stopping_the_receiver_ends_in_exhausted_dead_letters_as_the_walkthrough_says() {
+    let (local, _rx) = deployment(
+        "hwalk",
+        LocalOptions {
+            lookup: Some(no_dns()),
+            time_scale: 0.002,
+            ..LocalOptions::default()
+        },
+    )
+    .await;
+    // A receiver that was stopped: nothing listens on its port any more.
+    let stopped = Receiver::start().await.unwrap();
+    let url = stopped.url("/hook");
+    drop(stopped);
+    let ep = add_endpoint_with(
+        &local,
+        tern_core::EndpointId::generate(),
+        "tnt_walk",
+        &url,
+        &["*"],
+        None,
+        Some(RetrySchedule::short()),
+    )
+    .await;
+    let mut ids = Vec::new();
+    for i in 0..3 {
+        ids.push(publish(&local, "order.paid", "tnt_walk", &format!(r#"{{"i":{i}}}"#)).await);
+    }
+    let dead = eventually(Duration::from_secs(90), async || {
+        dead_letters(&local).await.len() >= 3
+    })
+    .await;
+    let letters = dead_letters(&local).await;
+    assert!(dead, "{} of 3 dead-lettered", letters.len());
+    let reasons: Vec<DeadLetterReason> = letters
+        .iter()
+        .map(|m| m.dead_letter.as_ref().unwrap().reason)
+        .collect();
+    assert_eq!(reasons, vec![DeadLetterReason::Exhausted; 3], "{letters:?}");
+    for m in &letters {
+        assert_eq!(m.dead_letter.as_ref().unwrap().attempts, 7, "{m:?}");
+        assert!(ids.contains(&m.event.id));
+    }
+    assert!(enabled(&local, &ep).await, "auto-disabled");
+}
