@@ -749,6 +749,11 @@ pub fn transitions(
         };
         out.push(Transition::Pause { until, pauses });
     }
+    if delta.attempts == 0 {
+        // Only backpressure: no counts were written, so `after` is the record as last
+        // read, and the rate has nothing new to say.
+        return out;
+    }
     let rate = after.window_rate(now);
     let enough = rate.attempts >= policy.min_attempts;
     let ratio = rate.ratio().unwrap_or(1.0);
@@ -882,6 +887,13 @@ mod tests {
         HealthSignal::Success { at }
     }
 
+    /// A batch of one failed attempt: what most settles that decide on the rate saw.
+    fn failed_batch(now: DateTime<Utc>) -> HealthDelta {
+        let mut d = HealthDelta::new(now);
+        d.add(failure(503));
+        d
+    }
+
     fn timings() -> Timings {
         HealthPolicy::default().timings(1.0)
     }
@@ -966,7 +978,7 @@ mod tests {
         let now = t(100);
         let mut h = with_rate(now, 19, 2);
         h.last_failure = Some(last_failure(503));
-        let d = HealthDelta::new(now);
+        let d = failed_batch(now);
         // 19 attempts: below the minimum of 20, no rate decision.
         assert!(transitions(&h, &d, true, &policy, &timings(), now).is_empty());
         // 20 at 10 %: the window before auto-disable starts, and the owner hears it is degraded.
@@ -1005,7 +1017,7 @@ mod tests {
         // 11 of 23 succeeded, the last 5 failed: below 50 % for a moment.
         let mut h = with_rate(now, 23, 11);
         h.consecutive_failures = 5;
-        let d = HealthDelta::new(now);
+        let d = failed_batch(now);
         let got = transitions(&h, &d, true, &policy, &timings(), now);
         assert!(got.contains(&Transition::Open), "{got:?}");
         assert!(got.contains(&Transition::MarkBelow), "{got:?}");
@@ -1028,7 +1040,7 @@ mod tests {
         let policy = HealthPolicy::default();
         let now = t(100);
         let mut h = with_rate(now, 100, 90);
-        let d = HealthDelta::new(now);
+        let d = failed_batch(now);
         assert_eq!(
             transitions(&h, &d, true, &policy, &timings(), now),
             vec![Transition::Degrade]
@@ -1058,10 +1070,10 @@ mod tests {
         h.bucket_seconds = scaled.bucket_seconds();
         h.buckets[0].start = bucket_start(now, 6);
         h.below_since = Some(now - Duration::seconds(40));
-        let got = transitions(&h, &HealthDelta::new(now), true, &policy, &scaled, now);
+        let got = transitions(&h, &failed_batch(now), true, &policy, &scaled, now);
         assert!(matches!(got[..], [Transition::Disable { .. }]), "{got:?}");
         // At scale 1 the same 40 s is not a window.
-        let got = transitions(&h, &HealthDelta::new(now), true, &policy, &timings(), now);
+        let got = transitions(&h, &failed_batch(now), true, &policy, &timings(), now);
         assert!(
             !got.iter().any(|t| matches!(t, Transition::Disable { .. })),
             "{got:?}"
@@ -1071,7 +1083,7 @@ mod tests {
         h.bucket_seconds = 6;
         h.buckets[0].start = bucket_start(now, 6);
         h.degraded_at = Some(now - Duration::seconds(37));
-        let got = transitions(&h, &HealthDelta::new(now), true, &policy, &scaled, now);
+        let got = transitions(&h, &failed_batch(now), true, &policy, &scaled, now);
         assert_eq!(got, vec![Transition::Degrade]);
     }
 
@@ -1115,6 +1127,28 @@ mod tests {
             transitions(&h, &d3, true, &policy, &tm, t(1000)),
             vec![Transition::Pause {
                 until: t(1001),
+                pauses: 1
+            }]
+        );
+        // Answers to requests sent before the pause began extend it, not the count.
+        let mut d4 = HealthDelta::new(t(100));
+        d4.add(HealthSignal::Backpressure {
+            pause_until: t(102),
+        });
+        assert_eq!(
+            transitions(&h, &d4, true, &policy, &tm, t(100)),
+            vec![Transition::Pause {
+                until: t(102),
+                pauses: 1
+            }]
+        );
+        // A backpressure-only batch decides nothing from the (unchanged) rate.
+        let mut below = with_rate(now, 30, 0);
+        below.below_since = Some(now - Duration::hours(2));
+        assert_eq!(
+            transitions(&below, &d, true, &policy, &tm, now),
+            vec![Transition::Pause {
+                until: t(101),
                 pauses: 1
             }]
         );

@@ -606,7 +606,7 @@ async fn send_delayed(
 }
 
 /// Sends the batch's deferred deliveries in `SendMessageBatch` calls of 10 (an open
-/// circuit can hold back most of a batch: one call instead of ten), and turns each entry
+/// circuit or a pause can hold back most of a batch: one call instead of ten), and turns each entry
 /// SQS did not take into that message's batch failure, so SQS delivers it again and
 /// nothing is lost.
 async fn flush_deferred(
@@ -629,7 +629,7 @@ async fn flush_deferred(
             match outcome {
                 Ok(()) => {
                     metrics.update(|c| c.deferred += 1);
-                    tracing::info!(delivery_id = %m.delivery_id, attempt = m.attempt, until = %until.to_rfc3339(), "circuit open; deferred");
+                    tracing::info!(delivery_id = %m.delivery_id, attempt = m.attempt, until = %until.to_rfc3339(), "held back by the endpoint's circuit or pause; deferred");
                 }
                 Err(e) => {
                     tracing::error!(message_id = %id, error = %e, "deferred delivery not put back; SQS will retry it");
