@@ -8,7 +8,7 @@ PYTHON ?= python3
 VENV   := .venv
 CARGO  ?= cargo
 
-.PHONY: demo test venv build test-rust test-moto test-receivers test-infra test-console chromium browser-deps console-screenshots fmt lint clean bench bench-health package package-venv
+.PHONY: demo test venv build test-rust test-moto test-receivers test-infra test-console chromium browser-deps console-screenshots fmt lint clean bench bench-health bench-requests package package-venv
 
 venv: $(VENV)/.installed
 
@@ -80,6 +80,12 @@ bench: venv
 bench-health: venv
 	$(CARGO) build --release -p tern-bench
 	$(CARGO_TARGET)/release/tern-bench --out $(BENCH_OUT) health
+
+# Only the AWS requests per delivery (also part of `make bench`): the happy, retry and
+# dead-letter scenarios counted on the wire. Writes $(BENCH_OUT)/requests.md (also printed).
+bench-requests: venv
+	$(CARGO) build --release -p tern-bench
+	$(CARGO_TARGET)/release/tern-bench --out $(BENCH_OUT) requests
 
 # The documented build path: cargo-lambda and Zig from requirements-package.txt (a venv
 # of their own), the aarch64 target from rustup, then only the function binaries (the three

@@ -76,6 +76,8 @@ export interface TernOptions {
   readonly healthDegradedBelowPercent?: number;
   /** Fewest attempts in the window before the rate can disable an endpoint (1-100000). Default: health.minAttempts. */
   readonly healthMinAttempts?: number;
+  /** Longest pause a receiver's backpressure (429, or 503 with Retry-After) puts on its endpoint, seconds (1-86400). Default: health.maxPauseSeconds. */
+  readonly healthMaxPauseSeconds?: number;
   /**
    * Folder of prebuilt functions laid out as `cargo lambda build --release --arm64` writes them
    * (`<dir>/relay/bootstrap`, ...), usually `../target/lambda`. When set, the stack uses these files
@@ -113,6 +115,7 @@ export interface TernConfig {
   readonly healthDisableBelowPercent: number;
   readonly healthDegradedBelowPercent: number;
   readonly healthMinAttempts: number;
+  readonly healthMaxPauseSeconds: number;
   readonly prebuiltArtifactsDir?: string;
 }
 
@@ -154,6 +157,7 @@ const KINDS: { [K in keyof Required<TernOptions>]: Kind } = {
   healthDisableBelowPercent: 'number',
   healthDegradedBelowPercent: 'number',
   healthMinAttempts: 'number',
+  healthMaxPauseSeconds: 'number',
   prebuiltArtifactsDir: 'string',
 };
 
@@ -226,6 +230,7 @@ export function resolveConfig(node: Node, settings: TernSettings, props: TernOpt
     healthDisableBelowPercent: pick('healthDisableBelowPercent', settings.health.disableBelowPercent)!,
     healthDegradedBelowPercent: pick('healthDegradedBelowPercent', settings.health.degradedBelowPercent)!,
     healthMinAttempts: pick('healthMinAttempts', settings.health.minAttempts)!,
+    healthMaxPauseSeconds: pick('healthMaxPauseSeconds', settings.health.maxPauseSeconds)!,
     prebuiltArtifactsDir: pick('prebuiltArtifactsDir', undefined),
   };
   validate(config, minVisibility);
@@ -289,6 +294,7 @@ function validate(c: TernConfig, minVisibility: number): void {
   intIn('healthDisableBelowPercent', c.healthDisableBelowPercent, 0, 100);
   intIn('healthDegradedBelowPercent', c.healthDegradedBelowPercent, 0, 100);
   intIn('healthMinAttempts', c.healthMinAttempts, 1, 100000);
+  intIn('healthMaxPauseSeconds', c.healthMaxPauseSeconds, 1, 86400);
   // Disabling is the stronger verdict: an endpoint is reported degraded before it is disabled.
   if (c.healthDisableBelowPercent > c.healthDegradedBelowPercent) {
     fail(

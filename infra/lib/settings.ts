@@ -49,6 +49,8 @@ export interface HealthSettings {
   readonly degradedBelowPercent: number;
   /** Fewest attempts in the window before the rate can disable an endpoint (TERN_HEALTH_MIN_ATTEMPTS). */
   readonly minAttempts: number;
+  /** Longest pause a receiver's backpressure puts on its endpoint, seconds (TERN_HEALTH_MAX_PAUSE_SECONDS). */
+  readonly maxPauseSeconds: number;
 }
 
 export interface TernSettings {
@@ -182,6 +184,7 @@ export function loadSettings(file: string = path.join(INFRA_DIR, 'settings.json'
     ['health.disableBelowPercent', s.health?.disableBelowPercent],
     ['health.degradedBelowPercent', s.health?.degradedBelowPercent],
     ['health.minAttempts', s.health?.minAttempts],
+    ['health.maxPauseSeconds', s.health?.maxPauseSeconds],
   ];
   for (const [key, value] of positive) {
     if (typeof value !== 'number' || !(value > 0)) {

@@ -79,6 +79,7 @@ describe('overrides', () => {
       'tern:healthDisableBelowPercent': '40',
       'tern:healthDegradedBelowPercent': '90',
       'tern:healthMinAttempts': '10',
+      'tern:healthMaxPauseSeconds': '600',
     });
     expect(env).toMatchObject({
       TERN_HEALTH_FAILURE_THRESHOLD: '3',
@@ -87,6 +88,7 @@ describe('overrides', () => {
       TERN_HEALTH_DISABLE_BELOW_PERCENT: '40',
       TERN_HEALTH_DEGRADED_BELOW_PERCENT: '90',
       TERN_HEALTH_MIN_ATTEMPTS: '40',
+      TERN_HEALTH_MAX_PAUSE_SECONDS: '600',
     });
   });
 
@@ -94,6 +96,7 @@ describe('overrides', () => {
     expect(() => build({ healthDisableBelowPercent: 96 })).toThrow(/healthDisableBelowPercent \(96\) must be at most healthDegradedBelowPercent \(95\)/);
     expect(() => build({ healthFailureThreshold: 0 })).toThrow(/healthFailureThreshold must be an integer in 1..1000/);
     expect(() => build({ healthWindowSeconds: 30 })).toThrow(/healthWindowSeconds/);
+    expect(() => build({ healthMaxPauseSeconds: 86401 })).toThrow(/healthMaxPauseSeconds/);
     expect(() => build({}, { 'tern:healthMinAttempts': 'many' })).toThrow(/tern:healthMinAttempts/);
   });
 
@@ -108,6 +111,7 @@ describe('overrides', () => {
       ['HealthDisableBelowPercent', s.disableBelowPercent, 0, 100],
       ['HealthDegradedBelowPercent', s.degradedBelowPercent, 0, 100],
       ['HealthMinAttempts', s.minAttempts, 1, 100000],
+      ['HealthMaxPauseSeconds', s.maxPauseSeconds, 1, 86400],
     ];
     for (const [name, def, min, max] of expected) {
       expect([name, p[name].Type, p[name].Default, p[name].MinValue, p[name].MaxValue]).toEqual([name, 'Number', def, min, max]);

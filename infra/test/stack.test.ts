@@ -232,6 +232,7 @@ describe('functions', () => {
       TERN_HEALTH_DISABLE_BELOW_PERCENT: '50',
       TERN_HEALTH_DEGRADED_BELOW_PERCENT: '95',
       TERN_HEALTH_MIN_ATTEMPTS: '20',
+      TERN_HEALTH_MAX_PAUSE_SECONDS: '3600',
       TERN_OPERATIONAL_TOPIC_ARN: ref(stack.operational.topic),
       TERN_OUTBOX_TABLE: ref(stack.storage.outbox),
     });
@@ -242,6 +243,7 @@ describe('functions', () => {
       disableBelowPercent: 50,
       degradedBelowPercent: 95,
       minAttempts: 20,
+      maxPauseSeconds: 3600,
     });
     expect(settings.delivery.retrySchedule.join(',')).toBe('60,300,1800,7200,36000,86400');
   });

@@ -69,6 +69,16 @@ impl Recorded {
 /// A sender instance of its own (its own health cache) over the deployment's tables,
 /// publishing to `events`.
 fn instance(local: &LocalTern, policy: &HealthPolicy, events: Arc<Recorded>) -> SenderDeps {
+    instance_at(local, policy, events, 1.0)
+}
+
+/// [`instance`] playing the failure model at `time_scale`.
+fn instance_at(
+    local: &LocalTern,
+    policy: &HealthPolicy,
+    events: Arc<Recorded>,
+    time_scale: f64,
+) -> SenderDeps {
     let s = &local.sender;
     let store: Arc<dyn HealthStore> = Arc::new(tern_aws::DynamoHealthStore::new(
         aws_sdk_dynamodb::Client::new(&local.aws),
@@ -81,12 +91,15 @@ fn instance(local: &LocalTern, policy: &HealthPolicy, events: Arc<Recorded>) -> 
         dlq: s.dlq.clone(),
         scheduler: s.scheduler.clone(),
         client: s.client.clone(),
-        policy: s.policy.clone(),
+        policy: tern_handlers::config::SenderPolicy {
+            time_scale,
+            ..s.policy.clone()
+        },
         breaker: Some(Arc::new(CircuitBreaker::new(
             store,
             events,
             policy.clone(),
-            1.0,
+            time_scale,
             Duration::from_secs(5),
         ))),
     }
@@ -399,9 +412,30 @@ async fn a_successful_probe_closes_the_circuit_and_every_waiting_delivery_arrive
     assert!(dead_letters(&local).await.is_empty());
 }
 
+/// A one-minute window played at 0.05: 3 s of real time.
+const WINDOW_SCALE: f64 = 0.05;
+
+fn one_minute_window(failure_threshold: u32, min_attempts: u64) -> HealthPolicy {
+    HealthPolicy {
+        failure_threshold,
+        window_seconds: 60,
+        min_attempts,
+        ..HealthPolicy::default()
+    }
+}
+
+/// Sleeps one window of `policy` at [`WINDOW_SCALE`], and a little more.
+async fn sleep_one_window(policy: &HealthPolicy) {
+    let window = policy.timings(WINDOW_SCALE).window();
+    tokio::time::sleep(window + Duration::from_millis(300)).await;
+}
+
 #[tokio::test]
-async fn auto_disable_below_the_threshold_with_enough_attempts_only() {
-    let p = policy(1000, 60, 20);
+async fn auto_disable_once_below_the_threshold_for_a_whole_window_with_enough_attempts() {
+    // Semantics changed on purpose (issue 16, item 8): the 21st attempt at 48 % used to
+    // disable at once; now it starts the window, and the endpoint is disabled only if it is
+    // still below 50 % a whole window later.
+    let p = one_minute_window(1000, 20);
     let local = setup("hdisable", p.clone()).await;
     let receiver = Receiver::start().await.unwrap();
     // 10 successes, then failures.
@@ -417,7 +451,7 @@ async fn auto_disable_below_the_threshold_with_enough_attempts_only() {
     )
     .await;
     let events = Arc::new(Recorded::default());
-    let deps = instance(&local, &p, events.clone());
+    let deps = instance_at(&local, &p, events.clone(), WINDOW_SCALE);
 
     // 10 successes and 9 failures: 19 attempts, under the minimum of 20.
     send(&deps, &messages(&local, &ep, 10)).await;
@@ -428,7 +462,19 @@ async fn auto_disable_below_the_threshold_with_enough_attempts_only() {
     send(&deps, &messages(&local, &ep, 1)).await;
     assert!(enabled(&local, &ep).await);
     assert_eq!(events.kinds(), vec![OperationalEventKind::Degraded]);
-    // Another failure: 10 of 21 (48 %) disables it, once, with the reason and last success.
+    // Another failure: 10 of 21 (48 %) is below; the window before auto-disable starts.
+    send(&deps, &messages(&local, &ep, 1)).await;
+    assert!(enabled(&local, &ep).await, "disabled before a whole window");
+    let h = health_store(&local)
+        .get(&ep.tenant_id, &ep.id)
+        .await
+        .unwrap()
+        .unwrap();
+    let below_since = h.below_since.expect("the time it fell below is kept");
+    assert_eq!(events.kinds(), vec![OperationalEventKind::Degraded]);
+    // Still below a whole window later: 10 of 22 (45 %) disables it, once, with the reason
+    // and the last success.
+    sleep_one_window(&p).await;
     send(&deps, &messages(&local, &ep, 1)).await;
     let stored = local
         .sender
@@ -440,8 +486,19 @@ async fn auto_disable_below_the_threshold_with_enough_attempts_only() {
     assert!(!stored.enabled);
     let reason = stored.disabled_reason.clone().unwrap();
     assert!(
-        reason.starts_with("auto_disabled: 48 % success over 1 h, last status 503; last success "),
+        reason
+            .starts_with("auto_disabled: 45 % success over 1 min, last status 503; last success "),
         "{reason}"
+    );
+    let h = health_store(&local)
+        .get(&ep.tenant_id, &ep.id)
+        .await
+        .unwrap()
+        .unwrap();
+    let disabled_at = h.disabled_at.unwrap();
+    assert!(
+        (disabled_at - below_since).to_std().unwrap() >= p.timings(WINDOW_SCALE).window(),
+        "disabled {disabled_at} less than a window after falling below at {below_since}"
     );
     assert_eq!(
         events.kinds(),
@@ -456,9 +513,10 @@ async fn auto_disable_below_the_threshold_with_enough_attempts_only() {
     assert_eq!(disabled.url, format!("{}?…", receiver.url("/mixed")));
     assert_eq!(disabled.last_status, Some(503));
     assert!(disabled.last_success_at.is_some());
-    assert_eq!(disabled.attempts, 21);
-    assert_eq!(disabled.window_seconds, 3600);
-    assert!((disabled.success_rate.unwrap() - 10.0 / 21.0).abs() < 1e-9);
+    assert_eq!(disabled.attempts, 22);
+    assert_eq!(disabled.window_seconds, 60);
+    assert!((disabled.success_rate.unwrap() - 10.0 / 22.0).abs() < 1e-9);
+    assert!(h.pending_report.is_none(), "published: {h:?}");
 
     // Queued deliveries now dead-letter `endpoint_disabled`; no event is reported twice.
     let r = send(&deps, &messages(&local, &ep, 2)).await;
@@ -613,17 +671,16 @@ async fn a_busy_endpoints_record_stays_under_one_write_unit() {
         let at = now - chrono::Duration::minutes(minutes_ago);
         let mut delta = tern_core::health::HealthDelta::new(at);
         for _ in 0..3 {
-            delta.add(at, None);
+            delta.add(tern_core::health::HealthSignal::Success { at });
         }
-        delta.add(
-            at,
-            Some(tern_core::health::LastFailure {
+        delta.add(tern_core::health::HealthSignal::Failure(
+            tern_core::health::LastFailure {
                 at,
                 status: Some(503),
                 error_class: Some(tern_core::ErrorClass::Timeout),
                 error: Some("x".repeat(200)),
-            }),
-        );
+            },
+        ));
         delta.attempts = 4_000;
         delta.successes = 3_990;
         let after = store
@@ -631,7 +688,7 @@ async fn a_busy_endpoints_record_stays_under_one_write_unit() {
                 &tenant,
                 &endpoint,
                 &delta,
-                p.bucket_seconds(),
+                p.timings(1.0).bucket_seconds(),
                 previous.as_ref(),
             )
             .await
@@ -663,4 +720,409 @@ async fn a_busy_endpoints_record_stays_under_one_write_unit() {
         "busy endpoint's health item: {size} bytes, {} attributes",
         item.len()
     );
+}
+
+fn health_record(
+    local: &LocalTern,
+    ep: &Endpoint,
+) -> impl std::future::Future<Output = tern_core::health::EndpointHealth> {
+    let store = health_store(local);
+    let (tenant, id) = (ep.tenant_id.clone(), ep.id.clone());
+    async move {
+        store
+            .get(&tenant, &id)
+            .await
+            .unwrap()
+            .expect("a health record")
+    }
+}
+
+fn delivered_ids(receiver: &Receiver, path: &str) -> std::collections::HashSet<String> {
+    receiver
+        .requests(path)
+        .iter()
+        .filter(|r| r.answered == 200)
+        .filter_map(|r| r.header("webhook-id").map(str::to_owned))
+        .collect()
+}
+
+/// Issue 16, item 1: a receiver that takes 5 requests a second and answers the rest
+/// `429 Retry-After: 1` used to be auto-disabled within a second (5-9 of 200 arrived).
+/// Backpressure pauses the endpoint instead; the held-back deliveries come back spread
+/// over a resume window that doubles with each pause in a row; nothing is counted against
+/// the endpoint; all 200 arrive. Real time: the receiver's second is a real one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_receiver_rate_limiting_a_burst_with_retry_after_1_gets_all_200_and_stays_enabled() {
+    let p = HealthPolicy {
+        // The first resume window: 2 s (then 4, 8, 16 s... while pushed back again).
+        probe_interval_seconds: 2,
+        ..HealthPolicy::default()
+    };
+    let (local, _rx) = deployment(
+        "hratelimit",
+        LocalOptions {
+            lookup: Some(no_dns()),
+            health: Some(p),
+            sender_concurrency: 2,
+            ..LocalOptions::default()
+        },
+    )
+    .await;
+    let receiver = Receiver::start().await.unwrap();
+    receiver.set(
+        "/limited",
+        Behavior::RateLimit {
+            per_second: 5,
+            retry_after: "1".into(),
+        },
+    );
+    // A schedule of its own that retries a delivery that met a 429 seconds later; its last
+    // wait (10 min) gives held-back deliveries a retry window (about 12 min) that a slow,
+    // loaded machine cannot outrun.
+    let ep = add_endpoint_with(
+        &local,
+        tern_core::EndpointId::generate(),
+        "tnt_rl",
+        &receiver.url("/limited"),
+        &["*"],
+        None,
+        Some(RetrySchedule::new(vec![1, 2, 4, 8, 16, 600]).unwrap()),
+    )
+    .await;
+    let started = std::time::Instant::now();
+    let mut ids = Vec::new();
+    for i in 0..200 {
+        ids.push(publish(&local, "order.paid", "tnt_rl", &format!(r#"{{"i":{i}}}"#)).await);
+    }
+    let all = eventually(Duration::from_secs(360), async || {
+        let got = delivered_ids(&receiver, "/limited");
+        ids.iter().all(|id| got.contains(id.as_str()))
+    })
+    .await;
+    let requests = receiver.requests("/limited");
+    let rejected = requests.iter().filter(|r| r.answered == 429).count();
+    let h = health_record(&local, &ep).await;
+    eprintln!(
+        "200 deliveries through a 5/s limiter in {:.1} s: {} requests, {rejected} answered 429; \
+         {} pauses in a row at the end",
+        started.elapsed().as_secs_f64(),
+        requests.len(),
+        h.pauses
+    );
+    if !all {
+        let got = delivered_ids(&receiver, "/limited");
+        for id in ids.iter().filter(|id| !got.contains(id.as_str())) {
+            let log: Vec<(u32, Option<u16>, String)> = attempts_of(&local, id, &ep)
+                .await
+                .into_iter()
+                .map(|r| (r.attempt, r.status, r.outcome))
+                .collect();
+            eprintln!("missing {id}: attempts {log:?}");
+        }
+        eprintln!("dead letters: {:?}", dead_letters(&local).await);
+    }
+    assert!(
+        all,
+        "{} of 200 arrived",
+        delivered_ids(&receiver, "/limited").len()
+    );
+    assert!(enabled(&local, &ep).await, "a polite receiver was disabled");
+    assert!(dead_letters(&local).await.is_empty());
+    // Backpressure is nobody's failure: the record holds the 200 successes and nothing else.
+    assert_eq!(h.consecutive_failures, 0, "{h:?}");
+    assert!(h.last_failure.is_none(), "{h:?}");
+    assert!(h.opened_at.is_none() && h.disabled_at.is_none(), "{h:?}");
+    let rate = h.window_rate(Utc::now());
+    assert_eq!(rate.attempts, rate.successes, "{h:?}");
+    assert!(
+        rejected > 0,
+        "the limiter never pushed back: the test tested nothing"
+    );
+}
+
+/// Issue 16, item 1: a receiver answering `429 Retry-After: 3600` used to be disabled after
+/// 20 requests. It pauses the endpoint for the hour it asked (the cap), not disabled, no
+/// circuit; while paused, due deliveries (a retry included) wait without a POST, a claim or
+/// a spent attempt, on every sender instance.
+#[tokio::test]
+async fn a_receiver_asking_for_an_hour_pauses_the_endpoint_and_nothing_spends_attempts() {
+    let p = HealthPolicy::default();
+    let local = setup("hpause", p.clone()).await;
+    let receiver = Receiver::start().await.unwrap();
+    receiver.set(
+        "/busy",
+        Behavior::Always(Reply::status(429).header("retry-after", "3600")),
+    );
+    let ep = add_endpoint(&local, "tnt_pause", &receiver.url("/busy"), &["*"], None).await;
+    let events = Arc::new(Recorded::default());
+    let tee = Arc::new(Tee {
+        inner: local.sender.delivery_queue.clone(),
+        sent: Mutex::default(),
+    });
+    let a = SenderDeps {
+        delivery_queue: tee.clone(),
+        ..instance(&local, &p, events.clone())
+    };
+    let b = instance(&local, &p, events.clone());
+
+    // Two batches at once: 20 POSTs, each answered 429 (20 failures at 0 % used to disable).
+    let (m1, m2) = (messages(&local, &ep, 10), messages(&local, &ep, 10));
+    let before = Utc::now();
+    let (ra, rb) = tokio::join!(send(&a, &m1), send(&b, &m2));
+    assert_eq!(receiver.requests("/busy").len(), 20);
+    let retrying = |r: &[MessageResult]| {
+        count(r, |o| {
+            matches!(
+                o,
+                MessageOutcome::Retrying {
+                    wait_seconds: 3600,
+                    ..
+                }
+            )
+        })
+    };
+    assert_eq!(retrying(&ra) + retrying(&rb), 20, "{ra:?} {rb:?}");
+    assert!(
+        enabled(&local, &ep).await,
+        "disabled for asking to slow down"
+    );
+    let h = health_record(&local, &ep).await;
+    assert_eq!(h.consecutive_failures, 0, "{h:?}");
+    assert_eq!(h.window_rate(Utc::now()).attempts, 0, "{h:?}");
+    assert!(
+        h.opened_at.is_none(),
+        "backpressure opened the circuit: {h:?}"
+    );
+    let paused_until = h.paused_until.expect("paused");
+    assert!(
+        paused_until >= before + chrono::Duration::seconds(3600)
+            && paused_until <= Utc::now() + chrono::Duration::seconds(3600),
+        "{paused_until}"
+    );
+    assert_eq!(
+        h.state(true, &p, Utc::now()),
+        tern_core::health::HealthState::Paused
+    );
+    assert!(events.kinds().is_empty(), "{:?}", events.kinds());
+
+    // Paused: new deliveries and a retry at attempt 2 wait; no POST, no claim.
+    let mut later = messages(&local, &ep, 4);
+    later[3] = later[3].next_attempt(Utc::now(), Some(429), None);
+    let r = send(&a, &later).await;
+    assert_eq!(count(&r, deferred), 4, "{r:?}");
+    // The other instance (its own cache) holds them back too.
+    let r = send(&b, &messages(&local, &ep, 3)).await;
+    assert_eq!(count(&r, deferred), 3, "{r:?}");
+    assert_eq!(receiver.requests("/busy").len(), 20);
+    for m in &later {
+        assert!(
+            local
+                .sender
+                .ledger
+                .history(&m.event.id)
+                .await
+                .unwrap()
+                .is_empty(),
+            "a deferred delivery spends no attempt"
+        );
+    }
+    let queued: Vec<DeliveryMessage> = tee
+        .sent
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|e| DeliveryMessage::parse(&e.body).ok())
+        .filter(|m| later.iter().any(|l| l.delivery_id == m.delivery_id))
+        .collect();
+    assert_eq!(queued.len(), 4);
+    for m in &queued {
+        let want = later
+            .iter()
+            .find(|l| l.delivery_id == m.delivery_id)
+            .unwrap();
+        assert_eq!(m.attempt, want.attempt);
+        assert!(m.not_before.unwrap() >= paused_until);
+    }
+}
+
+/// Issue 16, item 8: an endpoint whose 11 of its first 23 attempts succeeded, the 12
+/// failures in one burst, used to be disabled there and then. Below 50 % for a moment
+/// opens the circuit (one probe per interval, nothing lost) and starts the window; it is
+/// not disabled.
+#[tokio::test]
+async fn a_short_burst_of_failures_opens_the_circuit_and_does_not_disable() {
+    let p = HealthPolicy::default();
+    let local = setup("hburst", p.clone()).await;
+    let receiver = Receiver::start().await.unwrap();
+    let mut script = vec![Reply::status(200); 11];
+    script.push(Reply::status(503));
+    receiver.set("/burst", Behavior::Script(script));
+    let ep = add_endpoint(&local, "tnt_burst", &receiver.url("/burst"), &["*"], None).await;
+    let events = Arc::new(Recorded::default());
+    let a = instance(&local, &p, events.clone());
+    let b = instance(&local, &p, events.clone());
+    send(&a, &messages(&local, &ep, 11)).await;
+    let (m1, m2) = (messages(&local, &ep, 6), messages(&local, &ep, 6));
+    tokio::join!(send(&a, &m1), send(&b, &m2));
+    assert_eq!(receiver.requests("/burst").len(), 23);
+
+    assert!(enabled(&local, &ep).await, "disabled by a burst");
+    let h = health_record(&local, &ep).await;
+    let rate = h.window_rate(Utc::now());
+    assert_eq!((rate.attempts, rate.successes), (23, 11));
+    assert!(h.opened_at.is_some(), "the burst opens the circuit: {h:?}");
+    assert!(h.below_since.is_some(), "{h:?}");
+    assert!(h.disabled_at.is_none(), "{h:?}");
+    assert!(
+        !events.kinds().contains(&OperationalEventKind::Disabled),
+        "{:?}",
+        events.kinds()
+    );
+    // Nothing is lost: the circuit holds the next ones back without spending attempts.
+    let r = send(&a, &messages(&local, &ep, 5)).await;
+    assert_eq!(count(&r, deferred), 5, "{r:?}");
+}
+
+/// Issue 15, item 7: two batches settling at once, one seeing 62 % and the other 45 %,
+/// used to report `endpoint.degraded` beside `endpoint.disabled`. The owner hears
+/// `degraded` when the endpoint falls below, and `disabled` alone a window later.
+#[tokio::test]
+async fn two_batches_settling_at_once_never_report_degraded_beside_disabled() {
+    let p = one_minute_window(1000, 4);
+    let local = setup("hsettle", p.clone()).await;
+    let receiver = Receiver::start().await.unwrap();
+    let mut script = vec![Reply::status(200); 10];
+    script.push(Reply::status(503));
+    receiver.set("/falls", Behavior::Script(script));
+    let ep = add_endpoint(&local, "tnt_settle", &receiver.url("/falls"), &["*"], None).await;
+    let events = Arc::new(Recorded::default());
+    let a = instance_at(&local, &p, events.clone(), WINDOW_SCALE);
+    let b = instance_at(&local, &p, events.clone(), WINDOW_SCALE);
+    send(&a, &messages(&local, &ep, 10)).await;
+    assert!(events.kinds().is_empty());
+
+    let round = async |n: usize| {
+        let seen = events.kinds().len();
+        let (m1, m2) = (messages(&local, &ep, n), messages(&local, &ep, n));
+        tokio::join!(send(&a, &m1), send(&b, &m2));
+        events.kinds()[seen..].to_vec()
+    };
+    let beside = |kinds: &[OperationalEventKind]| {
+        kinds.contains(&OperationalEventKind::Degraded)
+            && kinds.contains(&OperationalEventKind::Disabled)
+    };
+    // 10 of 16, then 10 of 22: below 50 % from now on.
+    let first = round(6).await;
+    assert!(!beside(&first), "degraded beside disabled: {first:?}");
+    assert_eq!(first, vec![OperationalEventKind::Degraded]);
+    assert!(enabled(&local, &ep).await);
+    // Still below a window later: disabled, reported once, alone.
+    sleep_one_window(&p).await;
+    let second = round(2).await;
+    assert!(!beside(&second), "degraded beside disabled: {second:?}");
+    assert_eq!(second, vec![OperationalEventKind::Disabled]);
+    assert!(!enabled(&local, &ep).await);
+}
+
+/// Issue 16, item 7: the failure model runs at the deployment's time scale, like the retry
+/// waits. At 0.002 the 1 h window is 7.2 s: failures older than that no longer count, and
+/// an endpoint below 50 % is not disabled before the scaled window has passed (at scale 1
+/// a quick burst at 0 % used to disable it in seconds).
+#[tokio::test]
+async fn the_window_runs_at_the_time_scale_like_the_retry_waits() {
+    let scale = 0.002;
+    let p = HealthPolicy {
+        failure_threshold: 1000,
+        min_attempts: 5,
+        ..HealthPolicy::default()
+    };
+    let local = setup("hscale", p.clone()).await;
+    let receiver = Receiver::start().await.unwrap();
+    let mut script = vec![Reply::status(503); 6];
+    script.push(Reply::status(200));
+    receiver.set("/scaled", Behavior::Script(script));
+    let ep = add_endpoint(&local, "tnt_scale", &receiver.url("/scaled"), &["*"], None).await;
+    let events = Arc::new(Recorded::default());
+    let deps = instance_at(&local, &p, events.clone(), scale);
+
+    send(&deps, &messages(&local, &ep, 6)).await;
+    assert!(
+        enabled(&local, &ep).await,
+        "disabled before the (scaled) window"
+    );
+    assert_eq!(events.kinds(), vec![OperationalEventKind::Degraded]);
+    let h = health_record(&local, &ep).await;
+    assert_eq!(h.bucket_seconds, 1, "7.2 s window: 1 s buckets");
+
+    // Past the scaled window (six 1 s buckets and the current one), the failures have left it.
+    tokio::time::sleep(Duration::from_millis(8_500)).await;
+    send(&deps, &messages(&local, &ep, 6)).await;
+    let h = health_record(&local, &ep).await;
+    let rate = h.window_rate(Utc::now());
+    assert_eq!((rate.attempts, rate.successes), (6, 6), "{h:?}");
+    assert!(h.below_since.is_none(), "{h:?}");
+    assert_eq!(
+        h.state(true, &p, Utc::now()),
+        tern_core::health::HealthState::Healthy
+    );
+    assert_eq!(
+        events.kinds(),
+        vec![
+            OperationalEventKind::Degraded,
+            OperationalEventKind::Recovered
+        ]
+    );
+    assert!(enabled(&local, &ep).await);
+}
+
+/// Issue 16, item 7: the walkthrough's "stop the receiver first to see dead letters", with
+/// the default failure model and the short schedule (1.9 h, 14 s at 0.002). Three events'
+/// 21 attempts span the schedule, never 20 in one (scaled) window: as in production, each
+/// delivery ends `exhausted` and the endpoint stays enabled. With the window unscaled it
+/// was auto-disabled within seconds and the deliveries dead-lettered `endpoint_disabled`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stopping_the_receiver_ends_in_exhausted_dead_letters_as_the_walkthrough_says() {
+    let (local, _rx) = deployment(
+        "hwalk",
+        LocalOptions {
+            lookup: Some(no_dns()),
+            time_scale: 0.002,
+            ..LocalOptions::default()
+        },
+    )
+    .await;
+    // A receiver that was stopped: nothing listens on its port any more.
+    let stopped = Receiver::start().await.unwrap();
+    let url = stopped.url("/hook");
+    drop(stopped);
+    let ep = add_endpoint_with(
+        &local,
+        tern_core::EndpointId::generate(),
+        "tnt_walk",
+        &url,
+        &["*"],
+        None,
+        Some(RetrySchedule::short()),
+    )
+    .await;
+    let mut ids = Vec::new();
+    for i in 0..3 {
+        ids.push(publish(&local, "order.paid", "tnt_walk", &format!(r#"{{"i":{i}}}"#)).await);
+    }
+    let dead = eventually(Duration::from_secs(90), async || {
+        dead_letters(&local).await.len() >= 3
+    })
+    .await;
+    let letters = dead_letters(&local).await;
+    assert!(dead, "{} of 3 dead-lettered", letters.len());
+    let reasons: Vec<DeadLetterReason> = letters
+        .iter()
+        .map(|m| m.dead_letter.as_ref().unwrap().reason)
+        .collect();
+    assert_eq!(reasons, vec![DeadLetterReason::Exhausted; 3], "{letters:?}");
+    for m in &letters {
+        assert_eq!(m.dead_letter.as_ref().unwrap().attempts, 7, "{m:?}");
+        assert!(ids.contains(&m.event.id));
+    }
+    assert!(enabled(&local, &ep).await, "auto-disabled");
 }

@@ -293,11 +293,19 @@ async fn the_senders_auto_disable_reaches_sns_and_the_tenants_own_endpoint_once(
         None,
     )
     .await;
-    for i in 0..8 {
-        publish(&local, "order.paid", "tnt_e2e", &format!(r#"{{"i":{i}}}"#)).await;
-    }
-    // 6 failed attempts (one per event, budget 1) at 0 % disable it.
+    // One failed attempt per event (budget 1) until the endpoint is disabled: at 0 % with
+    // the minimum of 6 attempts it falls below at once, and is disabled once it has stayed
+    // below for the window (1 h at 0.001: 3.6 s).
+    let mut published = 0;
     let disabled = eventually(Duration::from_secs(60), async || {
+        publish(
+            &local,
+            "order.paid",
+            "tnt_e2e",
+            &format!(r#"{{"i":{published}}}"#),
+        )
+        .await;
+        published += 1;
         receiver
             .requests("/ops")
             .iter()
@@ -321,12 +329,18 @@ async fn the_senders_auto_disable_reaches_sns_and_the_tenants_own_endpoint_once(
         1,
         "{kinds:?}"
     );
-    // Straight from healthy to below 50 %: disabled is reported, not also degraded.
-    assert_eq!(
-        kinds.iter().filter(|k| **k == "endpoint.degraded").count(),
-        0,
-        "{kinds:?}"
-    );
+    // Semantics changed on purpose (issue 16, item 8): the owner is told it is degraded
+    // when it falls below, once, and disabled a window later: never both at once.
+    let at = |kind: &str| {
+        webhooks
+            .iter()
+            .filter(|w| w["type"] == kind)
+            .map(|w| w["at"].as_str().unwrap().to_owned())
+            .collect::<Vec<_>>()
+    };
+    let (degraded, disabled_at) = (at("endpoint.degraded"), at("endpoint.disabled"));
+    assert_eq!(degraded.len(), 1, "{kinds:?}");
+    assert!(degraded[0] < disabled_at[0], "{kinds:?}");
     let sns = drain(&local, &owner).await;
     let messages: Vec<serde_json::Value> = sns
         .iter()
@@ -337,6 +351,14 @@ async fn the_senders_auto_disable_reaches_sns_and_the_tenants_own_endpoint_once(
         .filter(|m| m["type"] == "endpoint.disabled")
         .collect();
     assert_eq!(disabled.len(), 1, "{messages:?}");
+    assert_eq!(
+        messages
+            .iter()
+            .filter(|m| m["type"] == "endpoint.degraded")
+            .count(),
+        1,
+        "{messages:?}"
+    );
     let d = disabled[0];
     assert_eq!(d["tenant_id"], "tnt_e2e");
     assert_eq!(d["endpoint_id"], down.id.as_str());
@@ -373,4 +395,133 @@ async fn the_senders_auto_disable_reaches_sns_and_the_tenants_own_endpoint_once(
         ops_now.enabled,
         "the tenant's ops endpoint must not be disabled"
     );
+}
+
+/// Issue 15, item 7: SNS fails when the endpoint is disabled. The change is recorded with
+/// its event pending on the health record; the next batch that touches the endpoint (its
+/// deliveries now dead-letter `endpoint_disabled`, but the sender still reads its gate)
+/// publishes it once SNS is back: the owner gets exactly one `endpoint.disabled`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_sns_outage_delays_endpoint_disabled_and_the_owner_gets_it_once_sns_is_back() {
+    // A one-minute window at 0.05: 3 s; after a failed publish, the next try waits one
+    // probe interval (2 s at 0.05: 100 ms).
+    let scale = 0.05;
+    let policy = tern_core::health::HealthPolicy {
+        failure_threshold: 1000,
+        window_seconds: 60,
+        min_attempts: 4,
+        probe_interval_seconds: 2,
+        ..tern_core::health::HealthPolicy::default()
+    };
+    let local = deployment_without_pollers(
+        "ops-outage",
+        LocalOptions {
+            time_scale: scale,
+            lookup: Some(no_dns()),
+            health: Some(policy.clone()),
+            ..LocalOptions::default()
+        },
+    )
+    .await;
+    let receiver = tern_local::Receiver::start().await.unwrap();
+    receiver.set(
+        "/down",
+        tern_local::Behavior::Always(tern_local::Reply::status(503)),
+    );
+    let down = add_endpoint(&local, "tnt_out", &receiver.url("/down"), &["*"], None).await;
+    let sns = aws_sdk_sns::Client::new(&local.aws);
+    let topic = local.resources.operational_topic_arn.clone();
+    let topic_name = topic.rsplit(':').next().unwrap().to_owned();
+
+    // SNS is out: publishing to the topic fails.
+    sns.delete_topic()
+        .topic_arn(&topic)
+        .send()
+        .await
+        .expect("delete topic");
+    let batch = |n: usize| {
+        let bodies: Vec<String> = (0..n)
+            .map(|i| {
+                let event = tern_outbox::OutboxWriter::new(&local.resources.outbox_table)
+                    .prepare("order.paid", "tnt_out", format!(r#"{{"n":{i}}}"#))
+                    .unwrap()
+                    .event;
+                tern_core::DeliveryMessage::first(event, down.id.clone()).to_body()
+            })
+            .collect();
+        let local = &local;
+        async move {
+            let metrics = tern_handlers::metrics::Metrics::new(
+                "Tern",
+                tern_handlers::metrics::MetricsSink::Discard,
+            );
+            let (response, results) =
+                tern_handlers::sender::handle(&local.sender, sqs_event(&bodies), &metrics).await;
+            assert!(response.batch_item_failures.is_empty(), "{results:?}");
+            metrics.snapshot()
+        }
+    };
+    // Below 50 % (0 of 4), then still below a window later: disabled, told to no one yet.
+    batch(4).await;
+    tokio::time::sleep(policy.timings(scale).window() + Duration::from_millis(300)).await;
+    let counts = batch(2).await;
+    let stored = tern_core::ports::EndpointStore::get(
+        local.sender.endpoints.as_ref(),
+        &down.tenant_id,
+        &down.id,
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert!(!stored.enabled, "not disabled");
+    assert_eq!(counts.endpoints_auto_disabled, 1);
+    assert_eq!(counts.operational_events_unpublished, 1, "{counts:?}");
+    let store = tern_aws::DynamoHealthStore::new(
+        aws_sdk_dynamodb::Client::new(&local.aws),
+        &local.resources.health_table,
+    );
+    let pending = tern_core::health::HealthStore::get(&store, &down.tenant_id, &down.id)
+        .await
+        .unwrap()
+        .unwrap()
+        .pending_report
+        .expect("the unpublished event is kept");
+    assert!(
+        pending.event.contains("\"endpoint.disabled\""),
+        "{pending:?}"
+    );
+
+    // SNS is back (the topic again, under the same ARN, and the owner's subscription).
+    let again = sns
+        .create_topic()
+        .name(&topic_name)
+        .send()
+        .await
+        .expect("create topic");
+    assert_eq!(again.topic_arn(), Some(topic.as_str()));
+    let owner = owner_queue(&local, "owner-outage", "tnt_out").await;
+
+    // The endpoint's next deliveries dead-letter `endpoint_disabled`; their batch
+    // publishes the kept event. Later batches publish nothing more.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let counts = batch(3).await;
+    assert_eq!(counts.operational_events, 1, "{counts:?}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let counts = batch(3).await;
+    assert_eq!(counts.operational_events, 0, "{counts:?}");
+    let got = drain(&local, &owner).await;
+    let kinds: Vec<String> = got
+        .iter()
+        .map(|e| {
+            let m: serde_json::Value =
+                serde_json::from_str(e["Message"].as_str().unwrap()).unwrap();
+            m["type"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    assert_eq!(kinds, vec!["endpoint.disabled"], "{got:?}");
+    let h = tern_core::health::HealthStore::get(&store, &down.tenant_id, &down.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(h.pending_report.is_none(), "{h:?}");
 }

@@ -401,7 +401,9 @@ async fn markers_throttled_past_their_window_are_counted_lost() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_health_change_whose_answer_comes_after_the_try_deadline_is_its_callers() {
-    use tern_core::health::{HealthChange, HealthDelta, HealthStore, LastFailure};
+    use tern_core::health::{
+        HealthChange, HealthDelta, HealthSignal, HealthStore, LastFailure, PendingReport,
+    };
     let proxy = moto_proxy().await;
     let local = deployment_through_without_pollers(&proxy, "health-slow", options()).await;
     // The store as the sender wires it: the SDK's per-try deadline and retries.
@@ -413,15 +415,12 @@ async fn a_health_change_whose_answer_comes_after_the_try_deadline_is_its_caller
     let endpoint = tern_core::EndpointId::generate();
     let now = Utc::now();
     let mut delta = HealthDelta::new(now);
-    delta.add(
-        now,
-        Some(LastFailure {
-            at: now,
-            status: Some(503),
-            error_class: None,
-            error: None,
-        }),
-    );
+    delta.add(HealthSignal::Failure(LastFailure {
+        at: now,
+        status: Some(503),
+        error_class: None,
+        error: None,
+    }));
     store
         .record(&tenant, &endpoint, &delta, 600, None)
         .await
@@ -444,7 +443,15 @@ async fn a_health_change_whose_answer_comes_after_the_try_deadline_is_its_caller
                 next_probe_at: probe + chrono::Duration::seconds(60),
             },
         ),
-        ("attribute_not_exists(da)", HealthChange::Disable),
+        (
+            "attribute_not_exists(da)",
+            HealthChange::Disable {
+                report: PendingReport {
+                    event: "{}".into(),
+                    retry_at: now,
+                },
+            },
+        ),
     ];
     for (text, change) in changes {
         let rule = proxy.add(

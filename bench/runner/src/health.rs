@@ -685,8 +685,8 @@ fn latency_of(
 }
 
 async fn latency_run(proxy: &CountingProxy) -> Result<LatencyRun, BoxError> {
-    // Auto-disable is set out of reach here: with the defaults B's dead endpoint is
-    // disabled after its first 20 attempts and its deliveries then dead-letter at once,
+    // Auto-disable is set out of reach here: with the defaults B's dead endpoint would be
+    // disabled after an hour below 50 % and its deliveries then dead-letter at once,
     // which costs A nothing; the open circuit (deferrals cycling through the queue, one
     // probe holding a slot for the attempt deadline every minute) is the case to measure.
     let policy = HealthPolicy {
@@ -884,10 +884,11 @@ pub async fn run() -> Result<HealthReport, BoxError> {
             "breaker, defaults",
             defaults.clone(),
             format!(
-                "the first batches' POSTs (>= {} failures open it), then disabled once {} attempts \
-                 are below {:.0} % success: every delivery dead-letters `endpoint_disabled`",
+                "the first batches' POSTs (>= {} failures open it) + about {probes} probes: \
+                 auto-disable waits a whole window ({} min) below {:.0} % success, longer \
+                 than these 10 min",
                 defaults.failure_threshold,
-                defaults.min_attempts,
+                defaults.window_seconds / 60,
                 defaults.disable_below * 100.0
             ),
         ),
@@ -1016,8 +1017,8 @@ impl HealthReport {
              Tenant A's endpoint answers 200 at once and gets {A_RATE_PER_SECOND} events/s; tenant B's endpoint accepts \
              and never answers (deadline {LATENCY_ATTEMPT_TIMEOUT_MS} ms) and gets {} events/s. {SENDER_CONCURRENCY} \
              concurrent sender batches of up to 10, time scale 1.0 (the probe interval is the real 60 s); breaker \
-             defaults except auto-disable out of reach (with the defaults B is disabled after 20 attempts and its \
-             deliveries dead-letter at once; the open circuit is the harder case). Latency: outbox write -> receipt at \
+             defaults except auto-disable out of reach (with the defaults B is disabled after an hour below 50 % and \
+             its deliveries dead-letter at once; the open circuit is the harder case). Latency: outbox write -> receipt at \
              A's receiver. B's circuit was seen open {:.1} s after B's first event; B's endpoint read {} POSTs \
              for {} events.\n\n\
              | phase | A's events | received | p50 s | p95 s | max s | phase s | Tern's AWS calls/s | SQS sends/s | sender outcomes/s (deferred) | moto CPU, cores | queue at end: visible / delayed |\n\

@@ -80,6 +80,10 @@ enum Command {
     /// Only the endpoint-health benchmark (`make bench-health`); writes `<out>/health.md`
     /// (also printed) and `<out>/health.json`. About 4 minutes.
     Health,
+    /// Only the AWS requests per delivery (`make bench-requests`): the happy, retry and
+    /// dead-letter scenarios on moto behind the counting proxy; writes `<out>/requests.md`
+    /// (also printed). About a minute.
+    Requests,
 }
 
 fn target_dir() -> PathBuf {
@@ -95,6 +99,7 @@ fn main() -> Result<(), BoxError> {
     match args.command {
         Some(Command::Receiver { delay_ms }) => runtime.block_on(serve_receiver(delay_ms)),
         Some(Command::Health) => runtime.block_on(health_only(&args.out)),
+        Some(Command::Requests) => runtime.block_on(requests_only(&args.out, args.aws_deliveries)),
         None => runtime.block_on(run(args)),
     }
 }
@@ -158,6 +163,22 @@ async fn health_only(out: &Path) -> Result<(), BoxError> {
         serde_json::to_string_pretty(&report)?,
     )?;
     eprintln!("wrote {}", out.join("health.md").display());
+    Ok(())
+}
+
+async fn requests_only(out: &Path, deliveries: usize) -> Result<(), BoxError> {
+    std::fs::create_dir_all(out)?;
+    let moto = MotoServer::start().await?;
+    let proxy =
+        CountingProxy::start(&moto.url, &["relay", "sender", "esm", "app", "binary"]).await?;
+    let aws = aws_counts(&proxy, deliveries).await?;
+    let md = format!(
+        "# Tern benchmarks: AWS requests per delivery\n\n{}",
+        aws.markdown()
+    );
+    println!("\n{md}");
+    std::fs::write(out.join("requests.md"), &md)?;
+    eprintln!("wrote {}", out.join("requests.md").display());
     Ok(())
 }
 

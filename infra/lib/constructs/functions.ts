@@ -99,6 +99,7 @@ export class Functions extends Construct {
         TERN_HEALTH_DISABLE_BELOW_PERCENT: String(c.healthDisableBelowPercent),
         TERN_HEALTH_DEGRADED_BELOW_PERCENT: String(c.healthDegradedBelowPercent),
         TERN_HEALTH_MIN_ATTEMPTS: String(c.healthMinAttempts),
+        TERN_HEALTH_MAX_PAUSE_SECONDS: String(c.healthMaxPauseSeconds),
         TERN_OPERATIONAL_TOPIC_ARN: props.operationalTopic.topicArn,
         // Operational events are also written to the outbox as tern.endpoint.* events.
         TERN_OUTBOX_TABLE: storage.outbox.tableName,

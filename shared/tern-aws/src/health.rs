@@ -16,6 +16,9 @@
 //! | `lf_at`, `lf_st`, `lf_cl`, `lf_er` | last failure: time (ms), status, error class, text |
 //! | `op`, `np` | circuit opened at, next probe at (ms); absent while closed |
 //! | `dg`, `da` | `endpoint.degraded` reported at, auto-disabled at (ms) |
+//! | `bl` | below the disable threshold since (ms); absent when not below |
+//! | `pu`, `pn` | paused until (ms), pauses in a row (backpressure) |
+//! | `pe`, `pa` | an operational event not yet published (JSON), its next publish attempt (ms) |
 //! | `ua` | last write (ms) |
 //! | `t_op`, `t_pb`, `t_cl`, `t_dg`, `t_rc`, `t_da` | token of the last open, probe claim, close, degrade, recover, disable (8 bytes) |
 //!
@@ -40,7 +43,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditi
 use chrono::{DateTime, Utc};
 use tern_core::health::{
     Bucket, EndpointHealth, HealthChange, HealthDelta, HealthStore, LONG_BUCKET_SECONDS,
-    LastFailure, bucket_start,
+    LastFailure, PendingReport, bucket_start,
 };
 use tern_core::ports::PortError;
 use tern_core::{EndpointId, ErrorClass, TenantId};
@@ -157,6 +160,15 @@ fn from_item(item: &HashMap<String, AttributeValue>) -> Result<EndpointHealth, P
         next_probe_at: time(item, "np"),
         degraded_at: time(item, "dg"),
         disabled_at: time(item, "da"),
+        below_since: time(item, "bl"),
+        paused_until: time(item, "pu"),
+        pauses: num(item, "pn")
+            .and_then(|n| u32::try_from(n).ok())
+            .unwrap_or(0),
+        pending_report: text("pe").map(|event| PendingReport {
+            event,
+            retry_at: time(item, "pa").unwrap_or(DateTime::<Utc>::MIN_UTC),
+        }),
     })
 }
 
@@ -190,6 +202,11 @@ impl Update {
     fn add(&mut self, attr: &str, v: AttributeValue) {
         let p = self.value(v);
         self.add.push(format!("{attr} {p}"));
+    }
+    /// Writes `report` as the record's pending operational event.
+    fn report(&mut self, report: &PendingReport) {
+        self.set("pe", AttributeValue::S(report.event.clone()));
+        self.set("pa", ms(report.retry_at));
     }
     fn expression(&self) -> String {
         let mut parts = Vec::new();
@@ -358,13 +375,20 @@ impl HealthStore for DynamoHealthStore {
         let token_attribute = match change {
             HealthChange::Open { .. } => "t_op",
             HealthChange::ClaimProbe { .. } => "t_pb",
-            HealthChange::Close => "t_cl",
+            HealthChange::Close { .. } => "t_cl",
             HealthChange::Degrade { .. } => "t_dg",
-            HealthChange::Recover => "t_rc",
-            HealthChange::Disable => "t_da",
+            HealthChange::Recover { .. } => "t_rc",
+            HealthChange::Disable { .. } => "t_da",
+            HealthChange::Pause { .. } => "t_pa",
+            HealthChange::MarkBelow => "t_bl",
+            HealthChange::ClearBelow => "t_cb",
+            HealthChange::DeferReport { .. } => "t_dr",
+            HealthChange::Reported { .. } => "t_rp",
         };
         let token = change_token();
         u.set(token_attribute, token.clone());
+        // Reports stop once the record disabled the endpoint: its owner's last news is
+        // `endpoint.disabled`, never a `degraded` or `recovered` decided beside it.
         let condition = match change {
             HealthChange::Open { next_probe_at } => {
                 u.set("op", ms(now));
@@ -384,24 +408,66 @@ impl HealthStore for DynamoHealthStore {
                     None => "attribute_exists(op) AND attribute_not_exists(np)".to_owned(),
                 }
             }
-            HealthChange::Close => {
+            HealthChange::Close { report } => {
                 u.remove.push("op".into());
                 u.remove.push("np".into());
                 u.set("cf", n(0));
-                "attribute_exists(op)".to_owned()
+                u.report(report);
+                "attribute_exists(op) AND attribute_not_exists(da)".to_owned()
             }
-            HealthChange::Degrade { not_since } => {
+            HealthChange::Degrade { not_since, report } => {
                 u.set("dg", ms(now));
+                u.report(report);
                 let p = u.value(ms(*not_since));
-                format!("attribute_exists(tenant_id) AND (attribute_not_exists(dg) OR dg < {p})")
+                format!(
+                    "attribute_exists(tenant_id) AND attribute_not_exists(da) \
+                     AND (attribute_not_exists(dg) OR dg < {p})"
+                )
             }
-            HealthChange::Recover => {
+            HealthChange::Recover { report } => {
                 u.remove.push("dg".into());
-                "attribute_exists(dg)".to_owned()
+                u.report(report);
+                "attribute_exists(dg) AND attribute_not_exists(da)".to_owned()
             }
-            HealthChange::Disable => {
+            HealthChange::Disable { report } => {
                 u.set("da", ms(now));
+                u.report(report);
                 "attribute_exists(tenant_id) AND attribute_not_exists(da)".to_owned()
+            }
+            HealthChange::Pause { until, pauses } => {
+                u.set("pu", ms(*until));
+                u.set("pn", n(*pauses));
+                let p = u.value(ms(*until));
+                format!("attribute_not_exists(pu) OR pu < {p}")
+            }
+            HealthChange::MarkBelow => {
+                u.set("bl", ms(now));
+                "attribute_exists(tenant_id) AND attribute_not_exists(bl)".to_owned()
+            }
+            HealthChange::ClearBelow => {
+                u.remove.push("bl".into());
+                "attribute_exists(bl)".to_owned()
+            }
+            HealthChange::DeferReport {
+                event,
+                seen,
+                retry_at,
+            } => {
+                u.set("pa", ms(*retry_at));
+                let e = u.value(AttributeValue::S(event.clone()));
+                match seen {
+                    Some(t) => {
+                        let p = u.value(ms(*t));
+                        format!("pe = {e} AND pa = {p}")
+                    }
+                    None => format!("pe = {e}"),
+                }
+            }
+            HealthChange::Reported { event } => {
+                u.remove.push("pe".into());
+                u.remove.push("pa".into());
+                let e = u.value(AttributeValue::S(event.clone()));
+                format!("pe = {e}")
             }
         };
         let mut request = self

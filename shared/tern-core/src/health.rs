@@ -11,9 +11,18 @@
 //!   probe interval (60 s by default) is sent, claimed by one conditional write; every
 //!   other due delivery goes back on the queue until the next probe time plus jitter,
 //!   keeping its attempt number. A successful probe closes the circuit;
-//! - **disabled** below 50 % success over the window with at least 20 attempts (or a
-//!   410, or an operator): deliveries dead-letter `endpoint_disabled` until
-//!   `tern endpoints enable`, which also resets the health record.
+//! - **paused** when the receiver pushes back (a `429`, or a `503` with `Retry-After`):
+//!   nothing is sent until the time it asked for (capped by
+//!   [`HealthPolicy::max_pause_seconds`]); the held-back deliveries come back spread over a
+//!   resume window that doubles with each pause in a row. Backpressure never counts as a
+//!   failure;
+//! - **disabled** once the success rate has stayed below 50 % for a whole window (1 h)
+//!   with at least 20 attempts in it (or a 410, or an operator): deliveries dead-letter
+//!   `endpoint_disabled` until `tern endpoints enable`, which also resets the health
+//!   record. A short burst of failures opens the circuit instead.
+//!
+//! Every duration of the model runs at the deployment's time scale ([`Timings`]), like the
+//! retry waits, so local mode plays the model out at the speed of its schedule.
 //!
 //! The sender writes health once per endpoint per batch ([`HealthDelta`]), never once per
 //! attempt: one hot endpoint must not become a hot item (DynamoDB allows 1,000 write
@@ -59,7 +68,32 @@ pub struct HealthPolicy {
     /// Attempts in the window below which no rate decision is taken (default 20): a single
     /// failure of a quiet endpoint is not 0 % health.
     pub min_attempts: u64,
+    /// Longest pause a receiver's backpressure puts on its endpoint, in seconds (default
+    /// 3,600: one window). `Retry-After` (RFC 9110 §10.2.3) sets no upper bound; a
+    /// receiver asking for longer is asked again after this (the delivery that got the
+    /// answer still waits what it asked, up to the sender's Retry-After ceiling).
+    pub max_pause_seconds: u64,
 }
+
+/// Default [`HealthPolicy::max_pause_seconds`]: one hour, the default window.
+pub const DEFAULT_MAX_PAUSE_SECONDS: u64 = 3600;
+
+/// Most [`HealthPolicy::max_pause_seconds`] may be, in seconds: 24 hours, the default
+/// ceiling on a receiver's `Retry-After` ([`crate::retry::DEFAULT_RETRY_AFTER_CEILING_SECONDS`]).
+pub const MAX_PAUSE_LIMIT_SECONDS: u64 = crate::retry::DEFAULT_RETRY_AFTER_CEILING_SECONDS;
+
+/// Most doublings of the resume window after pauses in a row: the backlog of a receiver
+/// that keeps pushing back comes back over at most 8 probe intervals (8 min by default),
+/// so a slowing receiver slows its backlog down without parking it for hours.
+pub const MAX_RESUME_DOUBLINGS: u32 = 3;
+
+/// Shortest real probe interval, in milliseconds, whatever the time scale: a circuit is
+/// never probed in a tight loop.
+pub const MIN_PROBE_INTERVAL_MS: u64 = 100;
+
+/// Longest error text kept as an endpoint's last failure on its health record, in bytes:
+/// the record stays under 1 KB (one DynamoDB write unit).
+pub const LAST_ERROR_BYTES: usize = 200;
 
 impl Default for HealthPolicy {
     fn default() -> Self {
@@ -70,6 +104,7 @@ impl Default for HealthPolicy {
             disable_below: 0.50,
             degraded_below: 0.95,
             min_attempts: 20,
+            max_pause_seconds: DEFAULT_MAX_PAUSE_SECONDS,
         }
     }
 }
@@ -88,17 +123,13 @@ pub enum HealthPolicyError {
 }
 
 impl HealthPolicy {
-    /// Size of one window bucket, in seconds: the window / [`BUCKETS_PER_WINDOW`], at least 1.
-    pub fn bucket_seconds(&self) -> u64 {
-        (self.window_seconds / BUCKETS_PER_WINDOW).max(1)
-    }
-
     /// Checks every value's range.
     ///
     /// # Errors
     /// [`HealthPolicyError::OutOfRange`]: threshold 1..=1000; probe interval 1..=900 s
     /// (an SQS `DelaySeconds` carries a deferred delivery to the next probe); window
-    /// 60..=86,400 s; rates 0.0..=1.0 with disable <= degraded.
+    /// 60..=86,400 s; rates 0.0..=1.0 with disable <= degraded; longest pause
+    /// 1..=[`MAX_PAUSE_LIMIT_SECONDS`] s.
     pub fn validate(&self) -> Result<(), HealthPolicyError> {
         let bad = |name, range| Err(HealthPolicyError::OutOfRange { name, range });
         if !(1..=1000).contains(&self.failure_threshold) {
@@ -110,6 +141,9 @@ impl HealthPolicy {
         if !(60..=86_400).contains(&self.window_seconds) {
             return bad("window", "60 to 86400 seconds");
         }
+        if !(1..=MAX_PAUSE_LIMIT_SECONDS).contains(&self.max_pause_seconds) {
+            return bad("longest pause", "1 to 86400 seconds");
+        }
         if !(0.0..=1.0).contains(&self.disable_below)
             || !(0.0..=1.0).contains(&self.degraded_below)
             || self.disable_below > self.degraded_below
@@ -120,6 +154,96 @@ impl HealthPolicy {
             );
         }
         Ok(())
+    }
+
+    /// The model's durations at `time_scale` (values outside (0, 1] mean 1, as for the
+    /// retry waits).
+    pub fn timings(&self, time_scale: f64) -> Timings {
+        Timings {
+            time_scale: if time_scale.is_finite() && time_scale > 0.0 && time_scale <= 1.0 {
+                time_scale
+            } else {
+                1.0
+            },
+            window_seconds: self.window_seconds,
+            probe_interval_seconds: self.probe_interval_seconds,
+            max_pause_seconds: self.max_pause_seconds,
+        }
+    }
+}
+
+/// The failure model's durations in real time: the policy's (logical) seconds times the
+/// time scale. The scale is 1 in production; local mode and the tests play the window, its
+/// buckets, the degraded-report interval, the probe interval, pauses and the health cache
+/// faster by the same factor as the retry waits, so the model keeps its proportions.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Timings {
+    /// Multiplies every duration, 0 < s <= 1.
+    pub time_scale: f64,
+    /// The window, logical seconds.
+    pub window_seconds: u64,
+    /// The probe interval, logical seconds.
+    pub probe_interval_seconds: u64,
+    /// The longest pause, logical seconds.
+    pub max_pause_seconds: u64,
+}
+
+impl Timings {
+    /// `logical_seconds` in real time.
+    pub fn real(&self, logical_seconds: f64) -> std::time::Duration {
+        std::time::Duration::try_from_secs_f64(logical_seconds.max(0.0) * self.time_scale)
+            .unwrap_or(std::time::Duration::MAX)
+    }
+
+    /// The rolling window, real time.
+    pub fn window(&self) -> std::time::Duration {
+        self.real(self.window_seconds as f64)
+    }
+
+    /// Size of one window bucket, in real whole seconds: the window /
+    /// [`BUCKETS_PER_WINDOW`], rounded, at least 1 (600 s at scale 1 with the default
+    /// window; 6 s at 0.01).
+    pub fn bucket_seconds(&self) -> u64 {
+        let seconds = self.window().as_secs_f64() / BUCKETS_PER_WINDOW as f64;
+        (seconds.round() as u64).max(1)
+    }
+
+    /// Time between probes of an open circuit, real time, at least
+    /// [`MIN_PROBE_INTERVAL_MS`].
+    pub fn probe_interval(&self) -> std::time::Duration {
+        self.real(self.probe_interval_seconds as f64)
+            .max(std::time::Duration::from_millis(MIN_PROBE_INTERVAL_MS))
+    }
+
+    /// The pause a backpressure answer puts on its endpoint, real time: what it asked for
+    /// (`Retry-After`, in seconds), or one probe interval when it named no time, at most
+    /// [`HealthPolicy::max_pause_seconds`].
+    pub fn pause(&self, asked_seconds: Option<u64>) -> std::time::Duration {
+        let logical = asked_seconds
+            .unwrap_or(self.probe_interval_seconds)
+            .min(self.max_pause_seconds);
+        self.real(logical as f64)
+    }
+
+    /// How long the deliveries held back by the `pauses`-th pause in a row take to come
+    /// back, real time: one probe interval for the first, doubling with each pause that
+    /// starts before the previous one's resume window is over (a backlog that pushes the
+    /// receiver over again comes back slower), up to [`MAX_RESUME_DOUBLINGS`] doublings
+    /// (8 probe intervals) and never beyond the longest pause (or one probe interval, if
+    /// that is longer).
+    pub fn resume_window(&self, pauses: u32) -> std::time::Duration {
+        let doublings = pauses.saturating_sub(1).min(MAX_RESUME_DOUBLINGS);
+        let logical = self
+            .probe_interval_seconds
+            .saturating_mul(1u64 << doublings)
+            .min(self.max_pause_seconds.max(self.probe_interval_seconds));
+        self.real(logical as f64)
+            .max(std::time::Duration::from_millis(MIN_PROBE_INTERVAL_MS))
+    }
+
+    /// A cache's time to live at this scale: `configured` times the time scale.
+    pub fn cache_ttl(&self, configured: std::time::Duration) -> std::time::Duration {
+        configured.mul_f64(self.time_scale)
     }
 }
 
@@ -168,6 +292,9 @@ pub enum HealthState {
     Degraded,
     /// Circuit open: one probe per interval.
     Open,
+    /// The receiver pushed back (429, or 503 with `Retry-After`): nothing is sent until
+    /// the pause ends.
+    Paused,
     /// The endpoint is disabled (auto-disable, a 410, or an operator).
     Disabled,
 }
@@ -178,6 +305,7 @@ impl std::fmt::Display for HealthState {
             Self::Healthy => "healthy",
             Self::Degraded => "degraded",
             Self::Open => "open",
+            Self::Paused => "paused",
             Self::Disabled => "disabled",
         })
     }
@@ -211,7 +339,34 @@ pub struct EndpointHealth {
     /// When this record auto-disabled the endpoint (cleared by `enable`, which deletes
     /// the record).
     pub disabled_at: Option<DateTime<Utc>>,
+    /// Since when the success rate has been below the disable threshold with enough
+    /// attempts; cleared once it is not. Auto-disable waits a whole window from here.
+    pub below_since: Option<DateTime<Utc>>,
+    /// Until when the receiver asked not to be sent anything (backpressure).
+    pub paused_until: Option<DateTime<Utc>>,
+    /// Pauses in a row: each one that starts within the previous one's resume window
+    /// ([`Timings::resume_window`]) counts one more.
+    pub pauses: u32,
+    /// An operational event decided but not yet published (its owner has not been told).
+    pub pending_report: Option<PendingReport>,
 }
+
+/// An operational event waiting to be published: written with the change it reports, in
+/// the same conditional write, and removed once a publish succeeded, so an SNS outage
+/// delays the owner's news but does not lose it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingReport {
+    /// The event, as JSON ([`crate::operational::OperationalEvent::to_json`]).
+    pub event: String,
+    /// When the next publish attempt may be made: a claim by the sender publishing it
+    /// now ([`REPORT_CLAIM_SECONDS`]), or after a failed one, one probe interval later.
+    pub retry_at: DateTime<Utc>,
+}
+
+/// How long a sender that claimed a pending report's publish holds it, in seconds: longer
+/// than one publish may take (two SNS calls within the SDK's 6 s budget each,
+/// `tern_aws::budget`), so a second sender only tries once the first has crashed.
+pub const REPORT_CLAIM_SECONDS: i64 = 30;
 
 /// Attempts and successes over a span.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -267,7 +422,16 @@ impl EndpointHealth {
             next_probe_at: None,
             degraded_at: None,
             disabled_at: None,
+            below_since: None,
+            paused_until: None,
+            pauses: 0,
+            pending_report: None,
         }
+    }
+
+    /// True while the receiver's pause lasts.
+    pub fn paused(&self, now: DateTime<Utc>) -> bool {
+        self.paused_until.is_some_and(|t| t > now)
     }
 
     /// Oldest window-bucket start still counted at `now`.
@@ -318,6 +482,8 @@ impl EndpointHealth {
             HealthState::Disabled
         } else if self.opened_at.is_some() {
             HealthState::Open
+        } else if self.paused(now) {
+            HealthState::Paused
         } else {
             let rate = self.window_rate(now);
             match rate.ratio() {
@@ -330,11 +496,32 @@ impl EndpointHealth {
     }
 }
 
+/// What one attempt tells its endpoint's health (decided by [`crate::decision::decide`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HealthSignal {
+    /// Delivered (2xx), in an attempt started at this time.
+    Success {
+        /// When the attempt started.
+        at: DateTime<Utc>,
+    },
+    /// The receiver failed it: counts in the rate and the consecutive failures.
+    Failure(LastFailure),
+    /// The receiver pushed back (429, or 503 with `Retry-After`): the endpoint pauses
+    /// until this time; counted neither as a success nor as a failure.
+    Backpressure {
+        /// End of the pause, real time.
+        pause_until: DateTime<Utc>,
+    },
+    /// Says nothing about the receiver: a failure on our side, or a destination the SSRF
+    /// guard refused (never contacted).
+    NotCharged,
+}
+
 /// The attempts one sender batch made to one endpoint, in the order they finished:
 /// what one health write adds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HealthDelta {
-    /// Attempts made.
+    /// Attempts counted (successes and failures; backpressure and our own failures are not).
     pub attempts: u64,
     /// Of which succeeded.
     pub successes: u64,
@@ -344,6 +531,10 @@ pub struct HealthDelta {
     pub last_success_at: Option<DateTime<Utc>>,
     /// The last failed attempt.
     pub last_failure: Option<LastFailure>,
+    /// Answers that pushed back.
+    pub backpressure: u64,
+    /// The latest pause end they asked for (capped), real time.
+    pub pause_until: Option<DateTime<Utc>>,
     /// When the batch's attempts were counted (their bucket).
     pub at: DateTime<Utc>,
 }
@@ -357,26 +548,32 @@ impl HealthDelta {
             trailing_failures: 0,
             last_success_at: None,
             last_failure: None,
+            backpressure: 0,
+            pause_until: None,
             at,
         }
     }
 
-    /// Adds one attempt: a success (`failure` = `None`) or a failure.
-    pub fn add(&mut self, started_at: DateTime<Utc>, failure: Option<LastFailure>) {
-        self.attempts += 1;
-        match failure {
-            None => {
+    /// Adds what one attempt told.
+    pub fn add(&mut self, signal: HealthSignal) {
+        match signal {
+            HealthSignal::Success { at } => {
+                self.attempts += 1;
                 self.successes += 1;
                 self.trailing_failures = 0;
-                self.last_success_at = Some(
-                    self.last_success_at
-                        .map_or(started_at, |t| t.max(started_at)),
-                );
+                self.last_success_at = Some(self.last_success_at.map_or(at, |t| t.max(at)));
             }
-            Some(f) => {
+            HealthSignal::Failure(f) => {
+                self.attempts += 1;
                 self.trailing_failures += 1;
                 self.last_failure = Some(f);
             }
+            HealthSignal::Backpressure { pause_until } => {
+                self.backpressure += 1;
+                self.pause_until =
+                    Some(self.pause_until.map_or(pause_until, |t| t.max(pause_until)));
+            }
+            HealthSignal::NotCharged => {}
         }
     }
 
@@ -386,70 +583,10 @@ impl HealthDelta {
     }
 }
 
-/// What the sender may do with an endpoint's due deliveries now.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Gate {
-    /// Closed circuit: send every due delivery.
-    Send,
-    /// Open, and the probe time has come: one delivery may be sent once the probe is
-    /// claimed ([`HealthChange::ClaimProbe`] with this `seen` value).
-    ProbeDue {
-        /// The `next_probe_at` the decision was based on.
-        seen: Option<DateTime<Utc>>,
-    },
-    /// Open: every due delivery waits until `next_probe_at` (plus jitter).
-    Wait {
-        /// The next probe time.
-        next_probe_at: DateTime<Utc>,
-    },
-}
-
-/// The gate for an endpoint whose health record is `health` (`None`: never failed).
-pub fn gate(health: Option<&EndpointHealth>, now: DateTime<Utc>) -> Gate {
-    match health {
-        Some(h) if h.opened_at.is_some() => match h.next_probe_at {
-            Some(t) if t > now => Gate::Wait { next_probe_at: t },
-            seen => Gate::ProbeDue { seen },
-        },
-        _ => Gate::Send,
-    }
-}
-
-/// When a delivery held back by an open circuit comes back: after the next probe time,
-/// spread over one probe interval (`unit` in 0.0..1.0, a random draw), so the waiting
-/// deliveries do not all return in the same second once the probe closes the circuit.
-pub fn deferred_until(
-    next_probe_at: DateTime<Utc>,
-    probe_interval: std::time::Duration,
-    unit: f64,
-) -> DateTime<Utc> {
-    let spread_ms = probe_interval.as_millis() as f64 * unit.clamp(0.0, 1.0);
-    // A deferred delivery comes back at least a little after the probe, so the probe's
-    // result is usually known when it does.
-    next_probe_at + Duration::milliseconds(spread_ms as i64 + 250)
-}
-
-/// The end of a delivery's retry window: `first` (its first attempt, or its event's
-/// creation) plus `schedule`'s span with the largest jitter (+10 %,
-/// [`crate::retry::MAX_JITTER_FRACTION`]), scaled by `time_scale`, plus one
-/// `probe_interval`. A delivery held back by an open circuit past this time is
-/// dead-lettered `exhausted`; the margins mean one that kept to its schedule is never cut
-/// short by a short deferral of its last attempt.
-pub fn retry_window_end(
-    first: DateTime<Utc>,
-    schedule: &crate::RetrySchedule,
-    time_scale: f64,
-    probe_interval: std::time::Duration,
-) -> DateTime<Utc> {
-    let span_seconds: u64 = schedule.delays().iter().sum();
-    let span = std::time::Duration::from_secs_f64(
-        span_seconds as f64 * (1.0 + crate::retry::MAX_JITTER_FRACTION) * time_scale,
-    ) + probe_interval;
-    first + Duration::from_std(span).unwrap_or(Duration::MAX)
-}
-
 /// A conditional change of a health record; the store applies it only when its condition
-/// holds, so of concurrent senders exactly one wins (and reports the change).
+/// holds, so of concurrent senders exactly one wins (and reports the change). A change
+/// that is reported to the endpoint's owner writes its event as the record's
+/// [`PendingReport`] in the same write.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HealthChange {
     /// Open the circuit (only when closed): the first probe at `next_probe_at`.
@@ -466,27 +603,92 @@ pub enum HealthChange {
         next_probe_at: DateTime<Utc>,
     },
     /// Close the circuit (only when open), resetting consecutive failures.
-    Close,
+    Close {
+        /// `endpoint.recovered`.
+        report: PendingReport,
+    },
     /// Record that `endpoint.degraded` was reported (only when not reported since
-    /// `not_since`, the window's start).
+    /// `not_since`, the window's start, and not disabled).
     Degrade {
         /// Start of the current window.
         not_since: DateTime<Utc>,
+        /// `endpoint.degraded`.
+        report: PendingReport,
     },
     /// Clear the degraded mark (only when set).
-    Recover,
+    Recover {
+        /// `endpoint.recovered`.
+        report: PendingReport,
+    },
     /// Record the auto-disable (only when not already recorded).
-    Disable,
+    Disable {
+        /// `endpoint.disabled`.
+        report: PendingReport,
+    },
+    /// Pause the endpoint until `until` (only when not already paused as long).
+    Pause {
+        /// End of the pause.
+        until: DateTime<Utc>,
+        /// Pauses in a row, this one included.
+        pauses: u32,
+    },
+    /// Record that the rate fell below the disable threshold now (only when not recorded).
+    MarkBelow,
+    /// Clear that mark (only when set).
+    ClearBelow,
+    /// Move a pending report's next publish attempt to `retry_at` (only while `event` is
+    /// still pending and, when `seen` is given, its retry time is still `seen`): a claim
+    /// before publishing, or the back-off after a failed publish.
+    DeferReport {
+        /// The pending event's JSON.
+        event: String,
+        /// The retry time the caller read, for a claim.
+        seen: Option<DateTime<Utc>>,
+        /// The next attempt.
+        retry_at: DateTime<Utc>,
+    },
+    /// Remove a pending report once published (only while `event` is still the pending one).
+    Reported {
+        /// The published event's JSON.
+        event: String,
+    },
+}
+
+impl HealthChange {
+    /// The operational event this change reports, written with it.
+    pub fn report(&self) -> Option<&PendingReport> {
+        match self {
+            Self::Close { report }
+            | Self::Degrade { report, .. }
+            | Self::Recover { report }
+            | Self::Disable { report } => Some(report),
+            _ => None,
+        }
+    }
 }
 
 /// A change the sender should make after a batch's health write, in order.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Transition {
+    /// The receiver pushed back: pause the endpoint.
+    Pause {
+        /// End of the pause.
+        until: DateTime<Utc>,
+        /// Pauses in a row, this one included.
+        pauses: u32,
+    },
     /// N consecutive failures: open the circuit.
     Open,
     /// A probe (or any attempt) succeeded while open: close it (reports `endpoint.recovered`).
     Close,
-    /// Below the disable threshold with enough attempts (reports `endpoint.disabled`).
+    /// The success rate fell below the disable threshold with enough attempts: the window
+    /// before auto-disable starts now.
+    MarkBelow,
+    /// The success rate is no longer below the disable threshold (or the volume fell
+    /// under the minimum): forget when it fell below.
+    ClearBelow,
+    /// Below the disable threshold, with enough attempts, for a whole window (reports
+    /// `endpoint.disabled`).
     Disable {
         /// `auto_disabled: 12 % success over 1 h, last status 503`.
         reason: String,
@@ -509,34 +711,75 @@ pub fn window_text(seconds: u64) -> String {
 }
 
 /// What follows from `after` (the record as the batch's write left it) and `delta` (that
-/// batch), for an endpoint that is `enabled`.
+/// batch), for an endpoint that is `enabled`, with the model's `timings`:
+///
+/// - a pause when the receiver pushed back (longer than any pause in force);
+/// - below the disable threshold with at least `min_attempts` in the window: the mark
+///   when it first falls below, and `Disable` only once it has stayed below for a whole
+///   window (a short burst of failures opens the circuit instead);
+/// - the circuit: open after `failure_threshold` consecutive failures, close on a success;
+/// - `endpoint.degraded` once per window, but only once in all while below the disable
+///   threshold (the owner's next news is `endpoint.disabled`, never both at once);
+///   `endpoint.recovered` when back at or above the degraded threshold.
 pub fn transitions(
     after: &EndpointHealth,
     delta: &HealthDelta,
     enabled: bool,
     policy: &HealthPolicy,
+    timings: &Timings,
     now: DateTime<Utc>,
 ) -> Vec<Transition> {
     let mut out = Vec::new();
     if !enabled {
         return out;
     }
+    if let Some(until) = delta.pause_until
+        && after.paused_until.is_none_or(|p| p < until)
+    {
+        // A pause that starts while the previous one's backlog is still coming back
+        // means that backlog pushed the receiver over again: the next comes back slower.
+        // Answers to requests already on their way when the pause began extend it and
+        // count nothing.
+        let pauses = match after.paused_until {
+            Some(p) if now <= p => after.pauses.max(1),
+            Some(p) if now <= p + chrono_duration(timings.resume_window(after.pauses)) => {
+                after.pauses.saturating_add(1)
+            }
+            _ => 1,
+        };
+        out.push(Transition::Pause { until, pauses });
+    }
+    if delta.attempts == 0 {
+        // Only backpressure: no counts were written, so `after` is the record as last
+        // read, and the rate has nothing new to say.
+        return out;
+    }
     let rate = after.window_rate(now);
     let enough = rate.attempts >= policy.min_attempts;
     let ratio = rate.ratio().unwrap_or(1.0);
-    if enough && ratio < policy.disable_below && after.disabled_at.is_none() {
-        let last = after
-            .last_failure
-            .as_ref()
-            .map_or_else(|| "no failure recorded".into(), LastFailure::summary);
-        out.push(Transition::Disable {
-            reason: format!(
-                "auto_disabled: {} success over {}, {last}",
-                rate.percent_text(),
-                window_text(policy.window_seconds)
-            ),
-        });
-        return out;
+    let below = enough && ratio < policy.disable_below;
+    let window = chrono_duration(timings.window());
+    if below {
+        match after.below_since {
+            None => out.push(Transition::MarkBelow),
+            Some(since) if now - since >= window && after.disabled_at.is_none() => {
+                let last = after
+                    .last_failure
+                    .as_ref()
+                    .map_or_else(|| "no failure recorded".into(), LastFailure::summary);
+                out.push(Transition::Disable {
+                    reason: format!(
+                        "auto_disabled: {} success over {}, {last}",
+                        rate.percent_text(),
+                        window_text(policy.window_seconds)
+                    ),
+                });
+                return out;
+            }
+            Some(_) => {}
+        }
+    } else if after.below_since.is_some() {
+        out.push(Transition::ClearBelow);
     }
     if after.opened_at.is_some() {
         if delta.any_success() {
@@ -545,10 +788,13 @@ pub fn transitions(
     } else if after.consecutive_failures >= u64::from(policy.failure_threshold) {
         out.push(Transition::Open);
     }
-    let window_start =
-        now - Duration::seconds(i64::try_from(policy.window_seconds).unwrap_or(3600));
+    let window_start = now - window;
     if enough && ratio < policy.degraded_below {
-        if after.degraded_at.is_none_or(|t| t < window_start) {
+        let due = match after.degraded_at {
+            None => true,
+            Some(t) => !below && t < window_start,
+        };
+        if due {
             out.push(Transition::Degrade);
         }
     } else if after.degraded_at.is_some()
@@ -559,6 +805,11 @@ pub fn transitions(
         out.push(Transition::Recover);
     }
     out
+}
+
+/// `d` as a chrono duration (saturating).
+pub fn chrono_duration(d: std::time::Duration) -> Duration {
+    Duration::from_std(d).unwrap_or(Duration::MAX)
 }
 
 /// Where health records live (a DynamoDB table in AWS).
@@ -619,24 +870,65 @@ mod tests {
         h
     }
 
-    fn failure(status: u16) -> Option<LastFailure> {
-        Some(LastFailure {
+    fn last_failure(status: u16) -> LastFailure {
+        LastFailure {
             at: t(0),
             status: Some(status),
             error_class: None,
             error: None,
-        })
+        }
+    }
+
+    fn failure(status: u16) -> HealthSignal {
+        HealthSignal::Failure(last_failure(status))
+    }
+
+    fn success(at: DateTime<Utc>) -> HealthSignal {
+        HealthSignal::Success { at }
+    }
+
+    /// A batch of one failed attempt: what most settles that decide on the rate saw.
+    fn failed_batch(now: DateTime<Utc>) -> HealthDelta {
+        let mut d = HealthDelta::new(now);
+        d.add(failure(503));
+        d
+    }
+
+    fn timings() -> Timings {
+        HealthPolicy::default().timings(1.0)
+    }
+
+    /// A record holding one current bucket of `attempts` with `successes`.
+    fn with_rate(now: DateTime<Utc>, attempts: u64, successes: u64) -> EndpointHealth {
+        record(
+            vec![Bucket {
+                start: bucket_start(now, 600),
+                attempts,
+                successes,
+            }],
+            0,
+        )
     }
 
     #[test]
     fn delta_counts_trailing_failures_in_order() {
         let mut d = HealthDelta::new(t(0));
-        d.add(t(0), failure(503));
-        d.add(t(1), None);
-        d.add(t(2), failure(500));
-        d.add(t(3), failure(500));
+        d.add(failure(503));
+        d.add(success(t(1)));
+        d.add(failure(500));
+        d.add(HealthSignal::NotCharged);
+        d.add(failure(500));
         assert_eq!((d.attempts, d.successes, d.trailing_failures), (4, 1, 2));
         assert_eq!(d.last_success_at, Some(t(1)));
+    }
+
+    #[test]
+    fn backpressure_is_neither_a_success_nor_a_failure() {
+        let mut d = HealthDelta::new(t(0));
+        d.add(HealthSignal::Backpressure { pause_until: t(5) });
+        d.add(HealthSignal::Backpressure { pause_until: t(3) });
+        assert_eq!((d.attempts, d.successes, d.trailing_failures), (0, 0, 0));
+        assert_eq!((d.backpressure, d.pause_until), (2, Some(t(5))));
     }
 
     #[test]
@@ -662,108 +954,218 @@ mod tests {
     fn opens_after_the_threshold_and_closes_on_success() {
         let policy = HealthPolicy::default();
         let mut d = HealthDelta::new(t(0));
-        d.add(t(0), failure(503));
+        d.add(failure(503));
         let h = record(vec![], 4);
-        assert!(transitions(&h, &d, true, &policy, t(0)).is_empty());
+        assert!(transitions(&h, &d, true, &policy, &timings(), t(0)).is_empty());
         let h = record(vec![], 5);
         assert_eq!(
-            transitions(&h, &d, true, &policy, t(0)),
+            transitions(&h, &d, true, &policy, &timings(), t(0)),
             vec![Transition::Open]
         );
         let mut open = record(vec![], 0);
         open.opened_at = Some(t(0));
         let mut ok = HealthDelta::new(t(0));
-        ok.add(t(0), None);
+        ok.add(success(t(0)));
         assert_eq!(
-            transitions(&open, &ok, true, &policy, t(0)),
+            transitions(&open, &ok, true, &policy, &timings(), t(0)),
             vec![Transition::Close]
         );
     }
 
     #[test]
-    fn disables_below_half_only_with_enough_attempts() {
+    fn below_the_threshold_is_marked_then_disabled_only_after_a_whole_window() {
         let policy = HealthPolicy::default();
         let now = t(100);
-        let start = bucket_start(now, 600);
-        let mut h = record(
-            vec![Bucket {
-                start,
-                attempts: 19,
-                successes: 2,
-            }],
-            1,
-        );
-        h.last_failure = failure(503);
-        let d = HealthDelta::new(now);
+        let mut h = with_rate(now, 19, 2);
+        h.last_failure = Some(last_failure(503));
+        let d = failed_batch(now);
         // 19 attempts: below the minimum of 20, no rate decision.
-        assert!(transitions(&h, &d, true, &policy, now).is_empty());
+        assert!(transitions(&h, &d, true, &policy, &timings(), now).is_empty());
+        // 20 at 10 %: the window before auto-disable starts, and the owner hears it is degraded.
         h.buckets[0].attempts = 20;
-        let got = transitions(&h, &d, true, &policy, now);
         assert_eq!(
-            got,
+            transitions(&h, &d, true, &policy, &timings(), now),
+            vec![Transition::MarkBelow, Transition::Degrade]
+        );
+        // Still below 59 min later: nothing new (degraded is not repeated while below).
+        h.below_since = Some(now);
+        h.degraded_at = Some(now);
+        let later = now + Duration::minutes(59);
+        h.buckets[0].start = bucket_start(later, 600);
+        assert!(transitions(&h, &d, true, &policy, &timings(), later).is_empty());
+        // A whole window below: disabled, and nothing else reported beside it.
+        let hour = now + Duration::hours(1);
+        h.buckets[0].start = bucket_start(hour, 600);
+        assert_eq!(
+            transitions(&h, &d, true, &policy, &timings(), hour),
             vec![Transition::Disable {
                 reason: "auto_disabled: 10 % success over 1 h, last status 503".into()
             }]
         );
-        // Exactly at the threshold is not below it.
+        // Exactly at the threshold is not below it: the mark is cleared.
         h.buckets[0].successes = 10;
         assert_eq!(
-            transitions(&h, &d, true, &policy, now),
-            vec![Transition::Degrade]
+            transitions(&h, &d, true, &policy, &timings(), hour),
+            vec![Transition::ClearBelow]
         );
+    }
+
+    #[test]
+    fn a_short_burst_opens_the_circuit_and_never_disables() {
+        let policy = HealthPolicy::default();
+        let now = t(100);
+        // 11 of 23 succeeded, the last 5 failed: below 50 % for a moment.
+        let mut h = with_rate(now, 23, 11);
+        h.consecutive_failures = 5;
+        let d = failed_batch(now);
+        let got = transitions(&h, &d, true, &policy, &timings(), now);
+        assert!(got.contains(&Transition::Open), "{got:?}");
+        assert!(got.contains(&Transition::MarkBelow), "{got:?}");
+        assert!(!got.iter().any(|t| matches!(t, Transition::Disable { .. })));
+        // Ten minutes later the rate is back above 50 %: the mark goes, no disable.
+        h.below_since = Some(now);
+        let later = now + Duration::minutes(10);
+        h.buckets.push(Bucket {
+            start: bucket_start(later, 600),
+            attempts: 20,
+            successes: 20,
+        });
+        let got = transitions(&h, &d, true, &policy, &timings(), later);
+        assert!(got.contains(&Transition::ClearBelow), "{got:?}");
+        assert!(!got.iter().any(|t| matches!(t, Transition::Disable { .. })));
     }
 
     #[test]
     fn degraded_once_per_window_then_recovered() {
         let policy = HealthPolicy::default();
         let now = t(100);
-        let start = bucket_start(now, 600);
-        let mut h = record(
-            vec![Bucket {
-                start,
-                attempts: 100,
-                successes: 90,
-            }],
-            0,
-        );
-        let d = HealthDelta::new(now);
+        let mut h = with_rate(now, 100, 90);
+        let d = failed_batch(now);
         assert_eq!(
-            transitions(&h, &d, true, &policy, now),
+            transitions(&h, &d, true, &policy, &timings(), now),
             vec![Transition::Degrade]
         );
         h.degraded_at = Some(now);
-        assert!(transitions(&h, &d, true, &policy, now).is_empty());
+        assert!(transitions(&h, &d, true, &policy, &timings(), now).is_empty());
         h.buckets[0].successes = 96;
         assert_eq!(
-            transitions(&h, &d, true, &policy, now),
+            transitions(&h, &d, true, &policy, &timings(), now),
             vec![Transition::Recover]
         );
     }
 
     #[test]
-    fn gate_follows_the_circuit() {
-        let mut h = record(vec![], 0);
-        assert_eq!(gate(Some(&h), t(0)), Gate::Send);
-        assert_eq!(gate(None, t(0)), Gate::Send);
-        h.opened_at = Some(t(0));
-        h.next_probe_at = Some(t(60));
-        assert_eq!(
-            gate(Some(&h), t(10)),
-            Gate::Wait {
-                next_probe_at: t(60)
-            }
+    fn the_window_and_the_degraded_interval_run_at_the_time_scale() {
+        let policy = HealthPolicy::default();
+        let scaled = policy.timings(0.01);
+        assert_eq!(scaled.window(), std::time::Duration::from_secs(36));
+        assert_eq!(scaled.bucket_seconds(), 6);
+        assert!((599..=600).contains(&scaled.probe_interval().as_millis()));
+        assert_eq!(policy.timings(1.0).bucket_seconds(), 600);
+        // Values outside (0, 1] mean 1, as for the retry waits.
+        assert_eq!(policy.timings(0.0).window(), policy.timings(1.0).window());
+        // Below since 40 s at scale 0.01 is more than a (36 s) window: disabled.
+        let now = t(100);
+        let mut h = with_rate(now, 30, 0);
+        h.bucket_seconds = scaled.bucket_seconds();
+        h.buckets[0].start = bucket_start(now, 6);
+        h.below_since = Some(now - Duration::seconds(40));
+        let got = transitions(&h, &failed_batch(now), true, &policy, &scaled, now);
+        assert!(matches!(got[..], [Transition::Disable { .. }]), "{got:?}");
+        // At scale 1 the same 40 s is not a window.
+        let got = transitions(&h, &failed_batch(now), true, &policy, &timings(), now);
+        assert!(
+            !got.iter().any(|t| matches!(t, Transition::Disable { .. })),
+            "{got:?}"
         );
-        assert_eq!(gate(Some(&h), t(60)), Gate::ProbeDue { seen: Some(t(60)) });
+        // Degraded again after one scaled window, not one hour.
+        let mut h = with_rate(now, 100, 90);
+        h.bucket_seconds = 6;
+        h.buckets[0].start = bucket_start(now, 6);
+        h.degraded_at = Some(now - Duration::seconds(37));
+        let got = transitions(&h, &failed_batch(now), true, &policy, &scaled, now);
+        assert_eq!(got, vec![Transition::Degrade]);
     }
 
     #[test]
-    fn the_retry_window_covers_the_jittered_schedule_and_one_probe() {
-        let schedule = crate::RetrySchedule::new(vec![60, 300]).unwrap();
-        let end = retry_window_end(t(0), &schedule, 1.0, std::time::Duration::from_secs(60));
-        // 360 s + 10 % jitter (36 s) + one probe interval (60 s).
-        assert_eq!(end, t(456));
-        let scaled = retry_window_end(t(0), &schedule, 0.5, std::time::Duration::from_secs(30));
-        assert_eq!(scaled, t(228));
+    fn pauses_in_a_row_come_back_slower() {
+        let policy = HealthPolicy::default();
+        let tm = timings();
+        let now = t(100);
+        let mut d = HealthDelta::new(now);
+        d.add(HealthSignal::Backpressure {
+            pause_until: t(101),
+        });
+        let mut h = record(vec![], 0);
+        assert_eq!(
+            transitions(&h, &d, true, &policy, &tm, now),
+            vec![Transition::Pause {
+                until: t(101),
+                pauses: 1
+            }]
+        );
+        // The backlog of that pause comes back over 60 s; pushed back again within it: 2.
+        h.paused_until = Some(t(101));
+        h.pauses = 1;
+        let mut d2 = HealthDelta::new(t(130));
+        d2.add(HealthSignal::Backpressure {
+            pause_until: t(131),
+        });
+        assert_eq!(
+            transitions(&h, &d2, true, &policy, &tm, t(130)),
+            vec![Transition::Pause {
+                until: t(131),
+                pauses: 2
+            }]
+        );
+        // Long after: a fresh start.
+        let mut d3 = HealthDelta::new(t(1000));
+        d3.add(HealthSignal::Backpressure {
+            pause_until: t(1001),
+        });
+        assert_eq!(
+            transitions(&h, &d3, true, &policy, &tm, t(1000)),
+            vec![Transition::Pause {
+                until: t(1001),
+                pauses: 1
+            }]
+        );
+        // Answers to requests sent before the pause began extend it, not the count.
+        let mut d4 = HealthDelta::new(t(100));
+        d4.add(HealthSignal::Backpressure {
+            pause_until: t(102),
+        });
+        assert_eq!(
+            transitions(&h, &d4, true, &policy, &tm, t(100)),
+            vec![Transition::Pause {
+                until: t(102),
+                pauses: 1
+            }]
+        );
+        // A backpressure-only batch decides nothing from the (unchanged) rate.
+        let mut below = with_rate(now, 30, 0);
+        below.below_since = Some(now - Duration::hours(2));
+        assert_eq!(
+            transitions(&below, &d, true, &policy, &tm, now),
+            vec![Transition::Pause {
+                until: t(101),
+                pauses: 1
+            }]
+        );
+        // A shorter pause than the one in force changes nothing.
+        h.paused_until = Some(t(2000));
+        assert!(transitions(&h, &d3, true, &policy, &tm, t(1000)).is_empty());
+        assert_eq!(tm.resume_window(1), std::time::Duration::from_secs(60));
+        assert_eq!(tm.resume_window(3), std::time::Duration::from_secs(240));
+        assert_eq!(tm.resume_window(30), std::time::Duration::from_secs(480));
+        // The pause: what was asked, one probe interval when nothing was, at most the cap.
+        assert_eq!(tm.pause(Some(3)), std::time::Duration::from_secs(3));
+        assert_eq!(tm.pause(None), std::time::Duration::from_secs(60));
+        assert_eq!(tm.pause(Some(86_400)), std::time::Duration::from_secs(3600));
+        assert_eq!(
+            policy.timings(0.01).pause(Some(100)),
+            std::time::Duration::from_secs(1)
+        );
     }
 
     #[test]
@@ -779,5 +1181,12 @@ mod tests {
             ..HealthPolicy::default()
         };
         assert!(p.validate().is_err());
+        for max_pause_seconds in [0, 86_401] {
+            let p = HealthPolicy {
+                max_pause_seconds,
+                ..HealthPolicy::default()
+            };
+            assert!(p.validate().is_err());
+        }
     }
 }

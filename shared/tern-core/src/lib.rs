@@ -5,6 +5,7 @@
 
 #![warn(missing_docs)]
 
+pub mod decision;
 pub mod drain;
 pub mod endpoint;
 pub mod event;
@@ -24,7 +25,7 @@ pub use endpoint::{Endpoint, EndpointSecret};
 pub use event::{Event, EventType, Payload, PayloadError};
 pub use ids::{DeliveryId, EndpointId, EventId, TenantId};
 pub use message::{DeadLetter, DeadLetterReason, DeliveryMessage};
-pub use outcome::{AttemptResult, ErrorClass, Verdict};
+pub use outcome::{AttemptResult, ErrorClass};
 pub use request::PayloadFormat;
 pub use retry::RetrySchedule;
 pub use signing::Secret;

@@ -1,8 +1,7 @@
-//! What one attempt's result means for the delivery (DESIGN.md §5, the failure table).
+//! The observable result of one attempt and its error classes. What it means for the
+//! delivery and for its endpoint's health is decided in one place, [`crate::decision`].
 
 use serde::{Deserialize, Serialize};
-
-use crate::message::DeadLetterReason;
 
 /// Class of an attempt that got no usable HTTP answer. Each is retryable except
 /// [`ErrorClass::Blocked`].
@@ -97,46 +96,6 @@ pub enum AttemptResult {
     },
 }
 
-/// What to do with the delivery after an attempt, before the attempt budget is applied.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
-    /// 2xx: done.
-    Delivered,
-    /// Try again later. `retry_after` is the receiver's `Retry-After` header, to be
-    /// honoured on 429 and 503 only.
-    Retry {
-        /// The raw `Retry-After` value to honour, if any.
-        retry_after: Option<String>,
-    },
-    /// Stop now and dead-letter.
-    DeadLetter(DeadLetterReason),
-}
-
-/// Classifies an attempt per the failure table: 2xx delivered; 410 dead-lettered
-/// (`gone`); 429/503 retried honouring `Retry-After`; every other status and every
-/// transport error retried on the schedule; a blocked destination dead-lettered.
-pub fn classify(result: &AttemptResult) -> Verdict {
-    match result {
-        AttemptResult::Response {
-            status,
-            retry_after,
-            ..
-        } => match status {
-            200..=299 => Verdict::Delivered,
-            410 => Verdict::DeadLetter(DeadLetterReason::Gone),
-            429 | 503 => Verdict::Retry {
-                retry_after: retry_after.clone(),
-            },
-            _ => Verdict::Retry { retry_after: None },
-        },
-        AttemptResult::Failed {
-            class: ErrorClass::Blocked,
-            ..
-        } => Verdict::DeadLetter(DeadLetterReason::BlockedDestination),
-        AttemptResult::Failed { .. } => Verdict::Retry { retry_after: None },
-    }
-}
-
 impl AttemptResult {
     /// The same result with every receiver-controlled text (`Retry-After`, `Location`, the
     /// error detail) reduced to characters SQS accepts and bounded to
@@ -192,64 +151,6 @@ impl AttemptResult {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn resp(status: u16) -> AttemptResult {
-        AttemptResult::Response {
-            status,
-            retry_after: Some("120".into()),
-            location: None,
-        }
-    }
-
-    #[test]
-    fn failure_table() {
-        assert_eq!(classify(&resp(200)), Verdict::Delivered);
-        assert_eq!(classify(&resp(204)), Verdict::Delivered);
-        assert_eq!(
-            classify(&resp(410)),
-            Verdict::DeadLetter(DeadLetterReason::Gone)
-        );
-        assert_eq!(
-            classify(&resp(429)),
-            Verdict::Retry {
-                retry_after: Some("120".into())
-            }
-        );
-        assert_eq!(
-            classify(&resp(503)),
-            Verdict::Retry {
-                retry_after: Some("120".into())
-            }
-        );
-        // Retry-After on other statuses is not honoured.
-        assert_eq!(classify(&resp(500)), Verdict::Retry { retry_after: None });
-        assert_eq!(classify(&resp(302)), Verdict::Retry { retry_after: None });
-        assert_eq!(classify(&resp(403)), Verdict::Retry { retry_after: None });
-        for class in [
-            ErrorClass::Dns,
-            ErrorClass::Connect,
-            ErrorClass::Tls,
-            ErrorClass::Timeout,
-            ErrorClass::DnsTemporary,
-            ErrorClass::LocalResource,
-            ErrorClass::TlsConfig,
-        ] {
-            assert_eq!(
-                classify(&AttemptResult::Failed {
-                    class,
-                    detail: String::new()
-                }),
-                Verdict::Retry { retry_after: None }
-            );
-        }
-        assert_eq!(
-            classify(&AttemptResult::Failed {
-                class: ErrorClass::Blocked,
-                detail: String::new()
-            }),
-            Verdict::DeadLetter(DeadLetterReason::BlockedDestination)
-        );
-    }
 
     #[test]
     fn our_failures_are_not_charged_to_the_receiver() {

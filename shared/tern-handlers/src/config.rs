@@ -146,11 +146,12 @@ pub struct SenderConfig {
     /// The failure model's thresholds: `TERN_HEALTH_FAILURE_THRESHOLD` (attempts, default
     /// 5), `TERN_HEALTH_PROBE_INTERVAL_SECONDS` (seconds, 60), `TERN_HEALTH_WINDOW_SECONDS`
     /// (seconds, 3,600), `TERN_HEALTH_DISABLE_BELOW_PERCENT` (50),
-    /// `TERN_HEALTH_DEGRADED_BELOW_PERCENT` (95), `TERN_HEALTH_MIN_ATTEMPTS` (20).
+    /// `TERN_HEALTH_DEGRADED_BELOW_PERCENT` (95), `TERN_HEALTH_MIN_ATTEMPTS` (20),
+    /// `TERN_HEALTH_MAX_PAUSE_SECONDS` (seconds, 3,600).
     pub health: HealthPolicy,
     /// `TERN_HEALTH_CACHE_SECONDS`, seconds, default
     /// [`crate::health::DEFAULT_HEALTH_CACHE_SECONDS`] (5), at most 60: how long a warm
-    /// sender serves an endpoint's health record from memory.
+    /// sender serves an endpoint's health record from memory (times `TERN_TIME_SCALE`).
     pub health_cache: Duration,
     /// Where health changes are reported ([`OperationalConfig`]).
     pub operational: OperationalConfig,
@@ -183,6 +184,7 @@ pub fn health_policy(env: &Env<'_>) -> Result<HealthPolicy, ConfigError> {
         disable_below: percent("TERN_HEALTH_DISABLE_BELOW_PERCENT", d.disable_below)?,
         degraded_below: percent("TERN_HEALTH_DEGRADED_BELOW_PERCENT", d.degraded_below)?,
         min_attempts: env.parsed("TERN_HEALTH_MIN_ATTEMPTS", d.min_attempts)?,
+        max_pause_seconds: env.parsed("TERN_HEALTH_MAX_PAUSE_SECONDS", d.max_pause_seconds)?,
     };
     policy.validate().map_err(|e| ConfigError::Invalid {
         name: "TERN_HEALTH_*",
@@ -421,10 +423,12 @@ mod tests {
         let vars = |k: &str| match k {
             "TERN_HEALTH_FAILURE_THRESHOLD" => Some("3".to_owned()),
             "TERN_HEALTH_DISABLE_BELOW_PERCENT" => Some("40".to_owned()),
+            "TERN_HEALTH_MAX_PAUSE_SECONDS" => Some("600".to_owned()),
             _ => None,
         };
         let p = health_policy(&Env(&vars)).unwrap();
         assert_eq!(p.failure_threshold, 3);
+        assert_eq!(p.max_pause_seconds, 600);
         assert!((p.disable_below - 0.40).abs() < 1e-12);
         assert!((p.degraded_below - 0.95).abs() < 1e-12);
         assert_eq!(p.probe_interval_seconds, 60);
@@ -433,6 +437,8 @@ mod tests {
             ("TERN_HEALTH_PROBE_INTERVAL_SECONDS", "0"),
             ("TERN_HEALTH_DEGRADED_BELOW_PERCENT", "30"),
             ("TERN_HEALTH_MIN_ATTEMPTS", "many"),
+            ("TERN_HEALTH_MAX_PAUSE_SECONDS", "0"),
+            ("TERN_HEALTH_MAX_PAUSE_SECONDS", "86401"),
         ] {
             let bad = |k: &str| (k == name).then(|| value.to_owned());
             assert!(

@@ -1,8 +1,14 @@
 //! The sender's side of endpoint health (`tern_core::health`): before a batch's POSTs,
-//! the gate of every endpoint it touches (closed, probe due, or open); after them, one
-//! health write per endpoint and the transitions it calls for (open, close, degraded,
+//! the gate of every endpoint it touches (`tern_core::decision::gate`: closed, probe due,
+//! open, or paused by the receiver); after them, one health write per endpoint and the
+//! transitions it calls for (pause, open, close, below the disable threshold, degraded,
 //! recovered, auto-disable), each applied by a conditional write so that of concurrent
 //! senders exactly one acts and reports it.
+//!
+//! A reported change writes its operational event on the health record in the same
+//! conditional write, and removes it once published: when SNS (or the outbox) fails, the
+//! event stays pending and a later batch that touches the endpoint (deliveries to a
+//! disabled endpoint still read its gate) publishes it, once.
 //!
 //! Health is advisory: when the health table cannot be read, deliveries go out as if the
 //! circuit were closed; when it cannot be written, the batch's counts are lost and logged.
@@ -14,9 +20,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
+use tern_core::decision::{Gate, deferred_until, gate};
 use tern_core::health::{
-    EndpointHealth, Gate, HealthChange, HealthDelta, HealthPolicy, HealthStore, LastFailure,
-    Transition, gate,
+    EndpointHealth, HealthChange, HealthDelta, HealthPolicy, HealthSignal, HealthStore,
+    PendingReport, REPORT_CLAIM_SECONDS, Timings, Transition, chrono_duration,
 };
 use tern_core::operational::{
     OperationalEvent, OperationalEventKind, OperationalEventSink, redact_url,
@@ -26,10 +33,11 @@ use tern_core::{Endpoint, EndpointId, TenantId};
 
 use crate::metrics::Metrics;
 
-/// How long a sender instance serves an endpoint's health record from memory, in seconds,
-/// unless `TERN_HEALTH_CACHE_SECONDS` says otherwise. A record this instance writes
-/// replaces its copy at once; the TTL bounds how late it learns of a circuit another
-/// instance opened or closed (until then it sends one more batch, whose write tells it).
+/// How long a sender instance serves an endpoint's health record from memory, in seconds
+/// at time scale 1, unless `TERN_HEALTH_CACHE_SECONDS` says otherwise. A record this
+/// instance writes replaces its copy at once; the TTL bounds how late it learns of a
+/// circuit or a pause another instance set (until then it sends one more batch, whose
+/// write tells it).
 pub const DEFAULT_HEALTH_CACHE_SECONDS: u64 = 5;
 
 /// Longest wait for the health read and the probe claim before a batch's POSTs, in
@@ -42,22 +50,24 @@ pub const HEALTH_GATE_DEADLINE_MS: u64 = 1_000;
 /// `(tenant, endpoint)`.
 pub type EndpointKey = (TenantId, EndpointId);
 
-/// Endpoint health for the sender: the store, where operational events go, the policy,
-/// and a per-instance cache of records.
+/// Endpoint health for the sender: the store, where operational events go, the policy and
+/// its timings at the deployment's time scale, and a per-instance cache of records.
 pub struct CircuitBreaker {
     store: Arc<dyn HealthStore>,
     events: Arc<dyn OperationalEventSink>,
     policy: HealthPolicy,
-    /// Multiplies the probe interval (local mode's and the tests' `TERN_TIME_SCALE`).
-    time_scale: f64,
+    timings: Timings,
     cache_ttl: Duration,
     cache: Mutex<HashMap<EndpointKey, (Instant, Option<EndpointHealth>)>>,
+    /// Reports seen pending (and due another publish attempt) on records read for a gate;
+    /// the batch's settle publishes them.
+    pending: Mutex<HashMap<EndpointKey, PendingReport>>,
 }
 
 /// What one batch may do with one endpoint's deliveries.
 #[derive(Debug)]
 pub enum BatchGate {
-    /// Closed circuit: send.
+    /// Closed circuit, no pause: send.
     Send,
     /// Open; this batch holds the probe: the first delivery to take `slot` is sent, the
     /// others wait until `next_probe_at`.
@@ -66,11 +76,23 @@ pub enum BatchGate {
         slot: AtomicBool,
         /// The probe after this one.
         next_probe_at: DateTime<Utc>,
+        /// Over how long the others come back after it.
+        spread: Duration,
     },
-    /// Open: wait until the next probe time.
+    /// Resuming after a receiver's pause: the first delivery to take `slot` is sent, the
+    /// others come back spread over `spread` from now.
+    Paced {
+        /// Taken by the one delivery this batch sends.
+        slot: AtomicBool,
+        /// Over how long the others come back.
+        spread: Duration,
+    },
+    /// Open or paused: wait until `until`, coming back spread over `spread`.
     Wait {
-        /// The next probe time.
-        next_probe_at: DateTime<Utc>,
+        /// The earliest time anything may be sent.
+        until: DateTime<Utc>,
+        /// Over how long the held-back deliveries come back.
+        spread: Duration,
     },
 }
 
@@ -87,40 +109,51 @@ pub enum Admission {
 
 impl BatchGate {
     /// The decision for the next delivery of this endpoint in the batch.
-    pub fn admit(&self, breaker: &CircuitBreaker) -> Admission {
+    pub fn admit(&self) -> Admission {
         match self {
             Self::Send => Admission::Send,
             Self::Probe {
                 slot,
                 next_probe_at,
+                spread,
             } => {
                 if slot.swap(true, Ordering::SeqCst) {
-                    Admission::Defer(breaker.deferred_until(*next_probe_at))
+                    Admission::Defer(deferred_until(*next_probe_at, *spread, rand::random()))
                 } else {
                     Admission::Probe
                 }
             }
-            Self::Wait { next_probe_at } => {
-                Admission::Defer(breaker.deferred_until(*next_probe_at))
+            Self::Paced { slot, spread } => {
+                if slot.swap(true, Ordering::SeqCst) {
+                    Admission::Defer(deferred_until(Utc::now(), *spread, rand::random()))
+                } else {
+                    Admission::Send
+                }
+            }
+            Self::Wait { until, spread } => {
+                Admission::Defer(deferred_until(*until, *spread, rand::random()))
             }
         }
     }
 }
 
-/// Attempts of one batch, per endpoint, as they finish.
+/// What the attempts of one batch told, per endpoint, as they finish.
 #[derive(Debug, Default)]
 pub struct BatchHealth {
     deltas: Mutex<HashMap<EndpointKey, HealthDelta>>,
 }
 
 impl BatchHealth {
-    /// Counts one attempt: `failure` is `None` for a success.
-    pub fn add(&self, key: EndpointKey, started_at: DateTime<Utc>, failure: Option<LastFailure>) {
+    /// Adds what one attempt told its endpoint's health ([`tern_core::decision::decide`]).
+    pub fn add(&self, key: EndpointKey, signal: HealthSignal) {
+        if signal == HealthSignal::NotCharged {
+            return;
+        }
         let mut deltas = self.deltas.lock().unwrap_or_else(PoisonError::into_inner);
         deltas
             .entry(key)
             .or_insert_with(|| HealthDelta::new(Utc::now()))
-            .add(started_at, failure);
+            .add(signal);
     }
 
     fn take(&self) -> Vec<(EndpointKey, HealthDelta)> {
@@ -131,8 +164,9 @@ impl BatchHealth {
 
 impl CircuitBreaker {
     /// A breaker over `store`, publishing to `events`; `policy` must be valid
-    /// ([`HealthPolicy::validate`]); `time_scale` (0 < s <= 1) shortens the probe interval
-    /// in local mode; `cache_ttl` zero reads the store for every batch.
+    /// ([`HealthPolicy::validate`]); `time_scale` (0 < s <= 1) plays every duration of the
+    /// model faster in local mode ([`Timings`]), the cache's included; `cache_ttl` zero
+    /// reads the store for every batch.
     pub fn new(
         store: Arc<dyn HealthStore>,
         events: Arc<dyn OperationalEventSink>,
@@ -140,30 +174,32 @@ impl CircuitBreaker {
         time_scale: f64,
         cache_ttl: Duration,
     ) -> Self {
+        let timings = policy.timings(time_scale);
         Self {
             store,
             events,
+            cache_ttl: timings.cache_ttl(cache_ttl),
+            timings,
             policy,
-            time_scale,
-            cache_ttl,
             cache: Mutex::new(HashMap::new()),
+            pending: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The model's durations at this deployment's time scale.
+    pub fn timings(&self) -> &Timings {
+        &self.timings
     }
 
     /// The probe interval in real time (the policy's, times the time scale), at least 100 ms.
     pub fn probe_interval(&self) -> Duration {
-        Duration::from_secs_f64(self.policy.probe_interval_seconds as f64 * self.time_scale)
-            .max(Duration::from_millis(100))
+        self.timings.probe_interval()
     }
 
     /// One probe interval after `now`: the next probe time of a circuit that opens, or
     /// whose probe this caller claims or could not claim, now.
     fn next_probe_from(&self, now: DateTime<Utc>) -> DateTime<Utc> {
         now + chrono_duration(self.probe_interval())
-    }
-
-    fn deferred_until(&self, next_probe_at: DateTime<Utc>) -> DateTime<Utc> {
-        tern_core::health::deferred_until(next_probe_at, self.probe_interval(), rand::random())
     }
 
     fn cached(&self, key: &EndpointKey) -> Option<Option<EndpointHealth>> {
@@ -179,28 +215,44 @@ impl CircuitBreaker {
         cache.insert(key, (Instant::now(), health));
     }
 
+    /// Applies a change this instance made to its copy of the record; a copy that says
+    /// "no record" is dropped instead, so the next gate reads the record the change made.
     fn update_cached(&self, key: &EndpointKey, f: impl FnOnce(&mut EndpointHealth)) {
         let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some((_, Some(h))) = cache.get_mut(key) {
-            f(h);
+        match cache.get_mut(key) {
+            Some((_, Some(h))) => f(h),
+            Some((_, None)) => {
+                cache.remove(key);
+            }
+            None => {}
         }
     }
 
-    async fn snapshot(&self, key: &EndpointKey) -> Option<EndpointHealth> {
-        if let Some(h) = self.cached(key) {
-            return h;
+    async fn snapshot(&self, key: &EndpointKey, now: DateTime<Utc>) -> Option<EndpointHealth> {
+        let health = match self.cached(key) {
+            Some(h) => h,
+            None => match within_gate_deadline(self.store.get(&key.0, &key.1), "health read").await
+            {
+                Ok(h) => {
+                    self.remember(key.clone(), h.clone());
+                    h
+                }
+                Err(e) => {
+                    // Fail open: an unreadable health table must not stop deliveries.
+                    tracing::warn!(error = %e, endpoint_id = %key.1, "endpoint health not read; sending as if healthy");
+                    None
+                }
+            },
+        };
+        if let Some(report) = health
+            .as_ref()
+            .and_then(|h| h.pending_report.as_ref())
+            .filter(|r| r.retry_at <= now)
+        {
+            let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+            pending.insert(key.clone(), report.clone());
         }
-        match within_gate_deadline(self.store.get(&key.0, &key.1), "health read").await {
-            Ok(h) => {
-                self.remember(key.clone(), h.clone());
-                h
-            }
-            Err(e) => {
-                // Fail open: an unreadable health table must not stop deliveries.
-                tracing::warn!(error = %e, endpoint_id = %key.1, "endpoint health not read; sending as if healthy");
-                None
-            }
-        }
+        health
     }
 
     /// The gate of each endpoint a batch touches. An open circuit whose probe time has
@@ -208,46 +260,15 @@ impl CircuitBreaker {
     pub async fn gates(&self, keys: Vec<EndpointKey>) -> HashMap<EndpointKey, BatchGate> {
         let now = Utc::now();
         let decisions = keys.into_iter().map(|key| async move {
-            let health = self.snapshot(&key).await;
-            let decision = match gate(health.as_ref(), now) {
+            let health = self.snapshot(&key, now).await;
+            let decision = match gate(health.as_ref(), &self.timings, now) {
                 Gate::Send => BatchGate::Send,
-                Gate::Wait { next_probe_at } => BatchGate::Wait { next_probe_at },
-                Gate::ProbeDue { seen } => {
-                    let next_probe_at = self.next_probe_from(now);
-                    let change = HealthChange::ClaimProbe {
-                        seen,
-                        next_probe_at,
-                    };
-                    let claim = self.store.apply(&key.0, &key.1, &change, now);
-                    match within_gate_deadline(claim, "probe claim").await {
-                        Ok(true) => {
-                            self.update_cached(&key, |h| h.next_probe_at = Some(next_probe_at));
-                            tracing::info!(endpoint_id = %key.1, "circuit open; this batch sends the probe");
-                            BatchGate::Probe {
-                                slot: AtomicBool::new(false),
-                                next_probe_at,
-                            }
-                        }
-                        Ok(false) => {
-                            // Another sender took this probe, or closed the circuit: our copy
-                            // is stale, so decide again on the store's record.
-                            self.forget(&key);
-                            match gate(self.snapshot(&key).await.as_ref(), now) {
-                                Gate::Send => BatchGate::Send,
-                                Gate::Wait { next_probe_at } => BatchGate::Wait { next_probe_at },
-                                Gate::ProbeDue { .. } => BatchGate::Wait {
-                                    next_probe_at: self.next_probe_from(now),
-                                },
-                            }
-                        }
-                        Err(e) => {
-                            tracing::warn!(error = %e, endpoint_id = %key.1, "probe not claimed; waiting");
-                            BatchGate::Wait {
-                                next_probe_at: self.next_probe_from(now),
-                            }
-                        }
-                    }
-                }
+                Gate::Paced { spread } => BatchGate::Paced {
+                    slot: AtomicBool::new(false),
+                    spread,
+                },
+                Gate::Wait { until, spread } => BatchGate::Wait { until, spread },
+                Gate::ProbeDue { seen } => self.claim_probe(&key, seen, now).await,
             };
             (key, decision)
         });
@@ -257,7 +278,58 @@ impl CircuitBreaker {
             .collect()
     }
 
-    /// After a batch: one health write per endpoint it attempted, then the transitions.
+    async fn claim_probe(
+        &self,
+        key: &EndpointKey,
+        seen: Option<DateTime<Utc>>,
+        now: DateTime<Utc>,
+    ) -> BatchGate {
+        let next_probe_at = self.next_probe_from(now);
+        let spread = self.probe_interval();
+        let change = HealthChange::ClaimProbe {
+            seen,
+            next_probe_at,
+        };
+        let claim = self.store.apply(&key.0, &key.1, &change, now);
+        match within_gate_deadline(claim, "probe claim").await {
+            Ok(true) => {
+                self.update_cached(key, |h| h.next_probe_at = Some(next_probe_at));
+                tracing::info!(endpoint_id = %key.1, "circuit open; this batch sends the probe");
+                BatchGate::Probe {
+                    slot: AtomicBool::new(false),
+                    next_probe_at,
+                    spread,
+                }
+            }
+            Ok(false) => {
+                // Another sender took this probe, or closed the circuit: our copy is
+                // stale, so decide again on the store's record.
+                self.forget(key);
+                match gate(self.snapshot(key, now).await.as_ref(), &self.timings, now) {
+                    Gate::Send => BatchGate::Send,
+                    Gate::Paced { spread } => BatchGate::Paced {
+                        slot: AtomicBool::new(false),
+                        spread,
+                    },
+                    Gate::Wait { until, spread } => BatchGate::Wait { until, spread },
+                    Gate::ProbeDue { .. } => BatchGate::Wait {
+                        until: next_probe_at,
+                        spread,
+                    },
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, endpoint_id = %key.1, "probe not claimed; waiting");
+                BatchGate::Wait {
+                    until: next_probe_at,
+                    spread,
+                }
+            }
+        }
+    }
+
+    /// After a batch: one health write per endpoint it attempted, then the transitions;
+    /// then the reports still pending on the records its gates read.
     pub async fn settle(
         &self,
         batch: &BatchHealth,
@@ -265,39 +337,96 @@ impl CircuitBreaker {
         metrics: &Metrics,
     ) {
         let work = batch.take().into_iter().map(|(key, delta)| async move {
-            let previous = self.cached(&key).flatten();
-            let after = match self
-                .store
-                .record(
-                    &key.0,
-                    &key.1,
-                    &delta,
-                    self.policy.bucket_seconds(),
-                    previous.as_ref(),
-                )
-                .await
-            {
-                Ok(h) => h,
-                Err(e) => {
-                    tracing::warn!(error = %e, endpoint_id = %key.1, attempts = delta.attempts, "endpoint health not recorded");
-                    return;
-                }
+            metrics.update(|c| c.backpressure += delta.backpressure);
+            let Some(after) = self.record(&key, &delta).await else {
+                return;
             };
-            self.remember(key.clone(), Some(after.clone()));
             let endpoint = match endpoints.get(&key.0, &key.1).await {
                 Ok(Some(e)) => e,
                 // Deleted meanwhile, or unreadable: nothing to disable or report.
                 _ => return,
             };
             let now = Utc::now();
-            for transition in
-                tern_core::health::transitions(&after, &delta, endpoint.enabled, &self.policy, now)
-            {
+            for transition in tern_core::health::transitions(
+                &after,
+                &delta,
+                endpoint.enabled,
+                &self.policy,
+                &self.timings,
+                now,
+            ) {
                 self.apply(&key, transition, &after, &endpoint, endpoints, metrics, now)
                     .await;
             }
         });
         futures::future::join_all(work).await;
+        let pending: Vec<(EndpointKey, PendingReport)> = {
+            let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+            pending.drain().collect()
+        };
+        let retries = pending
+            .into_iter()
+            .map(|(key, report)| async move { self.publish_pending(&key, report, metrics).await });
+        futures::future::join_all(retries).await;
+    }
+
+    /// Adds `delta` to the endpoint's record and returns the record after the write; a
+    /// batch that only met backpressure writes no counts and returns the record as last
+    /// read. `None` when the write failed.
+    async fn record(&self, key: &EndpointKey, delta: &HealthDelta) -> Option<EndpointHealth> {
+        let previous = self.cached(key).flatten();
+        if delta.attempts == 0 {
+            return Some(previous.unwrap_or_else(|| {
+                EndpointHealth::empty(key.0.clone(), key.1.clone(), self.timings.bucket_seconds())
+            }));
+        }
+        match self
+            .store
+            .record(
+                &key.0,
+                &key.1,
+                delta,
+                self.timings.bucket_seconds(),
+                previous.as_ref(),
+            )
+            .await
+        {
+            Ok(h) => {
+                self.remember(key.clone(), Some(h.clone()));
+                Some(h)
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, endpoint_id = %key.1, attempts = delta.attempts, "endpoint health not recorded");
+                None
+            }
+        }
+    }
+
+    /// The operational event reporting `kind` for `key`, decided `now`.
+    fn event(
+        &self,
+        kind: OperationalEventKind,
+        reason: String,
+        key: &EndpointKey,
+        after: &EndpointHealth,
+        endpoint: &Endpoint,
+        now: DateTime<Utc>,
+    ) -> OperationalEvent {
+        let rate = after.window_rate(now);
+        OperationalEvent {
+            kind,
+            tenant_id: key.0.clone(),
+            endpoint_id: key.1.clone(),
+            url: redact_url(&endpoint.url),
+            reason,
+            last_status: after.last_failure.as_ref().and_then(|f| f.status),
+            last_error: after.last_failure.as_ref().and_then(|f| f.error.clone()),
+            last_success_at: after.last_success_at,
+            success_rate: rate.ratio(),
+            attempts: rate.attempts,
+            window_seconds: self.policy.window_seconds,
+            at: now,
+        }
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -311,87 +440,116 @@ impl CircuitBreaker {
         metrics: &Metrics,
         now: DateTime<Utc>,
     ) {
-        let window_start = now
-            - chrono::Duration::seconds(i64::try_from(self.policy.window_seconds).unwrap_or(3600));
-        let (change, report) = match &transition {
+        let window = tern_core::health::window_text(self.policy.window_seconds);
+        let report = |kind, reason: String| {
+            let event = self.event(kind, reason, key, after, endpoint, now);
+            let pending = PendingReport {
+                event: event.to_json(),
+                // Claimed by this sender while it publishes.
+                retry_at: now + chrono::Duration::seconds(REPORT_CLAIM_SECONDS),
+            };
+            (event, pending)
+        };
+        let (change, event) = match &transition {
+            Transition::Pause { until, pauses } => (
+                HealthChange::Pause {
+                    until: *until,
+                    pauses: *pauses,
+                },
+                None,
+            ),
             Transition::Open => (
                 HealthChange::Open {
                     next_probe_at: self.next_probe_from(now),
                 },
                 None,
             ),
-            Transition::Close => (
-                HealthChange::Close,
-                Some((
+            Transition::MarkBelow => (HealthChange::MarkBelow, None),
+            Transition::ClearBelow => (HealthChange::ClearBelow, None),
+            Transition::Close => {
+                let open_for = after
+                    .opened_at
+                    .map_or(0, |t| (now - t).num_seconds().max(0));
+                let (event, report) = report(
                     OperationalEventKind::Recovered,
-                    format!(
-                        "probe succeeded; circuit closed after {} s open",
-                        after
-                            .opened_at
-                            .map_or(0, |t| (now - t).num_seconds().max(0))
-                    ),
-                )),
-            ),
-            Transition::Disable { reason } => (
-                HealthChange::Disable,
-                Some((OperationalEventKind::Disabled, reason.clone())),
-            ),
-            Transition::Degrade => (
-                HealthChange::Degrade {
-                    not_since: window_start,
-                },
-                Some((
+                    format!("probe succeeded; circuit closed after {open_for} s open"),
+                );
+                (HealthChange::Close { report }, Some(event))
+            }
+            Transition::Disable { reason } => {
+                let (event, report) = report(OperationalEventKind::Disabled, reason.clone());
+                (HealthChange::Disable { report }, Some(event))
+            }
+            Transition::Degrade => {
+                let (event, report) = report(
                     OperationalEventKind::Degraded,
                     format!(
-                        "{} success over {}, below {:.0} %",
+                        "{} success over {window}, below {:.0} %",
                         after.window_rate(now).percent_text(),
-                        tern_core::health::window_text(self.policy.window_seconds),
                         self.policy.degraded_below * 100.0
                     ),
-                )),
-            ),
-            Transition::Recover => (
-                HealthChange::Recover,
-                Some((
+                );
+                let not_since = now - chrono_duration(self.timings.window());
+                (HealthChange::Degrade { not_since, report }, Some(event))
+            }
+            Transition::Recover => {
+                let (event, report) = report(
                     OperationalEventKind::Recovered,
                     format!(
-                        "{} success over {}",
-                        after.window_rate(now).percent_text(),
-                        tern_core::health::window_text(self.policy.window_seconds)
+                        "{} success over {window}",
+                        after.window_rate(now).percent_text()
                     ),
-                )),
-            ),
+                );
+                (HealthChange::Recover { report }, Some(event))
+            }
         };
         match self.store.apply(&key.0, &key.1, &change, now).await {
             Ok(true) => {}
-            Ok(false) => return, // another sender made this change (and reported it)
+            Ok(false) => return, // another sender made this change (and reports it)
             Err(e) => {
                 tracing::warn!(error = %e, endpoint_id = %key.1, ?transition, "health change not recorded");
                 return;
             }
         }
-        match &transition {
-            Transition::Open => {
+        match &change {
+            HealthChange::Pause { until, pauses } => {
+                metrics.update(|c| c.endpoints_paused += 1);
+                self.update_cached(key, |h| {
+                    h.paused_until = Some(*until);
+                    h.pauses = *pauses;
+                });
+                tracing::info!(tenant_id = %key.0, endpoint_id = %key.1, until = %until.to_rfc3339(), pauses, "receiver pushed back; endpoint paused");
+            }
+            HealthChange::Open { next_probe_at } => {
                 metrics.update(|c| c.circuits_opened += 1);
-                if let HealthChange::Open { next_probe_at } = change {
-                    self.update_cached(key, |h| {
-                        h.opened_at = Some(now);
-                        h.next_probe_at = Some(next_probe_at);
-                    });
-                }
+                self.update_cached(key, |h| {
+                    h.opened_at = Some(now);
+                    h.next_probe_at = Some(*next_probe_at);
+                });
                 tracing::warn!(tenant_id = %key.0, endpoint_id = %key.1, consecutive_failures = after.consecutive_failures, "circuit opened");
             }
-            Transition::Close => {
+            HealthChange::MarkBelow => {
+                self.update_cached(key, |h| h.below_since = Some(now));
+                tracing::warn!(tenant_id = %key.0, endpoint_id = %key.1, "success rate below the disable threshold; disabled if it stays there for the window");
+            }
+            HealthChange::ClearBelow => self.update_cached(key, |h| h.below_since = None),
+            HealthChange::Close { report } => {
                 metrics.update(|c| c.circuits_closed += 1);
                 self.update_cached(key, |h| {
                     h.opened_at = None;
                     h.next_probe_at = None;
                     h.consecutive_failures = 0;
+                    h.pending_report = Some(report.clone());
                 });
                 tracing::info!(tenant_id = %key.0, endpoint_id = %key.1, "circuit closed");
             }
-            Transition::Disable { reason } => {
+            HealthChange::Disable { report } => {
                 metrics.update(|c| c.endpoints_auto_disabled += 1);
+                self.update_cached(key, |h| {
+                    h.disabled_at = Some(now);
+                    h.pending_report = Some(report.clone());
+                });
+                let reason = event.as_ref().map_or("", |e| e.reason.as_str());
                 let stored = match after.last_success_at {
                     Some(t) => format!("{reason}; last success {}", t.to_rfc3339()),
                     None => format!("{reason}; no successful delivery on record"),
@@ -404,31 +562,102 @@ impl CircuitBreaker {
                 }
                 tracing::warn!(tenant_id = %key.0, endpoint_id = %key.1, reason = %stored, "endpoint auto-disabled");
             }
-            Transition::Degrade | Transition::Recover => {}
+            HealthChange::Degrade { report, .. } => self.update_cached(key, |h| {
+                h.degraded_at = Some(now);
+                h.pending_report = Some(report.clone());
+            }),
+            HealthChange::Recover { report } => self.update_cached(key, |h| {
+                h.degraded_at = None;
+                h.pending_report = Some(report.clone());
+            }),
+            HealthChange::ClaimProbe { .. }
+            | HealthChange::DeferReport { .. }
+            | HealthChange::Reported { .. } => {}
         }
-        if let Some((kind, reason)) = report {
-            let rate = after.window_rate(now);
-            let event = OperationalEvent {
-                kind,
-                tenant_id: key.0.clone(),
-                endpoint_id: key.1.clone(),
-                url: redact_url(&endpoint.url),
-                reason,
-                last_status: after.last_failure.as_ref().and_then(|f| f.status),
-                last_error: after.last_failure.as_ref().and_then(|f| f.error.clone()),
-                last_success_at: after.last_success_at,
-                success_rate: rate.ratio(),
-                attempts: rate.attempts,
-                window_seconds: self.policy.window_seconds,
-                at: now,
-            };
-            match self.events.publish(&event).await {
-                Ok(()) => metrics.update(|c| c.operational_events += 1),
-                Err(e) => {
-                    tracing::warn!(error = %e, kind = %kind, endpoint_id = %key.1, "operational event not published");
+        if let (Some(event), Some(report)) = (event, change.report()) {
+            self.publish(key, &event, &report.event, metrics).await;
+        }
+    }
+
+    /// Publishes a report this sender holds the claim of; removes it from the record once
+    /// published, or moves its next attempt one probe interval on.
+    async fn publish(
+        &self,
+        key: &EndpointKey,
+        event: &OperationalEvent,
+        json: &str,
+        metrics: &Metrics,
+    ) {
+        let now = Utc::now();
+        let published = self.events.publish(event).await;
+        let change = match &published {
+            Ok(()) => {
+                metrics.update(|c| c.operational_events += 1);
+                tracing::info!(tenant_id = %key.0, endpoint_id = %key.1, kind = %event.kind, "operational event");
+                HealthChange::Reported {
+                    event: json.to_owned(),
                 }
             }
-            tracing::info!(tenant_id = %key.0, endpoint_id = %key.1, kind = %kind, "operational event");
+            Err(e) => {
+                metrics.update(|c| c.operational_events_unpublished += 1);
+                tracing::warn!(error = %e, kind = %event.kind, endpoint_id = %key.1, "operational event not published; kept on the health record for the next batch");
+                HealthChange::DeferReport {
+                    event: json.to_owned(),
+                    seen: None,
+                    retry_at: self.next_probe_from(now),
+                }
+            }
+        };
+        let written = self.store.apply(&key.0, &key.1, &change, now).await;
+        if let Err(e) = &written {
+            // Published but still marked pending: at worst a later batch publishes it once
+            // more (the outbox copy has the same id; receivers deduplicate on it).
+            tracing::warn!(error = %e, endpoint_id = %key.1, "operational event's state not recorded");
+        }
+        self.update_cached(key, |h| match &change {
+            HealthChange::DeferReport { retry_at, .. } => {
+                if let Some(r) = h.pending_report.as_mut().filter(|r| r.event == json) {
+                    r.retry_at = *retry_at;
+                }
+            }
+            _ => {
+                if h.pending_report.as_ref().is_some_and(|r| r.event == json) {
+                    h.pending_report = None;
+                }
+            }
+        });
+    }
+
+    /// Publishes a report a gate found pending on the record (an earlier publish failed):
+    /// claims it first (one conditional write), so of concurrent senders one publishes.
+    async fn publish_pending(&self, key: &EndpointKey, report: PendingReport, metrics: &Metrics) {
+        let now = Utc::now();
+        let event: OperationalEvent = match serde_json::from_str(&report.event) {
+            Ok(e) => e,
+            Err(e) => {
+                tracing::error!(error = %e, endpoint_id = %key.1, "pending operational event unreadable; dropped");
+                let drop = HealthChange::Reported {
+                    event: report.event,
+                };
+                let _ = self.store.apply(&key.0, &key.1, &drop, now).await;
+                return;
+            }
+        };
+        let claim = HealthChange::DeferReport {
+            event: report.event.clone(),
+            seen: Some(report.retry_at),
+            retry_at: now + chrono::Duration::seconds(REPORT_CLAIM_SECONDS),
+        };
+        match self.store.apply(&key.0, &key.1, &claim, now).await {
+            Ok(true) => {
+                tracing::info!(endpoint_id = %key.1, kind = %event.kind, "publishing an operational event kept from an earlier batch");
+                self.publish(key, &event, &report.event, metrics).await;
+            }
+            // Another sender claimed or published it; our copy is stale.
+            Ok(false) => self.forget(key),
+            Err(e) => {
+                tracing::warn!(error = %e, endpoint_id = %key.1, "pending operational event not claimed");
+            }
         }
     }
 
@@ -447,8 +676,4 @@ async fn within_gate_deadline<T>(
     tokio::time::timeout(Duration::from_millis(HEALTH_GATE_DEADLINE_MS), call)
         .await
         .unwrap_or_else(|_| Err(PortError::Unavailable(format!("{what} timed out"))))
-}
-
-fn chrono_duration(d: Duration) -> chrono::Duration {
-    chrono::Duration::from_std(d).unwrap_or(chrono::Duration::seconds(60))
 }

@@ -49,8 +49,8 @@ pub struct Counts {
     /// Delivery entries the relay sent again after a transient per-entry or per-call
     /// failure of `SendMessageBatch`, within one invocation.
     pub relay_send_retries: u64,
-    /// Due deliveries held back by an open circuit and put back on the queue without
-    /// spending an attempt.
+    /// Due deliveries held back by an open circuit or a receiver's pause and put back on
+    /// the queue without spending an attempt.
     pub deferred: u64,
     /// Probes sent to endpoints with an open circuit.
     pub probes: u64,
@@ -66,6 +66,14 @@ pub struct Counts {
     /// (`crate::markers`): each may let a later copy of its message be POSTed again.
     /// The `MarkersLost` alarm fires on any.
     pub markers_lost: u64,
+    /// Operational events whose publish failed: kept on the endpoint's health record and
+    /// published again by a later batch that touches the endpoint.
+    pub operational_events_unpublished: u64,
+    /// Attempts the receiver answered with backpressure (429, or 503 with `Retry-After`):
+    /// not counted against the endpoint's health.
+    pub backpressure: u64,
+    /// Pauses this invocation put on endpoints because their receivers pushed back.
+    pub endpoints_paused: u64,
     /// Attempt latencies, in milliseconds.
     pub latencies_ms: Vec<u64>,
 }
@@ -138,6 +146,12 @@ impl Metrics {
             ("EndpointsAutoDisabled", c.endpoints_auto_disabled),
             ("OperationalEvents", c.operational_events),
             ("MarkersLost", c.markers_lost),
+            (
+                "OperationalEventsUnpublished",
+                c.operational_events_unpublished,
+            ),
+            ("Backpressure", c.backpressure),
+            ("EndpointsPaused", c.endpoints_paused),
         ];
         let mut doc = Map::new();
         let mut defs = Vec::new();

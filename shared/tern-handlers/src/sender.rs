@@ -18,27 +18,22 @@
 use std::collections::{HashMap, HashSet};
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent};
 use bytes::Bytes;
 use chrono::Utc;
 use futures::FutureExt as _;
+use tern_core::decision::{AttemptContext, Next, decide};
 use tern_core::endpoint::MAX_TIMEOUT_MS;
-use tern_core::health::LastFailure;
-use tern_core::outcome::classify;
+use tern_core::health::{HealthPolicy, HealthSignal};
 use tern_core::ports::{
     AttemptRecord, Claim, DelayScheduler, DeliveryLedger, DeliveryState, EndpointStore,
     MessageQueue, PortError, QueueEntry,
 };
 use tern_core::request;
-use tern_core::retry::{
-    MAX_QUEUE_DELAY_SECONDS, MAX_WAIT_SECONDS, WaitRoute, next_wait, parse_retry_after, route_wait,
-    with_jitter,
-};
-use tern_core::{
-    DeadLetter, DeadLetterReason, DeliveryMessage, Endpoint, ErrorClass, Verdict, sqs_text,
-};
+use tern_core::retry::{MAX_QUEUE_DELAY_SECONDS, MAX_WAIT_SECONDS, WaitRoute, route_wait};
+use tern_core::{DeadLetter, DeadLetterReason, DeliveryMessage, Endpoint, ErrorClass, sqs_text};
 use tern_http::{AttemptReport, AttemptRequest, DeliveryClient};
 
 use crate::config::SenderPolicy;
@@ -51,9 +46,6 @@ use crate::metrics::Metrics;
 /// queue's visibility timeout (360 s) must exceed deadline + margin (60 s), so a message
 /// redelivered after a crash finds the lease expired and can take it over.
 pub const LEASE_MARGIN_SECONDS: i64 = 30;
-
-/// Longest error text kept as an endpoint's last failure on its health item, in bytes.
-const HEALTH_ERROR_BYTES: usize = 200;
 
 /// What the sender needs.
 pub struct SenderDeps {
@@ -107,8 +99,9 @@ pub enum MessageOutcome {
         /// When the attempt is due.
         until: chrono::DateTime<Utc>,
     },
-    /// Due, but the endpoint's circuit is open: put back on the queue until after the next
-    /// probe, keeping its attempt number (no attempt spent).
+    /// Due, but the endpoint's circuit is open or its receiver asked for a pause: put back
+    /// on the queue until after the next probe or the pause's end, keeping its attempt
+    /// number (no attempt spent).
     Deferred {
         /// When it comes back.
         until: chrono::DateTime<Utc>,
@@ -306,13 +299,14 @@ async fn process(
         return Ok(MessageOutcome::Waiting { until });
     }
 
-    // The schedule says the delivery is due; the endpoint's circuit says whether it may
-    // be sent now. Decided before the claim, so a deferred delivery keeps its attempt.
+    // The schedule says the delivery is due; the endpoint's gate (its circuit, or its
+    // receiver's pause) says whether it may be sent now. Decided before the claim, so a
+    // deferred delivery keeps its attempt.
     let key = (message.event.tenant_id.clone(), message.endpoint_id.clone());
-    let admission = match (&deps.breaker, ctx.gates.get(&key)) {
-        (Some(breaker), Some(gate)) => gate.admit(breaker),
-        _ => Admission::Send,
-    };
+    let admission = ctx
+        .gates
+        .get(&key)
+        .map_or(Admission::Send, BatchGate::admit);
     match admission {
         Admission::Defer(until) => {
             return defer(deps, message_id, message, until, metrics, ctx).await;
@@ -401,10 +395,10 @@ async fn usable_endpoint(
         .map(Err)
 }
 
-/// Puts a due delivery back until `until` because its endpoint's circuit is open, without
-/// spending an attempt; dead-letters it instead when the endpoint is gone or disabled, or
-/// (`exhausted`) when its retry window ([`tern_core::health::retry_window_end`]) has
-/// passed, so nothing waits forever.
+/// Puts a due delivery back until `until` because its endpoint's circuit is open or its
+/// receiver asked for a pause, without spending an attempt; dead-letters it instead when
+/// the endpoint is gone or disabled, or (`exhausted`) when its retry window
+/// ([`tern_core::decision::retry_window_end`]) has passed, so nothing waits forever.
 async fn defer(
     deps: &SenderDeps,
     message_id: &str,
@@ -432,7 +426,7 @@ async fn defer(
         .map_or(Duration::ZERO, |b| b.probe_interval());
     let first = message.first_attempt_at.unwrap_or(message.event.created_at);
     let window_end =
-        tern_core::health::retry_window_end(first, &schedule, deps.policy.time_scale, probe);
+        tern_core::decision::retry_window_end(first, &schedule, deps.policy.time_scale, probe);
     if Utc::now() > window_end {
         return dead_letter_unsent(
             deps,
@@ -495,50 +489,53 @@ async fn attempt(
     let status = report.result.status();
     let error = report.result.error_text();
 
-    let verdict = classify(&report.result);
-    let wait = match &verdict {
-        Verdict::Retry { retry_after } if message.attempt < max_attempts => {
-            schedule.wait_after(message.attempt).map(|w| {
-                let asked = retry_after
-                    .as_deref()
-                    .and_then(|v| parse_retry_after(v, SystemTime::now()));
-                next_wait(
-                    with_jitter(w, rand::random::<f64>()),
-                    asked,
-                    deps.policy.retry_after_ceiling_seconds,
-                )
-            })
-        }
-        _ => None,
-    };
-    let outcome = match (&verdict, wait) {
-        (Verdict::Delivered, _) => MessageOutcome::Delivered {
+    // One place decides what happens to the delivery and what the attempt tells its
+    // endpoint's health (tern_core::decision); this function carries it out.
+    let timings = deps.breaker.as_ref().map_or_else(
+        || HealthPolicy::default().timings(deps.policy.time_scale),
+        |b| *b.timings(),
+    );
+    let decision = decide(
+        &report.result,
+        &AttemptContext {
+            attempt: message.attempt,
+            max_attempts,
+            schedule: &schedule,
+            retry_after_ceiling_seconds: deps.policy.retry_after_ceiling_seconds,
+            timings: &timings,
+            started_at: started,
+            now: Utc::now(),
+            jitter: rand::random::<f64>(),
+        },
+    );
+    let outcome = match decision.next {
+        Next::Delivered => MessageOutcome::Delivered {
             attempt: message.attempt,
         },
-        (Verdict::DeadLetter(reason), _) => MessageOutcome::DeadLettered {
-            reason: *reason,
-            attempts: message.attempt,
-        },
-        (Verdict::Retry { .. }, Some(wait_seconds)) => MessageOutcome::Retrying {
+        Next::Retry { wait_seconds } => MessageOutcome::Retrying {
             attempt: message.attempt,
             wait_seconds,
         },
-        (Verdict::Retry { .. }, None) => MessageOutcome::DeadLettered {
-            reason: DeadLetterReason::Exhausted,
+        Next::DeadLetter(reason) => MessageOutcome::DeadLettered {
+            reason,
             attempts: message.attempt,
         },
+    };
+    let delivered = decision.next == Next::Delivered;
+    let wait = match decision.next {
+        Next::Retry { wait_seconds } => Some(wait_seconds),
+        _ => None,
     };
 
     metrics.update(|c| {
         c.attempts += 1;
         c.latencies_ms.push(report.latency_ms);
-        if verdict == Verdict::Delivered {
+        if delivered {
             c.attempts_succeeded += 1;
         } else {
             c.attempts_failed += 1;
         }
     });
-    let delivered = verdict == Verdict::Delivered;
     let error_class = match &report.result {
         tern_core::AttemptResult::Failed { class, .. } => Some(*class),
         tern_core::AttemptResult::Response { .. } => None,
@@ -546,24 +543,13 @@ async fn attempt(
     if error_class.is_some_and(ErrorClass::is_ours) {
         metrics.update(|c| c.our_failures += 1);
     }
-    // A blocked destination was never contacted, and a failure on our side (our
-    // resolver, our resources, our TLS set-up) says nothing about the receiver.
-    if error_class.is_none_or(ErrorClass::charged_to_receiver) {
-        let failure = (!delivered).then(|| LastFailure {
-            at: started,
-            status,
-            error_class,
-            // Bounded harder than elsewhere: it lives on the health item, kept under 1 KB.
-            error: error
-                .as_deref()
-                .map(|e| sqs_text::clean(e, HEALTH_ERROR_BYTES).into_owned()),
-        });
-        health.add(
-            (message.event.tenant_id.clone(), message.endpoint_id.clone()),
-            started,
-            failure,
-        );
+    if let HealthSignal::Backpressure { pause_until } = &decision.health {
+        tracing::info!(delivery_id = %message.delivery_id, endpoint_id = %message.endpoint_id, status, pause_until = %pause_until.to_rfc3339(), "receiver pushed back; not counted against its health");
     }
+    health.add(
+        (message.event.tenant_id.clone(), message.endpoint_id.clone()),
+        decision.health,
+    );
     let record = AttemptRecord {
         event_id: message.event.id.clone(),
         endpoint_id: message.endpoint_id.clone(),
@@ -790,9 +776,9 @@ async fn send_delayed(
 }
 
 /// Sends the batch's deferred deliveries in `SendMessageBatch` calls of 10 (an open
-/// circuit can hold back most of a batch: one call instead of ten), all calls together.
-/// Returns each message SQS did not take, with why: the caller makes it a batch failure,
-/// so SQS delivers it again and nothing is lost.
+/// circuit or a pause can hold back most of a batch: one call instead of ten), all calls
+/// together. Returns each message SQS did not take, with why: the caller makes it a batch
+/// failure, so SQS delivers it again and nothing is lost.
 async fn flush_deferred(
     deps: &SenderDeps,
     deferred: &[(String, DeliveryMessage, chrono::DateTime<Utc>)],
@@ -813,7 +799,7 @@ async fn flush_deferred(
             match outcome {
                 Ok(()) => {
                     metrics.update(|c| c.deferred += 1);
-                    tracing::info!(delivery_id = %m.delivery_id, attempt = m.attempt, until = %until.to_rfc3339(), "circuit open; deferred");
+                    tracing::info!(delivery_id = %m.delivery_id, attempt = m.attempt, until = %until.to_rfc3339(), "held back by the endpoint's circuit or pause; deferred");
                 }
                 Err(e) => failed.push((id.clone(), e.to_string())),
             }

@@ -203,6 +203,10 @@ impl LocalTern {
                     "TERN_HEALTH_MIN_ATTEMPTS".to_owned(),
                     h.min_attempts.to_string(),
                 ),
+                (
+                    "TERN_HEALTH_MAX_PAUSE_SECONDS".to_owned(),
+                    h.max_pause_seconds.to_string(),
+                ),
             ]);
         }
         let lookup_env = env.clone();

@@ -56,6 +56,14 @@ pub enum Behavior {
         /// Their status.
         status: u16,
     },
+    /// A rate limiter: 200 for at most `per_second` requests in any one-second window,
+    /// `429` with `Retry-After: <retry_after>` beyond (the rejected ones do not count).
+    RateLimit {
+        /// Requests accepted per second.
+        per_second: usize,
+        /// The `Retry-After` value sent with each 429.
+        retry_after: String,
+    },
 }
 
 /// A captured request.
@@ -90,6 +98,8 @@ struct Inner {
     behaviors: HashMap<String, Behavior>,
     captured: Vec<Captured>,
     seen: HashMap<String, usize>,
+    /// Per path, when the requests a [`Behavior::RateLimit`] accepted arrived.
+    accepted: HashMap<String, std::collections::VecDeque<std::time::Instant>>,
 }
 
 /// A running receiver. Stops when dropped.
@@ -145,6 +155,26 @@ async fn answer(State(inner): State<Arc<Mutex<Inner>>>, request: Request) -> Res
             Some(Behavior::FailFirst { count, status }) => {
                 Reply::status(if n <= *count { *status } else { 200 })
             }
+            Some(Behavior::RateLimit {
+                per_second,
+                retry_after,
+            }) => {
+                let (per_second, retry_after) = (*per_second, retry_after.clone());
+                let now = std::time::Instant::now();
+                let window = g.accepted.entry(path.clone()).or_default();
+                while window
+                    .front()
+                    .is_some_and(|t| now.duration_since(*t) >= Duration::from_secs(1))
+                {
+                    window.pop_front();
+                }
+                if window.len() < per_second {
+                    window.push_back(now);
+                    Reply::status(200)
+                } else {
+                    Reply::status(429).header("retry-after", &retry_after)
+                }
+            }
         };
         g.captured.push(Captured {
             method,
@@ -198,6 +228,7 @@ impl Receiver {
         let mut g = lock(&self.inner);
         g.behaviors.insert(path.to_owned(), behavior);
         g.seen.remove(path);
+        g.accepted.remove(path);
     }
 
     /// Every request to `path`, in arrival order.

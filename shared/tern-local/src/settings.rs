@@ -60,6 +60,8 @@ pub struct Health {
     pub degraded_below_percent: u32,
     /// Fewest attempts in the window before the rate can disable.
     pub min_attempts: u64,
+    /// Longest pause a receiver's backpressure puts on its endpoint, seconds.
+    pub max_pause_seconds: u64,
 }
 
 impl Health {
@@ -87,6 +89,10 @@ impl Health {
                 self.degraded_below_percent.to_string(),
             ),
             ("TERN_HEALTH_MIN_ATTEMPTS", self.min_attempts.to_string()),
+            (
+                "TERN_HEALTH_MAX_PAUSE_SECONDS",
+                self.max_pause_seconds.to_string(),
+            ),
         ]
     }
 }
@@ -202,6 +208,7 @@ mod tests {
         assert_eq!(get("TERN_HEALTH_DISABLE_BELOW_PERCENT"), Some("50"));
         assert_eq!(get("TERN_HEALTH_DEGRADED_BELOW_PERCENT"), Some("95"));
         assert_eq!(get("TERN_HEALTH_MIN_ATTEMPTS"), Some("20"));
+        assert_eq!(get("TERN_HEALTH_MAX_PAUSE_SECONDS"), Some("3600"));
     }
 
     /// The timing chain the design depends on (DESIGN.md §6): the longest attempt deadline

@@ -22,7 +22,7 @@ pub struct HealthRow {
     pub endpoint_id: EndpointId,
     /// URL without its query string.
     pub url: String,
-    /// `healthy`, `degraded`, `open` or `disabled`.
+    /// `healthy`, `degraded`, `paused`, `open` or `disabled`.
     pub state: HealthState,
     /// Successes / attempts over the window, 0.0..=1.0; `null` without attempts.
     pub success_rate_window: Option<f64>,
@@ -42,6 +42,15 @@ pub struct HealthRow {
     pub last_failure: Option<LastFailure>,
     /// While the circuit is open: when the next probe may go.
     pub next_probe_at: Option<DateTime<Utc>>,
+    /// While the receiver's pause lasts (it answered 429, or 503 with `Retry-After`):
+    /// when it ends.
+    pub paused_until: Option<DateTime<Utc>>,
+    /// Since when the success rate has been below the disable threshold: the endpoint is
+    /// auto-disabled if it is still below one window after this.
+    pub below_since: Option<DateTime<Utc>>,
+    /// `true` when a change was decided but its operational event is not published yet
+    /// (SNS or the outbox failed); the next batch for the endpoint publishes it.
+    pub report_pending: bool,
     /// Why it is disabled, when it is.
     pub disabled_reason: Option<String>,
 }
@@ -57,7 +66,7 @@ impl HealthRow {
         let empty = EndpointHealth::empty(
             endpoint.tenant_id.clone(),
             endpoint.id.clone(),
-            policy.bucket_seconds(),
+            policy.timings(1.0).bucket_seconds(),
         );
         let h = health.unwrap_or(&empty);
         let window = h.window_rate(now);
@@ -76,13 +85,16 @@ impl HealthRow {
             last_success_at: h.last_success_at,
             last_failure: h.last_failure.clone(),
             next_probe_at: h.next_probe_at.filter(|_| h.opened_at.is_some()),
+            paused_until: h.paused_until.filter(|_| h.paused(now)),
+            below_since: h.below_since,
+            report_pending: h.pending_report.is_some(),
             disabled_reason: endpoint.disabled_reason.clone(),
         }
     }
 }
 
 /// The rows of every endpoint of `tenant` (every endpoint when `None`), worst first
-/// (disabled, open, degraded, healthy), then by tenant and id.
+/// (disabled, open, paused, degraded, healthy), then by tenant and id.
 ///
 /// # Errors
 /// A store error as [`OpsError`].
@@ -110,8 +122,9 @@ pub async fn health_rows(
     let rank = |s: HealthState| match s {
         HealthState::Disabled => 0,
         HealthState::Open => 1,
-        HealthState::Degraded => 2,
-        HealthState::Healthy => 3,
+        HealthState::Paused => 2,
+        HealthState::Degraded => 3,
+        HealthState::Healthy => 4,
     };
     rows.sort_by(|a, b| {
         (rank(a.state), &a.tenant_id, &a.endpoint_id).cmp(&(
@@ -152,7 +165,7 @@ pub fn print_health(out: &mut dyn Write, rows: &[HealthRow]) -> std::io::Result<
         "TRIES 1H",
         "LAST SUCCESS",
         "LAST FAILURE",
-        "NEXT PROBE"
+        "NEXT PROBE / PAUSED UNTIL"
     );
     writeln!(out, "{}", header.trim_end())?;
     for r in rows {
@@ -176,7 +189,7 @@ pub fn print_health(out: &mut dyn Write, rows: &[HealthRow]) -> std::io::Result<
             r.attempts_window,
             when(r.last_success_at),
             failure,
-            when(r.next_probe_at),
+            when(r.paused_until.or(r.next_probe_at)),
         );
         writeln!(out, "{}", line.trim_end())?;
         if let Some(reason) = &r.disabled_reason {
