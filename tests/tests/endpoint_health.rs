@@ -351,6 +351,39 @@ async fn a_delivery_past_its_retry_window_is_exhausted_not_parked() {
     assert_eq!(receiver.requests("/down").len(), 5, "no POST for either");
 }
 
+/// A replay starts a fresh budget, and so a fresh retry window: a dead letter of an event
+/// written days ago, replayed while its endpoint's circuit is open, waits for the probe like
+/// any due delivery instead of being dead-lettered `exhausted` unsent (its window counted
+/// from the event's creation).
+#[tokio::test]
+async fn a_replay_of_an_old_event_behind_an_open_circuit_waits_for_the_probe() {
+    let p = policy(5, 60, 1000);
+    let local = setup("hreplaywin", p.clone()).await;
+    let receiver = Receiver::start().await.unwrap();
+    let mut ep = down_endpoint(&local, &receiver, "tnt_replaywin").await;
+    ep.schedule = Some(RetrySchedule::new(vec![60, 60]).unwrap());
+    local.sender.endpoints.put(&ep).await.unwrap();
+    let deps = instance(&local, &p, Arc::new(Recorded::default()));
+    send(&deps, &messages(&local, &ep, 5)).await;
+
+    let mut old = messages(&local, &ep, 1).remove(0);
+    old.event.created_at = Utc::now() - chrono::Duration::days(3);
+    let dead = old.dead_lettered(tern_core::DeadLetter {
+        reason: DeadLetterReason::Exhausted,
+        last_status: Some(503),
+        last_error: Some("http status 503".into()),
+        attempts: 3,
+        at: Utc::now() - chrono::Duration::days(2),
+    });
+    // Redriven from the console (it carries its dead letter) and by the replay function.
+    for replayed in [dead.clone(), dead.replayed()] {
+        let r = send(&deps, &[replayed]).await;
+        assert_eq!(count(&r, deferred), 1, "{r:?}");
+    }
+    assert!(dead_letters(&local).await.is_empty());
+    assert_eq!(receiver.requests("/down").len(), 5, "no POST while open");
+}
+
 #[tokio::test]
 async fn a_successful_probe_closes_the_circuit_and_every_waiting_delivery_arrives() {
     // The whole pipeline with pollers: 5 failures open the circuit, 25 more events wait,

@@ -141,6 +141,12 @@ pub struct DeliveryMessage {
     /// never erases why and since when they failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replayed_from: Option<DeadLetter>,
+    /// When the current budget began, for a replayed budget ([`Self::replayed`]): its
+    /// retry window starts here until its first attempt is made. Without it a replayed
+    /// delivery of an old event held back by an open circuit or a pause would count its
+    /// window from the event's creation and be dead-lettered `exhausted` unsent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_started_at: Option<DateTime<Utc>>,
 }
 
 /// Why a queue message body is not a delivery message.
@@ -200,7 +206,17 @@ impl DeliveryMessage {
             not_before: None,
             dead_letter: None,
             replayed_from: None,
+            budget_started_at: None,
         }
+    }
+
+    /// Where this delivery's retry window starts: its budget's first attempt, or, before
+    /// one was made, when a replayed budget began, or else the event's creation
+    /// ([`crate::decision::retry_window_end`] adds the schedule's span to it).
+    pub fn retry_window_start(&self) -> DateTime<Utc> {
+        self.first_attempt_at
+            .or(self.budget_started_at)
+            .unwrap_or(self.event.created_at)
     }
 
     /// The SQS `MessageGroupId` of this message on the delivery queue: its tenant id, so
@@ -292,6 +308,7 @@ impl DeliveryMessage {
     /// (attempt 1), the same event and so the same `webhook-id`, the replay count raised.
     /// It remembers the dead letter it came from ([`Self::replayed_from`]; for a message
     /// SQS moved to the DLQ itself, which carries none, the one its budget came from).
+    /// Its retry window starts now ([`Self::budget_started_at`]).
     pub fn replayed(&self) -> Self {
         Self {
             attempt: 1,
@@ -305,6 +322,7 @@ impl DeliveryMessage {
                 .dead_letter
                 .clone()
                 .or_else(|| self.replayed_from.clone()),
+            budget_started_at: Some(Utc::now()),
             ..self.clone()
         }
     }

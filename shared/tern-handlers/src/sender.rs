@@ -424,7 +424,7 @@ async fn defer(
         .breaker
         .as_ref()
         .map_or(Duration::ZERO, |b| b.probe_interval());
-    let first = message.first_attempt_at.unwrap_or(message.event.created_at);
+    let first = message.retry_window_start();
     let window_end =
         tern_core::decision::retry_window_end(first, &schedule, deps.policy.time_scale, probe);
     if Utc::now() > window_end {
