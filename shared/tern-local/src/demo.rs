@@ -192,7 +192,10 @@ pub async fn run(
                 tenant: "tnt_demo".into(),
                 url: receiver.url(&format!("/{name}")),
                 event_types: vec!["order.paid".into()],
-                max_attempts: None,
+                // The broken endpoint gives up after 3 attempts (a budget set per
+                // endpoint), so its dead letters come within seconds: with its circuit
+                // open, its retries go one per probe, and SQS delays come in whole seconds.
+                max_attempts: (name == "broken").then_some(3),
                 timeout_ms: Some(5_000),
                 schedule: None,
                 description: Some(format!("demo: {name}")),
