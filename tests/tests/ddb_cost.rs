@@ -63,6 +63,23 @@ impl DeliveryLedger for CountingLedger {
         self.count();
         self.inner.finish(m, s).await
     }
+    async fn finish_retrying(
+        &self,
+        m: &DeliveryMessage,
+        next: u32,
+        due: DateTime<Utc>,
+    ) -> Result<(), PortError> {
+        self.count();
+        self.inner.finish_retrying(m, next, due).await
+    }
+    async fn list_waiting(&self, m: &DeliveryMessage, due: DateTime<Utc>) -> Result<(), PortError> {
+        self.count();
+        self.inner.list_waiting(m, due).await
+    }
+    async fn unlist_waiting(&self, m: &DeliveryMessage) -> Result<(), PortError> {
+        self.count();
+        self.inner.unlist_waiting(m).await
+    }
     async fn record_attempt(&self, r: &AttemptRecord) -> Result<(), PortError> {
         self.count();
         self.inner.record_attempt(r).await
@@ -278,9 +295,15 @@ async fn a_delivery_costs_two_ledger_writes_and_no_endpoint_read_when_the_cache_
             "{r:#?}"
         );
         assert_eq!(r.next_wait_seconds, None);
-        // Only the delivery item: no separate attempt row for a success.
+        // Only the delivery item: no separate attempt row for a success. And it never
+        // entered the waiting index: no index write on the happy path.
         let items = raw_items(&local, id).await;
         assert_eq!(items.len(), 1, "{items:#?}");
+        assert!(
+            !items[0].contains_key(tern_aws::waiting::WAIT_ENDPOINT),
+            "{:#?}",
+            items[0]
+        );
     }
     // A redelivery of a delivered pair is dropped without a POST (the claim says so).
     assert_eq!(
@@ -480,4 +503,143 @@ async fn a_slow_holder_and_its_takeover_both_keep_their_success_whatever_the_ord
             Claim::AlreadyDelivered
         );
     }
+}
+
+/// The waiting index's entries of one endpoint, as `tern waiting --endpoint` reads them
+/// (a Query of the index), raw.
+async fn index_entries(
+    local: &LocalTern,
+    ep: &Endpoint,
+) -> Vec<std::collections::HashMap<String, AttributeValue>> {
+    local
+        .dynamodb()
+        .query()
+        .table_name(&local.resources.attempts_table)
+        .index_name(tern_aws::waiting::WAITING_INDEX)
+        .key_condition_expression("wait_ep = :k")
+        .expression_attribute_values(
+            ":k",
+            AttributeValue::S(tern_core::waiting::endpoint_key(&ep.tenant_id, &ep.id)),
+        )
+        .send()
+        .await
+        .unwrap()
+        .items
+        .unwrap_or_default()
+}
+
+/// Issue 17: "what is waiting" costs no scan of SQS or Step Functions: a retry is listed by
+/// the write that already marks its claim finished, and taken off by the next claim. Per
+/// retry that is the same three ledger writes as before (claim, finish, attempt row), each
+/// item under 1 KB, plus two index writes of an entry under 1 KB (listed, unlisted): 2 write
+/// units. A delivery held back before its first attempt is listed once (one write, one
+/// index write), not once per time it comes back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_is_listed_as_waiting_by_its_finish_and_unlisted_by_its_next_claim() {
+    let local = deployment_without_pollers("ddb-wait", options()).await;
+    let receiver = Receiver::start().await.unwrap();
+    receiver.set(
+        "/w",
+        Behavior::Script(vec![Reply::status(503), Reply::status(200)]),
+    );
+    let tenant = "tnt_wait_cost";
+    let ep = add_endpoint(&local, tenant, &receiver.url("/w"), &["*"], None).await;
+    let c = counted(&local);
+    let first = message(tenant, &ep, 0);
+    let before = Utc::now();
+    let MessageOutcome::Retrying { wait_seconds, .. } = send(&c.deps, &first).await else {
+        panic!("a 503 is retried");
+    };
+    let failed_writes = c.ledger.writes();
+    assert_eq!(
+        failed_writes, 3,
+        "claim, finish (which lists it), attempt row: as many writes as before the list"
+    );
+    // Listed: the next attempt, due when its queue delay ends.
+    let entries = index_entries(&local, &ep).await;
+    assert_eq!(entries.len(), 1, "{entries:#?}");
+    let entry = &entries[0];
+    let size = tern_aws::ledger::item_size_bytes(entry);
+    let waiting =
+        tern_aws::DynamoLedger::new(local.dynamodb(), &local.resources.attempts_table, 30);
+    let read = tern_core::waiting::WaitingList::waiting(
+        &waiting,
+        &tern_core::waiting::WaitingScope::Endpoint(ep.tenant_id.clone(), ep.id.clone()),
+        100,
+    )
+    .await
+    .unwrap();
+    assert!(read.complete);
+    let d = &read.entries[0];
+    assert_eq!((&d.event_id, d.attempt), (&first.event.id, 2));
+    let real = tern_core::retry::real_wait_seconds(wait_seconds, options().time_scale);
+    let due_after = before + chrono::Duration::seconds(i64::try_from(real).unwrap());
+    assert!(
+        d.due_at >= due_after && d.due_at <= Utc::now() + chrono::Duration::seconds(2),
+        "due {} for a real wait of {real} s from {before}",
+        d.due_at
+    );
+    let state = raw_items(&local, &first.event.id)
+        .await
+        .into_iter()
+        .find(|i| matches!(i.get("sk"), Some(AttributeValue::S(sk)) if sk.starts_with("state#")))
+        .unwrap();
+    let state_size = tern_aws::ledger::item_size_bytes(&state);
+    assert!(size < 1024 && state_size < 1024, "{size} / {state_size}");
+
+    // The next attempt's claim takes it off the list, in the claim's own write.
+    let next = first.next_attempt(Utc::now(), Some(503), None);
+    assert_eq!(
+        send(&c.deps, &next).await,
+        MessageOutcome::Delivered { attempt: 2 }
+    );
+    assert_eq!(c.ledger.writes() - failed_writes, 2, "claim, delivered");
+    assert!(index_entries(&local, &ep).await.is_empty(), "unlisted");
+    eprintln!(
+        "per retry: {failed_writes} ledger writes as before; index entry {size} bytes (1 write unit) \
+         written twice (listed, unlisted): +2 write units; state item {state_size} bytes"
+    );
+
+    // Held back before its first attempt (the receiver asked for a pause): listed once.
+    let health = tern_aws::DynamoHealthStore::new(local.dynamodb(), &local.resources.health_table);
+    let until = Utc::now() + chrono::Duration::seconds(600);
+    assert!(
+        tern_core::health::HealthStore::apply(
+            &health,
+            &ep.tenant_id,
+            &ep.id,
+            &tern_core::health::HealthChange::Pause { until, pauses: 1 },
+            Utc::now(),
+        )
+        .await
+        .unwrap()
+    );
+    tokio::time::sleep(Duration::from_millis(50)).await; // the health cache, scaled
+    let held = message(tenant, &ep, 1);
+    let writes = c.ledger.writes();
+    let MessageOutcome::Deferred { .. } = send(&c.deps, &held).await else {
+        panic!("paused: held back");
+    };
+    assert_eq!(c.ledger.writes() - writes, 1, "listed once");
+    let entries = index_entries(&local, &ep).await;
+    assert_eq!(entries.len(), 1, "{entries:#?}");
+    // The copy that comes back held again carries the flag: no second write.
+    let again = DeliveryMessage {
+        listed_waiting: true,
+        ..held.clone()
+    };
+    let writes = c.ledger.writes();
+    let MessageOutcome::Deferred { .. } = send(&c.deps, &again).await else {
+        panic!("still paused");
+    };
+    assert_eq!(
+        c.ledger.writes(),
+        writes,
+        "no write for a delivery already listed"
+    );
+    assert_eq!(
+        receiver.requests("/w").len(),
+        2,
+        "nothing POSTed while paused"
+    );
 }

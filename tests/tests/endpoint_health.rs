@@ -697,7 +697,9 @@ async fn a_busy_endpoints_record_stays_under_one_write_unit() {
     let tenant = tern_core::TenantId::new("tnt_size_of_a_long_tenant_name").unwrap();
     let endpoint = tern_core::EndpointId::generate();
     // A day of traffic: every hourly bucket and every window bucket holds four-digit
-    // counts, and the last failure carries the longest error text kept (200 bytes).
+    // counts, the last failure carries the longest error text kept (200 bytes) and the
+    // longest response excerpt (100 bytes), and a run of failures is going on (failing
+    // since).
     let now = Utc::now();
     let mut previous = None;
     for minutes_ago in (0..=24 * 60).rev().step_by(10) {
@@ -711,7 +713,8 @@ async fn a_busy_endpoints_record_stays_under_one_write_unit() {
                 at,
                 status: Some(503),
                 error_class: Some(tern_core::ErrorClass::Timeout),
-                error: Some("x".repeat(200)),
+                error: Some("x".repeat(tern_core::health::LAST_ERROR_BYTES)),
+                excerpt: Some("y".repeat(tern_core::health::LAST_EXCERPT_BYTES)),
             },
         ));
         delta.attempts = 4_000;
@@ -747,6 +750,10 @@ async fn a_busy_endpoints_record_stays_under_one_write_unit() {
         .unwrap()
         .item
         .unwrap();
+    assert!(
+        item.contains_key("lf_x") && item.contains_key("fs"),
+        "{item:#?}"
+    );
     let size: usize = item.iter().map(|(k, v)| k.len() + value_size(v)).sum();
     assert!(size < 1024, "{size} bytes over {} attributes", item.len());
     eprintln!(

@@ -420,6 +420,7 @@ async fn a_health_change_whose_answer_comes_after_the_try_deadline_is_its_caller
         status: Some(503),
         error_class: None,
         error: None,
+        excerpt: None,
     }));
     store
         .record(&tenant, &endpoint, &delta, 600, None)

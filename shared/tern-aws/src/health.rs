@@ -13,7 +13,8 @@
 //! | `bs` | window bucket size, seconds |
 //! | `cf` | consecutive failed attempts |
 //! | `ls` | last success, Unix milliseconds |
-//! | `lf_at`, `lf_st`, `lf_cl`, `lf_er` | last failure: time (ms), status, error class, text |
+//! | `lf_at`, `lf_st`, `lf_cl`, `lf_er`, `lf_x` | last failure: time (ms), status, error class, text, response excerpt |
+//! | `fs` | failing since: start of the first failed attempt after the last success (ms) |
 //! | `op`, `np` | circuit opened at, next probe at (ms); absent while closed |
 //! | `dg`, `da` | `endpoint.degraded` reported at, auto-disabled at (ms) |
 //! | `bl` | below the disable threshold since (ms); absent when not below |
@@ -140,6 +141,7 @@ fn from_item(item: &HashMap<String, AttributeValue>) -> Result<EndpointHealth, P
         error_class: text("lf_cl")
             .and_then(|c| serde_json::from_value::<ErrorClass>(serde_json::Value::String(c)).ok()),
         error: text("lf_er"),
+        excerpt: text("lf_x"),
     });
     let bucket_seconds = num(item, "bs")
         .and_then(|s| u64::try_from(s).ok())
@@ -156,6 +158,7 @@ fn from_item(item: &HashMap<String, AttributeValue>) -> Result<EndpointHealth, P
             .unwrap_or(0),
         last_success_at: time(item, "ls"),
         last_failure,
+        failing_since: time(item, "fs"),
         opened_at: time(item, "op"),
         next_probe_at: time(item, "np"),
         degraded_at: time(item, "dg"),
@@ -316,6 +319,17 @@ impl HealthStore for DynamoHealthStore {
         if let Some(t) = delta.last_success_at {
             u.set("ls", ms(t));
         }
+        // Failing since: a success ends the run (the failures after it, if any, start a
+        // new one); without a success the run goes on from where it began.
+        match (delta.any_success(), delta.failing_since) {
+            (true, Some(t)) => u.set("fs", ms(t)),
+            (true, None) => u.remove.push("fs".into()),
+            (false, Some(t)) => {
+                let p = u.value(ms(t));
+                u.set.push(format!("fs = if_not_exists(fs, {p})"));
+            }
+            (false, None) => {}
+        }
         if let Some(f) = &delta.last_failure {
             u.set("lf_at", ms(f.at));
             match f.status {
@@ -329,6 +343,10 @@ impl HealthStore for DynamoHealthStore {
             match &f.error {
                 Some(e) => u.set("lf_er", AttributeValue::S(e.clone())),
                 None => u.remove.push("lf_er".into()),
+            }
+            match &f.excerpt {
+                Some(x) => u.set("lf_x", AttributeValue::S(x.clone())),
+                None => u.remove.push("lf_x".into()),
             }
         }
         if let Some(p) = previous {

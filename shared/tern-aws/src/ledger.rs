@@ -62,6 +62,16 @@ impl DynamoLedger {
     fn expires_at(&self) -> AttributeValue {
         AttributeValue::N((Utc::now() + self.ttl).timestamp().to_string())
     }
+
+    /// The DynamoDB client (for the waiting list's reads, `crate::waiting`).
+    pub(crate) fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// The table's name.
+    pub(crate) fn table(&self) -> &str {
+        &self.table
+    }
 }
 
 /// Attributes of the successful attempt's summary on a delivered state item. Short
@@ -391,6 +401,71 @@ impl DynamoLedger {
         }
     }
 
+    /// Marks the claimed attempt finished with `state`; with `listing` (next attempt,
+    /// due time) also lists the delivery as waiting, in the same write.
+    async fn finish_listing(
+        &self,
+        message: &DeliveryMessage,
+        state: DeliveryState,
+        listing: Option<(u32, DateTime<Utc>)>,
+    ) -> Result<(), PortError> {
+        let state_text = serde_json::to_value(state)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default();
+        let mut update = "SET claim_done = :t, delivery_state = :s, updated_at = :now".to_owned();
+        if state == DeliveryState::Delivered {
+            update.push_str(", delivered_at = :now");
+        }
+        if listing.is_some() {
+            update.push_str(", ");
+            update.push_str(crate::waiting::LIST);
+        }
+        let mut request = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("event_id", AttributeValue::S(message.event.id.to_string()))
+            .key("sk", AttributeValue::S(state_key(message)))
+            .update_expression(update)
+            .condition_expression("claim_key = :k")
+            .expression_attribute_values(":k", n(message.attempt_key()))
+            .expression_attribute_values(":t", AttributeValue::Bool(true))
+            .expression_attribute_values(":s", AttributeValue::S(state_text))
+            .expression_attribute_values(":now", AttributeValue::S(Utc::now().to_rfc3339()));
+        if let Some((attempt, due_at)) = listing {
+            for (name, value) in crate::waiting::listing(
+                &message.event.tenant_id,
+                &message.endpoint_id,
+                attempt,
+                due_at,
+            ) {
+                request = request.expression_attribute_values(name, value);
+            }
+        }
+        let result = request.send().await;
+        match result {
+            Ok(_) => Ok(()),
+            // The claim is not this attempt's (a later attempt claimed the pair, or it was
+            // never claimed): there is nothing of ours to mark, now or on a retry. A
+            // retried finish whose first try landed meets a true condition again.
+            Err(e)
+                if matches!(
+                    e.as_service_error(),
+                    Some(UpdateItemError::ConditionalCheckFailedException(_))
+                ) =>
+            {
+                Err(PortError::Rejected(format!(
+                    "event {} endpoint {}: attempt {} holds no claim to finish",
+                    message.event.id,
+                    message.endpoint_id,
+                    message.attempt_key()
+                )))
+            }
+            Err(e) => Err(port_error(e)),
+        }
+    }
+
     /// Puts one attempt row, never over a recorded one: only an [`OUTCOME_ABANDONED`]
     /// placeholder may be replaced, by the real result of the same try (its holder was
     /// slow, not dead). An existing row is [`PortError::Rejected`].
@@ -449,10 +524,14 @@ impl DeliveryLedger for DynamoLedger {
         let token = claim_token();
         let result = self
             .update_state(message)
-            .update_expression(
+            // A claimed delivery waits no more: the same write takes it off the waiting
+            // list (no index write when it was not on it).
+            .update_expression(format!(
                 "SET claim_key = :k, lease_until = :lease, claim_done = :f, endpoint_id = :ep, \
-                 expires_at = :exp, claimed_at = :now, claim_token = :tok, claim_takeover = :zero",
-            )
+                 expires_at = :exp, claimed_at = :now, claim_token = :tok, claim_takeover = :zero \
+                 {}",
+                crate::waiting::UNLIST
+            ))
             // Granted when the pair is not delivered and nobody claimed it, or only an
             // earlier attempt was claimed. A takeover of this very attempt is a second
             // write (below), so the new holder learns its takeover number.
@@ -491,45 +570,81 @@ impl DeliveryLedger for DynamoLedger {
         message: &DeliveryMessage,
         state: DeliveryState,
     ) -> Result<(), PortError> {
-        let state_text = serde_json::to_value(state)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_owned))
-            .unwrap_or_default();
-        let mut update = "SET claim_done = :t, delivery_state = :s, updated_at = :now".to_owned();
-        if state == DeliveryState::Delivered {
-            update.push_str(", delivered_at = :now");
-        }
-        let result = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .key("event_id", AttributeValue::S(message.event.id.to_string()))
-            .key("sk", AttributeValue::S(state_key(message)))
-            .update_expression(update)
-            .condition_expression("claim_key = :k")
+        self.finish_listing(message, state, None).await
+    }
+
+    async fn finish_retrying(
+        &self,
+        message: &DeliveryMessage,
+        next_attempt: u32,
+        due_at: DateTime<Utc>,
+    ) -> Result<(), PortError> {
+        self.finish_listing(
+            message,
+            DeliveryState::Retrying,
+            Some((next_attempt, due_at)),
+        )
+        .await
+    }
+
+    async fn list_waiting(
+        &self,
+        message: &DeliveryMessage,
+        due_at: DateTime<Utc>,
+    ) -> Result<(), PortError> {
+        let mut request = self
+            .update_state(message)
+            .update_expression(format!(
+                "SET endpoint_id = :ep, expires_at = :exp, {}",
+                crate::waiting::LIST
+            ))
+            // Never over a claim of this or a later attempt, nor over a delivered pair:
+            // then the delivery is on its way, or done, and waits no more.
+            .condition_expression(
+                "attribute_not_exists(delivered_at) AND (attribute_not_exists(claim_key) OR claim_key < :k)",
+            )
             .expression_attribute_values(":k", n(message.attempt_key()))
-            .expression_attribute_values(":t", AttributeValue::Bool(true))
-            .expression_attribute_values(":s", AttributeValue::S(state_text))
-            .expression_attribute_values(":now", AttributeValue::S(Utc::now().to_rfc3339()))
-            .send()
-            .await;
-        match result {
+            .expression_attribute_values(":ep", AttributeValue::S(message.endpoint_id.to_string()))
+            .expression_attribute_values(":exp", self.expires_at());
+        for (name, value) in crate::waiting::listing(
+            &message.event.tenant_id,
+            &message.endpoint_id,
+            message.attempt,
+            due_at,
+        ) {
+            request = request.expression_attribute_values(name, value);
+        }
+        match request.send().await {
             Ok(_) => Ok(()),
-            // The claim is not this attempt's (a later attempt claimed the pair, or it was
-            // never claimed): there is nothing of ours to mark, now or on a retry. A
-            // retried finish whose first try landed meets a true condition again.
             Err(e)
                 if matches!(
                     e.as_service_error(),
                     Some(UpdateItemError::ConditionalCheckFailedException(_))
                 ) =>
             {
-                Err(PortError::Rejected(format!(
-                    "event {} endpoint {}: attempt {} holds no claim to finish",
-                    message.event.id,
-                    message.endpoint_id,
-                    message.attempt_key()
-                )))
+                Ok(())
+            }
+            Err(e) => Err(port_error(e)),
+        }
+    }
+
+    async fn unlist_waiting(&self, message: &DeliveryMessage) -> Result<(), PortError> {
+        let result = self
+            .update_state(message)
+            .update_expression(crate::waiting::UNLIST)
+            // Only an item that is listed: otherwise there is nothing to write.
+            .condition_expression("attribute_exists(wait_ep)")
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(e)
+                if matches!(
+                    e.as_service_error(),
+                    Some(UpdateItemError::ConditionalCheckFailedException(_))
+                ) =>
+            {
+                Ok(())
             }
             Err(e) => Err(port_error(e)),
         }

@@ -13,6 +13,7 @@ pub mod operational;
 pub mod sfn;
 pub mod sqs;
 pub mod tls;
+pub mod waiting;
 pub mod wiring;
 
 pub use endpoints::DynamoEndpointStore;

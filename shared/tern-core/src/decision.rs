@@ -18,7 +18,8 @@
 use chrono::{DateTime, Utc};
 
 use crate::health::{
-    EndpointHealth, HealthSignal, LAST_ERROR_BYTES, LastFailure, Timings, chrono_duration,
+    EndpointHealth, HealthSignal, LAST_ERROR_BYTES, LAST_EXCERPT_BYTES, LastFailure, Timings,
+    chrono_duration,
 };
 use crate::message::DeadLetterReason;
 use crate::outcome::{AttemptResult, ErrorClass};
@@ -137,6 +138,10 @@ pub struct AttemptContext<'a> {
     pub now: DateTime<Utc>,
     /// A random draw in 0.0..1.0 for the retry's jitter.
     pub jitter: f64,
+    /// The first bytes of the receiver's answer, when it sent a body (already reduced to
+    /// SQS-safe text): kept with a failure on the endpoint's health record, cut to
+    /// [`crate::health::LAST_EXCERPT_BYTES`].
+    pub excerpt: Option<&'a str>,
 }
 
 /// What happens to the delivery.
@@ -215,6 +220,10 @@ pub fn decide(result: &AttemptResult, ctx: &AttemptContext<'_>) -> Decision {
             error: result
                 .error_text()
                 .map(|e| crate::sqs_text::clean(&e, LAST_ERROR_BYTES).into_owned()),
+            excerpt: ctx
+                .excerpt
+                .filter(|x| !x.is_empty())
+                .map(|x| crate::sqs_text::clean(x, LAST_EXCERPT_BYTES).into_owned()),
         })
     };
     if let Some(asked) = backpressure(result, ctx.now) {
@@ -297,6 +306,7 @@ mod tests {
             started_at: t(0),
             now: t(1),
             jitter: 0.0,
+            excerpt: None,
         };
         let d = decide(result, &ctx);
         let health = match d.health {
@@ -390,6 +400,7 @@ mod tests {
             started_at: t(0),
             now: t(1),
             jitter: 0.5,
+            excerpt: None,
         };
         assert_eq!(
             decide(&resp(500, None), &ctx).next,
@@ -413,6 +424,7 @@ mod tests {
             started_at: t(0),
             now: t(1),
             jitter: 0.0,
+            excerpt: None,
         };
         let long = AttemptResult::Failed {
             class: ErrorClass::Connect,
@@ -422,6 +434,22 @@ mod tests {
             HealthSignal::Failure(f) => {
                 assert!(f.error.unwrap().len() <= LAST_ERROR_BYTES);
                 assert_eq!(f.error_class, Some(ErrorClass::Connect));
+                assert_eq!(f.excerpt, None);
+            }
+            other => panic!("{other:?}"),
+        }
+        // What the receiver answered is kept beside its status, cut to the record's size.
+        let page = format!("maintenance until 04:00 {}", "x".repeat(500));
+        let answered = AttemptContext {
+            excerpt: Some(&page),
+            ..ctx
+        };
+        match decide(&resp(503, None), &answered).health {
+            HealthSignal::Failure(f) => {
+                assert_eq!(f.status, Some(503));
+                let x = f.excerpt.unwrap();
+                assert!(x.starts_with("maintenance until 04:00"), "{x}");
+                assert!(x.len() <= LAST_EXCERPT_BYTES, "{}", x.len());
             }
             other => panic!("{other:?}"),
         }

@@ -95,6 +95,13 @@ pub const MIN_PROBE_INTERVAL_MS: u64 = 100;
 /// the record stays under 1 KB (one DynamoDB write unit).
 pub const LAST_ERROR_BYTES: usize = 200;
 
+/// Longest response excerpt kept with an endpoint's last failure on its health record, in
+/// bytes: what the receiver answered, enough to read "maintenance until 04:00" or the start
+/// of an error page, while a busy endpoint's record (a 200-byte error beside it) stays
+/// under 1 KB, one DynamoDB write unit (measured by `tests/tests/endpoint_health.rs`). The
+/// attempt log keeps the longer excerpt of each attempt.
+pub const LAST_EXCERPT_BYTES: usize = 100;
+
 impl Default for HealthPolicy {
     fn default() -> Self {
         Self {
@@ -267,8 +274,12 @@ pub struct LastFailure {
     pub status: Option<u16>,
     /// Error class, when there was no usable answer.
     pub error_class: Option<ErrorClass>,
-    /// Error text, bounded (SQS-safe, at most 1 KiB).
+    /// Error text, bounded (SQS-safe, at most [`LAST_ERROR_BYTES`]).
     pub error: Option<String>,
+    /// The first bytes of what the receiver answered (SQS-safe, at most
+    /// [`LAST_EXCERPT_BYTES`]), when it answered with a body.
+    #[serde(default)]
+    pub excerpt: Option<String>,
 }
 
 impl LastFailure {
@@ -330,6 +341,11 @@ pub struct EndpointHealth {
     pub last_success_at: Option<DateTime<Utc>>,
     /// Last failed attempt.
     pub last_failure: Option<LastFailure>,
+    /// When the current run of failures began: the start of the first failed attempt
+    /// after the last success (`None` while the last counted attempt succeeded, or before
+    /// any failure). Backpressure and failures on our side do not start or end a run.
+    #[serde(default)]
+    pub failing_since: Option<DateTime<Utc>>,
     /// Set while the circuit is open: when it opened.
     pub opened_at: Option<DateTime<Utc>>,
     /// While open: when the next probe may be sent.
@@ -418,6 +434,7 @@ impl EndpointHealth {
             consecutive_failures: 0,
             last_success_at: None,
             last_failure: None,
+            failing_since: None,
             opened_at: None,
             next_probe_at: None,
             degraded_at: None,
@@ -531,6 +548,10 @@ pub struct HealthDelta {
     pub last_success_at: Option<DateTime<Utc>>,
     /// The last failed attempt.
     pub last_failure: Option<LastFailure>,
+    /// Start of the first failed attempt after the batch's last success (of the first
+    /// failure of the batch when none succeeded): where a run of failures that goes on
+    /// after this batch began, as far as this batch knows.
+    pub failing_since: Option<DateTime<Utc>>,
     /// Answers that pushed back.
     pub backpressure: u64,
     /// The latest pause end they asked for (capped), real time.
@@ -548,6 +569,7 @@ impl HealthDelta {
             trailing_failures: 0,
             last_success_at: None,
             last_failure: None,
+            failing_since: None,
             backpressure: 0,
             pause_until: None,
             at,
@@ -561,10 +583,14 @@ impl HealthDelta {
                 self.attempts += 1;
                 self.successes += 1;
                 self.trailing_failures = 0;
+                self.failing_since = None;
                 self.last_success_at = Some(self.last_success_at.map_or(at, |t| t.max(at)));
             }
             HealthSignal::Failure(f) => {
                 self.attempts += 1;
+                if self.trailing_failures == 0 {
+                    self.failing_since = Some(f.at);
+                }
                 self.trailing_failures += 1;
                 self.last_failure = Some(f);
             }
@@ -876,6 +902,7 @@ mod tests {
             status: Some(status),
             error_class: None,
             error: None,
+            excerpt: None,
         }
     }
 
@@ -920,6 +947,31 @@ mod tests {
         d.add(failure(500));
         assert_eq!((d.attempts, d.successes, d.trailing_failures), (4, 1, 2));
         assert_eq!(d.last_success_at, Some(t(1)));
+    }
+
+    #[test]
+    fn failing_since_is_the_first_failure_after_the_last_success() {
+        let at = |secs: i64, status: u16| {
+            HealthSignal::Failure(LastFailure {
+                at: t(secs),
+                ..last_failure(status)
+            })
+        };
+        let mut d = HealthDelta::new(t(0));
+        d.add(at(1, 503));
+        d.add(at(2, 503));
+        assert_eq!(d.failing_since, Some(t(1)), "the run's first failure");
+        d.add(success(t(3)));
+        assert_eq!(d.failing_since, None, "a success ends the run");
+        d.add(at(4, 500));
+        d.add(HealthSignal::Backpressure { pause_until: t(9) });
+        d.add(HealthSignal::NotCharged);
+        d.add(at(5, 500));
+        assert_eq!(
+            d.failing_since,
+            Some(t(4)),
+            "backpressure and our own failures neither start nor end a run"
+        );
     }
 
     #[test]

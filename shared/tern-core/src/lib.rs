@@ -20,6 +20,7 @@ pub mod request;
 pub mod retry;
 pub mod signing;
 pub mod sqs_text;
+pub mod waiting;
 
 pub use endpoint::{Endpoint, EndpointSecret};
 pub use event::{Event, EventType, Payload, PayloadError};

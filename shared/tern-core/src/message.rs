@@ -147,6 +147,13 @@ pub struct DeliveryMessage {
     /// window from the event's creation and be dead-lettered `exhausted` unsent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget_started_at: Option<DateTime<Utc>>,
+    /// True once this attempt is on the ledger's list of waiting deliveries
+    /// ([`crate::waiting`]): a retry is listed when it is queued, a first attempt (or a
+    /// replayed one) the first time an open circuit or a pause holds it back. The sender
+    /// lists a held-back delivery only when this is false, so one that comes back and is
+    /// held back again costs no second write.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub listed_waiting: bool,
 }
 
 /// Why a queue message body is not a delivery message.
@@ -207,6 +214,7 @@ impl DeliveryMessage {
             dead_letter: None,
             replayed_from: None,
             budget_started_at: None,
+            listed_waiting: false,
         }
     }
 
@@ -288,6 +296,8 @@ impl DeliveryMessage {
             last_error: crate::sqs_text::clean_opt(error.as_deref()),
             not_before: None,
             dead_letter: None,
+            // The sender lists the retry when it queues it (`finish_retrying`).
+            listed_waiting: true,
             ..self.clone()
         }
     }
@@ -300,6 +310,7 @@ impl DeliveryMessage {
             last_error: dead_letter.last_error.clone(),
             not_before: None,
             dead_letter: Some(dead_letter),
+            listed_waiting: false,
             ..self.clone()
         }
     }
@@ -318,6 +329,7 @@ impl DeliveryMessage {
             last_error: None,
             not_before: None,
             dead_letter: None,
+            listed_waiting: false,
             replayed_from: self
                 .dead_letter
                 .clone()

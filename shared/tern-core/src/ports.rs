@@ -290,6 +290,41 @@ pub trait DeliveryLedger: Send + Sync {
         state: DeliveryState,
     ) -> Result<(), PortError>;
 
+    /// Marks the claimed attempt finished as [`DeliveryState::Retrying`] and lists the
+    /// delivery as waiting ([`crate::waiting`]) for attempt `next_attempt`, due at `due_at`
+    /// (real time), in the same write. Safe to call again, refused like [`Self::finish`].
+    /// The default only finishes (a store that keeps no waiting list).
+    async fn finish_retrying(
+        &self,
+        message: &DeliveryMessage,
+        next_attempt: u32,
+        due_at: DateTime<Utc>,
+    ) -> Result<(), PortError> {
+        let _ = (next_attempt, due_at);
+        self.finish(message, DeliveryState::Retrying).await
+    }
+
+    /// Lists a delivery that an open circuit or a pause holds back before this attempt
+    /// was ever claimed (a first attempt, or a replayed one) as waiting for
+    /// `message.attempt`, due at `due_at`. Never over a claim of this or a later attempt,
+    /// nor over a delivered pair. The default lists nothing.
+    async fn list_waiting(
+        &self,
+        message: &DeliveryMessage,
+        due_at: DateTime<Utc>,
+    ) -> Result<(), PortError> {
+        let _ = (message, due_at);
+        Ok(())
+    }
+
+    /// Takes a delivery off the waiting list when it ends without a claim of its attempt
+    /// (dead-lettered while held back). A claim takes it off by itself. The default does
+    /// nothing.
+    async fn unlist_waiting(&self, message: &DeliveryMessage) -> Result<(), PortError> {
+        let _ = message;
+        Ok(())
+    }
+
     /// Appends an attempt to the log, one row per (endpoint, replay, attempt, takeover).
     /// Never overwrites a recorded attempt (only an [`OUTCOME_ABANDONED`] placeholder, by
     /// the real result of the same try); a second write of the same try is

@@ -237,10 +237,11 @@ pub enum WaitRoute {
     },
 }
 
-/// Routes a wait of `logical_seconds`. The choice is made on the logical wait so that
-/// scaled time (`time_scale` < 1, local mode and tests only) exercises the same path as
-/// production; the real wait is `ceil(logical * time_scale)` seconds.
-pub fn route_wait(logical_seconds: u64, time_scale: f64) -> WaitRoute {
+/// The real wait, in whole seconds, of a wait of `logical_seconds` at `time_scale`:
+/// `ceil(logical * time_scale)` (a scale outside (0, 1] means 1). What the sender waits
+/// before a retry, and so what an operator's tools add to a logical wait (the attempt log
+/// stores the logical one) to say when the next attempt is due.
+pub fn real_wait_seconds(logical_seconds: u64, time_scale: f64) -> u64 {
     let scale = if time_scale.is_finite() && time_scale > 0.0 {
         time_scale.min(1.0)
     } else {
@@ -252,6 +253,14 @@ pub fn route_wait(logical_seconds: u64, time_scale: f64) -> WaitRoute {
         clippy::cast_sign_loss
     )]
     let real = (logical_seconds as f64 * scale).ceil() as u64;
+    real
+}
+
+/// Routes a wait of `logical_seconds`. The choice is made on the logical wait so that
+/// scaled time (`time_scale` < 1, local mode and tests only) exercises the same path as
+/// production; the real wait is `ceil(logical * time_scale)` seconds.
+pub fn route_wait(logical_seconds: u64, time_scale: f64) -> WaitRoute {
+    let real = real_wait_seconds(logical_seconds, time_scale);
     if logical_seconds <= u64::from(MAX_QUEUE_DELAY_SECONDS) {
         WaitRoute::Queue {
             delay_seconds: u32::try_from(real.min(u64::from(MAX_QUEUE_DELAY_SECONDS)))

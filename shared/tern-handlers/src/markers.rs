@@ -146,6 +146,25 @@ pub async fn mark_finished(
     result
 }
 
+/// Marks the claimed attempt finished as retrying and lists the delivery as waiting for
+/// attempt `next_attempt`, due at `due_at` ([`DeliveryLedger::finish_retrying`]: one
+/// write), retried within `retry`; a lost marker is counted in `metrics` (`markers_lost`).
+pub async fn mark_retrying(
+    ledger: &dyn DeliveryLedger,
+    message: &DeliveryMessage,
+    next_attempt: u32,
+    due_at: chrono::DateTime<chrono::Utc>,
+    retry: &MarkerRetry,
+    metrics: &Metrics,
+) -> MarkerWrite {
+    let result = write_with_retry(retry, || {
+        ledger.finish_retrying(message, next_attempt, due_at)
+    })
+    .await;
+    report(&result, message, "finished", metrics);
+    result
+}
+
 fn report(result: &MarkerWrite, message: &DeliveryMessage, marker: &str, metrics: &Metrics) {
     match result {
         MarkerWrite::Written { tries: 1 } => {}

@@ -32,7 +32,9 @@ use tern_core::ports::{
     MessageQueue, PortError, QueueEntry,
 };
 use tern_core::request;
-use tern_core::retry::{MAX_QUEUE_DELAY_SECONDS, MAX_WAIT_SECONDS, WaitRoute, route_wait};
+use tern_core::retry::{
+    MAX_QUEUE_DELAY_SECONDS, MAX_WAIT_SECONDS, WaitRoute, real_wait_seconds, route_wait,
+};
 use tern_core::{DeadLetter, DeadLetterReason, DeliveryMessage, Endpoint, ErrorClass, sqs_text};
 use tern_http::{AttemptReport, AttemptRequest, DeliveryClient};
 
@@ -285,11 +287,10 @@ async fn process(
                 i64::try_from(MAX_WAIT_SECONDS).unwrap_or(i64::MAX / 1000) + 3600,
             );
         if until > latest {
-            return dead_letter_unsent(
+            return dead_letter_unclaimed(
                 deps,
                 &message,
                 DeadLetterReason::MalformedMessage,
-                0,
                 metrics,
                 deadline,
             )
@@ -417,7 +418,10 @@ async fn defer(
     .await?;
     let endpoint = match usable_endpoint(deps, &message, endpoint, 0, metrics, deadline).await? {
         Ok(e) => e,
-        Err(dead) => return Ok(dead),
+        Err(dead) => {
+            unlist(deps, &message, deadline).await;
+            return Ok(dead);
+        }
     };
     let (schedule, _) = endpoint.retry_policy(&deps.policy.schedule);
     let probe = deps
@@ -428,18 +432,31 @@ async fn defer(
     let window_end =
         tern_core::decision::retry_window_end(first, &schedule, deps.policy.time_scale, probe);
     if Utc::now() > window_end {
-        return dead_letter_unsent(
+        return dead_letter_unclaimed(
             deps,
             &message,
             DeadLetterReason::Exhausted,
-            0,
             metrics,
             deadline,
         )
         .await;
     }
+    if !message.listed_waiting {
+        // Held back before an attempt of its own was claimed (a first attempt, or a
+        // replayed one): listed once, so "what is waiting" counts it. A retry was listed
+        // when it was queued; a copy that comes back held again carries the flag.
+        let write = deps.ledger.list_waiting(&message, until);
+        for_people(
+            deadline,
+            write,
+            &message,
+            "held-back delivery not listed as waiting",
+        )
+        .await;
+    }
     let waiting = DeliveryMessage {
         not_before: Some(until),
+        listed_waiting: true,
         ..message
     };
     // Put back with the batch's other deferrals, in as few calls as possible.
@@ -506,6 +523,7 @@ async fn attempt(
             started_at: started,
             now: Utc::now(),
             jitter: rand::random::<f64>(),
+            excerpt: report.excerpt.as_deref(),
         },
     );
     let outcome = match decision.next {
@@ -623,7 +641,22 @@ async fn attempt(
             .await;
             if sent.is_ok() {
                 metrics.update(|c| c.retries += 1);
-                finish(deps, &message, DeliveryState::Retrying, invocation, metrics).await;
+                // Due when the queue delay or the Step Functions wait just started ends.
+                let due_at = Utc::now()
+                    + chrono::Duration::seconds(
+                        i64::try_from(real_wait_seconds(*wait_seconds, deps.policy.time_scale))
+                            .unwrap_or(i64::MAX / 1000),
+                    );
+                let retry = markers::MarkerRetry::default();
+                let write = markers::mark_retrying(
+                    deps.ledger.as_ref(),
+                    &message,
+                    next.attempt,
+                    due_at,
+                    &retry,
+                    metrics,
+                );
+                marker_before_tail(invocation, write, &message, metrics).await;
             }
             sent.map(|()| outcome)
         }
@@ -874,6 +907,35 @@ async fn dead_letter_unsent(
     let write = deps.ledger.record_attempt(&row);
     for_people(deadline, write, message, "dead letter not logged").await;
     Ok(outcome)
+}
+
+/// Dead-letters a delivery before any claim of its attempt ([`dead_letter_unsent`]) and
+/// takes it off the waiting list, where it was listed (a claim would have done that).
+async fn dead_letter_unclaimed(
+    deps: &SenderDeps,
+    message: &DeliveryMessage,
+    reason: DeadLetterReason,
+    metrics: &Metrics,
+    deadline: &Deadline,
+) -> Result<MessageOutcome, PortError> {
+    let outcome = dead_letter_unsent(deps, message, reason, 0, metrics, deadline).await?;
+    unlist(deps, message, deadline).await;
+    Ok(outcome)
+}
+
+/// Takes an unclaimed delivery that ended off the waiting list, when it is on it: one write,
+/// for people (a failure leaves a stale entry until the item's TTL, logged).
+async fn unlist(deps: &SenderDeps, message: &DeliveryMessage, deadline: &Deadline) {
+    if message.listed_waiting {
+        let write = deps.ledger.unlist_waiting(message);
+        for_people(
+            deadline,
+            write,
+            message,
+            "dead letter not taken off the waiting list",
+        )
+        .await;
+    }
 }
 
 /// `error` of the attempt-log row of an attempt that was not made, by reason.

@@ -40,6 +40,13 @@ impl Reply {
         self.headers.push((name.to_owned(), value.to_owned()));
         self
     }
+
+    /// Sets the body.
+    #[must_use]
+    pub fn body(mut self, text: &str) -> Self {
+        self.body = text.as_bytes().to_vec();
+        self
+    }
 }
 
 /// How a path answers.
@@ -64,6 +71,9 @@ pub enum Behavior {
         /// The `Retry-After` value sent with each 429.
         retry_after: String,
     },
+    /// Takes the request and never answers (for `hang`: an hour), so the sender's attempt
+    /// deadline ends it: a receiver that hangs.
+    Hang,
 }
 
 /// A captured request.
@@ -79,7 +89,7 @@ pub struct Captured {
     pub body: Bytes,
     /// When it arrived.
     pub at: DateTime<Utc>,
-    /// Status answered.
+    /// Status answered (0: none, the path hangs: [`Behavior::Hang`]).
     pub answered: u16,
 }
 
@@ -155,6 +165,8 @@ async fn answer(State(inner): State<Arc<Mutex<Inner>>>, request: Request) -> Res
             Some(Behavior::FailFirst { count, status }) => {
                 Reply::status(if n <= *count { *status } else { 200 })
             }
+            // Recorded as 0: nothing was answered.
+            Some(Behavior::Hang) => Reply::status(0),
             Some(Behavior::RateLimit {
                 per_second,
                 retry_after,
@@ -186,6 +198,9 @@ async fn answer(State(inner): State<Arc<Mutex<Inner>>>, request: Request) -> Res
         });
         reply
     };
+    if reply.status == 0 {
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+    }
     let mut response = Response::new(Body::from(reply.body));
     *response.status_mut() =
         StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);

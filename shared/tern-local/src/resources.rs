@@ -3,13 +3,14 @@
 
 use aws_config::SdkConfig;
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
-    StreamSpecification, StreamViewType, TimeToLiveSpecification,
+    AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection,
+    ProjectionType, ScalarAttributeType, StreamSpecification, StreamViewType,
+    TimeToLiveSpecification,
 };
 use aws_sdk_sqs::types::QueueAttributeName;
 use serde_json::json;
 
-use crate::settings::{DELAY_STATE_MACHINE_ASL, infra_settings};
+use crate::settings::{DELAY_STATE_MACHINE_ASL, WaitingIndex, infra_settings};
 
 /// A resource could not be created.
 #[derive(Debug, thiserror::Error)]
@@ -86,6 +87,7 @@ async fn table(
     sk: Option<&str>,
     stream: bool,
     ttl: Option<&str>,
+    index: Option<&WaitingIndex>,
 ) -> Result<Option<String>, ProvisionError> {
     let mut req = ddb
         .create_table()
@@ -120,6 +122,41 @@ async fn table(
                     .key_type(KeyType::Range)
                     .build()
                     .map_err(|e| err(name)(e.to_string()))?,
+            );
+    }
+    if let Some(index) = index {
+        // The waiting index (settings.json tables.attempts.waitingIndex): string
+        // partition key, number sort key, sparse, INCLUDE projection.
+        let attribute = |name: &str, kind| {
+            AttributeDefinition::builder()
+                .attribute_name(name)
+                .attribute_type(kind)
+                .build()
+                .map_err(|e| err(name)(e.to_string()))
+        };
+        let key = |name: &str, kind| {
+            KeySchemaElement::builder()
+                .attribute_name(name)
+                .key_type(kind)
+                .build()
+                .map_err(|e| err(name)(e.to_string()))
+        };
+        req = req
+            .attribute_definitions(attribute(&index.partition_key, ScalarAttributeType::S)?)
+            .attribute_definitions(attribute(&index.sort_key, ScalarAttributeType::N)?)
+            .global_secondary_indexes(
+                GlobalSecondaryIndex::builder()
+                    .index_name(&index.name)
+                    .key_schema(key(&index.partition_key, KeyType::Hash)?)
+                    .key_schema(key(&index.sort_key, KeyType::Range)?)
+                    .projection(
+                        Projection::builder()
+                            .projection_type(ProjectionType::Include)
+                            .set_non_key_attributes(Some(index.projected_attributes.clone()))
+                            .build(),
+                    )
+                    .build()
+                    .map_err(|e| err(&index.name)(e.to_string()))?,
             );
     }
     if stream {
@@ -210,6 +247,7 @@ pub async fn provision(
         None,
         true,
         Some("expires_at"),
+        None,
     )
     .await?
     .ok_or_else(|| err(&outbox_table)("no stream ARN returned".into()))?;
@@ -220,6 +258,7 @@ pub async fn provision(
         Some("endpoint_id"),
         false,
         None,
+        None,
     )
     .await?;
     table(
@@ -229,6 +268,7 @@ pub async fn provision(
         Some("sk"),
         false,
         Some("expires_at"),
+        Some(&settings.tables.attempts.waiting_index),
     )
     .await?;
     let keys = &settings.tables.health;
@@ -238,6 +278,7 @@ pub async fn provision(
         &keys.partition_key,
         keys.sort_key.as_deref(),
         false,
+        None,
         None,
     )
     .await?;

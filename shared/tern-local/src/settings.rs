@@ -31,6 +31,31 @@ pub struct InfraSettings {
 pub struct Tables {
     /// The health table.
     pub health: TableKeys,
+    /// The attempts table (local mode reads its waiting index).
+    pub attempts: AttemptsTable,
+}
+
+/// The attempts table's settings local mode reads.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AttemptsTable {
+    /// The sparse index of waiting deliveries (`tern_aws::waiting`).
+    pub waiting_index: WaitingIndex,
+}
+
+/// `tables.attempts.waitingIndex`: a global secondary index, string partition key and
+/// number sort key.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WaitingIndex {
+    /// Index name.
+    pub name: String,
+    /// Partition key attribute (string).
+    pub partition_key: String,
+    /// Sort key attribute (number).
+    pub sort_key: String,
+    /// Non-key attributes projected into the index.
+    pub projected_attributes: Vec<String>,
 }
 
 /// A table's key attributes (all strings).
@@ -193,6 +218,20 @@ mod tests {
             "arn:aws:states:::sqs:sendMessage"
         );
         assert_eq!(asl["States"]["Wait"]["SecondsPath"], "$.wait_seconds");
+    }
+
+    /// The waiting index the stacks and local mode create is the one the ledger writes and
+    /// reads (one source: settings.json; the names in code are checked against it).
+    #[test]
+    fn the_waiting_index_is_the_ledgers() {
+        let w = super::infra_settings().tables.attempts.waiting_index;
+        assert_eq!(w.name, tern_aws::waiting::WAITING_INDEX);
+        assert_eq!(w.partition_key, tern_aws::waiting::WAIT_ENDPOINT);
+        assert_eq!(w.sort_key, tern_aws::waiting::WAIT_DUE);
+        assert_eq!(
+            w.projected_attributes,
+            vec![tern_aws::waiting::WAIT_ATTEMPT.to_owned()]
+        );
     }
 
     #[test]
