@@ -147,6 +147,21 @@ enum Command {
         #[arg(long)]
         force: bool,
     },
+    /// What is waiting: per endpoint, the deliveries scheduled for a later attempt (queue
+    /// delays and Step Functions waits alike, and those an open circuit or a pause holds
+    /// back), each with its attempt number and due time (UTC), and the totals. Read from the
+    /// ledger's waiting index, never by scanning SQS or Step Functions.
+    Waiting {
+        /// Only this endpoint.
+        #[arg(long)]
+        endpoint: Option<String>,
+        /// Only this tenant's endpoints.
+        #[arg(long)]
+        tenant: Option<String>,
+        /// Deliveries listed per endpoint, soonest due first (all are counted).
+        #[arg(long, default_value_t = tern_ops::waiting::DEFAULT_PER_ENDPOINT)]
+        max: usize,
+    },
     /// The relay-failure queue: outbox items the relay could not relay, by Tern event id
     /// and reason. --retry relays one again once the cause is fixed.
     RelayFailures {
@@ -190,9 +205,11 @@ enum EndpointCommand {
         #[arg(long, default_value = "raw", value_parser = parse_payload_format)]
         payload_format: PayloadFormat,
     },
-    /// Each endpoint's health: state (healthy, degraded, open, disabled), success rate over
-    /// the window (1 h) and 24 h, attempts in the window, last success, last failure, next
-    /// probe. Thresholds from the `TERN_HEALTH_*` variables (defaults otherwise).
+    /// Each endpoint's health: state (healthy, degraded, paused, open, disabled), success
+    /// rate over the window (1 h) and 24 h, attempts in the window, last success, last
+    /// failure (status and what the receiver answered), failing since, circuit opened at,
+    /// deliveries waiting and the next due time, next probe or the end of a pause.
+    /// Thresholds from the `TERN_HEALTH_*` variables (defaults otherwise).
     Health {
         /// Only this tenant.
         #[arg(long)]
@@ -479,6 +496,14 @@ async fn run(cli: Cli) -> Result<(), OpsError> {
             }
             replay(&ctx, filters, dry_run, max, force, &mut out).await
         }
+        Command::Waiting {
+            endpoint,
+            tenant,
+            max,
+        } => {
+            let ctx = Ctx::new(cli.stack.as_deref(), cli.json).await?;
+            waiting(&ctx, endpoint, tenant, max, &mut out).await
+        }
         Command::RelayFailures { max, retry } => {
             let ctx = Ctx::new(cli.stack.as_deref(), cli.json).await?;
             match retry {
@@ -501,11 +526,20 @@ async fn attempts(
     let endpoint = endpoint.map(EndpointId::new).transpose().map_err(invalid)?;
     let ledger = DynamoLedger::new(ctx.dynamodb(), ctx.names.get("TERN_ATTEMPTS_TABLE")?, 30);
     let history = ledger.history(&event).await?;
-    let report = ops::attempts::report(
+    let report = ops::attempts::report_scaled(
         event.as_str(),
         endpoint.as_ref().map(EndpointId::as_str),
         &history,
+        time_scale_setting()?,
     );
+    if let Some(id) = &endpoint
+        && report.attempts.is_empty()
+        && !history.iter().any(|r| &r.endpoint_id == id)
+    {
+        // A typo must not read as "not tried yet": an id the registry does not hold is
+        // an error (a deleted endpoint's attempts, when there are any, still show).
+        ops::find_endpoint(&ctx.endpoints()?, None, id).await?;
+    }
     if report.attempts.is_empty() {
         // Tell "no such event" from "not tried yet": the outbox table has every event
         // until its TTL.
@@ -542,6 +576,88 @@ async fn attempts(
         .map_err(write_err);
     }
     ops::attempts::print_report(out, &report).map_err(write_err)
+}
+
+/// `TERN_TIME_SCALE` (local mode writes it to `.tern/local.env`; unset in production: 1):
+/// the ledger stores logical waits, and a due time is the real one.
+fn time_scale_setting() -> Result<f64, OpsError> {
+    match std::env::var("TERN_TIME_SCALE") {
+        Err(_) => Ok(1.0),
+        Ok(text) if text.trim().is_empty() => Ok(1.0),
+        Ok(text) => {
+            time_scale(text.trim()).map_err(|e| OpsError::Invalid(format!("TERN_TIME_SCALE: {e}")))
+        }
+    }
+}
+
+/// `tern waiting`: the waiting list, per endpoint, with the delivery queue's counts.
+async fn waiting(
+    ctx: &Ctx,
+    endpoint: Option<String>,
+    tenant: Option<String>,
+    max: usize,
+    out: &mut dyn Write,
+) -> Result<(), OpsError> {
+    use tern_core::waiting::WaitingScope;
+    let store = ctx.endpoints()?;
+    let tenant = tenant.map(TenantId::new).transpose().map_err(invalid)?;
+    let scope = match endpoint {
+        Some(id) => {
+            let id = EndpointId::new(id).map_err(invalid)?;
+            let ep = ops::find_endpoint(&store, tenant.as_ref(), &id).await?;
+            WaitingScope::Endpoint(ep.tenant_id, ep.id)
+        }
+        None => tenant.map_or(WaitingScope::All, WaitingScope::Tenant),
+    };
+    let ledger = DynamoLedger::new(ctx.dynamodb(), ctx.names.get("TERN_ATTEMPTS_TABLE")?, 30);
+    let policy = tern_handlers::config::health_policy(&Env::process()).map_err(invalid)?;
+    let mut report = ops::waiting::read(
+        &ledger,
+        &store,
+        &ctx.health()?,
+        &scope,
+        &policy,
+        time_scale_setting()?,
+        max,
+        Utc::now(),
+    )
+    .await?;
+    report.queue =
+        Some(delivery_queue_counts(&ctx.sqs(), &ctx.names.get("TERN_DELIVERY_QUEUE_URL")?).await?);
+    if ctx.json {
+        return print_json(out, &report);
+    }
+    ops::waiting::print(out, &report).map_err(write_err)
+}
+
+/// The delivery queue's approximate counts: due now, in a queue delay, being sent (one
+/// `GetQueueAttributes`).
+async fn delivery_queue_counts(
+    sqs: &aws_sdk_sqs::Client,
+    url: &str,
+) -> Result<ops::waiting::QueueDepth, OpsError> {
+    use aws_sdk_sqs::types::QueueAttributeName as A;
+    let answer = sqs
+        .get_queue_attributes()
+        .queue_url(url)
+        .attribute_names(A::ApproximateNumberOfMessages)
+        .attribute_names(A::ApproximateNumberOfMessagesDelayed)
+        .attribute_names(A::ApproximateNumberOfMessagesNotVisible)
+        .send()
+        .await
+        .map_err(tern_aws::error::port_error)?;
+    let count = |a: A| {
+        answer
+            .attributes()
+            .and_then(|m| m.get(&a))
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    Ok(ops::waiting::QueueDepth {
+        visible: count(A::ApproximateNumberOfMessages),
+        delayed: count(A::ApproximateNumberOfMessagesDelayed),
+        in_flight: count(A::ApproximateNumberOfMessagesNotVisible),
+    })
 }
 
 /// Messages in a queue: SQS's approximate visible plus in-flight counts.
@@ -826,13 +942,28 @@ async fn endpoints(
                 tern_handlers::config::health_policy(&tern_handlers::config::Env::process())
                     .map_err(|e| OpsError::Invalid(e.to_string()))?;
             let health = ctx.health()?;
-            let rows =
-                ops::health::health_rows(&store, &health, tenant.as_ref(), &policy, Utc::now())
-                    .await?;
+            let ledger =
+                DynamoLedger::new(ctx.dynamodb(), ctx.names.get("TERN_ATTEMPTS_TABLE")?, 30);
+            let report = ops::health::health_rows_waiting(
+                &store,
+                &health,
+                &ledger,
+                tenant.as_ref(),
+                &policy,
+                Utc::now(),
+            )
+            .await?;
             if json {
-                return print_json(out, &rows);
+                if !report.waiting_complete {
+                    eprintln!(
+                        "warning: waiting counts are lower bounds (the waiting list was read up to {} entries)",
+                        ops::health::MAX_WAITING_READ
+                    );
+                }
+                // An array of rows, as before the waiting counts: scripts keep working.
+                return print_json(out, &report.endpoints);
             }
-            ops::health::print_health(out, &rows).map_err(write_err)
+            ops::health::print_health_report(out, &report).map_err(write_err)
         }
         EndpointCommand::List { tenant } => {
             let list = match tenant {
@@ -925,6 +1056,13 @@ async fn endpoints(
                 out,
                 "enabled (last disabled reason: {})",
                 ep.last_disabled_reason.as_deref().unwrap_or("-")
+            )
+            .map_err(write_err)?;
+            writeln!(out, "{}", ops::ENABLED_RESUME_NOTE).map_err(write_err)?;
+            writeln!(
+                out,
+                "Its dead letters stay in the DLQ until replayed: tern replay --endpoint {} --dry-run, then without --dry-run.",
+                ep.id
             )
             .map_err(write_err)
         }

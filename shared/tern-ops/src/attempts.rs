@@ -1,6 +1,8 @@
 //! `tern attempts`: an event's attempt history as an operator reads it. Each try with its
-//! response excerpt and, for a retry, when the next attempt is due; a last row for each
-//! budget that ended in the DLQ. Times are UTC. Pure functions over the ledger's rows.
+//! response excerpt and, for a retry, when the next attempt is due (in the deployment's
+//! time scale: the log stores the logical wait); a last row for each budget that ended in
+//! the DLQ, `endpoint_disabled` and replays' included. Times are UTC. Pure functions over
+//! the ledger's rows.
 
 use std::io::Write;
 
@@ -44,8 +46,10 @@ pub struct AttemptView {
     pub location: Option<String>,
     /// Wait before the next attempt, seconds (a retry only).
     pub next_wait_seconds: Option<u64>,
-    /// When the next attempt is due (UTC): the end of this try plus the wait. The sender
-    /// re-enqueues right after the try, so this is accurate to the re-enqueue's latency.
+    /// When the next attempt is due (UTC): the end of this try plus the wait in real time
+    /// (`next_wait_seconds` times the deployment's time scale, rounded up to whole seconds,
+    /// as the sender waits). The sender re-enqueues right after the try, so this is
+    /// accurate to the re-enqueue's latency.
     pub next_attempt_due_at: Option<DateTime<Utc>>,
 }
 
@@ -81,8 +85,21 @@ fn ended_at(r: &AttemptRecord) -> DateTime<Utc> {
     r.started_at + Duration::milliseconds(i64::try_from(r.latency_ms).unwrap_or(i64::MAX / 2))
 }
 
-/// Builds the report from the ledger's rows (any order), keeping only `endpoint` when given.
+/// Builds the report from the ledger's rows (any order), keeping only `endpoint` when given,
+/// for a deployment in real time (time scale 1: production).
 pub fn report(event_id: &str, endpoint: Option<&str>, rows: &[AttemptRecord]) -> AttemptsReport {
+    report_scaled(event_id, endpoint, rows, 1.0)
+}
+
+/// Builds the report from the ledger's rows (any order), keeping only `endpoint` when given;
+/// due times at `time_scale` (`TERN_TIME_SCALE`: local mode's `--time-scale`, 1 in
+/// production), as the sender waited.
+pub fn report_scaled(
+    event_id: &str,
+    endpoint: Option<&str>,
+    rows: &[AttemptRecord],
+    time_scale: f64,
+) -> AttemptsReport {
     let mut rows: Vec<&AttemptRecord> = rows
         .iter()
         .filter(|r| endpoint.is_none_or(|e| r.endpoint_id.as_str() == e))
@@ -106,7 +123,11 @@ pub fn report(event_id: &str, endpoint: Option<&str>, rows: &[AttemptRecord]) ->
             next_wait_seconds: r.next_wait_seconds,
             next_attempt_due_at: match (r.outcome.as_str(), r.next_wait_seconds) {
                 ("retry", Some(wait)) => Some(
-                    ended_at(r) + Duration::seconds(i64::try_from(wait).unwrap_or(i64::MAX / 2)),
+                    ended_at(r)
+                        + Duration::seconds(
+                            i64::try_from(tern_core::retry::real_wait_seconds(wait, time_scale))
+                                .unwrap_or(i64::MAX / 2),
+                        ),
                 ),
                 _ => None,
             },
@@ -133,6 +154,29 @@ pub fn report(event_id: &str, endpoint: Option<&str>, rows: &[AttemptRecord]) ->
         attempts,
         dead_letters,
     }
+}
+
+/// What a try's ERROR / RESPONSE cell says: for an HTTP answer, what the receiver answered
+/// (the start of its response body: its status is in the STATUS column), or the redirect
+/// it asked for; for a try without an answer, the error; `-` for neither. At most `max`
+/// characters (`…` when cut), on one line.
+pub fn detail(a: &AttemptView, max: usize) -> String {
+    let excerpt = a.response_excerpt.as_deref().filter(|x| !x.is_empty());
+    let text = match (a.status, a.location.is_some(), excerpt, a.error.as_deref()) {
+        // A 3xx: where it pointed (never followed) says more than its body.
+        (Some(_), true, _, Some(e)) => e.to_owned(),
+        (Some(_), _, Some(x), _) => x.to_owned(),
+        (_, _, _, Some(e)) => e.to_owned(),
+        (_, _, Some(x), None) => x.to_owned(),
+        (_, _, None, None) => return "-".to_owned(),
+    };
+    let cut = text.chars().count() > max;
+    let mut shown: String = text.chars().take(max).collect();
+    let truncated = cut || (excerpt.is_some_and(|x| x == text) && a.excerpt_truncated);
+    if truncated {
+        shown.push('…');
+    }
+    shown.replace(['\n', '\r'], " ")
 }
 
 /// A time as the tables print it: UTC, marked `Z`, milliseconds.
@@ -176,24 +220,7 @@ pub fn print_report(out: &mut dyn Write, r: &AttemptsReport) -> std::io::Result<
     for (_, _, row) in rows {
         match row {
             Row::Try(a) => {
-                let detail = a
-                    .error
-                    .clone()
-                    .or_else(|| {
-                        a.response_excerpt.as_ref().map(|x| {
-                            let cut = x.chars().count() > TABLE_EXCERPT_CHARS;
-                            format!(
-                                "{}{}",
-                                x.chars().take(TABLE_EXCERPT_CHARS).collect::<String>(),
-                                if a.excerpt_truncated || cut {
-                                    "…"
-                                } else {
-                                    ""
-                                }
-                            )
-                        })
-                    })
-                    .unwrap_or_default();
+                let detail = detail(a, TABLE_EXCERPT_CHARS);
                 let attempt = if a.takeover == 0 {
                     a.attempt.to_string()
                 } else {
@@ -210,7 +237,7 @@ pub fn print_report(out: &mut dyn Write, r: &AttemptsReport) -> std::io::Result<
                     a.latency_ms,
                     a.outcome,
                     a.next_attempt_due_at.map_or_else(|| "-".into(), utc),
-                    detail.replace(['\n', '\r'], " ")
+                    detail
                 )?;
             }
             Row::Dead(d) => writeln!(
@@ -288,5 +315,61 @@ mod tests {
         );
         assert!(text.lines().next().unwrap().contains("TIME (UTC)"));
         assert!(report("evt_1", Some("ep_2"), &rows).attempts.is_empty());
+    }
+
+    /// Issue 17: the sender records an HTTP failure with the error `http status 503` and
+    /// what the receiver answered as the excerpt; the table showed the error, so the
+    /// ERROR / RESPONSE column never said what the receiver answered.
+    #[test]
+    fn an_http_failure_shows_what_the_receiver_answered() {
+        let mut r = row(1, 0, "retry", Some(60));
+        r.error = Some("http status 503".into());
+        r.response_excerpt = Some("down for maintenance until 04:00\nsee status page".into());
+        let mut text = Vec::new();
+        print_report(&mut text, &report("evt_1", None, &[r.clone()])).unwrap();
+        let text = String::from_utf8(text).unwrap();
+        let line = text.lines().nth(1).unwrap();
+        assert!(
+            line.contains("down for maintenance until 04:00 see status page"),
+            "{text}"
+        );
+        // A try without an answer shows its error; a redirect where it pointed.
+        let mut timeout = r.clone();
+        (timeout.status, timeout.response_excerpt) = (None, None);
+        timeout.error = Some("timeout: no response within 15000 ms".into());
+        let mut redirect = r.clone();
+        redirect.status = Some(302);
+        redirect.location = Some("https://elsewhere.example/".into());
+        redirect.error = Some("redirect to https://elsewhere.example/ (not followed)".into());
+        let views = report("evt_1", None, &[timeout, redirect]).attempts;
+        assert_eq!(
+            detail(&views[0], 60),
+            "timeout: no response within 15000 ms"
+        );
+        assert_eq!(
+            detail(&views[1], 60),
+            "redirect to https://elsewhere.example/ (not followed)"
+        );
+        // Cut to the column, marked.
+        r.response_excerpt = Some("x".repeat(100));
+        let views = report("evt_1", None, &[r]).attempts;
+        assert_eq!(detail(&views[0], 10), format!("{}…", "x".repeat(10)));
+    }
+
+    /// Issue 17: in local mode the log's wait is logical (60 s at `--time-scale 0.01` is a
+    /// real 0.6 s, waited as 1 s); NEXT DUE said 60 s.
+    #[test]
+    fn next_due_follows_the_time_scale() {
+        let rows = [row(1, 0, "retry", Some(60))];
+        let r = report_scaled("evt_1", None, &rows, 0.01);
+        assert_eq!(
+            r.attempts[0].next_attempt_due_at.unwrap().to_rfc3339(),
+            "2026-11-30T10:00:01.250+00:00"
+        );
+        let r = report_scaled("evt_1", None, &rows, 0.5);
+        assert_eq!(
+            r.attempts[0].next_attempt_due_at.unwrap().to_rfc3339(),
+            "2026-11-30T10:00:30.250+00:00"
+        );
     }
 }
