@@ -273,7 +273,10 @@ async fn browser_console_renders_widgets_and_replay_click_delivers() {
     );
     let endpoints = html(&report, "endpoints");
     assert!(endpoints.contains("data-endpoint=\"ep_billing\" data-state=\"disabled\""));
-    assert!(endpoints.contains("data-endpoint=\"ep_orders\" data-state=\"failing\""));
+    // Listed for its dead letters; its health is fine (nothing was attempted here).
+    assert!(endpoints.contains(
+        "data-endpoint=\"ep_orders\" data-state=\"healthy\" data-waiting=\"0\" data-dead-letters=\"3\""
+    ));
     assert!(endpoints.contains("410 Gone from the receiver"));
     assert!(endpoints.contains("data-action=\"enable\" data-endpoint=\"ep_billing\""));
     assert!(
@@ -370,8 +373,10 @@ async fn browser_console_renders_widgets_and_replay_click_delivers() {
     )
     .await;
     let lookup = html(&report, "lookup");
-    assert!(lookup.contains("<tr class=\"attempt\">"), "{lookup}");
-    assert!(lookup.contains("delivered"), "{lookup}");
+    assert!(
+        lookup.contains("<tr class=\"attempt\" data-outcome=\"delivered\">"),
+        "{lookup}"
+    );
     assert!(html(&report, "endpoints_after").contains("id=\"endpoints-empty\""));
 }
 
@@ -470,5 +475,176 @@ async fn browser_console_cloudwatch_markup_carries_params() {
             .as_str()
             .unwrap()
             .starts_with("Replay the 1 dead letters of ep_crm (exhausted)")
+    );
+}
+
+/// Issue 17: the console answers the on-call questions from real data. A receiver that
+/// answers 503 with a body that tries to inject HTML opens its endpoint's circuit; the
+/// Endpoints widget shows it (it has no dead letters) with since when it fails, when the
+/// circuit opened, what the receiver answered (as text) and its waiting deliveries; the
+/// Waiting widget lists each with its attempt number and due time; the Event lookup of a
+/// delivery to a disabled endpoint ends with its `endpoint_disabled` dead letter, not a
+/// retry due later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn browser_console_shows_health_what_waits_and_every_dead_letter() {
+    let options = LocalOptions {
+        time_scale: 0.01,
+        lookup: Some(no_dns()),
+        console_port: Some(0),
+        ..LocalOptions::default()
+    };
+    let (local, _events) = deployment("console_oncall", options).await;
+    let base = tern_local::console::url(local.console.expect("the console started"));
+    let receiver = Receiver::start().await.expect("receiver");
+    let body = "<img src=x onerror=alert(1)> down for maintenance";
+    receiver.set(
+        "/down",
+        tern_local::receiver::Behavior::Always(tern_local::receiver::Reply::status(503).body(body)),
+    );
+    let tenant = "tnt_oncall";
+    let down = add_endpoint_with(
+        &local,
+        EndpointId::new("ep_down").unwrap(),
+        tenant,
+        &receiver.url("/down"),
+        &["order.paid"],
+        None,
+        None,
+    )
+    .await;
+    let off = add_endpoint_with(
+        &local,
+        EndpointId::new("ep_off").unwrap(),
+        tenant,
+        &receiver.url("/off"),
+        &["invoice.sent"],
+        None,
+        None,
+    )
+    .await;
+    local
+        .sender
+        .endpoints
+        .disable(&off.tenant_id, &off.id, "disabled by an operator")
+        .await
+        .expect("disable");
+    for n in 0..8 {
+        publish(&local, "order.paid", tenant, &format!(r#"{{"order":{n}}}"#)).await;
+    }
+    let to_off = publish(&local, "invoice.sent", tenant, r#"{"invoice":1}"#).await;
+
+    // Wait until the circuit is open and deliveries wait (retries, and those held back).
+    let list = tern_aws::DynamoLedger::new(local.dynamodb(), &local.resources.attempts_table, 30);
+    let health = tern_aws::DynamoHealthStore::new(local.dynamodb(), &local.resources.health_table);
+    let scope = tern_core::waiting::WaitingScope::Endpoint(down.tenant_id.clone(), down.id.clone());
+    let ready = eventually(Duration::from_secs(60), async || {
+        let open = tern_core::health::HealthStore::get(&health, &down.tenant_id, &down.id)
+            .await
+            .ok()
+            .flatten()
+            .is_some_and(|h| h.opened_at.is_some());
+        let waiting = tern_core::waiting::WaitingList::waiting(&list, &scope, 100)
+            .await
+            .map(|r| r.entries.len())
+            .unwrap_or(0);
+        open && waiting >= 4
+    })
+    .await;
+    assert!(ready, "the circuit opened and deliveries wait");
+    assert!(
+        history_reaches(&local, &to_off, 1, Duration::from_secs(30)).await,
+        "the disabled endpoint's delivery was dead-lettered with a row"
+    );
+
+    let report = browse(
+        &base,
+        serde_json::json!([
+            {"goto": "/widgets/endpoints"},
+            {"capture": "endpoints"},
+            {"screenshot": "endpoints-health.png"},
+            {"goto": "/widgets/waiting"},
+            {"capture": "waiting"},
+            {"screenshot": "waiting.png"},
+            {"goto": format!("/widgets/event_lookup?event_id={}", to_off.as_str())},
+            {"capture": "lookup"},
+            {"screenshot": "event-lookup-dead-letter.png"},
+        ]),
+    )
+    .await;
+    assert!(
+        report["dialogs"].as_array().unwrap().is_empty(),
+        "no script ran: {}",
+        report["dialogs"]
+    );
+
+    // Endpoints: the open circuit is listed although it has no dead letter.
+    let endpoints = html(&report, "endpoints");
+    assert!(
+        endpoints.contains("data-endpoint=\"ep_down\" data-state=\"open\""),
+        "{endpoints}"
+    );
+    let row = endpoints
+        .split("<tr class=\"endpoint\"")
+        .find(|r| r.contains("data-endpoint=\"ep_down\""))
+        .unwrap();
+    assert!(row.contains("data-dead-letters=\"0\""), "{row}");
+    let waiting_count: u64 = row
+        .split("data-waiting=\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    assert!(waiting_count >= 4, "{row}");
+    for cell in ["failing-since", "next-due", "next-probe"] {
+        assert!(
+            row.contains(&format!("<td class=\"{cell}\">20")),
+            "{cell} has a time: {row}"
+        );
+    }
+    assert_eq!(capture(&report, "endpoints")["images"], 0);
+    assert!(
+        capture(&report, "endpoints")["text"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("status 503: \"{body}\"")),
+        "what the receiver answered, as text"
+    );
+    assert!(endpoints.contains("data-endpoint=\"ep_off\" data-state=\"disabled\""));
+    assert!(!endpoints.contains(down.secrets[0].secret.expose()));
+
+    // Waiting: each delivery with its attempt and due time, and the total.
+    let waiting = html(&report, "waiting");
+    let listed: Vec<&str> = waiting
+        .split("<tr class=\"waiting-delivery\" data-endpoint=\"ep_down\"")
+        .skip(1)
+        .collect();
+    assert!(listed.len() >= 4, "{waiting}");
+    for d in &listed {
+        assert!(d.contains("data-attempt=\""), "{d}");
+        assert!(d.contains("<td>20"), "a due time: {d}");
+    }
+    assert!(
+        waiting.contains("data-endpoint=\"ep_down\" data-waiting=\"")
+            && waiting.contains("data-state=\"open\""),
+        "{waiting}"
+    );
+    assert!(
+        capture(&report, "waiting")["text"]
+            .as_str()
+            .unwrap()
+            .contains("open circuit"),
+        "what holds them"
+    );
+
+    // Event lookup: the disabled endpoint's delivery ends in the DLQ, said so last.
+    let lookup = html(&report, "lookup");
+    let last = lookup.rsplit("<tr ").next().unwrap();
+    assert!(
+        last.starts_with("class=\"dead-letter\" data-reason=\"endpoint_disabled\""),
+        "{lookup}"
+    );
+    assert!(
+        lookup.contains("data-outcome=\"dead_letter:endpoint_disabled\""),
+        "{lookup}"
     );
 }

@@ -14,7 +14,7 @@ use tern_handlers::replay::{ReplayRequest, ReplaySummary};
 use crate::{CONSOLE_REPLAY_SECONDS, ConsoleDeps, ConsoleError, ReplayInvoker};
 
 /// The console function's settings, from its environment.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ConsoleConfig {
     /// `TERN_ENDPOINTS_TABLE`.
     pub endpoints_table: String,
@@ -26,6 +26,9 @@ pub struct ConsoleConfig {
     pub replay_function: String,
     /// `TERN_HEALTH_TABLE`: endpoint health records (Enable resets the endpoint's).
     pub health_table: String,
+    /// The failure model's thresholds (`TERN_HEALTH_*`, the sender's), for the states the
+    /// Endpoints widget shows; the defaults where unset.
+    pub policy: tern_core::health::HealthPolicy,
 }
 
 impl ConsoleConfig {
@@ -45,6 +48,8 @@ impl ConsoleConfig {
             dlq_url: required("TERN_DLQ_URL")?,
             replay_function: required("TERN_REPLAY_FUNCTION")?,
             health_table: required("TERN_HEALTH_TABLE")?,
+            policy: tern_handlers::config::health_policy(&tern_handlers::config::Env(get))
+                .map_err(|e| ConsoleError::BadRequest(e.to_string()))?,
         })
     }
 }
@@ -116,6 +121,8 @@ impl ReplayInvoker for LambdaReplay {
 pub fn console_deps(config: &ConsoleConfig, aws: &SdkConfig) -> ConsoleDeps {
     let bounded = tern_aws::budget::bounded(aws);
     let ddb = aws_sdk_dynamodb::Client::new(&bounded);
+    // The console only reads the log and the waiting list; the TTL applies to writes.
+    let ledger = Arc::new(DynamoLedger::new(ddb.clone(), &config.attempts_table, 30));
     ConsoleDeps {
         dlq: Arc::new(SqsQueue::new(
             aws_sdk_sqs::Client::new(&bounded),
@@ -129,9 +136,12 @@ pub fn console_deps(config: &ConsoleConfig, aws: &SdkConfig) -> ConsoleDeps {
             ddb.clone(),
             &config.health_table,
         ))),
-        // The console only reads the log; the TTL applies to writes.
-        ledger: Arc::new(DynamoLedger::new(ddb, &config.attempts_table, 30)),
+        ledger: ledger.clone(),
+        waiting: Some(ledger),
         replay: Arc::new(LambdaReplay::new(&bounded, &config.replay_function)),
+        policy: config.policy.clone(),
+        // AWS runs in real time.
+        time_scale: 1.0,
     }
 }
 

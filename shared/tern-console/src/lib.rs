@@ -1,10 +1,17 @@
-//! The operator's console: three CloudWatch dashboard **custom widgets** and their actions.
+//! The operator's console: four CloudWatch dashboard **custom widgets** and their actions.
 //!
 //! - **Dead letters**: the DLQ grouped by endpoint and reason (`tern_ops::dlq::group`), a
 //!   sample payload per group, and per group *Replay* / *Replay (dry run)* buttons that
 //!   invoke the replay function with the group's filters.
-//! - **Endpoints**: every endpoint that is disabled or failing, with an *Enable* button.
-//! - **Event lookup**: the attempt history of one event id.
+//! - **Endpoints**: every endpoint that is not healthy (disabled, open, paused, degraded),
+//!   has dead letters or waiting deliveries, with its health (`tern_ops::health`: since when
+//!   it fails, circuit, pause, last success, last failure and what the receiver answered,
+//!   waiting deliveries and the next due time) and an *Enable* button.
+//! - **Waiting**: per endpoint, the deliveries scheduled for a later attempt, with attempt
+//!   number and due time, and the totals (`tern_ops::waiting`, from the ledger's waiting
+//!   list).
+//! - **Event lookup**: the attempt history of one event id (`tern_ops::attempts`: every
+//!   try, when the next was due, and a row for each budget that ended in the DLQ).
 //!
 //! A widget is a JSON event in, HTML out ([`handle`]). In AWS the console Lambda answers
 //! the dashboard, and a button is a `<cwdb-action action="call">` that calls the same
@@ -22,7 +29,9 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde::Deserialize;
+use tern_core::health::HealthPolicy;
 use tern_core::ports::{DeliveryLedger, DrainableQueue, EndpointStore, PortError};
+use tern_core::waiting::{WaitingList, WaitingScope};
 use tern_core::{DeadLetterReason, EndpointId, EventId, TenantId};
 use tern_handlers::replay::{ReplayFilters, ReplayRequest, ReplaySummary};
 use tern_ops::dlq::{self, DeadLetterGroup};
@@ -98,6 +107,13 @@ pub struct ConsoleDeps {
     /// closed circuit and empty counters (as `tern endpoints enable` does). `None` only in
     /// set-ups without a health table.
     pub health: Option<Arc<dyn tern_core::health::HealthStore>>,
+    /// The ledger's waiting list (the Waiting widget, and the Endpoints widget's waiting
+    /// counts). `None` only in set-ups without one.
+    pub waiting: Option<Arc<dyn WaitingList>>,
+    /// The failure model's thresholds (`TERN_HEALTH_*`), for the states shown.
+    pub policy: HealthPolicy,
+    /// `TERN_TIME_SCALE` (1 in AWS): due times in the attempt history are real ones.
+    pub time_scale: f64,
 }
 
 /// Where a button sends its action.
@@ -116,27 +132,36 @@ pub enum Target {
     },
 }
 
-/// The three widgets.
+/// The four widgets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Widget {
     /// DLQ grouped by endpoint and reason, with Replay buttons.
     DeadLetters,
-    /// Disabled or failing endpoints, with Enable buttons.
+    /// Endpoints that are not healthy, or have dead letters or waiting deliveries, with
+    /// their health and Enable buttons.
     Endpoints,
+    /// The deliveries waiting for a later attempt, per endpoint.
+    Waiting,
     /// Attempt history of one event.
     EventLookup,
 }
 
 impl Widget {
     /// Every widget, in dashboard order.
-    pub const ALL: [Self; 3] = [Self::DeadLetters, Self::Endpoints, Self::EventLookup];
+    pub const ALL: [Self; 4] = [
+        Self::DeadLetters,
+        Self::Endpoints,
+        Self::Waiting,
+        Self::EventLookup,
+    ];
 
     /// Its name in requests and local URLs.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::DeadLetters => "dead_letters",
             Self::Endpoints => "endpoints",
+            Self::Waiting => "waiting",
             Self::EventLookup => "event_lookup",
         }
     }
@@ -146,6 +171,7 @@ impl Widget {
         match self {
             Self::DeadLetters => "Dead letters",
             Self::Endpoints => "Endpoints",
+            Self::Waiting => "Waiting",
             Self::EventLookup => "Event lookup",
         }
     }
@@ -320,7 +346,7 @@ impl WidgetEvent {
             .clone()
             .or_else(|| context_param("widget"))
             .ok_or_else(|| {
-                bad("the widget's params need \"widget\": dead_letters, endpoints or event_lookup")
+                bad("the widget's params need \"widget\": dead_letters, endpoints, waiting or event_lookup")
             })?
             .parse()?;
         let required = |v: &Option<String>, name: &str| {
@@ -412,7 +438,7 @@ pub async fn render_widget(
     }
     let (groups, capped) = match request.widget {
         Widget::DeadLetters | Widget::Endpoints => dead_letter_groups(deps.dlq.as_ref()).await?,
-        Widget::EventLookup => (Vec::new(), false),
+        Widget::Waiting | Widget::EventLookup => (Vec::new(), false),
     };
     if let Some(ActionOutcome::Replayed {
         action:
@@ -440,9 +466,32 @@ pub async fn render_widget(
         }
         Widget::Endpoints => {
             let endpoints = deps.endpoints.list_all().await?;
-            let rows = render::failing_endpoints(&endpoints, &groups);
-            render::endpoints(&rows, outcome.as_ref(), target).into_string()
+            let now = chrono::Utc::now();
+            let (health, complete) = endpoint_health(deps, now).await?;
+            let rows = render::failing_endpoints(&endpoints, &health, &groups);
+            render::endpoints(&rows, complete, outcome.as_ref(), target).into_string()
         }
+        Widget::Waiting => match (&deps.waiting, &deps.health) {
+            (Some(list), Some(health)) => {
+                let report = tern_ops::waiting::read(
+                    list.as_ref(),
+                    deps.endpoints.as_ref(),
+                    health.as_ref(),
+                    &WaitingScope::All,
+                    &deps.policy,
+                    deps.time_scale,
+                    tern_ops::waiting::DEFAULT_PER_ENDPOINT,
+                    chrono::Utc::now(),
+                )
+                .await
+                .map_err(ops_error)?;
+                render::waiting(&report, target).into_string()
+            }
+            _ => render::error(&ConsoleError::BadRequest(
+                "this console has no waiting list or health table configured".into(),
+            ))
+            .into_string(),
+        },
         Widget::EventLookup => {
             let lookup = match &request.event_id {
                 None => render::Lookup::NotAsked,
@@ -453,7 +502,13 @@ pub async fn render_widget(
                     },
                     Ok(id) => {
                         let history = deps.ledger.history(&id).await?;
-                        render::Lookup::Found { id, history }
+                        let report = tern_ops::attempts::report_scaled(
+                            id.as_str(),
+                            None,
+                            &history,
+                            deps.time_scale,
+                        );
+                        render::Lookup::Found { id, report }
                     }
                 },
             };
@@ -461,6 +516,60 @@ pub async fn render_widget(
         }
     };
     Ok(html)
+}
+
+/// An operator library error as a console error.
+fn ops_error(e: tern_ops::OpsError) -> ConsoleError {
+    match e {
+        tern_ops::OpsError::Port(p) => ConsoleError::Port(p),
+        other => ConsoleError::BadRequest(other.to_string()),
+    }
+}
+
+/// Every endpoint's health row with its waiting count (one read of the health records,
+/// one of the waiting list), and whether the waiting counts are whole. Without a health
+/// table, every endpoint reads as never attempted; without a waiting list, no counts.
+async fn endpoint_health(
+    deps: &ConsoleDeps,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<(Vec<tern_ops::health::HealthRow>, bool), ConsoleError> {
+    let Some(health) = &deps.health else {
+        let endpoints = deps.endpoints.list_all().await?;
+        return Ok((
+            endpoints
+                .iter()
+                .map(|e| tern_ops::health::HealthRow::of(e, None, &deps.policy, now))
+                .collect(),
+            true,
+        ));
+    };
+    match &deps.waiting {
+        Some(list) => {
+            let report = tern_ops::health::health_rows_waiting(
+                deps.endpoints.as_ref(),
+                health.as_ref(),
+                list.as_ref(),
+                None,
+                &deps.policy,
+                now,
+            )
+            .await
+            .map_err(ops_error)?;
+            Ok((report.endpoints, report.waiting_complete))
+        }
+        None => Ok((
+            tern_ops::health::health_rows(
+                deps.endpoints.as_ref(),
+                health.as_ref(),
+                None,
+                &deps.policy,
+                now,
+            )
+            .await
+            .map_err(ops_error)?,
+            true,
+        )),
+    }
 }
 
 async fn run_action(deps: &ConsoleDeps, action: &Action) -> ActionOutcome {
@@ -777,6 +886,9 @@ mod tests {
                 ledger: ledger.clone(),
                 replay: replay.clone(),
                 health: None,
+                waiting: None,
+                policy: HealthPolicy::default(),
+                time_scale: 1.0,
             },
             replay,
             ledger,
@@ -905,6 +1017,9 @@ mod tests {
         )
         .await;
         assert!(html.contains("data-enabled=\"ep_off\""), "{html}");
+        // Issue 17: it says when deliveries resume, and what is still cached.
+        assert!(html.contains("Deliveries resume now"), "{html}");
+        assert!(html.contains("TERN_HEALTH_CACHE_SECONDS"), "{html}");
         assert!(w.endpoints.0.lock().unwrap()[0].enabled);
         assert!(
             !html.contains("data-endpoint=\"ep_off\" data-state"),

@@ -5,9 +5,12 @@
 
 use chrono::{DateTime, Utc};
 use maud::{DOCTYPE, Markup, PreEscaped, html};
-use tern_core::ports::AttemptRecord;
-use tern_core::{DeadLetterReason, Endpoint, EndpointId, EventId, PayloadFormat, TenantId};
+use tern_core::health::HealthState;
+use tern_core::{DeadLetterReason, Endpoint, EndpointId, EventId, PayloadFormat};
+use tern_ops::attempts::{AttemptView, AttemptsReport, DeadLetterRow};
 use tern_ops::dlq::DeadLetterGroup;
+use tern_ops::health::HealthRow;
+use tern_ops::waiting::WaitingReport;
 
 use crate::{Action, ActionOutcome, ConsoleError, Target, Widget};
 
@@ -17,11 +20,14 @@ pub const CELL_CHARS: usize = 300;
 
 /// The documentation the dashboard shows for the widget (`describe`).
 pub const DESCRIBE: &str = "## Tern console\n\
-Params: `{\"widget\": \"dead_letters\"}`, `{\"widget\": \"endpoints\"}` or \
+Params: `{\"widget\": \"dead_letters\"}`, `{\"widget\": \"endpoints\"}`, `{\"widget\": \"waiting\"}` or \
 `{\"widget\": \"event_lookup\", \"event_id\": \"evt_...\"}`.\n\n\
 - **dead_letters**: the DLQ grouped by endpoint and reason, with Replay and Replay (dry run) \
 buttons that invoke the replay function with the group's filters.\n\
-- **endpoints**: endpoints that are disabled or have dead letters, with an Enable button.\n\
+- **endpoints**: endpoints that are not healthy (disabled, open, paused, degraded) or have \
+dead letters or waiting deliveries, with their health and an Enable button.\n\
+- **waiting**: per endpoint, the deliveries scheduled for a later attempt, with attempt number \
+and due time, and the totals.\n\
 - **event_lookup**: the attempt history of one event id (type it in the widget's field).";
 
 fn time(t: Option<DateTime<Utc>>) -> String {
@@ -136,7 +142,8 @@ fn outcome_banner(outcome: Option<&ActionOutcome>) -> Markup {
         }
         Some(ActionOutcome::Enabled { endpoint_id }) => html! {
             div class="outcome" id="outcome" data-enabled=(endpoint_id.as_str()) {
-                "Enabled " code { (endpoint_id.as_str()) } ". New deliveries go out; replay its dead letters to resend them."
+                "Enabled " code { (endpoint_id.as_str()) } ". " (tern_ops::ENABLED_RESUME_NOTE)
+                " Its dead letters stay in the DLQ: replay them from Dead letters to resend them."
             }
         },
         Some(ActionOutcome::Failed { error }) => html! {
@@ -222,39 +229,45 @@ fn group_row(g: &DeadLetterGroup, target: &Target) -> Markup {
     }
 }
 
-/// One row of the Endpoints widget: an endpoint that is disabled, or has dead letters.
-/// Holds no secret: rows are built field by field from the endpoint.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One row of the Endpoints widget: an endpoint that is not healthy (disabled, open,
+/// paused, degraded), or has dead letters or waiting deliveries. Holds no secret: built
+/// field by field from the endpoint and its health row.
+#[derive(Debug, Clone, PartialEq)]
 pub struct EndpointRow {
-    /// Tenant.
-    pub tenant_id: TenantId,
-    /// Endpoint.
-    pub endpoint_id: EndpointId,
-    /// Receiver URL.
-    pub url: String,
+    /// Its health, as `tern endpoints health` shows it (state, since when it fails, the
+    /// circuit, the pause, last success and failure, waiting deliveries).
+    pub health: HealthRow,
     /// Its request body format: a receiver answering 400 after a format change shows here.
     pub payload_format: PayloadFormat,
-    /// `disabled` or `failing` (enabled, with dead letters).
-    pub state: &'static str,
-    /// Why: the disabled reason, or the dead letters' reasons.
+    /// Why it is listed, in words: the disabled reason, and its dead letters' reasons.
     pub reason: String,
-    /// Last successful delivery: not tracked yet (endpoint health is a later issue).
-    pub last_success: Option<DateTime<Utc>>,
-    /// Last failure: the newest of its disable time and its newest dead letter.
-    pub last_failure: Option<DateTime<Utc>>,
     /// Its dead letters in the DLQ.
     pub dead_letters: usize,
-    /// False when enabled (no Enable button).
-    pub disabled: bool,
+    /// The newest of them (its dead-letter time).
+    pub newest_dead_letter: Option<DateTime<Utc>>,
 }
 
-/// The endpoints that are disabled or failing (have dead letters), disabled first, then by
-/// dead letters (most first). "Failing" is this simple until endpoint health tracking
-/// lands (design §10).
-pub fn failing_endpoints(endpoints: &[Endpoint], groups: &[DeadLetterGroup]) -> Vec<EndpointRow> {
-    let mut rows: Vec<EndpointRow> = endpoints
+impl EndpointRow {
+    /// True when it is disabled (it gets an Enable button).
+    pub fn disabled(&self) -> bool {
+        self.health.state == HealthState::Disabled
+    }
+}
+
+/// The endpoints worth an operator's look, worst first (as `tern endpoints health`:
+/// disabled, open, paused, degraded, then healthy ones with dead letters or waiting
+/// deliveries), then by dead letters (most first). `health` holds every endpoint's row.
+pub fn failing_endpoints(
+    endpoints: &[Endpoint],
+    health: &[HealthRow],
+    groups: &[DeadLetterGroup],
+) -> Vec<EndpointRow> {
+    let mut rows: Vec<EndpointRow> = health
         .iter()
-        .filter_map(|e| {
+        .filter_map(|h| {
+            let e = endpoints
+                .iter()
+                .find(|e| e.id == h.endpoint_id && e.tenant_id == h.tenant_id)?;
             let mine: Vec<&DeadLetterGroup> = groups
                 .iter()
                 .filter(|g| {
@@ -263,7 +276,7 @@ pub fn failing_endpoints(endpoints: &[Endpoint], groups: &[DeadLetterGroup]) -> 
                 })
                 .collect();
             let dead_letters: usize = mine.iter().map(|g| g.count).sum();
-            if e.enabled && dead_letters == 0 {
+            if h.state == HealthState::Healthy && dead_letters == 0 && h.waiting.unwrap_or(0) == 0 {
                 return None;
             }
             let reasons = mine
@@ -271,79 +284,168 @@ pub fn failing_endpoints(endpoints: &[Endpoint], groups: &[DeadLetterGroup]) -> 
                 .map(|g| format!("{} {}", g.count, g.reason))
                 .collect::<Vec<_>>()
                 .join(", ");
-            let reason = match (&e.disabled_reason, reasons.is_empty()) {
+            let reason = match (&h.disabled_reason, reasons.is_empty()) {
                 (Some(r), true) => r.clone(),
                 (Some(r), false) => format!("{r}; dead letters: {reasons}"),
                 (None, false) => format!("dead letters: {reasons}"),
-                (None, true) => "disabled".to_owned(),
+                (None, true) => "-".to_owned(),
             };
-            let last_failure = mine
-                .iter()
-                .filter_map(|g| g.newest)
-                .chain(e.disabled_at)
-                .max();
             Some(EndpointRow {
-                tenant_id: e.tenant_id.clone(),
-                endpoint_id: e.id.clone(),
-                url: e.url.clone(),
+                health: h.clone(),
                 payload_format: e.payload_format,
-                state: if e.enabled { "failing" } else { "disabled" },
                 reason,
-                last_success: None,
-                last_failure,
                 dead_letters,
-                disabled: !e.enabled,
+                newest_dead_letter: mine.iter().filter_map(|g| g.newest).max(),
             })
         })
         .collect();
+    let rank = |s: HealthState| match s {
+        HealthState::Disabled => 0,
+        HealthState::Open => 1,
+        HealthState::Paused => 2,
+        HealthState::Degraded => 3,
+        HealthState::Healthy => 4,
+    };
     rows.sort_by(|a, b| {
-        b.disabled
-            .cmp(&a.disabled)
+        rank(a.health.state)
+            .cmp(&rank(b.health.state))
             .then(b.dead_letters.cmp(&a.dead_letters))
-            .then_with(|| a.endpoint_id.cmp(&b.endpoint_id))
+            .then_with(|| a.health.endpoint_id.cmp(&b.health.endpoint_id))
     });
     rows
 }
 
-/// The Endpoints widget.
-pub fn endpoints(rows: &[EndpointRow], outcome: Option<&ActionOutcome>, target: &Target) -> Markup {
+fn rate(r: Option<f64>) -> String {
+    r.map_or_else(|| "-".into(), |r| format!("{:.1} %", r * 100.0))
+}
+
+/// The Endpoints widget. `waiting_complete` false: the waiting counts are lower bounds.
+pub fn endpoints(
+    rows: &[EndpointRow],
+    waiting_complete: bool,
+    outcome: Option<&ActionOutcome>,
+    target: &Target,
+) -> Markup {
     html! {
         div class="tern-widget" id="endpoints" data-rows=(rows.len()) {
             (outcome_banner(outcome))
             p class="help" {
-                "Endpoints that are disabled, or failing. Failing means, for now, that the endpoint has dead letters in the DLQ: "
-                "endpoint health tracking (success rate, circuit state, last success) is a later issue, so last success is not recorded yet. "
+                "Endpoints that are disabled, open (one probe per interval), paused (the receiver asked to wait) or degraded, "
+                "and any with dead letters or deliveries waiting for a later attempt, worst first. "
+                "Failing since: the first failed attempt after the last success. Waiting: retries scheduled and deliveries held back (see Waiting). "
                 "Enable turns a disabled endpoint back on; it does not resend its dead letters (replay them from Dead letters)."
+                @if !waiting_complete { " The waiting list was read in part: counts are lower bounds." }
             }
             @if rows.is_empty() {
-                p class="empty" id="endpoints-empty" { "Every endpoint is enabled and none has dead letters." }
+                p class="empty" id="endpoints-empty" { "Every endpoint is healthy, enabled, with no dead letters and nothing waiting." }
             } @else {
                 table {
                     thead { tr {
                         th { "Endpoint" } th { "Tenant" } th { "URL" } th { "Payload format" } th { "State" } th { "Reason" }
-                        th { "Dead letters" } th { "Last success" } th { "Last failure" } th { "Actions" }
+                        th { "Success 1 h" } th { "Failing since" } th { "Circuit opened" } th { "Next probe / paused until" }
+                        th { "Last success" } th { "Last failure" } th { "Waiting" } th { "Next due" }
+                        th { "Dead letters" } th { "Actions" }
                     } }
                     tbody {
                         @for r in rows {
-                            tr class="endpoint" data-endpoint=(r.endpoint_id.as_str()) data-state=(r.state) {
-                                td { code { (r.endpoint_id.as_str()) } }
-                                td { (r.tenant_id.as_str()) }
-                                td class="url" { (cut(&r.url, CELL_CHARS)) }
+                            @let h = &r.health;
+                            tr class="endpoint" data-endpoint=(h.endpoint_id.as_str()) data-state=(h.state.to_string())
+                                data-waiting=(h.waiting.unwrap_or(0)) data-dead-letters=(r.dead_letters) {
+                                td { code { (h.endpoint_id.as_str()) } }
+                                td { (h.tenant_id.as_str()) }
+                                td class="url" { (cut(&h.url, CELL_CHARS)) }
                                 td class="payload-format" { code { (r.payload_format.as_str()) } }
-                                td class=(format!("state {}", r.state)) { (r.state) }
+                                td class=(format!("state {}", h.state)) { (h.state.to_string()) }
                                 td class="error-text" { (cut(&r.reason, CELL_CHARS)) }
+                                td { (rate(h.success_rate_window)) " (" (h.attempts_window) ")" }
+                                td class="failing-since" { (time(h.failing_since)) }
+                                td { (time(h.circuit_opened_at)) }
+                                td class="next-probe" { (time(h.paused_until.or(h.next_probe_at))) }
+                                td { (time(h.last_success_at)) }
+                                td class="last-failure" {
+                                    @if let Some(f) = &h.last_failure {
+                                        (time(Some(f.at))) br;
+                                        span class="error-text" { (tern_ops::health::failure_text(f, CELL_CHARS)) }
+                                    } @else { "-" }
+                                }
+                                td class="count waiting" { (h.waiting.map_or_else(|| "-".to_owned(), |n| n.to_string())) }
+                                td class="next-due" { (time(h.next_due_at)) }
                                 td class="count" { (r.dead_letters) }
-                                td { @if r.last_success.is_some() { (time(r.last_success)) } @else { span class="note" { "not tracked yet" } } }
-                                td { (time(r.last_failure)) }
                                 td class="actions" {
-                                    @if r.disabled {
+                                    @if r.disabled() {
                                         (button(target, Widget::Endpoints,
-                                            &Action::Enable { tenant_id: r.tenant_id.clone(), endpoint_id: r.endpoint_id.clone() },
-                                            "Enable", &format!("Enable {} of tenant {}? Deliveries to it resume.", r.endpoint_id, r.tenant_id)))
+                                            &Action::Enable { tenant_id: h.tenant_id.clone(), endpoint_id: h.endpoint_id.clone() },
+                                            "Enable", &format!("Enable {} of tenant {}? Deliveries to it resume.", h.endpoint_id, h.tenant_id)))
                                     } @else {
                                         span class="note" { "enabled" }
                                     }
                                 }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The Waiting widget: per endpoint (soonest due first) its state, how many deliveries
+/// wait, the next due time and what holds them; then its soonest deliveries (due time,
+/// attempt, event); the totals.
+pub fn waiting(report: &WaitingReport, target: &Target) -> Markup {
+    let lookup = |event: &EventId| match target {
+        Target::Local { .. } => html! {
+            a href=(format!("/widgets/event_lookup?event_id={}", event.as_str())) { code { (event.as_str()) } }
+        },
+        Target::CloudWatch { .. } => html! { code { (event.as_str()) } },
+    };
+    html! {
+        div class="tern-widget" id="waiting" data-total=(report.total) data-endpoints=(report.endpoints.len())
+            data-complete=(report.complete) {
+            p class="help" {
+                "Deliveries scheduled for a later attempt (queue delays and Step Functions waits alike), and those an open circuit "
+                "or a receiver's pause holds back, per endpoint, soonest due first. Due times are UTC; while an endpoint is held, "
+                "nothing goes before the time shown beside it. Read from the ledger's waiting index, not from SQS or Step Functions."
+            }
+            p class="totals" id="waiting-total" {
+                strong { @if !report.complete { "at least " } (report.total) " waiting" }
+                " for " (report.endpoints.len()) " endpoint" @if report.endpoints.len() != 1 { "s" } "."
+                @if !report.complete { " The list was read in part: counts are lower bounds." }
+            }
+            @if report.endpoints.is_empty() {
+                p class="empty" id="waiting-empty" { "Nothing is waiting: no delivery is scheduled for a later attempt." }
+            } @else {
+                table {
+                    thead { tr {
+                        th { "Endpoint" } th { "Tenant" } th { "State" } th { "Waiting" } th { "Next due" } th { "Held until" }
+                        th { "Due" } th { "Attempt" } th { "Event" }
+                    } }
+                    tbody {
+                        @for e in &report.endpoints {
+                            @let state = e.state.map_or_else(|| "deleted".to_owned(), |s| s.to_string());
+                            tr class="waiting-endpoint" data-endpoint=(e.endpoint_id.as_str()) data-waiting=(e.waiting) data-state=(state) {
+                                td { code { (e.endpoint_id.as_str()) } }
+                                td { (e.tenant_id.as_str()) }
+                                td class=(format!("state {state}")) { (state) }
+                                td class="count" { (e.waiting) }
+                                td { (time(e.next_due_at)) }
+                                td { (time(e.held_until)) @if let Some(by) = e.held_by { br; span class="note" { (by) } } }
+                                td colspan="3" {
+                                    @if let Some(url) = &e.url { span class="url" { (cut(url, CELL_CHARS)) } }
+                                }
+                            }
+                            @for d in &e.deliveries {
+                                tr class="waiting-delivery" data-endpoint=(e.endpoint_id.as_str()) data-event=(d.event_id.as_str()) data-attempt=(d.attempt) {
+                                    td colspan="6" {}
+                                    td { (time(Some(d.due_at))) }
+                                    td class="count" { (d.attempt) }
+                                    td { (lookup(&d.event_id)) }
+                                }
+                            }
+                            @if (e.deliveries.len() as u64) < e.waiting {
+                                tr class="waiting-more" { td colspan="6" {} td colspan="3" class="note" {
+                                    (e.waiting - e.deliveries.len() as u64) " more (tern waiting --endpoint " (e.endpoint_id.as_str()) " --max N lists them)"
+                                } }
                             }
                         }
                     }
@@ -369,12 +471,14 @@ pub enum Lookup {
     Found {
         /// The event.
         id: EventId,
-        /// Its attempts, oldest first.
-        history: Vec<AttemptRecord>,
+        /// Its attempts, oldest first, with due times and its dead letters
+        /// (`tern_ops::attempts`, as `tern attempts` shows them).
+        report: AttemptsReport,
     },
 }
 
-/// The Event lookup widget.
+/// The Event lookup widget: every try (when the next was due, what the receiver answered)
+/// and a row for each budget that ended in the DLQ, in time order, as `tern attempts`.
 pub fn event_lookup(lookup: &Lookup, target: &Target) -> Markup {
     let current = match lookup {
         Lookup::NotAsked => String::new(),
@@ -405,30 +509,46 @@ pub fn event_lookup(lookup: &Lookup, target: &Target) -> Markup {
             @match lookup {
                 Lookup::NotAsked => p class="empty" { "Type an event id (the webhook-id) to see every attempt to deliver it." },
                 Lookup::Invalid { error, .. } => p class="outcome error" id="lookup-invalid" { "Not an event id: " (error) },
-                Lookup::Found { id, history } if history.is_empty() => {
+                Lookup::Found { id, report } if report.attempts.is_empty() && report.dead_letters.is_empty() => {
                     p class="empty" id="lookup-empty" { "No attempts recorded for " code { (id.as_str()) } "." }
                 }
-                Lookup::Found { history, .. } => {
-                    table id="history" data-rows=(history.len()) {
+                Lookup::Found { report, .. } => {
+                    table id="history" data-rows=(report.attempts.len()) data-dead-letters=(report.dead_letters.len()) {
                         thead { tr {
                             th { "Started" } th { "Endpoint" } th { "Replay" } th { "Attempt" } th { "Status" }
-                            th { "Latency (ms)" } th { "Outcome" } th { "Error / response" }
+                            th { "Latency (ms)" } th { "Outcome" } th { "Next due" } th { "Error / response" }
                         } }
                         tbody {
-                            @for r in history {
-                                tr class="attempt" {
-                                    td { (time(Some(r.started_at))) }
-                                    td { code { (r.endpoint_id.as_str()) } }
-                                    td { (r.replay_count) }
-                                    td { (r.attempt) @if r.takeover > 0 { " takeover " (r.takeover) } }
-                                    td { (r.status.map_or_else(|| "-".to_owned(), |s| s.to_string())) }
-                                    td { (r.latency_ms) }
-                                    td { (r.outcome) }
-                                    td class="error-text" {
-                                        @if let Some(e) = &r.error { (cut(e, CELL_CHARS)) }
-                                        @else if let Some(x) = &r.response_excerpt {
-                                            pre class="sample" { (cut(x, CELL_CHARS)) @if r.excerpt_truncated { "…" } }
-                                        } @else { "-" }
+                            @for row in history_rows(report) {
+                                @match row {
+                                    HistoryRow::Try(r) => {
+                                        tr class="attempt" data-outcome=(r.outcome) {
+                                            td { (time(Some(r.started_at))) }
+                                            td { code { (r.endpoint_id) } }
+                                            td { (r.replay_count) }
+                                            td { (r.attempt) @if r.takeover > 0 { " takeover " (r.takeover) } }
+                                            td { (r.status.map_or_else(|| "-".to_owned(), |s| s.to_string())) }
+                                            td { (r.latency_ms) }
+                                            td { (r.outcome) }
+                                            td class="next-due" { (time(r.next_attempt_due_at)) }
+                                            td class="error-text" {
+                                                pre class="sample" { (tern_ops::attempts::detail(r, CELL_CHARS)) }
+                                            }
+                                        }
+                                    }
+                                    HistoryRow::Dead(d) => {
+                                        tr class="dead-letter" data-reason=(d.reason) {
+                                            td { (time(Some(d.dead_lettered_at))) }
+                                            td { code { (d.endpoint_id) } }
+                                            td { (d.replay_count) }
+                                            td { "-" } td { "-" } td { "-" }
+                                            td { strong { "in DLQ: " (d.reason) } }
+                                            td class="next-due" { "-" }
+                                            td class="note" {
+                                                @if d.replayed_since { "dead-lettered; replayed since" }
+                                                @else { "dead-lettered; replay it from Dead letters once fixed" }
+                                            }
+                                        }
                                     }
                                 }
                             }
@@ -438,6 +558,30 @@ pub fn event_lookup(lookup: &Lookup, target: &Target) -> Markup {
             }
         }
     }
+}
+
+/// A row of the history table.
+enum HistoryRow<'a> {
+    Try(&'a AttemptView),
+    Dead(&'a DeadLetterRow),
+}
+
+/// The tries and the dead letters in time order (a dead letter after the try that ended
+/// its budget).
+fn history_rows(report: &AttemptsReport) -> Vec<HistoryRow<'_>> {
+    let mut rows: Vec<(DateTime<Utc>, u8, HistoryRow)> = report
+        .attempts
+        .iter()
+        .map(|a| (a.started_at, 0, HistoryRow::Try(a)))
+        .chain(
+            report
+                .dead_letters
+                .iter()
+                .map(|d| (d.dead_lettered_at, 1, HistoryRow::Dead(d))),
+        )
+        .collect();
+    rows.sort_by_key(|(t, order, _)| (*t, *order));
+    rows.into_iter().map(|(_, _, r)| r).collect()
 }
 
 /// A widget-sized error message.
@@ -453,7 +597,8 @@ th{background:#fafafa}pre.sample{max-width:360px;white-space:pre-wrap;word-break
 .btn-primary{background:#ec7211;border-color:#ec7211;color:#fff}form.action{display:inline}\
 .outcome{padding:8px;margin-bottom:8px;background:#f2f8f0;border:1px solid #1d8102}\
 .outcome.error{background:#fdf3f1;border-color:#d13212}.help,.note{color:#545b64;font-size:12px}\
-input[name=event_id]{width:380px;padding:3px}.state.disabled{color:#d13212;font-weight:bold}.state.failing{color:#ec7211;font-weight:bold}";
+input[name=event_id]{width:380px;padding:3px}.state.disabled{color:#d13212;font-weight:bold}.state.open{color:#d13212;font-weight:bold}\
+.state.paused,.state.degraded{color:#ec7211;font-weight:bold}tr.waiting-endpoint td{border-top:2px solid #d5dbdb}";
 
 /// A local-mode page around one widget's HTML (made by the functions above), with links
 /// to the other widgets.
@@ -483,8 +628,9 @@ pub fn local_page(widget: Widget, widget_html: &str) -> Markup {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tern_core::ports::ReceivedMessage;
-    use tern_core::{DeadLetter, DeliveryMessage, Event, Secret};
+    use tern_core::health::{EndpointHealth, HealthPolicy, LastFailure};
+    use tern_core::ports::{AttemptRecord, ReceivedMessage};
+    use tern_core::{DeadLetter, DeliveryMessage, Event, Secret, TenantId};
     use tern_handlers::replay::ReplaySummary;
     use tern_ops::dlq::{group, view};
 
@@ -570,7 +716,7 @@ mod tests {
         let html = dead_letters(&[], false, None, &cw()).into_string();
         assert!(html.contains("id=\"dlq-empty\""));
         assert!(!html.contains("<table"));
-        let html = endpoints(&[], None, &cw()).into_string();
+        let html = endpoints(&[], true, None, &cw()).into_string();
         assert!(html.contains("id=\"endpoints-empty\""));
     }
 
@@ -672,23 +818,57 @@ mod tests {
         e
     }
 
+    fn endpoint_with_id(id: &str) -> Endpoint {
+        let mut e = endpoint(true);
+        e.id = EndpointId::new(id).unwrap();
+        e
+    }
+
+    /// Every endpoint's health row, as the widget reads them, from records (`None`: never
+    /// attempted).
+    fn rows_of(endpoints: &[Endpoint], records: &[Option<EndpointHealth>]) -> Vec<HealthRow> {
+        let now: DateTime<Utc> = "2026-11-30T10:30:00Z".parse().unwrap();
+        endpoints
+            .iter()
+            .zip(records)
+            .map(|(e, r)| HealthRow::of(e, r.as_ref(), &HealthPolicy::default(), now))
+            .collect()
+    }
+
+    /// A record of an endpoint whose circuit is open: it failed since 10:00, the receiver
+    /// answered 503 with `body`.
+    fn open_record(e: &Endpoint, body: &str) -> EndpointHealth {
+        let mut h = EndpointHealth::empty(e.tenant_id.clone(), e.id.clone(), 600);
+        h.failing_since = Some("2026-11-30T10:00:00Z".parse().unwrap());
+        h.opened_at = Some("2026-11-30T10:00:05Z".parse().unwrap());
+        h.next_probe_at = Some("2026-11-30T10:31:00Z".parse().unwrap());
+        h.last_failure = Some(LastFailure {
+            at: "2026-11-30T10:29:00Z".parse().unwrap(),
+            status: Some(503),
+            error_class: None,
+            error: Some("http status 503".into()),
+            excerpt: Some(body.into()),
+        });
+        h
+    }
+
     #[test]
     fn disabled_endpoint_row_has_enable_and_no_secret() {
         let e = endpoint(false);
         let secret = e.secrets[0].secret.expose().to_owned();
-        let rows = failing_endpoints(&[e, endpoint_with_id("ep_ok")], &[]);
+        let all = [e, endpoint_with_id("ep_ok")];
+        let rows = failing_endpoints(&all, &rows_of(&all, &[None, None]), &[]);
         assert_eq!(
             rows.len(),
             1,
-            "enabled endpoints without dead letters are not listed"
+            "healthy endpoints without dead letters or waiting deliveries are not listed"
         );
-        let html = endpoints(&rows, None, &cw()).into_string();
+        let html = endpoints(&rows, true, None, &cw()).into_string();
         assert!(!html.contains(&secret));
         assert!(!html.contains("whsec_"));
         assert!(!html.contains("<script>") && !html.contains("<b>"));
         assert!(html.contains("&lt;b&gt;bye&lt;/b&gt;"));
         assert!(html.contains("data-state=\"disabled\""));
-        assert!(html.contains("not tracked yet"));
         let expected = serde_json::json!({"widget":"endpoints","action":"enable","tenant_id":"tnt_a","endpoint_id":"ep_off"}).to_string();
         assert!(
             html.contains(&format!(">{expected}</cwdb-action>")),
@@ -696,24 +876,61 @@ mod tests {
         );
     }
 
-    fn endpoint_with_id(id: &str) -> Endpoint {
-        let mut e = endpoint(true);
-        e.id = EndpointId::new(id).unwrap();
-        e
+    /// Issue 17: the widget showed no health, left out an endpoint whose circuit is open
+    /// when it had no dead letters, and said health tracking was a later issue.
+    #[test]
+    fn an_open_circuit_without_dead_letters_is_listed_with_its_health() {
+        let open = endpoint_with_id("ep_open");
+        let record = open_record(&open, "<img src=x onerror=alert(1)> maintenance");
+        let all = [open, endpoint_with_id("ep_ok")];
+        let mut health = rows_of(&all, &[Some(record), None]);
+        tern_ops::health::add_waiting(
+            &mut health,
+            &tern_core::waiting::WaitingRead {
+                entries: vec![tern_core::waiting::WaitingDelivery {
+                    tenant_id: TenantId::new("tnt_a").unwrap(),
+                    endpoint_id: EndpointId::new("ep_open").unwrap(),
+                    event_id: EventId::new("evt_1").unwrap(),
+                    attempt: 3,
+                    due_at: "2026-11-30T10:35:00Z".parse().unwrap(),
+                }],
+                complete: true,
+            },
+        );
+        let rows = failing_endpoints(&all, &health, &[]);
+        assert_eq!(rows.len(), 1, "{rows:#?}");
+        let html = endpoints(&rows, true, None, &local()).into_string();
+        assert!(
+            html.contains("data-endpoint=\"ep_open\" data-state=\"open\" data-waiting=\"1\""),
+            "{html}"
+        );
+        assert!(
+            html.contains("<td class=\"failing-since\">2026-11-30 10:00:00 UTC</td>"),
+            "{html}"
+        );
+        assert!(html.contains("<td class=\"next-due\">2026-11-30 10:35:00 UTC</td>"));
+        assert!(html.contains("<td class=\"next-probe\">2026-11-30 10:31:00 UTC</td>"));
+        // What the receiver answered, as text.
+        assert!(!html.contains("<img"), "{html}");
+        assert!(
+            html.contains("status 503: &quot;&lt;img src=x onerror=alert(1)&gt; maintenance&quot;")
+        );
+        assert!(!html.contains("not tracked yet") && !html.contains("later issue"));
     }
 
     #[test]
-    fn endpoint_with_dead_letters_is_failing_without_enable() {
+    fn endpoint_with_dead_letters_is_listed_without_enable() {
         let groups = groups_of(&[message("a", "ep_ok", DeadLetterReason::Exhausted, "e")]);
-        let rows = failing_endpoints(&[endpoint_with_id("ep_ok")], &groups);
+        let all = [endpoint_with_id("ep_ok")];
+        let rows = failing_endpoints(&all, &rows_of(&all, &[None]), &groups);
         assert_eq!(rows.len(), 1);
-        assert_eq!(rows[0].state, "failing");
+        assert_eq!(rows[0].health.state, HealthState::Healthy);
         assert_eq!(rows[0].reason, "dead letters: 1 exhausted");
         assert_eq!(
-            rows[0].last_failure.unwrap().to_rfc3339(),
+            rows[0].newest_dead_letter.unwrap().to_rfc3339(),
             "2026-11-30T10:00:00+00:00"
         );
-        let html = endpoints(&rows, None, &cw()).into_string();
+        let html = endpoints(&rows, true, None, &cw()).into_string();
         assert!(!html.contains("cwdb-action"));
     }
 
@@ -723,8 +940,9 @@ mod tests {
         wrapped.payload_format = PayloadFormat::StandardWebhooks;
         let mut raw = endpoint_with_id("ep_raw");
         raw.enabled = false;
-        let rows = failing_endpoints(&[wrapped, raw], &[]);
-        let html = endpoints(&rows, None, &cw()).into_string();
+        let all = [wrapped, raw];
+        let rows = failing_endpoints(&all, &rows_of(&all, &[None, None]), &[]);
+        let html = endpoints(&rows, true, None, &cw()).into_string();
         assert!(html.contains("<th>Payload format</th>"), "{html}");
         for (id, format) in [("ep_off", "standard_webhooks"), ("ep_raw", "raw")] {
             let row = html
@@ -738,6 +956,50 @@ mod tests {
                 "{row}"
             );
         }
+    }
+
+    #[test]
+    fn waiting_lists_each_endpoints_deliveries_as_text() {
+        let report = WaitingReport {
+            endpoints: vec![tern_ops::waiting::WaitingEndpoint {
+                tenant_id: TenantId::new("tnt_a").unwrap(),
+                endpoint_id: EndpointId::new("ep_open").unwrap(),
+                url: Some("https://h.example/<script>?…".into()),
+                state: Some(HealthState::Open),
+                waiting: 3,
+                next_due_at: Some("2026-11-30T10:35:00Z".parse().unwrap()),
+                held_until: Some("2026-11-30T10:36:00Z".parse().unwrap()),
+                held_by: Some("open circuit"),
+                deliveries: vec![tern_ops::waiting::WaitingView {
+                    event_id: EventId::new("evt_1").unwrap(),
+                    attempt: 3,
+                    due_at: "2026-11-30T10:35:00Z".parse().unwrap(),
+                }],
+            }],
+            total: 3,
+            complete: true,
+            queue: None,
+            read_at: Utc::now(),
+        };
+        let html = waiting(&report, &local()).into_string();
+        assert!(html.contains("data-total=\"3\""), "{html}");
+        assert!(
+            html.contains("data-endpoint=\"ep_open\" data-event=\"evt_1\" data-attempt=\"3\""),
+            "{html}"
+        );
+        assert!(html.contains("href=\"/widgets/event_lookup?event_id=evt_1\""));
+        assert!(html.contains("2 more"), "{html}");
+        assert!(!html.contains("<script>") && html.contains("&lt;script&gt;"));
+        let empty = WaitingReport {
+            endpoints: vec![],
+            total: 0,
+            ..report
+        };
+        assert!(
+            waiting(&empty, &cw())
+                .into_string()
+                .contains("id=\"waiting-empty\"")
+        );
     }
 
     #[test]
@@ -756,14 +1018,11 @@ mod tests {
         assert!(!html.contains("<script>"));
         assert!(html.contains("value=\"&quot;&gt;&lt;script&gt;\""));
         let id = EventId::generate();
-        let html = event_lookup(
-            &Lookup::Found {
-                id: id.clone(),
-                history: vec![],
-            },
-            &local(),
-        )
-        .into_string();
+        let found = |rows: &[AttemptRecord]| Lookup::Found {
+            id: id.clone(),
+            report: tern_ops::attempts::report_scaled(id.as_str(), None, rows, 0.01),
+        };
+        let html = event_lookup(&found(&[]), &local()).into_string();
         assert!(html.contains("id=\"lookup-empty\""));
         let record = AttemptRecord {
             event_id: id.clone(),
@@ -771,28 +1030,63 @@ mod tests {
             replay_count: 0,
             attempt: 1,
             takeover: 0,
-            started_at: Utc::now(),
+            started_at: "2026-11-30T10:00:00Z".parse().unwrap(),
             latency_ms: 12,
             status: Some(500),
             error_class: None,
-            error: None,
+            error: Some("http status 500".into()),
             location: None,
             response_excerpt: Some(XSS.into()),
             excerpt_truncated: true,
             outcome: "retry".into(),
             next_wait_seconds: Some(60),
         };
-        let html = event_lookup(
-            &Lookup::Found {
-                id,
-                history: vec![record],
-            },
-            &cw(),
-        )
-        .into_string();
+        let html = event_lookup(&found(std::slice::from_ref(&record)), &cw()).into_string();
         assert!(html.contains("data-rows=\"1\""));
         assert!(!html.contains("<img"));
-        assert!(html.contains("&lt;img"));
+        assert!(
+            html.contains("&lt;img"),
+            "what the receiver answered: {html}"
+        );
+        // The next attempt was due 1 s after the try (60 s at ×0.01).
+        assert!(
+            html.contains("<td class=\"next-due\">2026-11-30 10:00:01 UTC</td>"),
+            "{html}"
+        );
+        // Issue 17: a delivery dead-lettered when its endpoint was disabled has a row, and
+        // a last row says it is in the DLQ: the last row is not a retry due later.
+        let disabled = AttemptRecord {
+            attempt: 2,
+            started_at: "2026-11-30T10:00:02Z".parse().unwrap(),
+            latency_ms: 0,
+            status: None,
+            error: Some("not sent: the endpoint is disabled".into()),
+            response_excerpt: None,
+            excerpt_truncated: false,
+            outcome: "dead_letter:endpoint_disabled".into(),
+            next_wait_seconds: None,
+            ..record
+        };
+        let html =
+            event_lookup(&found(&[record_of(&disabled, 1), disabled]), &local()).into_string();
+        let last = html.rsplit("<tr ").next().unwrap();
+        assert!(
+            last.starts_with("class=\"dead-letter\" data-reason=\"endpoint_disabled\""),
+            "{html}"
+        );
+        assert!(last.contains("in DLQ: endpoint_disabled"), "{last}");
+    }
+
+    /// `r` as its attempt `attempt`, a retry.
+    fn record_of(r: &AttemptRecord, attempt: u32) -> AttemptRecord {
+        AttemptRecord {
+            attempt,
+            started_at: "2026-11-30T10:00:00Z".parse().unwrap(),
+            status: Some(503),
+            outcome: "retry".into(),
+            next_wait_seconds: Some(60),
+            ..r.clone()
+        }
     }
 
     #[test]

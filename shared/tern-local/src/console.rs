@@ -24,10 +24,32 @@ pub const ACTION_PATH: &str = "/action";
 
 /// The console's dependencies in a local deployment: the same stores the handlers use.
 pub fn console_deps(local: &crate::LocalTern, namespace: &str) -> ConsoleDeps {
+    let setting = |name: &str| {
+        local
+            .env
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+    };
+    // The deployment's own settings: the health thresholds it runs with, and its time
+    // scale (the attempt log stores logical waits).
+    let policy = tern_handlers::config::health_policy(&tern_handlers::config::Env(&setting))
+        .unwrap_or_default();
+    let time_scale = setting("TERN_TIME_SCALE")
+        .and_then(|v| v.parse::<f64>().ok())
+        .filter(|s| *s > 0.0 && *s <= 1.0)
+        .unwrap_or(1.0);
     ConsoleDeps {
         dlq: local.replay.dlq.clone(),
         endpoints: local.sender.endpoints.clone(),
         ledger: local.sender.ledger.clone(),
+        waiting: Some(Arc::new(tern_aws::DynamoLedger::new(
+            aws_sdk_dynamodb::Client::new(&local.aws),
+            &local.resources.attempts_table,
+            30,
+        ))),
+        policy,
+        time_scale,
         health: Some(Arc::new(tern_aws::DynamoHealthStore::new(
             aws_sdk_dynamodb::Client::new(&local.aws),
             &local.resources.health_table,

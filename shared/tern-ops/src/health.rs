@@ -17,7 +17,7 @@ use tern_core::{Endpoint, EndpointId, TenantId};
 use crate::OpsError;
 
 /// One endpoint's health, as shown (and as `--json` prints it).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct HealthRow {
     /// Tenant.
     pub tenant_id: TenantId,
