@@ -11,6 +11,21 @@ export interface TableSettings {
   readonly sortKey?: string;
   readonly ttlAttribute?: string;
   readonly streamViewType?: 'NEW_IMAGE' | 'NEW_AND_OLD_IMAGES' | 'OLD_IMAGE' | 'KEYS_ONLY';
+  /** The attempts table only: the sparse index of waiting deliveries (tern waiting). */
+  readonly waitingIndex?: WaitingIndexSettings;
+}
+
+/**
+ * settings.json `tables.attempts.waitingIndex`: a sparse global secondary index of the
+ * deliveries waiting for a later attempt (the ledger's waiting list, tern_aws::waiting).
+ * String partition key (`<tenant>#<endpoint>`), number sort key (due time, Unix ms),
+ * INCLUDE projection. Provisioned mode gives it the attempts table's capacity ranges.
+ */
+export interface WaitingIndexSettings {
+  readonly name: string;
+  readonly partitionKey: string;
+  readonly sortKey: string;
+  readonly projectedAttributes: string[];
 }
 
 export interface FunctionSettings {
@@ -190,6 +205,17 @@ export function loadSettings(file: string = path.join(INFRA_DIR, 'settings.json'
     if (typeof value !== 'number' || !(value > 0)) {
       throw new Error(`settings.json: ${key} must be a positive number, got ${JSON.stringify(value)}`);
     }
+  }
+  const w = s.tables?.attempts?.waitingIndex;
+  if (
+    !w ||
+    ![w.name, w.partitionKey, w.sortKey].every((v) => typeof v === 'string' && v.length > 0) ||
+    !Array.isArray(w.projectedAttributes) ||
+    !w.projectedAttributes.every((a) => typeof a === 'string' && a.length > 0)
+  ) {
+    throw new Error(
+      `settings.json: tables.attempts.waitingIndex must name the index, its partitionKey and sortKey and its projectedAttributes, got ${JSON.stringify(w)}`,
+    );
   }
   if (s.capacity?.mode !== 'on-demand' && s.capacity?.mode !== 'provisioned') {
     throw new Error(`settings.json: capacity.mode must be "on-demand" or "provisioned", got ${JSON.stringify(s.capacity?.mode)}`);

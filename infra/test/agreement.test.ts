@@ -107,20 +107,28 @@ describe('CDK and SAM templates agree', () => {
       const policy = (metric: string) => [
         { PolicyType: 'TargetTrackingScaling', TargetValue: cap.targetUtilizationPercent, PredefinedMetricType: metric },
       ];
-      expect(c.capacity[tbl]).toEqual({
-        'dynamodb:table:ReadCapacityUnits': {
+      const scaling = (kind: 'table' | 'index') => ({
+        [`dynamodb:${kind}:ReadCapacityUnits`]: {
           ServiceNamespace: 'dynamodb',
           MinCapacity: range.read.min,
           MaxCapacity: range.read.max,
           Policies: policy('DynamoDBReadCapacityUtilization'),
         },
-        'dynamodb:table:WriteCapacityUnits': {
+        [`dynamodb:${kind}:WriteCapacityUnits`]: {
           ServiceNamespace: 'dynamodb',
           MinCapacity: range.write.min,
           MaxCapacity: range.write.max,
           Policies: policy('DynamoDBWriteCapacityUtilization'),
         },
       });
+      // The attempts table's waiting index scales in the table's ranges.
+      expect(c.capacity[tbl]).toEqual(tbl === 'attempts' ? { ...scaling('table'), ...scaling('index') } : scaling('table'));
+      if (tbl === 'attempts') {
+        expect((c.tables[tbl] as any).GlobalSecondaryIndexes[0].ProvisionedThroughput).toEqual({
+          ReadCapacityUnits: range.read.min,
+          WriteCapacityUnits: range.write.min,
+        });
+      }
     }
   });
 
@@ -163,7 +171,7 @@ describe('CDK and SAM templates agree', () => {
       ws.map((w) => ({ type: w.type, x: w.x, y: w.y, width: w.width, height: w.height, title: w.properties.title, endpoint: w.properties.endpoint, params: w.properties.params, updateOn: w.properties.updateOn, insightRule: w.properties.insightRule, period: w.properties.period, stat: w.properties.stat }));
     const cdk = strip(dashboardWidgets(json, cdkId));
     const sam = strip(dashboardWidgets(samTemplate(), 'ConsoleFunction'));
-    expect(cdk.filter((w) => w.type === 'custom')).toHaveLength(3);
+    expect(cdk.filter((w) => w.type === 'custom')).toHaveLength(4);
     expect(sam).toEqual(cdk);
   });
 

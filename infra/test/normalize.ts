@@ -136,6 +136,7 @@ export function critical(
         {
           KeySchema: p.KeySchema,
           AttributeDefinitions: p.AttributeDefinitions,
+          GlobalSecondaryIndexes: n(p.GlobalSecondaryIndexes),
           // CloudFormation's default when BillingMode is absent (CDK omits it for provisioned tables).
           BillingMode: n(p.BillingMode) ?? 'PROVISIONED',
           ProvisionedThroughput: n(p.ProvisionedThroughput),

@@ -47,6 +47,31 @@ describe('tables', () => {
 
   test('exactly four tables', () => template.resourceCountIs('AWS::DynamoDB::Table', 4));
 
+  test('attempts: the sparse waiting index of settings.json (string endpoint key, number due time, INCLUDE)', () => {
+    const w = settings.tables.attempts.waitingIndex!;
+    const p = resource(stack.storage.attempts).Properties;
+    expect(p.GlobalSecondaryIndexes).toEqual([
+      {
+        IndexName: w.name,
+        KeySchema: [
+          { AttributeName: w.partitionKey, KeyType: 'HASH' },
+          { AttributeName: w.sortKey, KeyType: 'RANGE' },
+        ],
+        Projection: { ProjectionType: 'INCLUDE', NonKeyAttributes: w.projectedAttributes },
+      },
+    ]);
+    expect(p.AttributeDefinitions).toEqual(
+      expect.arrayContaining([
+        { AttributeName: w.partitionKey, AttributeType: 'S' },
+        { AttributeName: w.sortKey, AttributeType: 'N' },
+      ]),
+    );
+    // The other tables have no index.
+    for (const t of [stack.storage.outbox, stack.storage.endpoints, stack.storage.health]) {
+      expect(resource(t).Properties.GlobalSecondaryIndexes).toBeUndefined();
+    }
+  });
+
   test('health: one item per endpoint (tenant_id, endpoint_id), no stream, no TTL', () => {
     expect(settings.tables.health).toEqual({ partitionKey: 'tenant_id', sortKey: 'endpoint_id' });
     const p = resource(stack.storage.health).Properties;
@@ -160,6 +185,8 @@ function permissions(roleId: string): string[] {
   const resName = (r: any): string => {
     if (r === '*') return '*';
     if (r.Ref) return names.get(r.Ref) ?? r.Ref;
+    // `<table ARN>/index/<name>`: one named index, never `index/*`.
+    if (r['Fn::Join']) return r['Fn::Join'][1].map((p: any) => (typeof p === 'string' ? p : resName(p))).join('');
     const [id, attr] = r['Fn::GetAtt'];
     if (json.Resources[id].Type === 'AWS::Logs::LogGroup') return 'own log group';
     return attr === 'Arn' ? names.get(id) ?? id : `${names.get(id) ?? id}.${attr}`;
@@ -266,6 +293,14 @@ describe('functions', () => {
       TERN_HEALTH_TABLE: ref(stack.storage.health),
       TERN_DLQ_URL: ref(stack.queues.dlq),
       TERN_REPLAY_FUNCTION: ref(stack.functions.replay),
+      // The sender's thresholds: the Endpoints widget names the states the sender acts on.
+      TERN_HEALTH_FAILURE_THRESHOLD: String(settings.health.failureThreshold),
+      TERN_HEALTH_PROBE_INTERVAL_SECONDS: String(settings.health.probeIntervalSeconds),
+      TERN_HEALTH_WINDOW_SECONDS: String(settings.health.windowSeconds),
+      TERN_HEALTH_DISABLE_BELOW_PERCENT: String(settings.health.disableBelowPercent),
+      TERN_HEALTH_DEGRADED_BELOW_PERCENT: String(settings.health.degradedBelowPercent),
+      TERN_HEALTH_MIN_ATTEMPTS: String(settings.health.minAttempts),
+      TERN_HEALTH_MAX_PAUSE_SECONDS: String(settings.health.maxPauseSeconds),
     });
   });
 
@@ -358,6 +393,9 @@ describe('least-privilege IAM', () => {
         // Enable.
         'dynamodb:UpdateItem on endpoints',
         'dynamodb:Query on attempts',
+        // The waiting index (Waiting and Endpoints widgets), by name: no `index/*`.
+        'dynamodb:Query on attempts/index/waiting',
+        'dynamodb:Scan on attempts/index/waiting',
         // The unqualified function only: no version or alias wildcard.
         'lambda:InvokeFunction on replayFunction',
         // Health: read, and Enable deletes the endpoint's record (it starts afresh).
@@ -603,7 +641,7 @@ describe('dashboard', () => {
     const widgets = dashboardWidgets(json, stack.getLogicalId(stack.functions.console.node.defaultChild as CfnElement));
     const dlqGraph = widgets.find((w) => w.properties.title === 'DLQ and relay-failure depth');
     const custom = widgets.filter((w) => w.type === 'custom');
-    expect(custom.map((w) => w.properties.params.widget)).toEqual(['dead_letters', 'endpoints', 'event_lookup']);
+    expect(custom.map((w) => w.properties.params.widget)).toEqual(['dead_letters', 'endpoints', 'waiting', 'event_lookup']);
     for (const w of custom) expect(w.properties.endpoint).toBe('CONSOLE_ARN');
     const deadLetters = custom[0];
     expect(deadLetters.y).toBe(dlqGraph.y);

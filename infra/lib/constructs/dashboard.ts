@@ -95,8 +95,10 @@ export class Dashboard extends Construct {
         width: 8,
         height: 8,
       }),
-      consoleWidget('endpoints', 'Endpoints disabled or failing (enable)', 16, 8),
+      consoleWidget('endpoints', 'Endpoints: health, waiting, dead letters (enable)', 16, 8),
     );
+    // What is waiting, per endpoint, with attempt numbers and due times (the ledger's waiting index).
+    this.dashboard.addWidgets(consoleWidget('waiting', 'Waiting deliveries (per endpoint, due times)', 24, 8));
     this.dashboard.addWidgets(consoleWidget('event_lookup', 'Event lookup (attempt history)', 24, 6));
     this.dashboard.addWidgets(
       new cw.GraphWidget({

@@ -58,6 +58,16 @@ export class Functions extends Construct {
       TERN_METRICS_NAMESPACE: s.metrics.namespace,
     };
 
+    // The failure model's thresholds: the sender acts on them, the console shows their states.
+    const healthEnv = {
+      TERN_HEALTH_FAILURE_THRESHOLD: String(c.healthFailureThreshold),
+      TERN_HEALTH_PROBE_INTERVAL_SECONDS: String(c.healthProbeIntervalSeconds),
+      TERN_HEALTH_WINDOW_SECONDS: String(c.healthWindowSeconds),
+      TERN_HEALTH_DISABLE_BELOW_PERCENT: String(c.healthDisableBelowPercent),
+      TERN_HEALTH_DEGRADED_BELOW_PERCENT: String(c.healthDegradedBelowPercent),
+      TERN_HEALTH_MIN_ATTEMPTS: String(c.healthMinAttempts),
+      TERN_HEALTH_MAX_PAUSE_SECONDS: String(c.healthMaxPauseSeconds),
+    };
     this.relay = this.rustFunction(c, {
       name: 'relay',
       description: 'Tern relay: outbox stream INSERTs to one delivery message per subscribed endpoint',
@@ -93,13 +103,7 @@ export class Functions extends Construct {
         TERN_ATTEMPT_LOG_TTL_DAYS: String(c.attemptLogTtlDays),
         // Per-endpoint health: circuit breaker, auto-disable, operational events.
         TERN_HEALTH_TABLE: storage.health.tableName,
-        TERN_HEALTH_FAILURE_THRESHOLD: String(c.healthFailureThreshold),
-        TERN_HEALTH_PROBE_INTERVAL_SECONDS: String(c.healthProbeIntervalSeconds),
-        TERN_HEALTH_WINDOW_SECONDS: String(c.healthWindowSeconds),
-        TERN_HEALTH_DISABLE_BELOW_PERCENT: String(c.healthDisableBelowPercent),
-        TERN_HEALTH_DEGRADED_BELOW_PERCENT: String(c.healthDegradedBelowPercent),
-        TERN_HEALTH_MIN_ATTEMPTS: String(c.healthMinAttempts),
-        TERN_HEALTH_MAX_PAUSE_SECONDS: String(c.healthMaxPauseSeconds),
+        ...healthEnv,
         TERN_OPERATIONAL_TOPIC_ARN: props.operationalTopic.topicArn,
         // Operational events are also written to the outbox as tern.endpoint.* events.
         TERN_OUTBOX_TABLE: storage.outbox.tableName,
@@ -119,7 +123,7 @@ export class Functions extends Construct {
 
     this.console = this.rustFunction(c, {
       name: 'console',
-      description: "Tern console: the dashboard's dead letters, endpoints and event lookup widgets (replay, enable)",
+      description: "Tern console: the dashboard's dead letters, endpoints, waiting and event lookup widgets (replay, enable)",
       timeoutSeconds: s.functions.console.timeoutSeconds,
       memoryMb: s.functions.console.memoryMb,
       environment: {
@@ -129,6 +133,8 @@ export class Functions extends Construct {
         TERN_HEALTH_TABLE: storage.health.tableName,
         TERN_DLQ_URL: queues.dlq.queueUrl,
         TERN_REPLAY_FUNCTION: this.replay.functionName,
+        // The sender's thresholds, so the Endpoints widget names the states the sender acts on.
+        ...healthEnv,
       },
     });
 
@@ -149,7 +155,15 @@ export class Functions extends Construct {
     queues.dlq.grant(this.console, 'sqs:ReceiveMessage', 'sqs:ChangeMessageVisibility');
     // Scan lists every endpoint (the Endpoints widget); UpdateItem is Enable.
     storage.endpoints.grant(this.console, 'dynamodb:Scan', 'dynamodb:UpdateItem');
-    storage.attempts.grant(this.console, 'dynamodb:Query');
+    // The attempt log (Query by event), and the waiting index (Waiting and Endpoints widgets:
+    // a Scan of the sparse index reads only waiting deliveries). Named ARNs, not
+    // storage.attempts.grant, which adds every index (`index/*`).
+    this.console.addToRolePolicy(
+      new iam.PolicyStatement({ actions: ['dynamodb:Query'], resources: [storage.attempts.tableArn] }),
+    );
+    this.console.addToRolePolicy(
+      new iam.PolicyStatement({ actions: ['dynamodb:Query', 'dynamodb:Scan'], resources: [storage.waitingIndexArn] }),
+    );
     // Health: read; Enable deletes the endpoint's record so it starts with a closed circuit.
     storage.health.grant(this.console, 'dynamodb:GetItem', 'dynamodb:Query', 'dynamodb:Scan', 'dynamodb:DeleteItem');
     // The unqualified function only (grantInvoke would add every version and alias, `:*`).
@@ -203,7 +217,14 @@ export class Functions extends Construct {
     );
     // PutItem/UpdateItem: the sender disables an endpoint after 410 Gone.
     storage.endpoints.grant(this.sender, 'dynamodb:GetItem', 'dynamodb:Query', 'dynamodb:UpdateItem', 'dynamodb:PutItem');
-    storage.attempts.grant(this.sender, 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:Query');
+    // The table only: the sender writes its items (which keeps the waiting index current)
+    // and never reads the index (storage.attempts.grant would add `index/*`).
+    this.sender.addToRolePolicy(
+      new iam.PolicyStatement({
+        actions: ['dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:Query'],
+        resources: [storage.attempts.tableArn],
+      }),
+    );
     // Retries up to 900 s go back on the delivery queue with DelaySeconds; dead letters go to the DLQ.
     queues.delivery.grant(this.sender, 'sqs:SendMessage');
     queues.dlq.grant(this.sender, 'sqs:SendMessage');

@@ -22,7 +22,10 @@ export class Storage extends Construct {
   public readonly outbox: dynamodb.Table;
   /** Endpoints and subscriptions per tenant. */
   public readonly endpoints: dynamodb.Table;
-  /** One item per delivery attempt (and a delivered marker per event and endpoint). */
+  /**
+   * One item per delivery attempt (and a state item per event and endpoint: the claim, the
+   * delivered marker, and the listing of a waiting delivery in the `waiting` index).
+   */
   public readonly attempts: dynamodb.Table;
   /** Per-endpoint health, one item per endpoint: rolling-window counters, circuit state, next probe time. */
   public readonly health: dynamodb.Table;
@@ -38,6 +41,45 @@ export class Storage extends Construct {
     this.endpoints = this.table('Endpoints', t.endpoints, removalPolicy, capacity(c.tables.endpoints));
     this.attempts = this.table('Attempts', t.attempts, removalPolicy, capacity(c.tables.attempts));
     this.health = this.table('Health', t.health, removalPolicy, capacity(c.tables.health));
+    this.waitingIndexName = this.waitingIndex(t.attempts, capacity(c.tables.attempts));
+  }
+
+  /** Name of the attempts table's index of waiting deliveries (settings.json tables.attempts.waitingIndex). */
+  public readonly waitingIndexName: string;
+
+  /** ARN of that index: what the console and the operators may Query and Scan. */
+  public get waitingIndexArn(): string {
+    return `${this.attempts.tableArn}/index/${this.waitingIndexName}`;
+  }
+
+  /**
+   * The sparse index of waiting deliveries on the attempts table: only state items listed
+   * as waiting carry its keys, so it holds nothing else and a delivery that succeeds at
+   * once never writes it. Provisioned tables give it the table's ranges (it is written at
+   * most twice per retry, fewer times than the table).
+   */
+  private waitingIndex(s: TableSettings, provisioned?: TableCapacity & { targetUtilizationPercent: number }): string {
+    const w = s.waitingIndex;
+    if (!w) throw new Error('settings.json: tables.attempts.waitingIndex is required');
+    this.attempts.addGlobalSecondaryIndex({
+      indexName: w.name,
+      partitionKey: { name: w.partitionKey, type: dynamodb.AttributeType.STRING },
+      sortKey: { name: w.sortKey, type: dynamodb.AttributeType.NUMBER },
+      projectionType: dynamodb.ProjectionType.INCLUDE,
+      nonKeyAttributes: w.projectedAttributes,
+      readCapacity: provisioned?.read.min,
+      writeCapacity: provisioned?.write.min,
+    });
+    if (provisioned) {
+      const target = { targetUtilizationPercent: provisioned.targetUtilizationPercent };
+      this.attempts
+        .autoScaleGlobalSecondaryIndexReadCapacity(w.name, { minCapacity: provisioned.read.min, maxCapacity: provisioned.read.max })
+        .scaleOnUtilization(target);
+      this.attempts
+        .autoScaleGlobalSecondaryIndexWriteCapacity(w.name, { minCapacity: provisioned.write.min, maxCapacity: provisioned.write.max })
+        .scaleOnUtilization(target);
+    }
+    return w.name;
   }
 
   private table(
