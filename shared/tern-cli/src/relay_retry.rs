@@ -221,6 +221,15 @@ async fn relay_again(
         .map(EndpointId::new)
         .transpose()
         .map_err(|e| stay(OpsError::Invalid(e.to_string())))?;
+    // A refused message goes to its one endpoint whatever a checkpoint says (it counts
+    // as handled there: it was parked); a whole record is relayed as the relay would.
+    let checkpoints: Option<Arc<dyn tern_core::fanout::FanOutCheckpoints>> = match &only {
+        Some(_) => None,
+        None => Some(Arc::new(tern_aws::DynamoFanOutCheckpoints::new(
+            ctx.dynamodb(),
+            ctx.names.get("TERN_ATTEMPTS_TABLE").map_err(stay)?,
+        ))),
+    };
     let deps = RelayDeps {
         endpoints: Arc::new(OnlyEndpoint {
             inner: Arc::new(ctx.endpoints().map_err(stay)?),
@@ -232,6 +241,7 @@ async fn relay_again(
         )),
         failure_queue: Arc::new(SqsQueue::new(sqs.clone(), failure_url)),
         max_payload_bytes,
+        checkpoints,
     };
     let (response, outcomes) = tern_handlers::relay::handle_value(
         &deps,
