@@ -112,3 +112,22 @@ impl FanOutCheckpoints for DynamoFanOutCheckpoints {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The relay's IAM policy lets it touch only these attributes of the attempts table
+    /// (a `dynamodb:Attributes` condition in both stacks): the item must use no other.
+    #[test]
+    fn both_stacks_allow_exactly_the_item_attributes() {
+        let attributes = ["event_id", "sk", THROUGH_ATTRIBUTE, "expires_at"];
+        let sam = include_str!("../../../infra/template.yaml");
+        let sam_list = format!("dynamodb:Attributes: [{}]", attributes.join(", "));
+        assert!(sam.contains(&sam_list), "template.yaml lacks {sam_list}");
+        let cdk = include_str!("../../../infra/lib/constructs/functions.ts");
+        let quoted: Vec<String> = attributes.iter().map(|a| format!("'{a}'")).collect();
+        let cdk_list = format!("RELAY_CHECKPOINT_ATTRIBUTES = [{}]", quoted.join(", "));
+        assert!(cdk.contains(&cdk_list), "functions.ts lacks {cdk_list}");
+    }
+}
