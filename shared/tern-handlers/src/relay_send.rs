@@ -253,20 +253,20 @@ async fn send_round(
                 (items, answer)
             });
         }
+        // Calls in flight are awaited until `drain_by` at most, sending or not: a stalled
+        // call (up to the SDK's 6 s) must not carry the invocation past its reserve.
         let answered = match stops {
-            Some(s) if !sending => {
-                match tokio::time::timeout_at(s.drain_by, in_flight.next()).await {
-                    Ok(answered) => answered,
-                    Err(_) => {
-                        tracing::warn!(
-                            calls = in_flight.len(),
-                            "SendMessageBatch calls still unanswered near the invocation deadline: abandoned, their messages count as not sent"
-                        );
-                        return again;
-                    }
+            Some(s) => match tokio::time::timeout_at(s.drain_by, in_flight.next()).await {
+                Ok(answered) => answered,
+                Err(_) => {
+                    tracing::warn!(
+                        calls = in_flight.len(),
+                        "SendMessageBatch calls still unanswered near the invocation deadline: abandoned, their messages count as not sent"
+                    );
+                    return again;
                 }
-            }
-            _ => in_flight.next().await,
+            },
+            None => in_flight.next().await,
         };
         let Some((items, answer)) = answered else {
             return again;
@@ -504,5 +504,32 @@ mod tests {
         assert_eq!(sent, 3 * MAX_CONCURRENT_SENDS * SQS_BATCH_LIMIT);
         assert!(results[0][sent..].iter().all(Option::is_none));
         assert_eq!(Instant::now() - start, Duration::from_secs(3));
+    }
+
+    /// Calls that stall (20 s, past the SDK's own deadline in this fake) are abandoned at
+    /// `drain_by`: their messages count as not sent, and the send returns in time.
+    #[tokio::test(start_paused = true)]
+    async fn stalled_calls_are_abandoned_at_the_drain_time() {
+        let q = Script {
+            delay: Duration::from_secs(20),
+            ..Script::default()
+        };
+        let e = event("evt_a", 10);
+        let names: Vec<String> = (0..200).map(|i| format!("ep_{i:04}")).collect();
+        let eps: Vec<EndpointId> = names.iter().map(|n| EndpointId::new(n).unwrap()).collect();
+        let fan_outs = [FanOut {
+            record: 0,
+            event: &e,
+            endpoints: &eps,
+        }];
+        let start = Instant::now();
+        let stops = Stops {
+            stop_sending: start + Duration::from_secs(10),
+            drain_by: start + Duration::from_secs(12),
+        };
+        let (results, _) = send_fan_outs(&q, &fan_outs, Some(stops)).await;
+        assert!(results[0].iter().all(Option::is_none));
+        assert_eq!(Instant::now() - start, Duration::from_secs(12));
+        assert_eq!(q.calls.lock().unwrap().len(), MAX_CONCURRENT_SENDS);
     }
 }
