@@ -129,11 +129,19 @@ async fn scenario(
             ("AWS_ACCESS_KEY_ID", "testing".to_owned()),
             ("AWS_SECRET_ACCESS_KEY", "testing".to_owned()),
             ("AWS_EC2_METADATA_DISABLED", "true".to_owned()),
-            ("RUST_LOG", "warn".to_owned()),
+            ("RUST_LOG", "info".to_owned()),
         ]
         .map(|(k, v)| (k.to_owned(), v)),
     );
-    let mut f = spawn_function_with(relay, "relay", &env, Stdio::null(), RELAY_DEADLINE_MS).await?;
+    // The relay's own log (warnings: where it stopped, checkpoints not written).
+    let log_path = std::env::temp_dir().join(format!(
+        "tern-bench-relay-{events}-{}.log",
+        std::process::id()
+    ));
+    let log = std::fs::File::create(&log_path)?;
+    let mut f =
+        spawn_function_with(relay, "relay", &env, Stdio::from(log), RELAY_DEADLINE_MS).await?;
+    let sqs = aws_sdk_sqs::Client::new(&local.aws);
     let started = Instant::now();
     let mut invocations = 0;
     while !records.is_empty() {
@@ -141,7 +149,15 @@ async fn scenario(
         if invocations > MAX_INVOCATIONS {
             return Err(format!("not done after {MAX_INVOCATIONS} invocations").into());
         }
+        let t0 = Instant::now();
         let answer = f.invoke(&json!({ "Records": records })).await?;
+        eprintln!(
+            "relay bench:   invocation {invocations}: {:.1} s, {} record(s) given, {} messages queued so far (log {})",
+            t0.elapsed().as_secs_f64(),
+            records.len(),
+            queue_depth(&sqs, &local.resources.delivery_queue_url).await?,
+            log_path.display()
+        );
         let Some(from) = answer
             .get("batchItemFailures")
             .and_then(Value::as_array)
@@ -161,7 +177,6 @@ async fn scenario(
     let seconds = started.elapsed().as_secs_f64();
     let peak_rss_mb = peak_rss_mb(f.pid()?)?;
     drop(f);
-    let sqs = aws_sdk_sqs::Client::new(&local.aws);
     let messages = queue_depth(&sqs, &local.resources.delivery_queue_url).await?;
     drop(local);
     moto.stop().await;
