@@ -62,8 +62,8 @@ test-infra: venv
 
 # Benchmarks (not part of `make test`): release builds of the three functions and the
 # hello-world reference, then every figure against its reference in the same run.
-# Writes $(BENCH_OUT)/report.md (also printed) and report.json. About 10 minutes after
-# the build on 2 cores (4.5 of them the endpoint-health runs); `make package` first adds the arm64 zip sizes.
+# Writes $(BENCH_OUT)/report.md (also printed) and report.json. About 14 minutes after
+# the build on 2 cores (4.5 of them the endpoint-health runs, ~4 the relay at fan-out scale); `make package` first adds the arm64 zip sizes.
 CARGO_TARGET ?= $(if $(CARGO_TARGET_DIR),$(CARGO_TARGET_DIR),$(CURDIR)/target)
 BENCH_OUT ?= $(CARGO_TARGET)/bench
 BENCH_ARGS ?=
