@@ -238,7 +238,6 @@ async fn a_fan_out_cut_by_the_deadline_resumes_without_resending() {
 /// write changes nothing), and invisible to the attempt log that shares its partition.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn checkpoints_on_moto_never_move_back_and_stay_out_of_the_attempt_log() {
-    use tern_core::ports::DeliveryLedger as _;
     let local = tern_tests::deployment_without_pollers(
         "fanoutcheckpoint",
         tern_local::LocalOptions::default(),
