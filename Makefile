@@ -8,7 +8,7 @@ PYTHON ?= python3
 VENV   := .venv
 CARGO  ?= cargo
 
-.PHONY: demo test venv build test-rust test-moto test-receivers test-infra test-console chromium browser-deps console-screenshots fmt lint clean bench bench-health bench-requests package package-venv
+.PHONY: demo test venv build test-rust test-moto test-receivers test-infra test-console chromium browser-deps console-screenshots fmt lint clean bench bench-health bench-requests bench-relay package package-venv
 
 venv: $(VENV)/.installed
 
@@ -62,8 +62,8 @@ test-infra: venv
 
 # Benchmarks (not part of `make test`): release builds of the three functions and the
 # hello-world reference, then every figure against its reference in the same run.
-# Writes $(BENCH_OUT)/report.md (also printed) and report.json. About 10 minutes after
-# the build on 2 cores (4.5 of them the endpoint-health runs); `make package` first adds the arm64 zip sizes.
+# Writes $(BENCH_OUT)/report.md (also printed) and report.json. About 14 minutes after
+# the build on 2 cores (4.5 of them the endpoint-health runs, ~4 the relay at fan-out scale); `make package` first adds the arm64 zip sizes.
 CARGO_TARGET ?= $(if $(CARGO_TARGET_DIR),$(CARGO_TARGET_DIR),$(CURDIR)/target)
 BENCH_OUT ?= $(CARGO_TARGET)/bench
 BENCH_ARGS ?=
@@ -86,6 +86,13 @@ bench-health: venv
 bench-requests: venv
 	$(CARGO) build --release -p tern-bench
 	$(CARGO_TARGET)/release/tern-bench --out $(BENCH_OUT) requests
+
+# Only the relay at fan-out scale (also part of `make bench`): the real relay binary, one
+# event x 500 endpoints x 256 KiB and 100 events x 500 endpoints; peak RSS, time,
+# invocations, messages. Writes $(BENCH_OUT)/relay.md.
+bench-relay: venv
+	$(CARGO) build --release -p tern-relay -p tern-bench
+	$(CARGO_TARGET)/release/tern-bench --bin-dir $(CARGO_TARGET)/release --out $(BENCH_OUT) relay
 
 # The documented build path: cargo-lambda and Zig from requirements-package.txt (a venv
 # of their own), the aarch64 target from rustup, then only the function binaries (the three

@@ -220,6 +220,47 @@ class ConcurrentQueueTest(unittest.TestCase):
         self.assertEqual(left, dict.fromkeys(left, "0"), "messages still in the queue after every delete succeeded")
 
 
+class SendWithoutScanTest(unittest.TestCase):
+    """Fix 7 `sqs-send`: a send to a standard queue computes no queue attribute, so it does
+    not scan the queue (moto's three scans per message made 50,000 messages unqueueable).
+    Counted, not timed: each scan of the queue's messages is one call of `Queue.messages`."""
+
+    def test_a_send_batch_scans_nothing_and_a_fifo_queue_still_validates(self):
+        sys.path.insert(0, str(LAUNCHER.parent))
+        import moto_server  # noqa: F401 - applies the fixes to moto in this process
+        from moto import mock_aws
+        from moto.sqs.models import Queue
+
+        scans = []
+        messages = Queue.messages
+
+        def counting(queue):
+            scans.append(1)
+            return messages.fget(queue)
+
+        with mock_aws():
+            client = boto3.client("sqs", region_name="us-east-1")
+            url = client.create_queue(QueueName="standard")["QueueUrl"]
+            entries = [{"Id": f"e{i}", "MessageBody": f"m{i}"} for i in range(10)]
+            client.send_message_batch(QueueUrl=url, Entries=entries)
+            Queue.messages = property(counting)
+            try:
+                client.send_message_batch(QueueUrl=url, Entries=entries)
+                client.send_message(QueueUrl=url, MessageBody="one")
+            finally:
+                Queue.messages = messages
+            # With `TERN_MOTO_STOCK=sqs-send` (stock moto) this counts 11, one a message.
+            self.assertEqual(len(scans), 0, "queue scans during 11 sends")
+            attributes = client.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+            self.assertEqual(attributes["ApproximateNumberOfMessages"], "21")
+            # A FIFO queue without content-based deduplication still refuses a message
+            # without a deduplication id: its attributes are read as before.
+            fifo = client.create_queue(QueueName="q.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+            with self.assertRaises(Exception) as refused:
+                client.send_message(QueueUrl=fifo, MessageBody="x", MessageGroupId="g")
+            self.assertIn("MessageDeduplicationId", str(refused.exception))
+
+
 def bench():
     """Median latency of ReceiveMessage (10 messages, then released) and SendMessageBatch
     (10 messages) by queue depth, in milliseconds."""

@@ -238,6 +238,42 @@ describe('CDK and SAM templates agree', () => {
     expect(pairs(samStatements, samNames, t)).toEqual(pairs(cdkStatements, names, json));
   });
 
+  test('relay role: the same statements, conditions included, in both', () => {
+    const { stack, json } = defaultStack();
+    const lid = (c: { node: { defaultChild?: unknown } }) => stack.getLogicalId(c.node.defaultChild as CfnElement);
+    const roleId = json.Resources[lid(stack.functions.relay)].Properties.Role['Fn::GetAtt'][0];
+    const names: Names = {
+      [lid(stack.storage.endpoints)]: 'endpoints',
+      [lid(stack.storage.attempts)]: 'attempts',
+      [lid(stack.queues.delivery)]: 'delivery',
+      [lid(stack.queues.relayFailures)]: 'relayFailures',
+    };
+    const pairs = (statements: any[], n: Names, t: CfnTemplate) =>
+      statements
+        .flatMap((s) =>
+          [s.Action].flat().flatMap((a: string) =>
+            [s.Resource].flat().map((r: any) => `${a} on ${JSON.stringify(normalizeValue(r, n, t))} if ${JSON.stringify(s.Condition ?? {})}`),
+          ),
+        )
+        .filter((p) => !p.startsWith('logs:'))
+        // Added by the stream mapping and its OnFailure destination (SAM adds them from the Events entry).
+        .filter((p) => !/^dynamodb:(DescribeStream|GetRecords|GetShardIterator|ListStreams) /.test(p))
+        .filter((p) => !/^sqs:(GetQueueAttributes|GetQueueUrl) /.test(p))
+        .sort();
+    const cdkStatements = Object.values(json.Resources)
+      .filter((r) => r.Type === 'AWS::IAM::Policy' && r.Properties.Roles.some((x: any) => x.Ref === roleId))
+      .flatMap((r) => r.Properties.PolicyDocument.Statement);
+    const t = samTemplate();
+    const samStatements = t.Resources.RelayFunction.Properties.Policies.flatMap((p: any) => p.Statement);
+    const samNames: Names = {
+      EndpointsTable: 'endpoints',
+      AttemptsTable: 'attempts',
+      DeliveryQueue: 'delivery',
+      RelayFailureQueue: 'relayFailures',
+    };
+    expect([...new Set(pairs(samStatements, samNames, t))]).toEqual([...new Set(pairs(cdkStatements, names, json))]);
+  });
+
   test('operational topic: encrypted with the AWS managed SNS key and TLS-only in both', () => {
     const { stack, json } = defaultStack();
     const cdkId = stack.getLogicalId(stack.operational.topic.node.defaultChild as CfnElement);

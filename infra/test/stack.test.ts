@@ -231,6 +231,7 @@ describe('functions', () => {
       RUST_LOG: 'info',
       TERN_METRICS_NAMESPACE: 'Tern',
       TERN_ENDPOINTS_TABLE: ref(stack.storage.endpoints),
+      TERN_ATTEMPTS_TABLE: ref(stack.storage.attempts),
       TERN_DELIVERY_QUEUE_URL: ref(stack.queues.delivery),
       TERN_RELAY_FAILURE_QUEUE_URL: ref(stack.queues.relayFailures),
       TERN_MAX_PAYLOAD_BYTES: String(settings.delivery.maxPayloadBytes),
@@ -319,7 +320,7 @@ describe('functions', () => {
 describe('least-privilege IAM', () => {
   const roleOf = (fn: { node: { defaultChild?: unknown } }) => resource(fn).Properties.Role['Fn::GetAtt'][0];
 
-  test('relay: read the outbox stream, Query endpoints, send to delivery and relay-failure queues', () => {
+  test('relay: read the outbox stream, Query endpoints, its checkpoint items in attempts, send to delivery and relay-failure queues', () => {
     expect(permissions(roleOf(stack.functions.relay))).toEqual(
       [
         'dynamodb:DescribeStream on outbox.StreamArn',
@@ -327,6 +328,8 @@ describe('least-privilege IAM', () => {
         'dynamodb:GetShardIterator on outbox.StreamArn',
         'dynamodb:ListStreams on *',
         'dynamodb:Query on endpoints',
+        'dynamodb:GetItem on attempts',
+        'dynamodb:PutItem on attempts',
         'logs:CreateLogStream on own log group',
         'logs:PutLogEvents on own log group',
         'sqs:SendMessage on delivery',
@@ -336,6 +339,17 @@ describe('least-privilege IAM', () => {
         'sqs:SendMessage on relayFailures',
       ].sort(),
     );
+  });
+
+  test('relay: the attempts table only through the checkpoint item\'s attributes', () => {
+    const onAttempts = statementsOfRole(roleOf(stack.functions.relay)).filter((s: any) =>
+      JSON.stringify(s.Resource).includes(logicalId(stack.storage.attempts)),
+    );
+    expect(onAttempts).toHaveLength(1);
+    expect(onAttempts[0].Condition).toEqual({
+      'ForAllValues:StringEquals': { 'dynamodb:Attributes': ['event_id', 'sk', 'fanout_through', 'expires_at'] },
+      StringEqualsIfExists: { 'dynamodb:Select': 'SPECIFIC_ATTRIBUTES', 'dynamodb:ReturnValues': 'NONE' },
+    });
   });
 
   test('sender: endpoints and attempts items, consume and re-enqueue, DLQ, start executions', () => {

@@ -140,6 +140,7 @@ async fn relay() -> Relay {
             delivery_queue: delivery.clone(),
             failure_queue: failures.clone(),
             max_payload_bytes: tern_core::event::DEFAULT_MAX_PAYLOAD_BYTES,
+            checkpoints: None,
         },
         delivery,
         failures,

@@ -128,6 +128,7 @@ async fn fixture_with(endpoints: &[&str], delivery: ScriptedQueue) -> Fixture {
             delivery_queue: delivery.clone(),
             failure_queue: failures.clone(),
             max_payload_bytes: tern_core::event::DEFAULT_MAX_PAYLOAD_BYTES,
+            checkpoints: None,
         },
         delivery,
         failures,
@@ -378,6 +379,7 @@ async fn a_failed_call_reports_its_first_record() {
         delivery_queue: delivery.clone(),
         failure_queue: Arc::new(MemQueue::default()),
         max_payload_bytes: tern_core::event::DEFAULT_MAX_PAYLOAD_BYTES,
+        checkpoints: None,
     };
     let records = (0..25).map(insert).collect();
     let (response, outcomes) =

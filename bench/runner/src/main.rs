@@ -11,6 +11,7 @@ mod cost;
 mod fakes;
 mod health;
 mod proxy;
+mod relay;
 mod stats;
 
 use std::collections::BTreeMap;
@@ -84,6 +85,10 @@ enum Command {
     /// dead-letter scenarios on moto behind the counting proxy; writes `<out>/requests.md`
     /// (also printed). About a minute.
     Requests,
+    /// Only the relay at fan-out scale (`make bench-relay`): the real relay binary, one
+    /// event x 500 endpoints x 256 KiB and 100 events x 500 endpoints; writes
+    /// `<out>/relay.md` (also printed) and `<out>/relay.json`.
+    Relay,
 }
 
 fn target_dir() -> PathBuf {
@@ -100,6 +105,7 @@ fn main() -> Result<(), BoxError> {
         Some(Command::Receiver { delay_ms }) => runtime.block_on(serve_receiver(delay_ms)),
         Some(Command::Health) => runtime.block_on(health_only(&args.out)),
         Some(Command::Requests) => runtime.block_on(requests_only(&args.out, args.aws_deliveries)),
+        Some(Command::Relay) => runtime.block_on(relay_only(&args)),
         None => runtime.block_on(run(args)),
     }
 }
@@ -182,6 +188,24 @@ async fn requests_only(out: &Path, deliveries: usize) -> Result<(), BoxError> {
     Ok(())
 }
 
+async fn relay_only(args: &Args) -> Result<(), BoxError> {
+    std::fs::create_dir_all(&args.out)?;
+    let bin_dir = args
+        .bin_dir
+        .clone()
+        .unwrap_or_else(|| target_dir().join("release"));
+    let runs = relay::run(&bin_dir).await?;
+    let md = format!("# Tern benchmarks: the relay\n{}", relay::markdown(&runs));
+    println!("\n{md}");
+    std::fs::write(args.out.join("relay.md"), &md)?;
+    std::fs::write(
+        args.out.join("relay.json"),
+        serde_json::to_string_pretty(&runs)?,
+    )?;
+    eprintln!("wrote {}", args.out.join("relay.md").display());
+    Ok(())
+}
+
 fn progress(len: u64, what: &str) -> ProgressBar {
     let bar = ProgressBar::new(len);
     bar.set_style(
@@ -228,6 +252,7 @@ async fn run(args: Args) -> Result<(), BoxError> {
     let costs = cost::table(&model);
     drop(proxy);
     drop(moto);
+    let relay_runs = relay::run(&bin_dir).await?;
     let health = health::run().await?;
 
     let mut md = String::from("# Tern benchmarks\n\n");
@@ -248,6 +273,7 @@ async fn run(args: Args) -> Result<(), BoxError> {
     ));
     md.push_str("\n## Cost per million deliveries (1 KiB payloads, full batches; model in docs/cost.md)\n\n");
     md.push_str(&cost::markdown(&costs));
+    md.push_str(&relay::markdown(&relay_runs));
     md.push_str(&health.markdown());
     println!("\n{md}");
     std::fs::write(args.out.join("report.md"), &md)?;
@@ -260,6 +286,7 @@ async fn run(args: Args) -> Result<(), BoxError> {
         "sender_invocation_ms": binary.invocation_ms,
         "cost_inputs": model,
         "cost": costs,
+        "relay_fan_out": relay_runs,
         "endpoint_health": health,
     });
     std::fs::write(
@@ -614,7 +641,25 @@ async fn spawn_function(
     env: &[(String, String)],
     stdout: Stdio,
 ) -> Result<Running, BoxError> {
-    let api = RuntimeApi::start().await?;
+    spawn_function_with(
+        bin,
+        name,
+        env,
+        stdout,
+        tern_runtime_emulator::INVOCATION_DEADLINE_MS,
+    )
+    .await
+}
+
+/// [`spawn_function`] whose invocations each get `deadline_ms` milliseconds.
+async fn spawn_function_with(
+    bin: &Path,
+    name: &str,
+    env: &[(String, String)],
+    stdout: Stdio,
+    deadline_ms: u64,
+) -> Result<Running, BoxError> {
+    let api = RuntimeApi::start_with_deadline(deadline_ms).await?;
     let child = tokio::process::Command::new(bin)
         .env_clear()
         .envs(api.lambda_env(name, MEMORY_MB))

@@ -1,7 +1,9 @@
 //! The relay Lambda: DynamoDB stream of the outbox table -> delivery queue.
-//! Builds its clients once, then hands every batch to `tern_handlers::relay::handle_value`.
-//! The event is taken as raw JSON so one record that does not parse is parked in the
-//! failure queue on its own, instead of failing the whole batch before the handler runs.
+//! Builds its clients once, then hands every batch to
+//! `tern_handlers::relay::handle_value_before` with the invocation's deadline, so a fan-out
+//! too large for one invocation stops in time and resumes in the retry. The event is
+//! taken as raw JSON so one record that does not parse is parked in the failure queue on
+//! its own, instead of failing the whole batch before the handler runs.
 
 use aws_lambda_events::streams::DynamoDbEventResponse;
 use lambda_runtime::{Error, LambdaEvent, run, service_fn};
@@ -21,11 +23,26 @@ async fn main() -> Result<(), Error> {
     run(service_fn(
         move |event: LambdaEvent<serde_json::Value>| async move {
             let metrics = Metrics::new(namespace, MetricsSink::Stdout);
-            let (response, _) =
-                tern_handlers::relay::handle_value(deps, event.payload, &metrics).await;
+            let deadline = invocation_deadline(event.context.deadline());
+            let (response, _) = tern_handlers::relay::handle_value_before(
+                deps,
+                event.payload,
+                Some(deadline),
+                &metrics,
+            )
+            .await;
             metrics.flush();
             Ok::<DynamoDbEventResponse, Error>(response)
         },
     ))
     .await
+}
+
+/// The invocation's deadline (Lambda's `Lambda-Runtime-Deadline-Ms`, wall-clock time) on
+/// the monotonic clock the handler measures with. A deadline already past is now.
+fn invocation_deadline(deadline: std::time::SystemTime) -> tokio::time::Instant {
+    let left = deadline
+        .duration_since(std::time::SystemTime::now())
+        .unwrap_or_default();
+    tokio::time::Instant::now() + left
 }

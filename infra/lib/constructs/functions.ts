@@ -23,6 +23,9 @@ export interface FunctionsProps {
   readonly operationalTopic: sns.ITopic;
 }
 
+/** The attributes of a fan-out checkpoint item (shared/tern-aws/src/fanout.rs), the only ones the relay may touch in the attempts table. */
+export const RELAY_CHECKPOINT_ATTRIBUTES = ['event_id', 'sk', 'fanout_through', 'expires_at'];
+
 /** The four binaries of the Rust workspace (crates functions/relay, functions/sender, functions/replay, functions/console). */
 export type FunctionName = 'relay' | 'sender' | 'replay' | 'console';
 
@@ -76,6 +79,7 @@ export class Functions extends Construct {
       environment: {
         ...common,
         TERN_ENDPOINTS_TABLE: storage.endpoints.tableName,
+        TERN_ATTEMPTS_TABLE: storage.attempts.tableName,
         TERN_DELIVERY_QUEUE_URL: queues.delivery.queueUrl,
         TERN_RELAY_FAILURE_QUEUE_URL: queues.relayFailures.queueUrl,
         TERN_MAX_PAYLOAD_BYTES: String(c.maxPayloadBytes),
@@ -191,6 +195,19 @@ export class Functions extends Construct {
       }),
     );
     storage.endpoints.grant(this.relay, 'dynamodb:Query');
+    // Fan-out checkpoints (shared/tern-aws/src/fanout.rs): one item per event in the
+    // attempts table, read and written whole. Only its attributes, so the relay can
+    // neither read the attempt log nor write a delivery's state.
+    this.relay.addToRolePolicy(
+      new iam.PolicyStatement({
+        actions: ['dynamodb:GetItem', 'dynamodb:PutItem'],
+        resources: [storage.attempts.tableArn],
+        conditions: {
+          'ForAllValues:StringEquals': { 'dynamodb:Attributes': RELAY_CHECKPOINT_ATTRIBUTES },
+          StringEqualsIfExists: { 'dynamodb:Select': 'SPECIFIC_ATTRIBUTES', 'dynamodb:ReturnValues': 'NONE' },
+        },
+      }),
+    );
     queues.delivery.grant(this.relay, 'sqs:SendMessage');
     // The relay also writes records it rejects (too big, unparseable) there itself.
     queues.relayFailures.grant(this.relay, 'sqs:SendMessage');

@@ -17,7 +17,10 @@
 //!   (delivered, finished) are tried again for up to 6 s when throttled, within that
 //!   (`tern_handlers::markers`, which shows how that fits the claim's lease).
 //! - relay (30 s): records are handled in order and the relay stops at the first failed one,
-//!   so a stall costs one operation timeout: 6 s < 30 s.
+//!   so a stall costs one operation timeout: 6 s < 30 s. It also plans against the
+//!   invocation's deadline (`tern_handlers::relay_send`): no `SendMessageBatch` starts in
+//!   the last 8 s, calls in flight are abandoned 5 s before (more than one 2 s try), parks
+//!   end 3 s before and the fan-out checkpoint 1 s before.
 //! - replay (300 s): its drain loop stops at the first failed call: 6 s.
 
 use std::time::Duration;

@@ -750,6 +750,11 @@ impl DeliveryLedger for DynamoLedger {
                 .await
                 .map_err(port_error)?;
             for item in out.items.unwrap_or_default() {
+                // The relay's fan-out checkpoint shares the partition; it is no attempt.
+                if matches!(item.get("sk"), Some(AttributeValue::S(sk)) if sk == crate::fanout::CHECKPOINT_SK)
+                {
+                    continue;
+                }
                 let is_state = matches!(item.get("sk"), Some(AttributeValue::S(sk)) if sk.starts_with("state#"));
                 if is_state {
                     records.extend(delivered_row(event, &item)?);

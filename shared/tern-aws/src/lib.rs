@@ -7,16 +7,20 @@
 pub mod budget;
 pub mod endpoints;
 pub mod error;
+pub mod fanout;
 pub mod health;
 pub mod ledger;
 pub mod operational;
 pub mod sfn;
 pub mod sqs;
+#[cfg(feature = "streams")]
+pub mod stream;
 pub mod tls;
 pub mod waiting;
 pub mod wiring;
 
 pub use endpoints::DynamoEndpointStore;
+pub use fanout::DynamoFanOutCheckpoints;
 pub use health::DynamoHealthStore;
 pub use ledger::DynamoLedger;
 pub use operational::{OutboxEventSink, SnsEventSink};

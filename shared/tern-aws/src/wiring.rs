@@ -17,8 +17,8 @@ use tern_http::{ClientOptions, DeliveryClient, DestinationPolicy, DnsResolver, H
 use tern_handlers::health::CircuitBreaker;
 
 use crate::{
-    DynamoEndpointStore, DynamoHealthStore, DynamoLedger, OutboxEventSink, SnsEventSink, SqsQueue,
-    StepFunctionsScheduler,
+    DynamoEndpointStore, DynamoFanOutCheckpoints, DynamoHealthStore, DynamoLedger, OutboxEventSink,
+    SnsEventSink, SqsQueue, StepFunctionsScheduler,
 };
 
 /// The relay's dependencies.
@@ -33,6 +33,10 @@ pub fn relay_deps(config: &RelayConfig, aws: &SdkConfig) -> RelayDeps {
         delivery_queue: Arc::new(SqsQueue::new(sqs.clone(), &config.delivery_queue_url)),
         failure_queue: Arc::new(SqsQueue::new(sqs, &config.relay_failure_queue_url)),
         max_payload_bytes: config.max_payload_bytes,
+        checkpoints: Some(Arc::new(DynamoFanOutCheckpoints::new(
+            aws_sdk_dynamodb::Client::new(aws),
+            &config.attempts_table,
+        ))),
     }
 }
 

@@ -24,6 +24,7 @@ use tern_ops::{self as ops, NewEndpoint, OpsError};
 
 #[cfg(feature = "local")]
 mod local_mode;
+mod relay_redrive;
 mod relay_retry;
 mod stack;
 
@@ -169,7 +170,9 @@ enum Command {
         #[arg(long, default_value_t = 50)]
         max: u32,
         /// Re-read this parked item's outbox item by its keys and relay it again (then
-        /// remove it from the queue), by its SQS message id.
+        /// remove it from the queue), by its SQS message id. For a batch the stream
+        /// mapping gave up on, relay every event of its range again: read from the stream
+        /// while it holds the range (24 h), else the outbox items created in its window.
         #[arg(long, value_name = "MESSAGE_ID")]
         retry: Option<String>,
     },
@@ -744,7 +747,16 @@ async fn relay_failures(ctx: &Ctx, max: u32, out: &mut dyn Write) -> Result<(), 
     let total = queue_depth(&sqs, &url).await?;
     let queue = SqsQueue::new(sqs, url);
     let seen = ops::peek(&queue, max as usize).await?;
-    let views: Vec<_> = seen.iter().map(ops::relay_failures::view).collect();
+    let mut views: Vec<_> = seen.iter().map(ops::relay_failures::view).collect();
+    // A batch the stream mapping gave up on names no event: read its range to list them.
+    for v in &mut views {
+        if let Some(batch) = &v.stream_batch {
+            match relay_redrive::covered_events(ctx, batch).await {
+                Ok(events) => v.events = Some(events),
+                Err(e) => v.events_unavailable = Some(relay_redrive::unavailable_note(&e, batch)),
+            }
+        }
+    }
     if ctx.json {
         return print_json(
             out,

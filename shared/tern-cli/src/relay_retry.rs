@@ -23,9 +23,9 @@ use crate::{Ctx, print_json, write_err};
 
 /// An endpoint store that shows the relay only one endpoint: a retried refused delivery
 /// goes to that endpoint alone. Reads only; the relay never writes endpoints.
-struct OnlyEndpoint {
-    inner: Arc<dyn EndpointStore>,
-    only: Option<EndpointId>,
+pub(crate) struct OnlyEndpoint {
+    pub(crate) inner: Arc<dyn EndpointStore>,
+    pub(crate) only: Option<EndpointId>,
 }
 
 #[async_trait::async_trait]
@@ -90,7 +90,8 @@ fn stream_json(v: &AttributeValue) -> Result<Value, OpsError> {
     })
 }
 
-fn image(item: &HashMap<String, AttributeValue>) -> Result<Value, OpsError> {
+/// An item as a stream record's image (DynamoDB JSON).
+pub(crate) fn image(item: &HashMap<String, AttributeValue>) -> Result<Value, OpsError> {
     let mut m = serde_json::Map::new();
     for (k, v) in item {
         m.insert(k.clone(), stream_json(v)?);
@@ -129,6 +130,17 @@ pub async fn retry(
             "message {message_id} is not in the relay-failure queue (read {read} messages; raise --max to read more)"
         )));
     };
+    if let Some(batch) = tern_ops::relay_failures::view(&message).stream_batch {
+        // A batch the stream mapping gave up on: every event of its range.
+        let result =
+            crate::relay_redrive::redrive(ctx, &sqs, &failure_url, &message.message_id, &batch)
+                .await;
+        match &result {
+            Ok(_) => failures.delete(&message.receipt_handle).await?,
+            Err(_) => failures.release(&message.receipt_handle).await?,
+        }
+        return crate::relay_redrive::print(ctx, &result?, out);
+    }
     let result = relay_again(ctx, &sqs, &failure_url, &message).await;
     match &result {
         // Relayed, or parked again as a new message: this one is done either way.
@@ -193,34 +205,29 @@ async fn relay_again(
             "outbox item {event_id} is gone from {outbox} (removed by its TTL?): write the event again"
         ))));
     };
-    let record = json!({
-        "eventID": format!("tern-relay-retry-{}", view.message_id),
-        "eventName": "INSERT",
-        "eventVersion": "1.1",
-        "eventSource": "aws:dynamodb",
-        "awsRegion": ctx.aws.region().map_or("us-east-1", |r| r.as_ref()),
-        "dynamodb": {
-            "Keys": { "event_id": { "S": event_id } },
-            "NewImage": image(item).map_err(stay)?,
-            "SequenceNumber": view.sequence_number.clone().unwrap_or_else(|| "0".into()),
-            "SizeBytes": 0,
-            "StreamViewType": "NEW_IMAGE",
-        }
-    });
-    let max_payload_bytes = match std::env::var("TERN_MAX_PAYLOAD_BYTES") {
-        Ok(v) => v.parse().map_err(|_| {
-            stay(OpsError::Invalid(format!(
-                "TERN_MAX_PAYLOAD_BYTES={v:?} is not a number of bytes"
-            )))
-        })?,
-        Err(_) => tern_core::event::DEFAULT_MAX_PAYLOAD_BYTES,
-    };
+    let record = insert_record(
+        &format!("tern-relay-retry-{}", view.message_id),
+        &event_id,
+        image(item).map_err(stay)?,
+        view.sequence_number.as_deref().unwrap_or("0"),
+        ctx,
+    );
+    let max_payload_bytes = max_payload_bytes().map_err(stay)?;
     let only = view
         .endpoint_id
         .clone()
         .map(EndpointId::new)
         .transpose()
         .map_err(|e| stay(OpsError::Invalid(e.to_string())))?;
+    // A refused message goes to its one endpoint whatever a checkpoint says (it counts
+    // as handled there: it was parked); a whole record is relayed as the relay would.
+    let checkpoints: Option<Arc<dyn tern_core::fanout::FanOutCheckpoints>> = match &only {
+        Some(_) => None,
+        None => Some(Arc::new(tern_aws::DynamoFanOutCheckpoints::new(
+            ctx.dynamodb(),
+            ctx.names.get("TERN_ATTEMPTS_TABLE").map_err(stay)?,
+        ))),
+    };
     let deps = RelayDeps {
         endpoints: Arc::new(OnlyEndpoint {
             inner: Arc::new(ctx.endpoints().map_err(stay)?),
@@ -232,6 +239,7 @@ async fn relay_again(
         )),
         failure_queue: Arc::new(SqsQueue::new(sqs.clone(), failure_url)),
         max_payload_bytes,
+        checkpoints,
     };
     let (response, outcomes) = tern_handlers::relay::handle_value(
         &deps,
@@ -269,5 +277,42 @@ async fn relay_again(
         Some(RecordOutcome::Ignored) | None => Err(stay(OpsError::Invalid(format!(
             "outbox item {event_id} is not a Tern outbox item (no tern_record = outbox_event); nothing relayed"
         )))),
+    }
+}
+
+/// An outbox item as the INSERT record Lambda would deliver for it (NEW_IMAGE stream).
+pub(crate) fn insert_record(
+    stream_event_id: &str,
+    event_id: &str,
+    image: Value,
+    sequence: &str,
+    ctx: &Ctx,
+) -> Value {
+    json!({
+        "eventID": stream_event_id,
+        "eventName": "INSERT",
+        "eventVersion": "1.1",
+        "eventSource": "aws:dynamodb",
+        "awsRegion": ctx.aws.region().map_or("us-east-1", |r| r.as_ref()),
+        "dynamodb": {
+            "Keys": { "event_id": { "S": event_id } },
+            "NewImage": image,
+            "SequenceNumber": sequence,
+            "SizeBytes": 0,
+            "StreamViewType": "NEW_IMAGE",
+        }
+    })
+}
+
+/// The relay's payload limit: `TERN_MAX_PAYLOAD_BYTES` as the functions read it, or the
+/// default.
+pub(crate) fn max_payload_bytes() -> Result<usize, OpsError> {
+    match std::env::var("TERN_MAX_PAYLOAD_BYTES") {
+        Ok(v) => v.parse().map_err(|_| {
+            OpsError::Invalid(format!(
+                "TERN_MAX_PAYLOAD_BYTES={v:?} is not a number of bytes"
+            ))
+        }),
+        Err(_) => Ok(tern_core::event::DEFAULT_MAX_PAYLOAD_BYTES),
     }
 }

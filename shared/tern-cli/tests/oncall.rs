@@ -584,6 +584,7 @@ async fn relay_failures_name_the_tern_event_and_retry_it() {
             s.resources.relay_failure_queue_url.clone(),
         )),
         max_payload_bytes: 262_144,
+        checkpoints: None,
     };
     let metrics =
         tern_handlers::metrics::Metrics::new("Tern", tern_handlers::metrics::MetricsSink::Discard);

@@ -9,6 +9,7 @@ pub mod decision;
 pub mod drain;
 pub mod endpoint;
 pub mod event;
+pub mod fanout;
 pub mod health;
 pub mod ids;
 pub mod message;

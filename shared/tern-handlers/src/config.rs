@@ -71,6 +71,9 @@ pub struct RelayConfig {
     pub delivery_queue_url: String,
     /// `TERN_RELAY_FAILURE_QUEUE_URL`: poison records go here.
     pub relay_failure_queue_url: String,
+    /// `TERN_ATTEMPTS_TABLE`: where a large fan-out cut short by the deadline records how
+    /// far it got (`tern_aws::fanout`).
+    pub attempts_table: String,
     /// `TERN_MAX_PAYLOAD_BYTES`, bytes, default 262,144; at most
     /// [`MAX_CONFIGURABLE_PAYLOAD_BYTES`] (392 KiB: the outbox item must fit DynamoDB's
     /// 400 KB item limit, and the delivery message the SQS 1 MiB limit).
@@ -89,6 +92,7 @@ impl RelayConfig {
             endpoints_table: env.required("TERN_ENDPOINTS_TABLE")?,
             delivery_queue_url: env.required("TERN_DELIVERY_QUEUE_URL")?,
             relay_failure_queue_url: env.required("TERN_RELAY_FAILURE_QUEUE_URL")?,
+            attempts_table: env.required("TERN_ATTEMPTS_TABLE")?,
             max_payload_bytes: max_payload(env)?,
             metrics_namespace: metrics_namespace(env),
         })

@@ -12,5 +12,6 @@ pub mod logging;
 pub mod markers;
 pub mod metrics;
 pub mod relay;
+pub mod relay_send;
 pub mod replay;
 pub mod sender;

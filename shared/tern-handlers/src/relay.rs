@@ -7,80 +7,38 @@
 //! failure queue with the whole record (the latter also logged as an error and counted
 //! for its alarm) and the batch goes on.
 //!
+//! Every subscribed endpoint gets its message, enabled or not: the sender dead-letters a
+//! delivery to a disabled endpoint as `endpoint_disabled`, so nothing vanishes.
+//!
 //! The delivery messages of all records of a batch are packed into full
-//! `SendMessageBatch` calls (10 entries, 1 MiB). An entry SQS fails transiently is sent
-//! again alone, a bounded number of times within the invocation; an entry SQS refuses
-//! (sender fault) is parked alone, naming its endpoint. The first record left with a
-//! transient failure (endpoint table or queue unavailable) is reported by its
-//! `SequenceNumber`, so Lambda retries from there (partial batch response); records
-//! before it are checkpointed and never sent again.
+//! `SendMessageBatch` calls (10 entries, 1 MiB), built call by call and sent a bounded
+//! number of calls at a time ([`crate::relay_send`]): memory stays bounded whatever the
+//! fan-out. An entry SQS fails transiently is sent again, a bounded number of times
+//! within the invocation; an entry SQS refuses (sender fault) is parked alone, naming its
+//! endpoint. The first record left unfinished (endpoint table or queue unavailable, or
+//! the invocation's deadline near) is reported by its `SequenceNumber`, so Lambda retries
+//! from there (partial batch response); records before it are checkpointed and never
+//! sent again. A large fan-out cut short by the deadline also records how far it got
+//! ([`tern_core::fanout`]), so the retry sends only the rest.
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use aws_lambda_events::dynamodb::{Event as StreamEvent, EventRecord};
 use aws_lambda_events::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
 use serde_json::{Map, Value, json};
+use tern_core::fanout::{CHECKPOINT_MIN_FANOUT, FanOutCheckpoints};
 use tern_core::outbox::{KIND_ATTRIBUTE, OUTBOX_RECORD_KIND, OutboxRecord};
 use tern_core::ports::{EndpointStore, MessageQueue, PortError, QueueEntry};
-use tern_core::{DeliveryMessage, Endpoint, EndpointId, Event, TenantId};
+use tern_core::{Endpoint, EndpointId, Event, TenantId};
+use tokio::time::Instant;
 
 use crate::metrics::Metrics;
-
-/// Most entries in one SendMessageBatch call (SQS quota).
-pub const SQS_BATCH_LIMIT: usize = 10;
-
-/// Most bytes in one SendMessageBatch call, all bodies and attributes together: 1 MiB
-/// (SQS quota: "the total size of all messages in a batch" is at most 1,048,576 bytes).
-pub const SQS_BATCH_MAX_BYTES: usize = 1_048_576;
-
-/// Bytes an entry counts towards [`SQS_BATCH_MAX_BYTES`]: its body, and each attribute's
-/// name, data type (`String`) and value.
-fn entry_bytes(entry: &QueueEntry) -> usize {
-    entry.body.len()
-        + entry
-            .attributes
-            .iter()
-            .map(|(k, v)| k.len() + "String".len() + v.len())
-            .sum::<usize>()
-}
-
-/// Splits entries into SendMessageBatch calls that respect both the count (10) and the
-/// total-size (1 MiB) limits, in order. A single entry is always its own batch, however
-/// large; SQS judges it alone.
-pub fn sqs_batches(entries: &[QueueEntry]) -> Vec<&[QueueEntry]> {
-    let mut batches = Vec::new();
-    let mut start = 0;
-    let mut bytes = 0;
-    for (i, entry) in entries.iter().enumerate() {
-        let size = entry_bytes(entry);
-        let full =
-            i - start == SQS_BATCH_LIMIT || (i > start && bytes + size > SQS_BATCH_MAX_BYTES);
-        if full {
-            batches.push(&entries[start..i]);
-            start = i;
-            bytes = 0;
-        }
-        bytes += size;
-    }
-    if start < entries.len() {
-        batches.push(&entries[start..]);
-    }
-    batches
-}
-
-/// `SendMessageBatch` calls an entry gets within one invocation: the first and two
-/// retries of the entries that failed transiently (`SenderFault: false`, throttling, a
-/// failed call). Bounded so a lasting outage goes to Lambda's own retry of the record
-/// (`eventSources.relay.maximumRetryAttempts` in infra/settings.json) instead of using
-/// up the invocation.
-pub const SEND_ATTEMPTS: usize = 3;
-
-/// Wait before each retry, in milliseconds: 50 ms, then 200 ms (250 ms at most per
-/// invocation): enough to ride out a throttling blip, small against the relay's 30 s
-/// timeout (`functions.relay.timeoutSeconds` in infra/settings.json).
-pub const RETRY_BACKOFF_MS: [u64; SEND_ATTEMPTS - 1] = [50, 200];
+use crate::relay_send::{CHECKPOINT_RESERVE, FanOut, PARK_RESERVE, Stops, send_fan_outs};
+pub use crate::relay_send::{
+    DRAIN_RESERVE, MAX_CONCURRENT_SENDS, RETRY_BACKOFF_MS, SEND_ATTEMPTS, SEND_RESERVE,
+    SQS_BATCH_LIMIT, SQS_BATCH_MAX_BYTES, sqs_batches,
+};
 
 /// What the relay needs.
 pub struct RelayDeps {
@@ -92,6 +50,11 @@ pub struct RelayDeps {
     pub failure_queue: Arc<dyn MessageQueue>,
     /// Largest payload accepted, in bytes.
     pub max_payload_bytes: usize,
+    /// Where a large fan-out cut short by the deadline records how far it got, and where
+    /// its retry reads it; `None` to neither read nor write (every subscribed endpoint
+    /// gets the event, as when `tern relay-failures --retry` sends one refused message
+    /// again).
+    pub checkpoints: Option<Arc<dyn FanOutCheckpoints>>,
 }
 
 /// What happened to one stream record.
@@ -353,10 +316,21 @@ fn minimal_body(raw: &Value, reason: &str, context: &Map<String, Value>) -> Stri
 
 /// Handles one stream batch. Returns the partial batch response (empty when every record
 /// was handled, else the first record to retry) and the outcome of every record before
-/// that one.
+/// that one. No deadline: see [`handle_before`].
 pub async fn handle(
     deps: &RelayDeps,
     event: StreamEvent,
+    metrics: &Metrics,
+) -> (DynamoDbEventResponse, Vec<RecordOutcome>) {
+    handle_before(deps, event, None, metrics).await
+}
+
+/// [`handle`] for an invocation that must answer by `deadline` (see
+/// [`handle_value_before`]).
+pub async fn handle_before(
+    deps: &RelayDeps,
+    event: StreamEvent,
+    deadline: Option<Instant>,
     metrics: &Metrics,
 ) -> (DynamoDbEventResponse, Vec<RecordOutcome>) {
     let records = event
@@ -364,26 +338,56 @@ pub async fn handle(
         .into_iter()
         .map(|r| (raw_record(&r), Ok(r)))
         .collect();
-    handle_records(deps, records, metrics).await
+    handle_records(deps, records, deadline, metrics).await
 }
 
 /// Handles one stream batch given as raw JSON (what the Lambda binary receives), parsing
-/// each record on its own so one unparseable record is poison, not a failed batch.
+/// each record on its own so one unparseable record is poison, not a failed batch. No
+/// deadline (the `tern` tool's re-drives): see [`handle_value_before`].
 pub async fn handle_value(
     deps: &RelayDeps,
     event: Value,
     metrics: &Metrics,
 ) -> (DynamoDbEventResponse, Vec<RecordOutcome>) {
-    let records = match event.get("Records") {
-        Some(Value::Array(records)) => records
-            .iter()
-            // The raw JSON is kept so a parked record is exactly as received.
-            .map(|raw| (raw.clone(), parse_record(raw)))
-            .collect(),
-        // No record list at all: park the whole event, there is nothing to checkpoint.
-        _ => vec![(event, Err("stream event has no Records array".to_owned()))],
+    handle_value_before(deps, event, None, metrics).await
+}
+
+/// [`handle_value`] for an invocation that must answer by `deadline` (the Lambda
+/// context's deadline, or the local poller's own). No `SendMessageBatch` call starts
+/// later than [`SEND_RESERVE`] (8 s) before it; the record whose fan-out was cut short is
+/// reported so Lambda retries from it, and when it has at least
+/// [`CHECKPOINT_MIN_FANOUT`] subscribed endpoints, how far it got is written to
+/// [`RelayDeps::checkpoints`], so the retry sends only the rest.
+pub async fn handle_value_before(
+    deps: &RelayDeps,
+    event: Value,
+    deadline: Option<Instant>,
+    metrics: &Metrics,
+) -> (DynamoDbEventResponse, Vec<RecordOutcome>) {
+    let records = match event {
+        Value::Object(mut event) => match event.remove("Records") {
+            Some(Value::Array(records)) => records
+                .into_iter()
+                // The raw JSON is kept so a parked record is exactly as received.
+                .map(|raw| {
+                    let parsed = parse_record(&raw);
+                    (raw, parsed)
+                })
+                .collect(),
+            // No record list at all: park the whole event, there is nothing to checkpoint.
+            other => {
+                if let Some(v) = other {
+                    event.insert("Records".into(), v);
+                }
+                vec![(
+                    Value::Object(event),
+                    Err("stream event has no Records array".to_owned()),
+                )]
+            }
+        },
+        other => vec![(other, Err("stream event has no Records array".to_owned()))],
     };
-    handle_records(deps, records, metrics).await
+    handle_records(deps, records, deadline, metrics).await
 }
 
 /// What the relay does with one record, decided before anything is sent.
@@ -395,7 +399,11 @@ enum Plan {
     },
     Deliver {
         event: Box<Event>,
+        /// The endpoints to send it to in this invocation, sorted by id: every subscribed
+        /// endpoint, less those an earlier invocation's checkpoint covers.
         endpoints: Vec<EndpointId>,
+        /// How many endpoints subscribe (before the checkpoint).
+        subscribed: usize,
     },
 }
 
@@ -421,66 +429,79 @@ impl ParkKind {
     }
 }
 
-/// One delivery message of a batch and the record it came from.
-struct Pending {
-    record: usize,
-    endpoint: EndpointId,
-    entry: QueueEntry,
-}
-
-/// The batch in three steps: plan every record (reads, endpoint look-ups), send every
-/// delivery message of the batch packed into full `SendMessageBatch` calls, then, in
-/// stream order, park what must be parked and settle each record. The first record
-/// that failed transiently (an endpoint look-up, a delivery entry after its retries, a
-/// park) is reported; Lambda checkpoints every record before it and retries from it, so
-/// records before it must be complete, and records at or after it may have been sent
-/// already (the sender's claim stops a second POST).
+/// The batch in three steps: plan every record (reads, endpoint look-ups, checkpoints),
+/// send every delivery message of the batch ([`send_fan_outs`]), then, in stream order,
+/// park what must be parked and settle each record. The first record left unfinished (an
+/// endpoint look-up failed, a delivery entry failed after its retries, a park failed, or
+/// the deadline came first) is reported; Lambda checkpoints every record before it and
+/// retries from it, so records before it must be complete, and records at or after it may
+/// have been sent already (the sender's claim stops a second POST; a large fan-out's
+/// checkpoint stops the second message).
 async fn handle_records(
     deps: &RelayDeps,
     records: Vec<(Value, Result<EventRecord, String>)>,
+    deadline: Option<Instant>,
     metrics: &Metrics,
 ) -> (DynamoDbEventResponse, Vec<RecordOutcome>) {
-    let (plans, stop) = plan_records(deps, &records).await;
-    let pending = delivery_entries(&plans);
-    let entries: Vec<QueueEntry> = pending.iter().map(|p| p.entry.clone()).collect();
-    let (results, retried) = send_packed(deps.delivery_queue.as_ref(), &entries).await;
-    let enqueued = results.iter().filter(|r| r.is_ok()).count();
+    let stops = deadline.map(Stops::before);
+    let (raws, plans, stop) = plan_records(deps, records, stops).await;
+    let mut sent_of = vec![None; plans.len()];
+    let fan_outs: Vec<FanOut<'_>> = plans
+        .iter()
+        .enumerate()
+        .filter_map(|(record, plan)| match plan {
+            Plan::Deliver {
+                event, endpoints, ..
+            } => Some(FanOut {
+                record,
+                event,
+                endpoints,
+            }),
+            _ => None,
+        })
+        .collect();
+    for (k, f) in fan_outs.iter().enumerate() {
+        sent_of[f.record] = Some(k);
+    }
+    let (results, retried) = send_fan_outs(deps.delivery_queue.as_ref(), &fan_outs, stops).await;
+    drop(fan_outs);
+    let enqueued = results
+        .iter()
+        .flatten()
+        .filter(|r| matches!(r, Some(Ok(()))))
+        .count();
     metrics.update(|c| {
         c.deliveries_enqueued += enqueued as u64;
         c.relay_send_retries += retried;
     });
-    let mut first_failure = first_failed_record(
-        stop,
-        pending
-            .iter()
-            .zip(&results)
-            .filter(|(_, r)| matches!(r, Err(PortError::Unavailable(_))))
-            .map(|(p, r)| (p.record, r.as_ref().err().map(ToString::to_string))),
-    );
 
+    let park_by = deadline.map(|d| d.checked_sub(PARK_RESERVE).unwrap_or(d));
     let mut outcomes = Vec::with_capacity(plans.len());
+    let mut first_failure = None;
     for (i, plan) in plans.iter().enumerate() {
-        if first_failure.as_ref().is_some_and(|(f, _)| i >= *f) {
-            break;
-        }
-        let raw = &records[i].0;
-        let refused = pending
-            .iter()
-            .zip(&results)
-            .filter(|(p, _)| p.record == i)
-            .filter_map(|(p, r)| match r {
-                Err(PortError::Rejected(why)) => Some((&p.endpoint, why.as_str())),
-                _ => None,
-            });
-        match settle(deps, raw, plan, refused, metrics).await {
-            Ok(outcome) => outcomes.push(outcome),
-            Err(e) => first_failure = Some((i, e.to_string())),
+        let sent = sent_of[i].map_or(&[][..], |k| results[k].as_slice());
+        match settle(deps, &raws[i], plan, sent, park_by, metrics).await {
+            Settled::Done(outcome) => outcomes.push(outcome),
+            Settled::Stopped { done, error } => {
+                if let Plan::Deliver {
+                    event,
+                    endpoints,
+                    subscribed,
+                } = plan
+                {
+                    checkpoint(deps, event, endpoints, *subscribed, done, deadline).await;
+                }
+                first_failure = Some((i, error));
+                break;
+            }
         }
     }
+    // Planning stopped at a record after every planned one was settled.
+    let first_failure = first_failure.or(stop);
 
     let mut response = DynamoDbEventResponse::default();
     if let Some((i, error)) = first_failure {
-        let raw = &records[i].0;
+        let raw = &raws[i];
         let event_id = raw
             .get("eventID")
             .and_then(Value::as_str)
@@ -496,20 +517,87 @@ async fn handle_records(
     (response, outcomes)
 }
 
-/// Plans each record in order. An endpoint look-up that fails stops planning: the
-/// returned index is that record's, with the error.
+/// Records how far a fan-out cut short got (`done` of `endpoints` sent or parked), when it
+/// is large enough to be checkpointed ([`CHECKPOINT_MIN_FANOUT`]) and got further than
+/// before. A failed write is logged: the retry then sends those messages again, and the
+/// sender's claim stops a second POST.
+async fn checkpoint(
+    deps: &RelayDeps,
+    event: &Event,
+    endpoints: &[EndpointId],
+    subscribed: usize,
+    done: usize,
+    deadline: Option<Instant>,
+) {
+    let (Some(store), Some(through)) = (&deps.checkpoints, done.checked_sub(1)) else {
+        return;
+    };
+    if subscribed < CHECKPOINT_MIN_FANOUT {
+        return;
+    }
+    let through = &endpoints[through];
+    let by = deadline.map(|d| d.checked_sub(CHECKPOINT_RESERVE).unwrap_or(d));
+    match within(
+        by,
+        store.write(&event.id, through),
+        "the fan-out checkpoint",
+    )
+    .await
+    {
+        Ok(()) => tracing::info!(
+            event_id = %event.id, through = %through, sent = done, left = endpoints.len() - done,
+            "fan-out checkpoint written: the retry sends only the rest"
+        ),
+        Err(error) => tracing::warn!(
+            event_id = %event.id, %error, sent = done,
+            "fan-out checkpoint not written: the retry sends these messages again (the sender's claim stops a second POST)"
+        ),
+    }
+}
+
+/// `work`, or [`PortError::Unavailable`] when `by` comes first.
+async fn within<T>(
+    by: Option<Instant>,
+    work: impl std::future::Future<Output = Result<T, PortError>>,
+    what: &str,
+) -> Result<T, PortError> {
+    match by {
+        None => work.await,
+        Some(by) => tokio::time::timeout_at(by, work).await.unwrap_or_else(|_| {
+            Err(PortError::Unavailable(format!(
+                "{what} did not finish before the invocation deadline"
+            )))
+        }),
+    }
+}
+
+/// Plans each record in order, taking the parsed records (the raw JSON of each is
+/// returned, to park or report it). An endpoint look-up or a checkpoint read that fails
+/// transiently stops planning, and so does the deadline: the returned index is that
+/// record's, with the error.
 async fn plan_records(
     deps: &RelayDeps,
-    records: &[(Value, Result<EventRecord, String>)],
-) -> (Vec<Plan>, Option<(usize, String)>) {
+    records: Vec<(Value, Result<EventRecord, String>)>,
+    stops: Option<Stops>,
+) -> (Vec<Value>, Vec<Plan>, Option<(usize, String)>) {
     let mut plans = Vec::with_capacity(records.len());
+    let mut raws = Vec::with_capacity(records.len());
+    let mut stop = None;
     let mut tenants: HashMap<TenantId, Vec<Endpoint>> = HashMap::new();
-    for (i, (_, record)) in records.iter().enumerate() {
+    for (i, (raw, record)) in records.into_iter().enumerate() {
+        raws.push(raw);
+        if stop.is_some() {
+            continue;
+        }
+        if stops.is_some_and(|s| Instant::now() >= s.stop_sending) {
+            stop = Some((i, "the invocation deadline is near".to_owned()));
+            continue;
+        }
         let reading = match record {
-            Ok(record) => read_record(record, deps.max_payload_bytes),
-            Err(reason) => Reading::Poison(reason.clone()),
+            Ok(record) => read_record(&record, deps.max_payload_bytes),
+            Err(reason) => Reading::Poison(reason),
         };
-        plans.push(match reading {
+        let plan = match reading {
             Reading::Ignored => Plan::Ignore,
             Reading::Poison(reason) => Plan::Park {
                 reason,
@@ -519,19 +607,63 @@ async fn plan_records(
                 reason,
                 kind: ParkKind::Misconfigured,
             },
-            Reading::Event(event) => match subscribers(deps, &event, &mut tenants).await {
-                Ok(endpoints) => Plan::Deliver { event, endpoints },
-                Err(e) => return (plans, Some((i, e.to_string()))),
+            Reading::Event(event) => match deliver_plan(deps, event, &mut tenants).await {
+                Ok(plan) => plan,
+                Err(e) => {
+                    stop = Some((i, e.to_string()));
+                    continue;
+                }
             },
-        });
+        };
+        plans.push(plan);
     }
-    (plans, None)
+    (raws, plans, stop)
+}
+
+/// The event's subscribed endpoints, less those an earlier invocation's checkpoint covers
+/// (read only for a fan-out of at least [`CHECKPOINT_MIN_FANOUT`]). A checkpoint the store
+/// refuses to read (no permission, no table) is logged and ignored: every endpoint gets
+/// the event again, and the sender's claim stops a second POST.
+async fn deliver_plan(
+    deps: &RelayDeps,
+    event: Box<Event>,
+    tenants: &mut HashMap<TenantId, Vec<Endpoint>>,
+) -> Result<Plan, PortError> {
+    let mut endpoints = subscribers(deps, &event, tenants).await?;
+    let subscribed = endpoints.len();
+    if let Some(store) = deps
+        .checkpoints
+        .as_ref()
+        .filter(|_| subscribed >= CHECKPOINT_MIN_FANOUT)
+    {
+        match store.read(&event.id).await {
+            Ok(Some(through)) => {
+                endpoints.retain(|e| *e > through);
+                tracing::info!(
+                    event_id = %event.id, %through, left = endpoints.len(), subscribed,
+                    "fan-out resumed from its checkpoint"
+                );
+            }
+            Ok(None) => {}
+            Err(e @ PortError::Unavailable(_)) => return Err(e),
+            Err(PortError::Rejected(error)) => tracing::error!(
+                event_id = %event.id, %error,
+                "fan-out checkpoint unreadable: relaying to every subscribed endpoint"
+            ),
+        }
+    }
+    Ok(Plan::Deliver {
+        event,
+        endpoints,
+        subscribed,
+    })
 }
 
 /// The endpoints of the event's tenant that subscribe to it, enabled or not, looked up
 /// once per tenant and batch. A disabled endpoint gets its deliveries too: the sender
 /// dead-letters them `endpoint_disabled` (with a row in the attempt log), so they can be
-/// replayed once it is enabled, instead of vanishing.
+/// replayed once it is enabled, instead of vanishing. Sorted by id, so a fan-out cut short
+/// stops at a well-defined place.
 async fn subscribers(
     deps: &RelayDeps,
     event: &Event,
@@ -541,7 +673,7 @@ async fn subscribers(
         let list = deps.endpoints.list_for_tenant(&event.tenant_id).await?;
         tenants.insert(event.tenant_id.clone(), list);
     }
-    Ok(tenants
+    let mut ids: Vec<EndpointId> = tenants
         .get(&event.tenant_id)
         .map(|l| {
             l.iter()
@@ -549,134 +681,37 @@ async fn subscribers(
                 .map(|e| e.id.clone())
                 .collect()
         })
-        .unwrap_or_default())
+        .unwrap_or_default();
+    ids.sort_unstable();
+    ids.dedup();
+    Ok(ids)
 }
 
-/// Every delivery message of the planned batch, in stream order; entry ids are
-/// `r<record>e<n>`, unique within the batch (so within any call) and within the SQS id
-/// rules (`[A-Za-z0-9_-]`, at most 80 characters).
-fn delivery_entries(plans: &[Plan]) -> Vec<Pending> {
-    let mut out = Vec::new();
-    for (record, plan) in plans.iter().enumerate() {
-        if let Plan::Deliver { event, endpoints } = plan {
-            for (n, endpoint) in endpoints.iter().enumerate() {
-                let message = DeliveryMessage::first(event.as_ref().clone(), endpoint.clone());
-                out.push(Pending {
-                    record,
-                    endpoint: endpoint.clone(),
-                    entry: QueueEntry {
-                        id: format!("r{record}e{n}"),
-                        body: message.to_body(),
-                        delay_seconds: 0,
-                        attributes: vec![],
-                        group_id: Some(message.group_id()),
-                    },
-                });
-            }
-        }
-    }
-    out
+/// How settling one record ended.
+enum Settled {
+    /// Complete: Lambda may checkpoint past it.
+    Done(RecordOutcome),
+    /// Not complete: the first `done` messages (of a delivery) are sent or parked, the
+    /// rest are not; the record is reported with `error`.
+    Stopped { done: usize, error: String },
 }
 
-/// The first record to report: the lowest of the record where planning stopped and the
-/// records with an entry that finally failed transiently, with the error.
-fn first_failed_record(
-    stop: Option<(usize, String)>,
-    failed_entries: impl Iterator<Item = (usize, Option<String>)>,
-) -> Option<(usize, String)> {
-    let entry = failed_entries
-        .min_by_key(|(record, _)| *record)
-        .map(|(record, e)| (record, e.unwrap_or_default()));
-    match (stop, entry) {
-        (Some(s), Some(e)) => Some(if e.0 < s.0 { e } else { s }),
-        (s, e) => s.or(e),
-    }
-}
-
-/// Sends `entries` packed into as few `SendMessageBatch` calls as the limits allow
-/// ([`sqs_batches`]), then sends again, alone, the entries that failed transiently, up to
-/// [`SEND_ATTEMPTS`] calls per entry with [`RETRY_BACKOFF_MS`] between rounds. Returns
-/// each entry's final result, in order, and how many entry sends were retries.
-async fn send_packed(
-    queue: &dyn MessageQueue,
-    entries: &[QueueEntry],
-) -> (Vec<Result<(), PortError>>, u64) {
-    let mut results: Vec<Result<(), PortError>> = vec![Ok(()); entries.len()];
-    let mut todo: Vec<usize> = (0..entries.len()).collect();
-    let mut retried = 0;
-    for round in 0..SEND_ATTEMPTS {
-        if todo.is_empty() {
-            break;
-        }
-        if round > 0 {
-            retried += todo.len() as u64;
-            tokio::time::sleep(Duration::from_millis(RETRY_BACKOFF_MS[round - 1])).await;
-        }
-        let batch: Vec<QueueEntry> = todo.iter().map(|&i| entries[i].clone()).collect();
-        let mut again = Vec::new();
-        let mut at = 0;
-        for call in sqs_batches(&batch) {
-            for result in send_call(queue, call).await {
-                let i = todo[at];
-                at += 1;
-                if matches!(result, Err(PortError::Unavailable(_))) {
-                    again.push(i);
-                }
-                results[i] = result;
-            }
-        }
-        todo = again;
-    }
-    (results, retried)
-}
-
-/// One `SendMessageBatch` call, answered per entry. A failed call fails each entry with
-/// its error; a call refused as a whole (a sender fault of the request, which no entry
-/// can be blamed for from the answer) is split so each entry gets its own verdict.
-async fn send_call(queue: &dyn MessageQueue, call: &[QueueEntry]) -> Vec<Result<(), PortError>> {
-    match queue.send_batch(call).await {
-        Ok(results) if results.len() == call.len() => results,
-        Ok(results) => {
-            let why = format!(
-                "SendMessageBatch answered {} results for {} entries",
-                results.len(),
-                call.len()
-            );
-            vec![Err(PortError::Unavailable(why)); call.len()]
-        }
-        Err(PortError::Rejected(_)) if call.len() > 1 => {
-            let mut out = Vec::with_capacity(call.len());
-            for entry in call {
-                let one = std::slice::from_ref(entry);
-                out.push(match queue.send_batch(one).await {
-                    Ok(mut r) if r.len() == 1 => r.pop().unwrap_or(Ok(())),
-                    Ok(_) => Err(PortError::Unavailable(
-                        "SendMessageBatch answered no result for the entry".into(),
-                    )),
-                    Err(e) => Err(e),
-                });
-            }
-            out
-        }
-        Err(e) => vec![Err(e); call.len()],
-    }
-}
-
-/// Finishes one record before the first failure: parks what must be parked and says
-/// what happened. An error is a failure to park (the failure queue is unavailable).
-async fn settle<'a>(
+/// Finishes one record: parks what must be parked (poison, refused messages, in order,
+/// until the first message that was not sent) and says what happened.
+async fn settle(
     deps: &RelayDeps,
     raw: &Value,
     plan: &Plan,
-    refused: impl Iterator<Item = (&'a EndpointId, &'a str)>,
+    sent: &[Option<Result<(), PortError>>],
+    park_by: Option<Instant>,
     metrics: &Metrics,
-) -> Result<RecordOutcome, PortError> {
+) -> Settled {
     let stream_event_id = raw
         .get("eventID")
         .and_then(Value::as_str)
         .unwrap_or_default();
     match plan {
-        Plan::Ignore => Ok(RecordOutcome::Ignored),
+        Plan::Ignore => Settled::Done(RecordOutcome::Ignored),
         Plan::Park { reason, kind } => {
             // The reason names the rule broken, never the payload, so it is safe to log.
             if *kind == ParkKind::Misconfigured {
@@ -685,8 +720,15 @@ async fn settle<'a>(
             } else {
                 tracing::error!(%reason, event_id = %stream_event_id, "poison outbox record parked in the relay-failure queue");
             }
-            park(deps, raw, reason, *kind, &Map::new(), metrics).await?;
-            Ok(match kind {
+            let no_context = Map::new();
+            let parked = park(deps, raw, reason, *kind, &no_context, metrics);
+            if let Err(e) = within(park_by, parked, "parking the record").await {
+                return Settled::Stopped {
+                    done: 0,
+                    error: e.to_string(),
+                };
+            }
+            Settled::Done(match kind {
                 ParkKind::Misconfigured => RecordOutcome::Misconfigured {
                     reason: reason.clone(),
                 },
@@ -695,21 +737,49 @@ async fn settle<'a>(
                 },
             })
         }
-        Plan::Deliver { event, endpoints } => {
+        Plan::Deliver {
+            event, endpoints, ..
+        } => {
             let mut parked = 0;
-            for (endpoint, why) in refused {
+            for (done, (endpoint, result)) in endpoints.iter().zip(sent).enumerate() {
+                let why = match result {
+                    Some(Ok(())) => continue,
+                    Some(Err(PortError::Rejected(why))) => why,
+                    Some(Err(e @ PortError::Unavailable(_))) => {
+                        return Settled::Stopped {
+                            done,
+                            error: e.to_string(),
+                        };
+                    }
+                    None => {
+                        return Settled::Stopped {
+                            done,
+                            error: format!(
+                                "{} of {} delivery messages sent before the invocation deadline",
+                                done,
+                                endpoints.len()
+                            ),
+                        };
+                    }
+                };
                 let reason = format!("delivery queue refused the message: {why}");
                 tracing::error!(%reason, event_id = %event.id, endpoint_id = %endpoint, "delivery message parked in the relay-failure queue");
                 let mut context = Map::new();
                 context.insert("endpoint_id".into(), json!(endpoint.as_str()));
                 context.insert("tern_event_id".into(), json!(event.id.as_str()));
-                park(deps, raw, &reason, ParkKind::Refused, &context, metrics).await?;
+                let parking = park(deps, raw, &reason, ParkKind::Refused, &context, metrics);
+                if let Err(e) = within(park_by, parking, "parking a refused message").await {
+                    return Settled::Stopped {
+                        done,
+                        error: e.to_string(),
+                    };
+                }
                 parked += 1;
             }
             let deliveries = endpoints.len() - parked;
             metrics.update(|c| c.events_relayed += 1);
             tracing::info!(event_id = %event.id, event_type = %event.event_type, deliveries, parked, "relayed");
-            Ok(RecordOutcome::Relayed { deliveries, parked })
+            Settled::Done(RecordOutcome::Relayed { deliveries, parked })
         }
     }
 }
@@ -758,168 +828,6 @@ async fn park(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn entry(bytes: usize) -> QueueEntry {
-        QueueEntry {
-            id: "x".into(),
-            body: "a".repeat(bytes),
-            delay_seconds: 0,
-            attributes: vec![],
-            group_id: None,
-        }
-    }
-
-    #[test]
-    fn batches_respect_count_and_total_size() {
-        let small: Vec<_> = (0..25).map(|_| entry(10)).collect();
-        let sizes: Vec<usize> = sqs_batches(&small).iter().map(|b| b.len()).collect();
-        assert_eq!(sizes, vec![10, 10, 5]);
-
-        // Five 262 KB messages: 1.31 MB in one call would be refused (BatchRequestTooLong).
-        let big: Vec<_> = (0..5).map(|_| entry(262_200)).collect();
-        let batches = sqs_batches(&big);
-        assert!(
-            batches
-                .iter()
-                .all(|b| b.iter().map(entry_bytes).sum::<usize>() <= SQS_BATCH_MAX_BYTES)
-        );
-        assert_eq!(batches.iter().map(|b| b.len()).sum::<usize>(), 5);
-        assert_eq!(batches.len(), 2);
-
-        assert!(sqs_batches(&[]).is_empty());
-        assert_eq!(sqs_batches(&[entry(2_000_000)]).len(), 1);
-    }
-
-    fn event(id: &str) -> Box<Event> {
-        let record: OutboxRecord = serde_json::from_value(json!({
-            "event_id": id, "tern_record": "outbox_event", "schema_version": 1,
-            "event_type": "order.paid", "tenant_id": "tnt_a",
-            "created_at": "2026-01-01T00:00:00.000Z", "payload": "{}", "expires_at": 1767830400
-        }))
-        .unwrap();
-        Box::new(record.into_event(1024).unwrap())
-    }
-
-    fn deliver(id: &str, endpoints: &[&str]) -> Plan {
-        Plan::Deliver {
-            event: event(id),
-            endpoints: endpoints
-                .iter()
-                .map(|e| EndpointId::new(*e).unwrap())
-                .collect(),
-        }
-    }
-
-    #[test]
-    fn entries_of_a_batch_keep_stream_order_and_distinct_ids() {
-        let plans = vec![
-            deliver("evt_a", &["ep_1", "ep_2"]),
-            Plan::Ignore,
-            deliver("evt_b", &["ep_1"]),
-        ];
-        let pending = delivery_entries(&plans);
-        let got: Vec<(usize, &str, &str)> = pending
-            .iter()
-            .map(|p| (p.record, p.endpoint.as_str(), p.entry.id.as_str()))
-            .collect();
-        assert_eq!(
-            got,
-            vec![
-                (0, "ep_1", "r0e0"),
-                (0, "ep_2", "r0e1"),
-                (2, "ep_1", "r2e0")
-            ]
-        );
-    }
-
-    #[test]
-    fn the_lowest_failed_record_is_reported() {
-        let stop = |i: usize| Some((i, "lookup".to_owned()));
-        let failed = |v: Vec<usize>| v.into_iter().map(|i| (i, Some(format!("entry {i}"))));
-        assert_eq!(first_failed_record(None, failed(vec![])), None);
-        assert_eq!(
-            first_failed_record(None, failed(vec![23, 7, 30])),
-            Some((7, "entry 7".to_owned()))
-        );
-        assert_eq!(
-            first_failed_record(stop(5), failed(vec![7])),
-            Some((5, "lookup".to_owned()))
-        );
-        assert_eq!(
-            first_failed_record(stop(9), failed(vec![7])),
-            Some((7, "entry 7".to_owned()))
-        );
-    }
-
-    /// Fails, per call, the entries whose id is listed for that call; refuses as a whole
-    /// any call holding the id `whole`.
-    struct Script {
-        fail: Vec<Vec<&'static str>>,
-        calls: std::sync::Mutex<Vec<Vec<String>>>,
-    }
-
-    #[async_trait::async_trait]
-    impl MessageQueue for Script {
-        async fn send_batch(
-            &self,
-            entries: &[QueueEntry],
-        ) -> Result<Vec<Result<(), PortError>>, PortError> {
-            let mut calls = self.calls.lock().unwrap();
-            let n = calls.len();
-            calls.push(entries.iter().map(|e| e.id.clone()).collect());
-            if entries.len() > 1 && entries.iter().any(|e| e.id == "whole") {
-                return Err(PortError::Rejected("BatchRequestTooLong".into()));
-            }
-            let fail = self.fail.get(n).cloned().unwrap_or_default();
-            Ok(entries
-                .iter()
-                .map(|e| match e.id.as_str() {
-                    "whole" => Err(PortError::Rejected("too long".into())),
-                    id if fail.contains(&id) => Err(PortError::Unavailable("x".into())),
-                    _ => Ok(()),
-                })
-                .collect())
-        }
-        async fn send(&self, _: &QueueEntry) -> Result<(), PortError> {
-            Ok(())
-        }
-    }
-
-    fn named(ids: &[&str]) -> Vec<QueueEntry> {
-        ids.iter()
-            .map(|id| QueueEntry {
-                id: (*id).into(),
-                ..entry(1)
-            })
-            .collect()
-    }
-
-    #[tokio::test]
-    async fn only_transiently_failed_entries_are_sent_again() {
-        let q = Script {
-            fail: vec![vec!["b", "c"], vec!["c"]],
-            calls: Default::default(),
-        };
-        let (results, retried) = send_packed(&q, &named(&["a", "b", "c", "d"])).await;
-        assert_eq!(results, vec![Ok(()); 4]);
-        assert_eq!(retried, 3);
-        assert_eq!(
-            *q.calls.lock().unwrap(),
-            vec![vec!["a", "b", "c", "d"], vec!["b", "c"], vec!["c"]]
-        );
-    }
-
-    #[tokio::test]
-    async fn a_call_refused_as_a_whole_is_split_to_find_the_entry() {
-        let q = Script {
-            fail: vec![],
-            calls: Default::default(),
-        };
-        let (results, retried) = send_packed(&q, &named(&["a", "whole", "c"])).await;
-        assert_eq!(retried, 0);
-        assert!(results[0].is_ok() && results[2].is_ok());
-        assert!(matches!(results[1], Err(PortError::Rejected(_))));
-    }
 
     fn raw(change: Value) -> Value {
         json!({"eventID": "e1", "eventName": "INSERT", "dynamodb": change})

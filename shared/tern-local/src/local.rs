@@ -52,6 +52,9 @@ pub struct LocalOptions {
     pub console_port: Option<u16>,
     /// The endpoint-health thresholds; `None` uses `infra/settings.json` (`health`).
     pub health: Option<tern_core::health::HealthPolicy>,
+    /// Retries of a failing stream batch before it is given up to the relay-failure
+    /// queue; `None` uses the settings file (`eventSources.relay.maximumRetryAttempts`).
+    pub relay_max_retries: Option<u32>,
 }
 
 impl Default for LocalOptions {
@@ -70,6 +73,7 @@ impl Default for LocalOptions {
             step_functions: true,
             console_port: Some(crate::console::DEFAULT_CONSOLE_PORT),
             health: None,
+            relay_max_retries: None,
         }
     }
 }
@@ -255,9 +259,12 @@ impl LocalTern {
             failure_queue,
             StreamPollerOptions {
                 batch_size: settings.event_sources.relay.batch_size,
-                max_retries: settings.event_sources.relay.maximum_retry_attempts,
+                max_retries: options
+                    .relay_max_retries
+                    .unwrap_or(settings.event_sources.relay.maximum_retry_attempts),
                 insert_filter: options.insert_filter,
                 idle: Duration::from_millis(100),
+                invocation_timeout: Duration::from_secs(settings.functions.relay.timeout_seconds),
             },
             Some(tx.clone()),
         ));

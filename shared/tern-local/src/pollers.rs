@@ -16,14 +16,16 @@ use std::time::{Duration, Instant};
 
 use aws_config::SdkConfig;
 use aws_lambda_events::sqs::SqsEvent;
-use aws_sdk_dynamodbstreams::types::{Record, ShardIteratorType};
+use aws_sdk_dynamodbstreams::types::ShardIteratorType;
 use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, MessageSystemAttributeName};
 use serde_json::{Value, json};
+use tern_aws::stream::sequence_order;
 use tern_core::ports::{MessageQueue, QueueEntry};
 use tern_handlers::deadline::Deadline;
 use tern_handlers::metrics::{Metrics, MetricsSink};
 use tern_handlers::relay::{RecordOutcome, RelayDeps};
 use tern_handlers::sender::{MessageResult, SenderDeps};
+use tern_ops::relay_failures::{OnFailureRecord, RequestContext, ResponseContext, StreamBatchInfo};
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::task::JoinHandle;
 
@@ -41,68 +43,7 @@ pub enum LocalEvent {
     Sent(Vec<MessageResult>),
 }
 
-/// Converts a DynamoDB Streams record to the JSON shape Lambda delivers. A field the
-/// record lacks (moto leaves some out) is left out too, as in AWS's records, never written
-/// as `null`; `ApproximateCreationDateTime` is whole seconds since the epoch, as Lambda
-/// writes it.
-pub fn lambda_record(record: &Record, stream_arn: &str) -> Value {
-    let change = record.dynamodb();
-    let image = |m: &HashMap<String, aws_sdk_dynamodbstreams::types::AttributeValue>| {
-        serde_json::to_value(serde_dynamo::Item::from(m.clone())).ok()
-    };
-    let mut dynamodb = serde_json::Map::new();
-    let mut put = |key: &str, value: Option<Value>| {
-        if let Some(value) = value {
-            dynamodb.insert(key.to_owned(), value);
-        }
-    };
-    put(
-        "ApproximateCreationDateTime",
-        change
-            .and_then(|c| c.approximate_creation_date_time())
-            .map(|t| json!(t.secs())),
-    );
-    put("Keys", change.and_then(|c| c.keys.as_ref()).and_then(image));
-    put(
-        "NewImage",
-        change.and_then(|c| c.new_image.as_ref()).and_then(image),
-    );
-    put(
-        "OldImage",
-        change.and_then(|c| c.old_image.as_ref()).and_then(image),
-    );
-    put(
-        "SequenceNumber",
-        change.and_then(|c| c.sequence_number()).map(|s| json!(s)),
-    );
-    put(
-        "SizeBytes",
-        change.and_then(|c| c.size_bytes()).map(|n| json!(n)),
-    );
-    put(
-        "StreamViewType",
-        change
-            .and_then(|c| c.stream_view_type())
-            .map(|v| json!(v.as_str())),
-    );
-    let mut value = json!({
-        "eventSource": "aws:dynamodb",
-        "awsRegion": record.aws_region().unwrap_or("us-east-1"),
-        "eventSourceARN": stream_arn,
-        "eventVersion": record.event_version().unwrap_or("1.1"),
-        "dynamodb": dynamodb,
-    });
-    if let Some(id) = record.event_id() {
-        value["eventID"] = json!(id);
-    }
-    if let Some(name) = record.event_name() {
-        value["eventName"] = json!(name.as_str());
-    }
-    if let Some(id) = record.user_identity() {
-        value["userIdentity"] = json!({"type": id.r#type(), "principalId": id.principal_id()});
-    }
-    value
-}
+pub use tern_aws::stream::lambda_record;
 
 /// Stream poller settings.
 pub struct StreamPollerOptions {
@@ -114,6 +55,9 @@ pub struct StreamPollerOptions {
     pub insert_filter: bool,
     /// Idle wait between empty reads.
     pub idle: Duration,
+    /// Time each relay invocation gets (`functions.relay.timeoutSeconds`): the handler's
+    /// deadline, as Lambda gives it.
+    pub invocation_timeout: Duration,
 }
 
 /// How long a shard's iterator may return nothing before the poller checks it against a
@@ -237,9 +181,11 @@ pub fn spawn_stream_poller(
                             &relay,
                             &failure_queue,
                             records,
-                            shard_id,
-                            &stream_arn,
-                            options.max_retries,
+                            Shard {
+                                id: shard_id,
+                                stream_arn: &stream_arn,
+                            },
+                            &options,
                             events.as_ref(),
                         )
                         .await;
@@ -324,21 +270,34 @@ async fn recheck_stale(
     }
 }
 
+/// The shard a batch came from.
+struct Shard<'a> {
+    id: &'a str,
+    stream_arn: &'a str,
+}
+
+/// One batch as the event source mapping handles it: invoked with the invocation's
+/// deadline, retried from the reported record up to `max_retries` times, then given up:
+/// the on-failure record (Lambda's shape, [`OnFailureRecord`]) goes to the relay-failure
+/// queue and the shard moves on.
 async fn invoke_relay(
     relay: &RelayDeps,
     failure_queue: &Arc<dyn MessageQueue>,
     mut records: Vec<Value>,
-    shard_id: &str,
-    stream_arn: &str,
-    max_retries: u32,
+    shard: Shard<'_>,
+    options: &StreamPollerOptions,
     events: Option<&UnboundedSender<LocalEvent>>,
 ) {
-    for attempt in 0..=max_retries {
+    let mut invocations = 0;
+    for attempt in 0..=options.max_retries {
+        invocations += 1;
         // Raw JSON, as the Lambda binary takes it: a record that does not parse is parked
         // by the relay on its own instead of dropping the batch.
         let event = json!({ "Records": records });
         let metrics = Metrics::new("Tern", MetricsSink::Discard);
-        let (response, outcomes) = tern_handlers::relay::handle_value(relay, event, &metrics).await;
+        let deadline = tokio::time::Instant::now() + options.invocation_timeout;
+        let (response, outcomes) =
+            tern_handlers::relay::handle_value_before(relay, event, Some(deadline), &metrics).await;
         if let Some(tx) = events {
             let _ = tx.send(LocalEvent::Relayed(outcomes));
         }
@@ -347,7 +306,7 @@ async fn invoke_relay(
             .batch_item_failures
             .iter()
             .filter_map(|f| f.item_identifier.clone())
-            .min_by(|a, b| a.len().cmp(&b.len()).then(a.cmp(b)))
+            .min_by(|a, b| sequence_order(a, b))
         else {
             return;
         };
@@ -356,36 +315,79 @@ async fn invoke_relay(
             .position(|r| r["dynamodb"]["SequenceNumber"] == from)
             .unwrap_or(0);
         records.drain(..position);
-        if attempt < max_retries {
+        if attempt < options.max_retries {
             tokio::time::sleep(Duration::from_millis(200 * u64::from(attempt + 1))).await;
         }
     }
-    // OnFailure destination: what Lambda sends is batch metadata, not the records.
-    let seq = |r: &Value| r["dynamodb"]["SequenceNumber"].as_str().map(str::to_owned);
-    let body = json!({
-        "requestContext": {"condition": "RetryAttemptsExhausted", "approximateInvokeCount": max_retries + 1},
-        "DDBStreamBatchInfo": {
-            "shardId": shard_id,
-            "streamArn": stream_arn,
-            "startSequenceNumber": records.first().and_then(seq),
-            "endSequenceNumber": records.last().and_then(seq),
-            "batchSize": records.len(),
+    let body = on_failure_record(&records, &shard, invocations);
+    let entry = QueueEntry {
+        id: "onfailure".into(),
+        body: body.to_string(),
+        delay_seconds: 0,
+        attributes: vec![],
+        group_id: None,
+    };
+    // Lambda retries delivery to the destination; so does the poller, a few times.
+    let mut sent = failure_queue.send(&entry).await;
+    for wait_ms in [200, 1000] {
+        if sent.is_ok() {
+            break;
         }
-    });
-    let _ = failure_queue
-        .send(&QueueEntry {
-            id: "onfailure".into(),
-            body: body.to_string(),
-            delay_seconds: 0,
-            attributes: vec![],
-            group_id: None,
-        })
-        .await;
+        tokio::time::sleep(Duration::from_millis(wait_ms)).await;
+        sent = failure_queue.send(&entry).await;
+    }
+    if let Err(error) = sent {
+        tracing::error!(%error, %body, "the relay-failure queue refused the on-failure record of a discarded stream batch: re-drive its range by hand");
+    }
     if let Some(tx) = events {
         let _ = tx.send(LocalEvent::RelayBatchFailed {
             records: records.len(),
         });
     }
+}
+
+/// What Lambda sends to the on-failure destination when it gives up on `records`:
+/// metadata of the batch, not the records (AWS Lambda developer guide, "Retain discarded
+/// records for a DynamoDB event source").
+fn on_failure_record(records: &[Value], shard: &Shard<'_>, invocations: u32) -> Value {
+    let seq = |r: Option<&Value>| {
+        r.and_then(|r| r["dynamodb"]["SequenceNumber"].as_str())
+            .unwrap_or_default()
+            .to_owned()
+    };
+    // Lambda writes whole seconds, `2019-11-14T00:13:19Z`.
+    let arrival = |r: Option<&Value>| {
+        r.and_then(|r| r["dynamodb"]["ApproximateCreationDateTime"].as_f64())
+            .and_then(|secs| chrono::DateTime::from_timestamp(secs as i64, 0))
+            .map(|t| t.format("%Y-%m-%dT%H:%M:%SZ").to_string())
+    };
+    let record = OnFailureRecord {
+        request_context: RequestContext {
+            request_id: tern_core::EventId::generate().to_string(),
+            function_arn: "arn:aws:lambda:us-east-1:123456789012:function:tern-relay-local".into(),
+            condition: "RetryAttemptsExhausted".into(),
+            approximate_invoke_count: invocations,
+        },
+        response_context: ResponseContext {
+            status_code: 200,
+            executed_version: "$LATEST".into(),
+            function_error: None,
+        },
+        version: "1.0".into(),
+        timestamp: chrono::Utc::now()
+            .format("%Y-%m-%dT%H:%M:%S%.3fZ")
+            .to_string(),
+        batch: StreamBatchInfo {
+            shard_id: shard.id.to_owned(),
+            start_sequence_number: seq(records.first()),
+            end_sequence_number: seq(records.last()),
+            approximate_arrival_of_first_record: arrival(records.first()),
+            approximate_arrival_of_last_record: arrival(records.last()),
+            batch_size: records.len() as u32,
+            stream_arn: shard.stream_arn.to_owned(),
+        },
+    };
+    serde_json::to_value(record).unwrap_or(Value::Null)
 }
 
 /// Queue poller settings.
@@ -524,7 +526,7 @@ pub fn spawn_queue_pollers(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use aws_sdk_dynamodbstreams::types::{AttributeValue, OperationType, StreamRecord};
+    use aws_sdk_dynamodbstreams::types::{AttributeValue, OperationType, Record, StreamRecord};
 
     fn keys() -> HashMap<String, AttributeValue> {
         HashMap::from([("event_id".to_owned(), AttributeValue::S("evt_1".into()))])

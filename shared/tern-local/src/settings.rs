@@ -125,6 +125,8 @@ impl Health {
 /// Function settings.
 #[derive(Debug, Clone, Deserialize)]
 pub struct Functions {
+    /// The relay function.
+    pub relay: FunctionSettings,
     /// The sender function.
     pub sender: FunctionSettings,
 }

@@ -74,6 +74,8 @@ struct Shared {
     first_next: watch::Sender<Option<Instant>>,
     /// The body of an init error, if one was posted.
     init_error: watch::Sender<Option<String>>,
+    /// Time each invocation gets, milliseconds.
+    deadline_ms: u64,
 }
 
 /// A running emulator. Stops when dropped.
@@ -118,7 +120,7 @@ async fn next(State(shared): State<Arc<Shared>>) -> Response<Body> {
         .header("lambda-runtime-aws-request-id", &invocation.id)
         .header(
             "lambda-runtime-deadline-ms",
-            (now_ms + INVOCATION_DEADLINE_MS).to_string(),
+            (now_ms + shared.deadline_ms).to_string(),
         )
         .header(
             "lambda-runtime-invoked-function-arn",
@@ -177,6 +179,15 @@ impl RuntimeApi {
     /// # Errors
     /// [`EmulatorError::Bind`].
     pub async fn start() -> Result<Self, EmulatorError> {
+        Self::start_with_deadline(INVOCATION_DEADLINE_MS).await
+    }
+
+    /// Starts an emulator whose invocations each get `deadline_ms` milliseconds (a
+    /// function's timeout, e.g. the relay's 30,000).
+    ///
+    /// # Errors
+    /// [`EmulatorError::Bind`].
+    pub async fn start_with_deadline(deadline_ms: u64) -> Result<Self, EmulatorError> {
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
         let addr = listener.local_addr()?;
         let (events, rx) = mpsc::unbounded_channel();
@@ -185,6 +196,7 @@ impl RuntimeApi {
             pending: Mutex::new(HashMap::new()),
             first_next: watch::Sender::new(None),
             init_error: watch::Sender::new(None),
+            deadline_ms,
         });
         let app = Router::new()
             .route("/2018-06-01/runtime/invocation/next", get(next))

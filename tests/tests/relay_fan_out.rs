@@ -1,0 +1,266 @@
+//! The relay at fan-out scale (issue 15 item 5), at the handler level over fakes at the
+//! ports: its `SendMessageBatch` calls run concurrently within a bound, and a fan-out that
+//! cannot finish before the invocation's deadline resumes where it stopped, each
+//! (event, endpoint) message sent exactly once across the invocations.
+//!
+//! Time is tokio's paused clock: a call that "takes" 100 ms costs no real time, so the
+//! 30 s invocations play out in milliseconds. Memory is in `relay_memory.rs` (its own
+//! binary, for its allocation counter).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::Utc;
+use serde_json::{Value, json};
+use tern_core::fanout::FanOutCheckpoints;
+use tern_core::ports::{EndpointStore as _, MessageQueue, PortError, QueueEntry};
+use tern_core::{DeliveryMessage, Endpoint, EndpointId, EventId, Secret, TenantId};
+use tern_handlers::metrics::{Metrics, MetricsSink};
+use tern_handlers::relay::RelayDeps;
+use tern_tests::fakes::{MemEndpoints, MemQueue};
+use tokio::time::Instant;
+
+/// A delivery queue whose every call takes `latency`; it counts the calls in flight (and
+/// their peak) and every (event, endpoint) pair it accepted. It keeps no body.
+#[derive(Default)]
+struct TimedQueue {
+    latency: Duration,
+    in_flight: AtomicUsize,
+    peak: AtomicUsize,
+    calls: AtomicUsize,
+    accepted: Mutex<HashMap<(String, String), usize>>,
+}
+
+impl TimedQueue {
+    fn new(latency: Duration) -> Self {
+        Self {
+            latency,
+            ..Self::default()
+        }
+    }
+}
+
+#[async_trait]
+impl MessageQueue for TimedQueue {
+    async fn send_batch(
+        &self,
+        entries: &[QueueEntry],
+    ) -> Result<Vec<Result<(), PortError>>, PortError> {
+        assert!(entries.len() <= 10, "SQS takes at most 10 entries per call");
+        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.peak.fetch_max(now, Ordering::SeqCst);
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        tokio::time::sleep(self.latency).await;
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        let mut accepted = self.accepted.lock().unwrap();
+        for e in entries {
+            let m = DeliveryMessage::parse(&e.body).expect("the relay writes valid messages");
+            *accepted
+                .entry((m.event.id.to_string(), m.endpoint_id.to_string()))
+                .or_default() += 1;
+        }
+        Ok(vec![Ok(()); entries.len()])
+    }
+    async fn send(&self, _entry: &QueueEntry) -> Result<(), PortError> {
+        Ok(())
+    }
+}
+
+/// Checkpoints in a map, as the attempts-table item keeps them.
+#[derive(Default)]
+struct MemCheckpoints(Mutex<HashMap<String, EndpointId>>);
+
+#[async_trait]
+impl FanOutCheckpoints for MemCheckpoints {
+    async fn read(&self, event: &EventId) -> Result<Option<EndpointId>, PortError> {
+        Ok(self.0.lock().unwrap().get(event.as_str()).cloned())
+    }
+    async fn write(&self, event: &EventId, through: &EndpointId) -> Result<(), PortError> {
+        let mut map = self.0.lock().unwrap();
+        let entry = map
+            .entry(event.to_string())
+            .or_insert_with(|| through.clone());
+        if *through > *entry {
+            *entry = through.clone();
+        }
+        Ok(())
+    }
+}
+
+fn endpoint_name(i: usize) -> String {
+    format!("ep_{i:05}")
+}
+
+async fn endpoints(n: usize) -> Arc<MemEndpoints> {
+    let store = Arc::new(MemEndpoints::default());
+    // Registered in reverse: the relay's order must not depend on the store's.
+    for i in (0..n).rev() {
+        store
+            .put(&Endpoint::new(
+                EndpointId::new(endpoint_name(i)).unwrap(),
+                TenantId::new("tnt_a").unwrap(),
+                "https://receiver.test/hook",
+                vec!["*".into()],
+                Secret::generate(),
+                Utc::now(),
+            ))
+            .await
+            .unwrap();
+    }
+    store
+}
+
+fn insert(i: usize) -> Value {
+    json!({
+        "eventID": format!("ev{i}"), "eventName": "INSERT", "eventVersion": "1.1",
+        "eventSource": "aws:dynamodb", "awsRegion": "us-east-1",
+        "dynamodb": {
+            "Keys": {"event_id": {"S": format!("evt_{i}")}},
+            "SequenceNumber": format!("{:021}", 1000 + i),
+            "StreamViewType": "NEW_IMAGE",
+            "NewImage": {
+                "event_id": {"S": format!("evt_{i}")},
+                "tern_record": {"S": "outbox_event"},
+                "schema_version": {"N": "1"},
+                "event_type": {"S": "order.paid"},
+                "tenant_id": {"S": "tnt_a"},
+                "created_at": {"S": "2026-01-01T00:00:00.000Z"},
+                "payload": {"S": format!("{{\"n\":{i}}}")},
+                "expires_at": {"N": "1767830400"}
+            }
+        }
+    })
+}
+
+fn deps(store: Arc<MemEndpoints>, queue: Arc<TimedQueue>) -> RelayDeps {
+    RelayDeps {
+        endpoints: store,
+        delivery_queue: queue,
+        failure_queue: Arc::new(MemQueue::default()),
+        max_payload_bytes: tern_core::event::DEFAULT_MAX_PAYLOAD_BYTES,
+        checkpoints: Some(Arc::new(MemCheckpoints::default())),
+    }
+}
+
+fn metrics() -> Metrics {
+    Metrics::new("Tern", MetricsSink::Discard)
+}
+
+/// One event to 300 endpoints, each call taking 50 ms: the calls overlap, never more than
+/// the relay's bound at once, and every endpoint gets its message once.
+#[tokio::test(start_paused = true)]
+async fn send_calls_run_concurrently_within_the_bound() {
+    let queue = Arc::new(TimedQueue::new(Duration::from_millis(50)));
+    let deps = deps(endpoints(300).await, queue.clone());
+    let (response, _) =
+        tern_handlers::relay::handle_value(&deps, json!({"Records": [insert(1)]}), &metrics())
+            .await;
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    assert_eq!(queue.calls.load(Ordering::SeqCst), 30);
+    assert_eq!(
+        queue.peak.load(Ordering::SeqCst),
+        tern_handlers::relay::MAX_CONCURRENT_SENDS,
+        "30 calls of 50 ms: the relay keeps its bound of calls in flight"
+    );
+    let accepted = queue.accepted.lock().unwrap();
+    assert_eq!(accepted.len(), 300);
+    assert!(accepted.values().all(|n| *n == 1));
+}
+
+/// What Lambda does with one invocation: it gives the handler `timeout` and kills it at
+/// the deadline (no answer: the whole batch is retried). Returns the sequence number the
+/// handler reported, `Err(())` when it was killed.
+async fn invoke(
+    deps: &RelayDeps,
+    records: &[Value],
+    timeout: Duration,
+) -> Result<Option<String>, ()> {
+    let deadline = Instant::now() + timeout;
+    let event = json!({ "Records": records });
+    let metrics = metrics();
+    let run = tern_handlers::relay::handle_value_before(deps, event, Some(deadline), &metrics);
+    match tokio::time::timeout_at(deadline, run).await {
+        Ok((response, _)) => Ok(response
+            .batch_item_failures
+            .first()
+            .and_then(|f| f.item_identifier.clone())),
+        Err(_) => Err(()),
+    }
+}
+
+/// Two events to 2,000 endpoints each, each call taking 100 ms (25 rounds of 8 calls per
+/// event: 2.5 s), with 10 s invocations (2 s of sending before the 8 s reserve): each
+/// invocation stops before its deadline and reports the record it was in; the retried
+/// invocation sends only the rest. Each (event, endpoint) message goes out exactly once
+/// across all of them.
+#[tokio::test(start_paused = true)]
+async fn a_fan_out_cut_by_the_deadline_resumes_without_resending() {
+    let queue = Arc::new(TimedQueue::new(Duration::from_millis(100)));
+    let deps = deps(endpoints(2000).await, queue.clone());
+    let mut records = vec![insert(1), insert(2)];
+    let (mut invocations, mut killed) = (0, 0);
+    loop {
+        invocations += 1;
+        assert!(invocations <= 5, "the fan-out never finished");
+        match invoke(&deps, &records, Duration::from_secs(10)).await {
+            Ok(None) => break,
+            Ok(Some(sequence)) => {
+                let at = records
+                    .iter()
+                    .position(|r| r["dynamodb"]["SequenceNumber"] == sequence.as_str())
+                    .expect("the reported record is one of the batch");
+                records.drain(..at);
+            }
+            // Killed at the deadline: Lambda retries the same batch.
+            Err(()) => killed += 1,
+        }
+    }
+    assert_eq!(killed, 0, "the handler answers before its deadline");
+    assert!(
+        invocations >= 3,
+        "each invocation has too little time for a whole fan-out: {invocations}"
+    );
+    let accepted = queue.accepted.lock().unwrap();
+    let twice: Vec<_> = accepted.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(
+        twice.is_empty(),
+        "{} messages sent more than once, e.g. {:?}",
+        twice.len(),
+        twice.first()
+    );
+    assert_eq!(accepted.len(), 4000, "every (event, endpoint) pair, once");
+}
+
+/// The checkpoint item on moto: absent at first, never moved back (a retried or stale
+/// write changes nothing), and invisible to the attempt log that shares its partition.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn checkpoints_on_moto_never_move_back_and_stay_out_of_the_attempt_log() {
+    let local = tern_tests::deployment_without_pollers(
+        "fanoutcheckpoint",
+        tern_local::LocalOptions::default(),
+    )
+    .await;
+    let store = tern_aws::DynamoFanOutCheckpoints::new(
+        aws_sdk_dynamodb::Client::new(&local.aws),
+        &local.resources.attempts_table,
+    );
+    let event = EventId::generate();
+    let id = |s: &str| EndpointId::new(s).unwrap();
+    assert_eq!(store.read(&event).await.unwrap(), None);
+    store.write(&event, &id("ep_00100")).await.unwrap();
+    store.write(&event, &id("ep_00050")).await.unwrap();
+    store.write(&event, &id("ep_00100")).await.unwrap();
+    assert_eq!(store.read(&event).await.unwrap(), Some(id("ep_00100")));
+    store.write(&event, &id("ep_00200")).await.unwrap();
+    assert_eq!(store.read(&event).await.unwrap(), Some(id("ep_00200")));
+    let history = local
+        .sender
+        .ledger
+        .history(&event)
+        .await
+        .expect("the attempt log reads past the checkpoint item");
+    assert!(history.is_empty(), "{history:?}");
+}
