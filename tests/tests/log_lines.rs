@@ -144,3 +144,50 @@ async fn sender_log_lines_carry_the_request_id_once() {
          'before' is stale:\n{before}"
     );
 }
+
+/// Issue 17 item 6: a relay log line about a record names the Tern event (`evt_...`, the
+/// outbox item's key) as `event_id`, and the stream record's own id apart, as
+/// `stream_record_id`: an operator searches the logs for the id `tern attempts` and
+/// `tern relay-failures` print, not for a stream sequence detail.
+#[tokio::test]
+async fn relay_log_lines_name_the_tern_event_not_the_stream_record() {
+    let buffer = Buffer::default();
+    let subscriber = tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .json()
+                .with_writer(buffer.clone()),
+        )
+        .with(tracing_subscriber::EnvFilter::new("info"));
+    let _default = tracing::subscriber::set_default(subscriber);
+
+    // A poison record: the fixture's outbox item with a schema version this build refuses.
+    let mut event: serde_json::Value =
+        serde_json::from_str(&fixture("dynamodb-stream-insert.json")).unwrap();
+    event["Records"][0]["dynamodb"]["NewImage"]["schema_version"] = serde_json::json!({"N": "99"});
+    let failures = Arc::new(MemQueue::default());
+    let deps = tern_handlers::relay::RelayDeps {
+        endpoints: Arc::new(MemEndpoints::default()),
+        delivery_queue: Arc::new(MemQueue::default()),
+        failure_queue: failures.clone(),
+        max_payload_bytes: 262_144,
+        checkpoints: None,
+    };
+    let metrics = Metrics::new("Tern", MetricsSink::Discard);
+    let (_, outcomes) = tern_handlers::relay::handle_value(&deps, event, &metrics).await;
+    assert!(
+        matches!(
+            outcomes[0],
+            tern_handlers::relay::RecordOutcome::Poison { .. }
+        ),
+        "{outcomes:?}"
+    );
+    let log = buffer.text();
+    let line = log
+        .lines()
+        .find(|l| l.contains("poison outbox record parked"))
+        .unwrap_or_else(|| panic!("no park line in {log}"));
+    let line: serde_json::Value = serde_json::from_str(line).unwrap();
+    assert_eq!(line["fields"]["event_id"], "evt_stream_2", "{line}");
+    assert_eq!(line["fields"]["stream_record_id"], "e0011", "{line}");
+}

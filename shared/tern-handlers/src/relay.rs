@@ -502,11 +502,8 @@ async fn handle_records(
     let mut response = DynamoDbEventResponse::default();
     if let Some((i, error)) = first_failure {
         let raw = &raws[i];
-        let event_id = raw
-            .get("eventID")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        tracing::warn!(%error, %event_id, "relay stopped; the batch is retried from this record");
+        let (event_id, stream_record_id) = record_names(raw);
+        tracing::warn!(%error, event_id, stream_record_id, "relay stopped; the batch is retried from this record");
         let mut failure = DynamoDbBatchItemFailure::default();
         failure.item_identifier = raw
             .pointer("/dynamodb/SequenceNumber")
@@ -706,19 +703,16 @@ async fn settle(
     park_by: Option<Instant>,
     metrics: &Metrics,
 ) -> Settled {
-    let stream_event_id = raw
-        .get("eventID")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
+    let (event_id, stream_record_id) = record_names(raw);
     match plan {
         Plan::Ignore => Settled::Done(RecordOutcome::Ignored),
         Plan::Park { reason, kind } => {
             // The reason names the rule broken, never the payload, so it is safe to log.
             if *kind == ParkKind::Misconfigured {
-                tracing::error!(%reason, event_id = %stream_event_id, "misconfigured outbox stream: record parked in the relay-failure queue");
+                tracing::error!(%reason, event_id, stream_record_id, "misconfigured outbox stream: record parked in the relay-failure queue");
                 metrics.update(|c| c.relay_misconfigured += 1);
             } else {
-                tracing::error!(%reason, event_id = %stream_event_id, "poison outbox record parked in the relay-failure queue");
+                tracing::error!(%reason, event_id, stream_record_id, "poison outbox record parked in the relay-failure queue");
             }
             let no_context = Map::new();
             let parked = park(deps, raw, reason, *kind, &no_context, metrics);
@@ -782,6 +776,17 @@ async fn settle(
             Settled::Done(RecordOutcome::Relayed { deliveries, parked })
         }
     }
+}
+
+/// The names a log line gives a stream record: the Tern event id (the outbox item's
+/// `event_id` key, what `tern attempts` and `tern relay-failures` print), when the record
+/// has one, and the stream record's own `eventID`.
+fn record_names(raw: &Value) -> (Option<&str>, Option<&str>) {
+    (
+        raw.pointer("/dynamodb/Keys/event_id/S")
+            .and_then(Value::as_str),
+        raw.get("eventID").and_then(Value::as_str),
+    )
 }
 
 fn raw_record(record: &EventRecord) -> Value {
