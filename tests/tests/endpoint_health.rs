@@ -505,8 +505,8 @@ async fn auto_disable_once_below_the_threshold_for_a_whole_window_with_enough_at
         .unwrap();
     let below_since = h.below_since.expect("the time it fell below is kept");
     assert_eq!(events.kinds(), vec![OperationalEventKind::Degraded]);
-    // Still below a whole window later, with the failing traffic going on (a quarter window
-    // apart, as a live sender's retries and new events would keep coming): it is disabled,
+    // Still below a whole window later, with the failing traffic going on (five every
+    // quarter window, as a live sender's retries and new events would keep coming): it is disabled,
     // once, with the reason and the last success. The traffic matters: the attempts that
     // made it fall below are a whole window old by then, at the edge of the rate's window.
     let window = p.timings(WINDOW_SCALE).window();
@@ -517,7 +517,9 @@ async fn auto_disable_once_below_the_threshold_for_a_whole_window_with_enough_at
             "still enabled {sent_after} quarter windows after falling below"
         );
         tokio::time::sleep(window / 4).await;
-        send(&deps, &messages(&local, &ep, 1)).await;
+        // Five a quarter window: at least the minimum volume in any window, even when a
+        // loaded machine makes each send slow.
+        send(&deps, &messages(&local, &ep, 5)).await;
         sent_after += 1;
     }
     let stored = local
