@@ -31,12 +31,15 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
-use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
+use aws_sdk_dynamodb::types::{
+    AttributeValue, ReturnConsumedCapacity, ReturnValue, ReturnValuesOnConditionCheckFailure,
+};
 use chrono::{DateTime, Utc};
 use tern_core::DeliveryMessage;
 use tern_core::ports::{
     AttemptRecord, Claim, DeliveryLedger, DeliveryState, OUTCOME_ABANDONED, PortError,
 };
+use tern_core::trace::{EventTrace, PairState};
 use tern_core::{EndpointId, EventId};
 
 use crate::error::port_error;
@@ -733,6 +736,53 @@ impl DeliveryLedger for DynamoLedger {
         }
     }
 
+    async fn trace(&self, event: &EventId) -> Result<EventTrace, PortError> {
+        let mut trace = EventTrace::default();
+        let mut start = None;
+        loop {
+            let out = self
+                .client
+                .query()
+                .table_name(&self.table)
+                // The whole partition in one Query (pages of 1 MB): the state items and
+                // the attempt rows. Eventually consistent: half a read unit per 4 KB.
+                .key_condition_expression("event_id = :e")
+                .expression_attribute_values(":e", AttributeValue::S(event.to_string()))
+                .return_consumed_capacity(ReturnConsumedCapacity::Total)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(port_error)?;
+            if let Some(units) = out.consumed_capacity().and_then(|c| c.capacity_units()) {
+                *trace.read_units.get_or_insert(0.0) += units;
+            }
+            for item in out.items.unwrap_or_default() {
+                let sk = match item.get("sk") {
+                    Some(AttributeValue::S(sk)) => sk.as_str(),
+                    _ => continue,
+                };
+                if sk.starts_with("state#") {
+                    trace.attempts.extend(delivered_row(event, &item)?);
+                    trace.pairs.extend(pair_state(&item));
+                } else if sk.starts_with("attempt#") {
+                    trace.attempts.push(
+                        serde_dynamo::from_item(item)
+                            .map_err(|e| PortError::Rejected(e.to_string()))?,
+                    );
+                }
+                // Other items of the partition (the relay's fan-out checkpoint) are
+                // neither a pair nor an attempt.
+            }
+            start = out.last_evaluated_key;
+            if start.is_none() {
+                trace.attempts.sort_by_key(|r: &AttemptRecord| {
+                    (r.started_at, r.replay_count, r.attempt, r.takeover)
+                });
+                return Ok(trace);
+            }
+        }
+    }
+
     async fn history(&self, event: &EventId) -> Result<Vec<AttemptRecord>, PortError> {
         let mut records = Vec::new();
         let mut start = None;
@@ -777,9 +827,68 @@ impl DeliveryLedger for DynamoLedger {
     }
 }
 
+/// The state item of one pair, as [`DeliveryLedger::trace`] returns it. Attributes that
+/// are missing or of another type read as absent (an item written by an older build).
+fn pair_state(item: &HashMap<String, AttributeValue>) -> Option<PairState> {
+    let text = |name: &str| match item.get(name) {
+        Some(AttributeValue::S(s)) => Some(s.as_str()),
+        _ => None,
+    };
+    let number = |name: &str| match item.get(name) {
+        Some(AttributeValue::N(v)) => v.parse::<i64>().ok(),
+        _ => None,
+    };
+    let time = |name: &str| {
+        text(name)
+            .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+            .map(|t| t.with_timezone(&Utc))
+    };
+    let millis = |name: &str| number(name).and_then(DateTime::<Utc>::from_timestamp_millis);
+    let endpoint = text("endpoint_id")
+        .or_else(|| text("sk").and_then(|sk| sk.strip_prefix("state#")))
+        .and_then(|e| EndpointId::new(e).ok())?;
+    Some(PairState {
+        endpoint_id: endpoint,
+        claim_key: match item.get("claim_key") {
+            Some(AttributeValue::N(v)) => v.parse::<u64>().ok(),
+            _ => None,
+        },
+        claim_done: matches!(item.get("claim_done"), Some(AttributeValue::Bool(true))),
+        state: text("delivery_state")
+            .and_then(|s| serde_json::from_value(serde_json::Value::String(s.to_owned())).ok()),
+        lease_until: millis("lease_until"),
+        claimed_at: millis("claimed_at"),
+        delivered_at: time("delivered_at"),
+        updated_at: time("updated_at"),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_state_item_reads_back_as_the_pair_state() {
+        let item = HashMap::from([
+            ("event_id".to_owned(), AttributeValue::S("evt_1".into())),
+            ("sk".to_owned(), AttributeValue::S("state#ep_1".into())),
+            ("claim_key".to_owned(), n((1u64 << 32) | 3)),
+            ("claim_done".to_owned(), AttributeValue::Bool(true)),
+            (
+                "delivery_state".to_owned(),
+                AttributeValue::S("retrying".into()),
+            ),
+            ("lease_until".to_owned(), n(1_700_000_060_000_i64)),
+            ("claimed_at".to_owned(), n(1_700_000_000_000_i64)),
+        ]);
+        let p = pair_state(&item).expect("a state item");
+        assert_eq!(p.endpoint_id.as_str(), "ep_1", "from the sort key");
+        assert_eq!((p.claim_replay(), p.claim_attempt()), (Some(1), Some(3)));
+        assert!(p.claim_done);
+        assert_eq!(p.state, Some(DeliveryState::Retrying));
+        assert_eq!(p.claimed_at.map(|t| t.timestamp()), Some(1_700_000_000));
+        assert_eq!(p.delivered_at, None);
+    }
 
     fn item(token: &AttributeValue, lease_ms: i64) -> HashMap<String, AttributeValue> {
         HashMap::from([

@@ -11,6 +11,7 @@ pub mod fanout;
 pub mod health;
 pub mod ledger;
 pub mod operational;
+pub mod outbox_reader;
 pub mod sfn;
 pub mod sqs;
 #[cfg(feature = "streams")]
@@ -24,5 +25,6 @@ pub use fanout::DynamoFanOutCheckpoints;
 pub use health::DynamoHealthStore;
 pub use ledger::DynamoLedger;
 pub use operational::{OutboxEventSink, SnsEventSink};
+pub use outbox_reader::DynamoOutboxReader;
 pub use sfn::StepFunctionsScheduler;
 pub use sqs::SqsQueue;

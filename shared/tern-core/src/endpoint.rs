@@ -297,9 +297,15 @@ impl Endpoint {
     /// which an endpoint gets only by naming them: otherwise every `*` endpoint, the
     /// failing one included, would start receiving reports about endpoint health.
     pub fn subscribes(&self, event: &Event) -> bool {
-        let ty = event.event_type.as_str();
+        self.subscribes_to(&event.tenant_id, event.event_type.as_str())
+    }
+
+    /// [`Self::subscribes`] for an event known by its tenant and type only (an outbox item
+    /// read without its payload, as `tern audit` reads them).
+    pub fn subscribes_to(&self, tenant: &TenantId, event_type: &str) -> bool {
+        let ty = event_type;
         let operational = ty.starts_with(crate::operational::TERN_EVENT_TYPE_PREFIX);
-        self.tenant_id == event.tenant_id
+        &self.tenant_id == tenant
             && self
                 .event_types
                 .iter()

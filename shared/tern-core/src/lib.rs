@@ -21,6 +21,7 @@ pub mod request;
 pub mod retry;
 pub mod signing;
 pub mod sqs_text;
+pub mod trace;
 pub mod waiting;
 
 pub use endpoint::{Endpoint, EndpointSecret};

@@ -356,6 +356,17 @@ pub trait DeliveryLedger: Send + Sync {
 
     /// Every recorded attempt of an event, oldest first.
     async fn history(&self, event: &EventId) -> Result<Vec<AttemptRecord>, PortError>;
+
+    /// Everything the ledger holds for an event: each pair's state item (its claim and how
+    /// it ended) and the attempt log, for `tern audit`. The default knows no state items
+    /// (a store that keeps none): only [`Self::history`].
+    async fn trace(&self, event: &EventId) -> Result<crate::trace::EventTrace, PortError> {
+        Ok(crate::trace::EventTrace {
+            pairs: Vec::new(),
+            attempts: self.history(event).await?,
+            read_units: None,
+        })
+    }
 }
 
 /// A message read from a queue, for the replay function's drain of the DLQ.
