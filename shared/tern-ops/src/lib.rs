@@ -3,6 +3,7 @@
 //! otherwise), with table and queue names from the same `TERN_*` variables the functions read.
 
 pub mod attempts;
+pub mod audit;
 pub mod dlq;
 pub mod health;
 pub mod relay_failures;

@@ -1,0 +1,725 @@
+//! `tern audit`: "is anything lost?" For the outbox events created in a time window (of one
+//! tenant, or one endpoint, when asked), every (event, subscribed endpoint) pair is
+//! accounted: delivered, waiting (with its next due time when known), in flight,
+//! dead-lettered (with its reason), parked in the relay-failure queue, or **unaccounted**,
+//! listed with what is known of it (its state item, its attempt rows, its age).
+//!
+//! What it reads, in this order:
+//! 1. the endpoints table (every endpoint, or the tenant's) and the health table;
+//! 2. the outbox table: the items created in the window ([`OutboxReader`]: a Scan, the
+//!    table has no index on `created_at`);
+//! 3. the attempts table: one Query per event, its whole partition (the pairs' state
+//!    items and the attempt rows), [`AuditRequest::concurrency`] in flight;
+//! 4. the DLQ and the relay-failure queue, read whole ([`queues::read_whole`]): after the
+//!    ledger, so a pair dead-lettered meanwhile is found in the DLQ, not missed;
+//! 5. after [`AuditRequest::recheck_after`], the partitions of the events with an
+//!    unaccounted pair once more: a pair a replay was moving, or a sender was finishing,
+//!    while it was read the first time is not reported.
+//!
+//! Which endpoints an event had: the relay fans out to the endpoints that subscribe at
+//! relay time, and the audit can only read the endpoints table as it is now. The pairs
+//! are (a) every endpoint the ledger holds a state item or an attempt row of, for the
+//! event: the endpoints it was really fanned out to, as far as a sender got, deleted ones
+//! included; and (b) every endpoint that exists now, subscribes to the event's type and
+//! was created before the event. An endpoint created after the event counts only when the
+//! ledger has it; one deleted since counts only when the ledger has it (an untraced pair
+//! of a deleted endpoint cannot be seen); one whose event types changed after the event
+//! is expected by its types now, and an unaccounted pair says when the endpoint was last
+//! updated, so an operator can tell a new subscription from a loss.
+
+pub mod classify;
+pub mod print;
+pub mod queues;
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use futures::StreamExt as _;
+use serde::Serialize;
+use tern_core::health::{EndpointHealth, HealthStore};
+use tern_core::ports::{AttemptRecord, DeliveryLedger, DrainableQueue, EndpointStore, PortError};
+use tern_core::trace::{EventTrace, OutboxEntry, OutboxReader, PairState};
+use tern_core::{Endpoint, EndpointId, TenantId};
+
+use crate::OpsError;
+use crate::attempts::AttemptView;
+pub use classify::{Finding, PairStatus, Rules};
+use classify::{PairFacts, classify};
+use queues::ParkedIndex;
+
+/// Default grace period: 15 minutes. Longer than a crashed sender's message takes to come
+/// back (the delivery queue's visibility timeout, 360 s) and than a deferral by an open
+/// circuit (one probe interval, 60 s), so a healthy deployment shows no unaccounted pair.
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(15 * 60);
+
+/// Default wait before the second look at unaccounted pairs: 10 s.
+pub const DEFAULT_RECHECK_AFTER: Duration = Duration::from_secs(10);
+
+/// Default ledger Queries in flight: 16.
+pub const DEFAULT_CONCURRENCY: usize = 16;
+
+/// Default most messages read of each queue: 10,000.
+pub const DEFAULT_QUEUE_MAX: usize = 10_000;
+
+/// Default most not-delivered pairs listed (the totals count them all): 1,000.
+pub const DEFAULT_MAX_LISTED: usize = 1_000;
+
+/// What to audit.
+#[derive(Debug, Clone)]
+pub struct AuditRequest {
+    /// Events created at or after this time.
+    pub since: DateTime<Utc>,
+    /// Events created before this time.
+    pub until: DateTime<Utc>,
+    /// Only this tenant's events.
+    pub tenant: Option<TenantId>,
+    /// Only this endpoint's pairs.
+    pub endpoint: Option<EndpointId>,
+    /// Most messages read of the DLQ and of the relay-failure queue, each.
+    pub queue_max: usize,
+    /// How long reading one queue may take.
+    pub queue_budget: Duration,
+    /// Ledger Queries in flight.
+    pub concurrency: usize,
+    /// Wait before the second look at unaccounted pairs (zero: none).
+    pub recheck_after: Duration,
+    /// Most not-delivered pairs listed in the report.
+    pub max_listed: usize,
+}
+
+impl AuditRequest {
+    /// The window `since`..`until` with the defaults.
+    pub fn new(since: DateTime<Utc>, until: DateTime<Utc>) -> Self {
+        Self {
+            since,
+            until,
+            tenant: None,
+            endpoint: None,
+            queue_max: DEFAULT_QUEUE_MAX,
+            queue_budget: queues::QUEUE_READ_BUDGET,
+            concurrency: DEFAULT_CONCURRENCY,
+            recheck_after: DEFAULT_RECHECK_AFTER,
+            max_listed: DEFAULT_MAX_LISTED,
+        }
+    }
+}
+
+/// Where the audit reads.
+#[derive(Clone, Copy)]
+pub struct AuditStores<'a> {
+    /// The outbox table.
+    pub outbox: &'a dyn OutboxReader,
+    /// The attempts table.
+    pub ledger: &'a dyn DeliveryLedger,
+    /// The endpoints table.
+    pub endpoints: &'a dyn EndpointStore,
+    /// The health table (`None`: no circuit is taken to hold anything back).
+    pub health: Option<&'a dyn HealthStore>,
+    /// The DLQ.
+    pub dlq: &'a dyn DrainableQueue,
+    /// The relay-failure queue.
+    pub relay_failures: &'a dyn DrainableQueue,
+}
+
+/// Pairs per status. `--json` names are stable.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Totals {
+    /// Delivered.
+    pub delivered: usize,
+    /// Waiting for their next attempt.
+    pub waiting: usize,
+    /// Too recent to judge.
+    pub in_flight: usize,
+    /// In the DLQ.
+    pub dead_lettered: usize,
+    /// In the relay-failure queue.
+    pub parked: usize,
+    /// None of those.
+    pub unaccounted: usize,
+}
+
+impl Totals {
+    fn add(&mut self, status: PairStatus) {
+        *match status {
+            PairStatus::Delivered => &mut self.delivered,
+            PairStatus::Waiting => &mut self.waiting,
+            PairStatus::InFlight => &mut self.in_flight,
+            PairStatus::DeadLettered => &mut self.dead_lettered,
+            PairStatus::Parked => &mut self.parked,
+            PairStatus::Unaccounted => &mut self.unaccounted,
+        } += 1;
+    }
+
+    /// Every pair.
+    pub fn pairs(&self) -> usize {
+        self.delivered
+            + self.waiting
+            + self.in_flight
+            + self.dead_lettered
+            + self.parked
+            + self.unaccounted
+    }
+
+    /// The count of `status`.
+    pub fn of(&self, status: PairStatus) -> usize {
+        match status {
+            PairStatus::Delivered => self.delivered,
+            PairStatus::Waiting => self.waiting,
+            PairStatus::InFlight => self.in_flight,
+            PairStatus::DeadLettered => self.dead_lettered,
+            PairStatus::Parked => self.parked,
+            PairStatus::Unaccounted => self.unaccounted,
+        }
+    }
+}
+
+/// One endpoint's pairs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EndpointTotals {
+    /// Tenant.
+    pub tenant_id: String,
+    /// Endpoint.
+    pub endpoint_id: String,
+    /// `enabled`, `disabled` or `deleted` (now).
+    pub endpoint_state: &'static str,
+    /// Its pairs per status.
+    #[serde(flatten)]
+    pub totals: Totals,
+}
+
+/// A pair that is not delivered, as listed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PairRow {
+    /// Event.
+    pub event_id: String,
+    /// Its type.
+    pub event_type: String,
+    /// Its tenant.
+    pub tenant_id: String,
+    /// When it was created.
+    pub created_at: DateTime<Utc>,
+    /// Endpoint.
+    pub endpoint_id: String,
+    /// Where it stands, and why.
+    #[serde(flatten)]
+    pub finding: Finding,
+}
+
+/// An unaccounted pair with what is known of it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UnaccountedPair {
+    /// The pair, and why it is unaccounted (`detail`).
+    #[serde(flatten)]
+    pub pair: PairRow,
+    /// Seconds since the event was created.
+    pub age_seconds: i64,
+    /// The endpoint now: `enabled`, `disabled: <reason>` or `deleted`, and when it was
+    /// last updated when that was after the event (its subscriptions may have changed).
+    pub endpoint_now: String,
+    /// The pair's state item in the ledger (`null`: none, no sender claimed it).
+    pub state_item: Option<PairState>,
+    /// Its attempt rows, oldest first.
+    pub attempts: Vec<AttemptView>,
+}
+
+/// What the audit read, and what it cost where the stores said.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Reads {
+    /// Outbox items the Scan read (the whole table).
+    pub outbox_items_scanned: u64,
+    /// Read units the Scan consumed, when reported.
+    pub outbox_read_units: Option<f64>,
+    /// Ledger Queries (one per event, and one per event of the second look).
+    pub ledger_queries: usize,
+    /// Read units they consumed, when reported.
+    pub ledger_read_units: Option<f64>,
+    /// DLQ messages read.
+    pub dlq_messages: usize,
+    /// True when the DLQ was read to its end.
+    pub dlq_complete: bool,
+    /// Relay-failure queue messages read.
+    pub relay_failure_messages: usize,
+    /// True when the relay-failure queue was read to its end.
+    pub relay_failures_complete: bool,
+    /// Endpoints read.
+    pub endpoints: usize,
+    /// Health records read.
+    pub health_records: usize,
+}
+
+/// `tern audit`'s answer. `--json` prints it; the field names are stable.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AuditReport {
+    /// Events created at or after this time.
+    pub since: DateTime<Utc>,
+    /// Events created before this time.
+    pub until: DateTime<Utc>,
+    /// Only this tenant, when asked.
+    pub tenant_id: Option<String>,
+    /// Only this endpoint, when asked.
+    pub endpoint_id: Option<String>,
+    /// When the pairs were judged.
+    pub checked_at: DateTime<Utc>,
+    /// The grace period, seconds.
+    pub grace_seconds: u64,
+    /// Outbox events in the window.
+    pub events: usize,
+    /// Of those, events no endpoint subscribes to (no pair).
+    pub events_without_pairs: usize,
+    /// Pairs per status.
+    pub totals: Totals,
+    /// Pairs per endpoint.
+    pub endpoints: Vec<EndpointTotals>,
+    /// Every unaccounted pair, with what is known of it.
+    pub unaccounted: Vec<UnaccountedPair>,
+    /// Pairs waiting, in flight, dead-lettered or parked, up to the listing limit.
+    pub not_delivered: Vec<PairRow>,
+    /// True when more pairs are not delivered than listed.
+    pub not_delivered_truncated: bool,
+    /// Outbox items of the window that are not readable events (the relay parks them).
+    pub unreadable_outbox_items: Vec<String>,
+    /// What was read.
+    pub reads: Reads,
+    /// What the audit could not see, in words.
+    pub notes: Vec<String>,
+}
+
+impl AuditReport {
+    /// True when every pair is accounted for.
+    pub fn all_accounted(&self) -> bool {
+        self.totals.unaccounted == 0
+    }
+}
+
+/// One pair that is not (yet) delivered, with what the ledger held for it.
+struct Open {
+    event: usize,
+    endpoint: EndpointId,
+    state: Option<PairState>,
+    attempts: Vec<AttemptRecord>,
+    /// Why the ledger could not be read for it, when it could not.
+    unread: Option<String>,
+}
+
+/// Everything the stores said, indexed for the rule.
+struct Known {
+    events: Vec<OutboxEntry>,
+    endpoints: HashMap<(TenantId, EndpointId), Endpoint>,
+    by_tenant: HashMap<TenantId, Vec<Endpoint>>,
+    health: HashMap<(TenantId, EndpointId), EndpointHealth>,
+    dlq: HashMap<(String, String), classify::DlqHit>,
+    parked: ParkedIndex,
+    dlq_complete: bool,
+}
+
+/// The endpoints an event has pairs with: those the ledger holds, and those that exist
+/// now, subscribe to it and were created before it.
+fn pair_endpoints(
+    event: &OutboxEntry,
+    trace: Option<&EventTrace>,
+    known: &Known,
+    only: Option<&EndpointId>,
+) -> Vec<EndpointId> {
+    let mut ids: Vec<EndpointId> = Vec::new();
+    if let Some(t) = trace {
+        ids.extend(t.pairs.iter().map(|p| p.endpoint_id.clone()));
+        ids.extend(t.attempts.iter().map(|a| a.endpoint_id.clone()));
+    }
+    if let Some(list) = known.by_tenant.get(&event.tenant_id) {
+        ids.extend(
+            list.iter()
+                .filter(|e| {
+                    e.created_at <= event.created_at
+                        && e.subscribes_to(&event.tenant_id, &event.event_type)
+                })
+                .map(|e| e.id.clone()),
+        );
+    }
+    ids.sort();
+    ids.dedup();
+    ids.retain(|id| only.is_none_or(|o| o == id));
+    ids
+}
+
+fn endpoint_now(e: Option<&Endpoint>, event: &OutboxEntry) -> String {
+    let Some(e) = e else {
+        return "deleted".into();
+    };
+    let mut text = if e.enabled {
+        "enabled".to_owned()
+    } else {
+        format!("disabled: {}", e.disabled_reason.as_deref().unwrap_or("-"))
+    };
+    if let Some(u) = e.updated_at.filter(|u| *u > event.created_at) {
+        text.push_str(&format!(
+            " (its settings were updated at {}, after the event: if its event types changed, the pair may never have been due)",
+            crate::attempts::utc(u)
+        ));
+    }
+    text
+}
+
+/// Runs the audit.
+///
+/// # Errors
+/// [`OpsError::Invalid`] for a window that ends before it starts or an unknown
+/// `--endpoint`; a store error when the endpoints, the outbox or a queue cannot be read.
+/// A ledger that cannot be read for one event makes that event's pairs unaccounted (with
+/// the error) instead of failing the audit.
+pub async fn audit(
+    stores: AuditStores<'_>,
+    request: &AuditRequest,
+    rules: &Rules,
+) -> Result<AuditReport, OpsError> {
+    if request.since >= request.until {
+        return Err(OpsError::Invalid(format!(
+            "--since ({}) must be before --until ({})",
+            request.since.to_rfc3339(),
+            request.until.to_rfc3339()
+        )));
+    }
+    let mut reads = Reads::default();
+    let mut notes = Vec::new();
+
+    // 1. Endpoints and health.
+    let list = match &request.tenant {
+        Some(t) => stores.endpoints.list_for_tenant(t).await?,
+        None => stores.endpoints.list_all().await?,
+    };
+    if let Some(only) = &request.endpoint
+        && !list.iter().any(|e| &e.id == only)
+    {
+        return Err(OpsError::NotFound {
+            id: only.to_string(),
+            tenant: request.tenant.as_ref().map(ToString::to_string),
+        });
+    }
+    reads.endpoints = list.len();
+    let health = match stores.health {
+        Some(h) => h.list(request.tenant.as_ref()).await?,
+        None => {
+            notes.push("health table not read: no circuit is taken to hold deliveries back".into());
+            Vec::new()
+        }
+    };
+    reads.health_records = health.len();
+    let mut known = Known {
+        events: Vec::new(),
+        endpoints: HashMap::new(),
+        by_tenant: HashMap::new(),
+        health: health
+            .into_iter()
+            .map(|h| ((h.tenant_id.clone(), h.endpoint_id.clone()), h))
+            .collect(),
+        dlq: HashMap::new(),
+        parked: ParkedIndex::default(),
+        dlq_complete: false,
+    };
+    for e in list {
+        known
+            .by_tenant
+            .entry(e.tenant_id.clone())
+            .or_default()
+            .push(e.clone());
+        known
+            .endpoints
+            .insert((e.tenant_id.clone(), e.id.clone()), e);
+    }
+
+    // 2. The outbox.
+    let scan = stores
+        .outbox
+        .created_between(request.since, request.until, request.tenant.as_ref())
+        .await?;
+    reads.outbox_items_scanned = scan.items_scanned;
+    reads.outbox_read_units = scan.read_units;
+    known.events = scan.events;
+    known.events.sort_by(|a, b| {
+        (a.created_at, a.event_id.as_str()).cmp(&(b.created_at, b.event_id.as_str()))
+    });
+
+    // 3. The ledger: delivered pairs are counted at once; the others are kept with
+    // their traces until the queues have been read.
+    let mut by_endpoint: BTreeMap<(String, String), Totals> = BTreeMap::new();
+    let mut totals = Totals::default();
+    let mut open: Vec<Open> = Vec::new();
+    let mut events_without_pairs = 0;
+    let only = request.endpoint.as_ref();
+    let traces = futures::stream::iter(known.events.iter().enumerate())
+        .map(|(i, e)| async move { (i, stores.ledger.trace(&e.event_id).await) })
+        .buffer_unordered(request.concurrency.max(1));
+    let mut traces = std::pin::pin!(traces);
+    while let Some((i, trace)) = traces.next().await {
+        reads.ledger_queries += 1;
+        let event = &known.events[i];
+        let (trace, unread) = match trace {
+            Ok(t) => {
+                if let Some(u) = t.read_units {
+                    *reads.ledger_read_units.get_or_insert(0.0) += u;
+                }
+                (Some(t), None)
+            }
+            Err(e) => (None, Some(e.to_string())),
+        };
+        let endpoints = pair_endpoints(event, trace.as_ref(), &known, only);
+        if endpoints.is_empty() && only.is_none() {
+            events_without_pairs += 1;
+        }
+        for endpoint in endpoints {
+            let state = trace
+                .as_ref()
+                .and_then(|t| t.pairs.iter().find(|p| p.endpoint_id == endpoint))
+                .cloned();
+            let attempts: Vec<AttemptRecord> = trace
+                .as_ref()
+                .map(|t| {
+                    t.attempts
+                        .iter()
+                        .filter(|a| a.endpoint_id == endpoint)
+                        .cloned()
+                        .collect()
+                })
+                .unwrap_or_default();
+            let delivered = state.as_ref().is_some_and(|s| s.delivered_at.is_some())
+                || attempts.iter().any(|a| a.outcome == "delivered");
+            if delivered && unread.is_none() {
+                totals.add(PairStatus::Delivered);
+                by_endpoint
+                    .entry((event.tenant_id.to_string(), endpoint.to_string()))
+                    .or_default()
+                    .add(PairStatus::Delivered);
+                continue;
+            }
+            open.push(Open {
+                event: i,
+                endpoint,
+                state,
+                attempts,
+                unread: unread.clone(),
+            });
+        }
+    }
+
+    // 4. The queues, after the ledger.
+    let dlq = queues::read_whole(stores.dlq, request.queue_max, request.queue_budget).await?;
+    reads.dlq_messages = dlq.messages.len();
+    reads.dlq_complete = dlq.complete;
+    known.dlq_complete = dlq.complete;
+    let (dlq_index, unreadable_dlq) = queues::dlq_index(&dlq.messages);
+    known.dlq = dlq_index;
+    if unreadable_dlq > 0 {
+        notes.push(format!(
+            "{unreadable_dlq} DLQ message(s) are not delivery messages (`tern dlq --list` shows them): they cannot be matched to a pair"
+        ));
+    }
+    if !dlq.complete {
+        notes.push(format!(
+            "the DLQ was not read to its end ({} messages read, --queue-max {}): dead letters are taken from the attempt log, and a pair only the DLQ could explain is unaccounted",
+            dlq.messages.len(),
+            request.queue_max
+        ));
+    }
+    let parked = queues::read_whole(
+        stores.relay_failures,
+        request.queue_max,
+        request.queue_budget,
+    )
+    .await?;
+    reads.relay_failure_messages = parked.messages.len();
+    reads.relay_failures_complete = parked.complete;
+    known.parked = ParkedIndex::of(&parked.messages);
+    if known.parked.unmatched > 0 {
+        notes.push(format!(
+            "{} relay-failure message(s) name no event and no time window: pairs they hold cannot be matched (`tern relay-failures`)",
+            known.parked.unmatched
+        ));
+    }
+    if !parked.complete {
+        notes.push("the relay-failure queue was not read to its end".into());
+    }
+
+    // Judge the open pairs; look again at the unaccounted ones.
+    let mut judged: Vec<(Open, Finding)> = open
+        .into_iter()
+        .map(|o| {
+            let f = judge(&o, &known, rules, Utc::now());
+            (o, f)
+        })
+        .collect();
+    let suspects: Vec<usize> = judged
+        .iter()
+        .enumerate()
+        .filter(|(_, (o, f))| f.status == PairStatus::Unaccounted && o.unread.is_none())
+        .map(|(i, _)| i)
+        .collect();
+    if !suspects.is_empty() && !request.recheck_after.is_zero() {
+        tokio::time::sleep(request.recheck_after).await;
+        let mut events: Vec<usize> = suspects.iter().map(|&i| judged[i].0.event).collect();
+        events.sort_unstable();
+        events.dedup();
+        let mut fresh: HashMap<usize, Result<EventTrace, PortError>> = HashMap::new();
+        let reads_again = futures::stream::iter(events)
+            .map(|i| {
+                let id = known.events[i].event_id.clone();
+                async move { (i, stores.ledger.trace(&id).await) }
+            })
+            .buffer_unordered(request.concurrency.max(1));
+        let mut reads_again = std::pin::pin!(reads_again);
+        while let Some((i, t)) = reads_again.next().await {
+            reads.ledger_queries += 1;
+            if let Ok(t) = &t
+                && let Some(u) = t.read_units
+            {
+                *reads.ledger_read_units.get_or_insert(0.0) += u;
+            }
+            fresh.insert(i, t);
+        }
+        for i in suspects {
+            let (o, f) = &mut judged[i];
+            let Some(Ok(trace)) = fresh.get(&o.event) else {
+                continue;
+            };
+            o.state = trace
+                .pairs
+                .iter()
+                .find(|p| p.endpoint_id == o.endpoint)
+                .cloned();
+            o.attempts = trace
+                .attempts
+                .iter()
+                .filter(|a| a.endpoint_id == o.endpoint)
+                .cloned()
+                .collect();
+            *f = judge(o, &known, rules, Utc::now());
+        }
+    }
+
+    // The report.
+    let checked_at = Utc::now();
+    let mut unaccounted = Vec::new();
+    let mut not_delivered = Vec::new();
+    let mut listed_all = true;
+    for (o, finding) in judged {
+        let event = &known.events[o.event];
+        totals.add(finding.status);
+        by_endpoint
+            .entry((event.tenant_id.to_string(), o.endpoint.to_string()))
+            .or_default()
+            .add(finding.status);
+        let row = PairRow {
+            event_id: event.event_id.to_string(),
+            event_type: event.event_type.clone(),
+            tenant_id: event.tenant_id.to_string(),
+            created_at: event.created_at,
+            endpoint_id: o.endpoint.to_string(),
+            finding,
+        };
+        if row.finding.status == PairStatus::Unaccounted {
+            let report = crate::attempts::report(event.event_id.as_str(), None, &o.attempts);
+            unaccounted.push(UnaccountedPair {
+                age_seconds: (checked_at - event.created_at).num_seconds(),
+                endpoint_now: endpoint_now(
+                    known
+                        .endpoints
+                        .get(&(event.tenant_id.clone(), o.endpoint.clone())),
+                    event,
+                ),
+                state_item: o.state,
+                attempts: report.attempts,
+                pair: row,
+            });
+        } else if not_delivered.len() < request.max_listed {
+            not_delivered.push(row);
+        } else {
+            listed_all = false;
+        }
+    }
+    let sort_key = |r: &PairRow| (r.created_at, r.event_id.clone(), r.endpoint_id.clone());
+    not_delivered.sort_by_key(sort_key);
+    unaccounted.sort_by_key(|u| sort_key(&u.pair));
+    let endpoints = by_endpoint
+        .into_iter()
+        .map(|((tenant, endpoint), totals)| {
+            let state = match known
+                .endpoints
+                .iter()
+                .find(|((t, e), _)| t.as_str() == tenant && e.as_str() == endpoint)
+            {
+                None => "deleted",
+                Some((_, e)) if e.enabled => "enabled",
+                Some(_) => "disabled",
+            };
+            EndpointTotals {
+                tenant_id: tenant,
+                endpoint_id: endpoint,
+                endpoint_state: state,
+                totals,
+            }
+        })
+        .collect();
+    notes.push(
+        "not seen: pairs of endpoints deleted before any sender claimed a delivery for them, \
+         and pairs of endpoints whose event types no longer include the event; events past \
+         the outbox TTL (7 days) are gone from the outbox"
+            .into(),
+    );
+    Ok(AuditReport {
+        since: request.since,
+        until: request.until,
+        tenant_id: request.tenant.as_ref().map(ToString::to_string),
+        endpoint_id: request.endpoint.as_ref().map(ToString::to_string),
+        checked_at,
+        grace_seconds: u64::try_from(rules.grace.num_seconds()).unwrap_or(0),
+        events: known.events.len(),
+        events_without_pairs,
+        totals,
+        endpoints,
+        unaccounted,
+        not_delivered,
+        not_delivered_truncated: !listed_all,
+        unreadable_outbox_items: scan.unreadable,
+        reads,
+        notes,
+    })
+}
+
+/// The rule for one open pair, with what the stores said.
+fn judge(o: &Open, known: &Known, rules: &Rules, now: DateTime<Utc>) -> Finding {
+    let event = &known.events[o.event];
+    if let Some(why) = &o.unread {
+        return Finding {
+            status: PairStatus::Unaccounted,
+            detail: format!("the ledger could not be read for this event: {why}"),
+            due_at: None,
+            reason: None,
+            at: None,
+            message_id: None,
+        };
+    }
+    let key = (event.tenant_id.clone(), o.endpoint.clone());
+    let attempts: Vec<&AttemptRecord> = o.attempts.iter().collect();
+    let dlq = known
+        .dlq
+        .get(&(event.event_id.to_string(), o.endpoint.to_string()));
+    let parked = known.parked.find(
+        event.event_id.as_str(),
+        o.endpoint.as_str(),
+        event.created_at,
+    );
+    classify(
+        &PairFacts {
+            event,
+            endpoint_id: &o.endpoint,
+            endpoint: known.endpoints.get(&key),
+            health: known.health.get(&key),
+            state: o.state.as_ref(),
+            attempts: &attempts,
+            dlq,
+            parked,
+            dlq_complete: known.dlq_complete,
+        },
+        rules,
+        now,
+    )
+}
