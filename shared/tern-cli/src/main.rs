@@ -22,6 +22,7 @@ use tern_handlers::replay::{ReplayDeps, ReplayFilters, ReplayRequest};
 use tern_http::DnsResolver;
 use tern_ops::{self as ops, NewEndpoint, OpsError};
 
+mod audit;
 #[cfg(feature = "local")]
 mod local_mode;
 mod relay_redrive;
@@ -60,6 +61,12 @@ fn reason_parser() -> clap::builder::PossibleValuesParser {
 fn parse_payload_format(text: &str) -> Result<PayloadFormat, String> {
     text.parse()
         .map_err(|e: tern_core::request::PayloadFormatError| e.to_string())
+}
+
+/// Parses a duration (`90s`, `15m`, `1h`), as `humantime` reads it.
+fn duration(text: &str) -> Result<std::time::Duration, String> {
+    humantime::parse_duration(text.trim())
+        .map_err(|e| format!("{text:?} is not a duration like 90s, 15m or 1h: {e}"))
 }
 
 /// Parses an RFC 3339 time (`2026-11-30T10:00:00Z`) or a date (`2026-11-30`, midnight UTC).
@@ -162,6 +169,46 @@ enum Command {
         /// Deliveries listed per endpoint, soonest due first (all are counted).
         #[arg(long, default_value_t = tern_ops::waiting::DEFAULT_PER_ENDPOINT)]
         max: usize,
+    },
+    /// Is anything lost? Accounts for every (event, subscribed endpoint) pair of the
+    /// outbox events created in a window: delivered, waiting (next due time), in flight,
+    /// dead-lettered (reason), parked in the relay-failure queue, or unaccounted (listed
+    /// with its state item, attempts and age). Exit 1 when a pair is unaccounted. Reads
+    /// the whole outbox table (a Scan), one ledger Query per event, and the DLQ and the
+    /// relay-failure queue whole (their messages are hidden meanwhile; see docs/operating.md).
+    Audit {
+        /// Events created at or after this time: a duration ago (30m, 1h, 7d), RFC 3339,
+        /// or a date (UTC midnight).
+        #[arg(long, value_parser = utc_time, default_value = "24h")]
+        since: DateTime<Utc>,
+        /// Events created before this time (default: now).
+        #[arg(long, value_parser = utc_time)]
+        until: Option<DateTime<Utc>>,
+        /// Only this tenant's events.
+        #[arg(long)]
+        tenant: Option<String>,
+        /// Only this endpoint's pairs.
+        #[arg(long)]
+        endpoint: Option<String>,
+        /// How long a pair may show no progress before it is unaccounted (real time:
+        /// 90s, 15m, 1h).
+        #[arg(long, value_parser = duration, default_value = "15m")]
+        grace: std::time::Duration,
+        /// Wait before looking again at unaccounted pairs (0s: no second look).
+        #[arg(long, value_parser = duration, default_value = "10s")]
+        recheck_after: std::time::Duration,
+        /// Most messages read of the DLQ and of the relay-failure queue, each.
+        #[arg(long, default_value_t = ops::audit::DEFAULT_QUEUE_MAX)]
+        queue_max: usize,
+        /// Ledger Queries in flight.
+        #[arg(long, default_value_t = ops::audit::DEFAULT_CONCURRENCY as u64, value_parser = clap::value_parser!(u64).range(1..=256))]
+        concurrency: u64,
+        /// Segments of the outbox Scan read concurrently (1-64).
+        #[arg(long, default_value_t = tern_aws::outbox_reader::DEFAULT_SCAN_SEGMENTS, value_parser = clap::value_parser!(u32).range(1..=64))]
+        scan_segments: u32,
+        /// Most pairs listed that are not delivered (all are counted).
+        #[arg(long, default_value_t = ops::audit::DEFAULT_MAX_LISTED)]
+        max_listed: usize,
     },
     /// The relay-failure queue: outbox items the relay could not relay, by Tern event id
     /// and reason. --retry relays one again once the cause is fixed.
@@ -506,6 +553,28 @@ async fn run(cli: Cli) -> Result<(), OpsError> {
         } => {
             let ctx = Ctx::new(cli.stack.as_deref(), cli.json).await?;
             waiting(&ctx, endpoint, tenant, max, &mut out).await
+        }
+        Command::Audit {
+            since,
+            until,
+            tenant,
+            endpoint,
+            grace,
+            recheck_after,
+            queue_max,
+            concurrency,
+            scan_segments,
+            max_listed,
+        } => {
+            let ctx = Ctx::new(cli.stack.as_deref(), cli.json).await?;
+            let mut request = ops::audit::AuditRequest::new(since, until.unwrap_or_else(Utc::now));
+            request.tenant = tenant.map(TenantId::new).transpose().map_err(invalid)?;
+            request.endpoint = endpoint.map(EndpointId::new).transpose().map_err(invalid)?;
+            request.recheck_after = recheck_after;
+            request.queue_max = queue_max;
+            request.concurrency = usize::try_from(concurrency).unwrap_or(1);
+            request.max_listed = max_listed;
+            audit::audit(&ctx, &request, grace, scan_segments, &mut out).await
         }
         Command::RelayFailures { max, retry } => {
             let ctx = Ctx::new(cli.stack.as_deref(), cli.json).await?;
