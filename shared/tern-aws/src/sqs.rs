@@ -10,6 +10,7 @@ use tern_core::ports::{
     group_id_is_valid,
 };
 use tern_core::retry::MAX_QUEUE_DELAY_SECONDS;
+use tern_core::trace::{QueueCounter, QueueCounts};
 
 use crate::error::port_error;
 
@@ -176,6 +177,35 @@ impl MessageQueue for SqsQueue {
 
 /// Longest long poll, in seconds: 20 (SQS `ReceiveMessage` `WaitTimeSeconds` limit).
 pub const MAX_WAIT_SECONDS: i32 = 20;
+
+#[async_trait]
+impl QueueCounter for SqsQueue {
+    async fn counts(&self) -> Result<QueueCounts, PortError> {
+        use aws_sdk_sqs::types::QueueAttributeName as A;
+        let answer = self
+            .client
+            .get_queue_attributes()
+            .queue_url(&self.url)
+            .attribute_names(A::ApproximateNumberOfMessages)
+            .attribute_names(A::ApproximateNumberOfMessagesNotVisible)
+            .attribute_names(A::ApproximateNumberOfMessagesDelayed)
+            .send()
+            .await
+            .map_err(port_error)?;
+        let count = |a: A| {
+            answer
+                .attributes()
+                .and_then(|m| m.get(&a))
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        Ok(QueueCounts {
+            visible: count(A::ApproximateNumberOfMessages),
+            in_flight: count(A::ApproximateNumberOfMessagesNotVisible),
+            delayed: count(A::ApproximateNumberOfMessagesDelayed),
+        })
+    }
+}
 
 #[async_trait]
 impl DrainableQueue for SqsQueue {

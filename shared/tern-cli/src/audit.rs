@@ -40,6 +40,7 @@ pub async fn audit(
     let health = ctx.health()?;
     let dlq = SqsQueue::new(ctx.sqs(), ctx.names.get("TERN_DLQ_URL")?);
     let relay_failures = SqsQueue::new(ctx.sqs(), ctx.names.get("TERN_RELAY_FAILURE_QUEUE_URL")?);
+    let delivery_queue = SqsQueue::new(ctx.sqs(), ctx.names.get("TERN_DELIVERY_QUEUE_URL")?);
     let report = tern_ops::audit::audit(
         AuditStores {
             outbox: &outbox,
@@ -48,6 +49,7 @@ pub async fn audit(
             health: Some(&health),
             dlq: &dlq,
             relay_failures: &relay_failures,
+            delivery_queue: Some(&delivery_queue),
         },
         request,
         &rules,

@@ -245,6 +245,20 @@ async fn audit_accounts_for_every_pair_and_names_the_lost_one() {
         .unwrap();
     assert_eq!(dead["reason"], "gone", "{dead}");
     assert_eq!(report["reads"]["dlq_complete"], true);
+    // B's retry waits in the delivery queue (delayed): counted, and named next to the
+    // unaccounted pair, since a backlog could hold a pair with no trace yet.
+    assert!(
+        report["reads"]["delivery_queue"]["delayed"].as_u64() >= Some(1),
+        "{summary}"
+    );
+    assert!(
+        report["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n.as_str().unwrap_or_default().contains("the delivery queue holds")),
+        "{summary}"
+    );
 
     // The table names the lost pair and why; stderr says how many.
     let out = tern(&env, &args);

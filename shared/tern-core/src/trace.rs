@@ -105,3 +105,31 @@ pub trait OutboxReader: Send + Sync {
         tenant: Option<&TenantId>,
     ) -> Result<OutboxScan, PortError>;
 }
+
+/// Messages in a queue, as SQS approximates them (`GetQueueAttributes`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct QueueCounts {
+    /// Available to receive (`ApproximateNumberOfMessages`).
+    pub visible: u64,
+    /// Received and not yet deleted (`ApproximateNumberOfMessagesNotVisible`).
+    pub in_flight: u64,
+    /// Waiting for their `DelaySeconds` (`ApproximateNumberOfMessagesDelayed`).
+    pub delayed: u64,
+}
+
+impl QueueCounts {
+    /// Every message counted.
+    pub fn total(&self) -> u64 {
+        self.visible + self.in_flight + self.delayed
+    }
+}
+
+/// A queue that can say how many messages it holds, without reading them.
+#[async_trait]
+pub trait QueueCounter: Send + Sync {
+    /// The queue's counts now (approximate: SQS's own).
+    ///
+    /// # Errors
+    /// [`PortError`] when the queue cannot be asked.
+    async fn counts(&self) -> Result<QueueCounts, PortError>;
+}

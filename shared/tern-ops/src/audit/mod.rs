@@ -14,7 +14,10 @@
 //!    ledger, so a pair dead-lettered meanwhile is found in the DLQ, not missed;
 //! 5. after [`AuditRequest::recheck_after`], the partitions of the events with an
 //!    unaccounted pair once more: a pair a replay was moving, or a sender was finishing,
-//!    while it was read the first time is not reported.
+//!    while it was read the first time is not reported;
+//! 6. the delivery queue's counts (one `GetQueueAttributes`, no message read): a backlog
+//!    older than the grace period holds pairs with no trace yet, which the report then
+//!    says next to the unaccounted ones.
 //!
 //! Which endpoints an event had: the relay fans out to the endpoints that subscribe at
 //! relay time, and the audit can only read the endpoints table as it is now. The pairs
@@ -39,7 +42,9 @@ use futures::StreamExt as _;
 use serde::Serialize;
 use tern_core::health::{EndpointHealth, HealthStore};
 use tern_core::ports::{AttemptRecord, DeliveryLedger, DrainableQueue, EndpointStore, PortError};
-use tern_core::trace::{EventTrace, OutboxEntry, OutboxReader, PairState};
+use tern_core::trace::{
+    EventTrace, OutboxEntry, OutboxReader, PairState, QueueCounter, QueueCounts,
+};
 use tern_core::{Endpoint, EndpointId, TenantId};
 
 use crate::OpsError;
@@ -120,6 +125,9 @@ pub struct AuditStores<'a> {
     pub dlq: &'a dyn DrainableQueue,
     /// The relay-failure queue.
     pub relay_failures: &'a dyn DrainableQueue,
+    /// The delivery queue, only counted (never read): a backlog there holds pairs that
+    /// have no trace yet.
+    pub delivery_queue: Option<&'a dyn QueueCounter>,
 }
 
 /// Pairs per status. `--json` names are stable.
@@ -246,6 +254,8 @@ pub struct Reads {
     pub endpoints: usize,
     /// Health records read.
     pub health_records: usize,
+    /// The delivery queue's messages when the audit ended (`null`: not asked).
+    pub delivery_queue: Option<QueueCounts>,
 }
 
 /// `tern audit`'s answer. `--json` prints it; the field names are stable.
@@ -592,6 +602,27 @@ pub async fn audit(
                 .cloned()
                 .collect();
             *f = judge(o, &known, rules, Utc::now());
+        }
+    }
+
+    // A backlog in the delivery queue: pairs without a trace may be in it.
+    if let Some(q) = stores.delivery_queue {
+        let counts = q.counts().await?;
+        reads.delivery_queue = Some(counts);
+        let unaccounted = judged
+            .iter()
+            .filter(|(_, f)| f.status == PairStatus::Unaccounted)
+            .count();
+        if unaccounted > 0 && counts.total() > 0 {
+            notes.push(format!(
+                "the delivery queue holds {} messages ({} visible, {} in flight, {} delayed): an \
+                 unaccounted pair with no trace, or an overdue attempt, may be waiting in that \
+                 backlog; audit again once it has drained, or with a longer --grace",
+                counts.total(),
+                counts.visible,
+                counts.in_flight,
+                counts.delayed
+            ));
         }
     }
 

@@ -194,6 +194,13 @@ pub fn print_report(out: &mut dyn Write, r: &AuditReport) -> std::io::Result<()>
         x.endpoints,
         x.health_records
     )?;
+    if let Some(q) = &x.delivery_queue {
+        writeln!(
+            out,
+            "Delivery queue: {} visible, {} in flight, {} delayed.",
+            q.visible, q.in_flight, q.delayed
+        )?;
+    }
     for item in &r.unreadable_outbox_items {
         writeln!(out, "note: unreadable outbox item: {item}")?;
     }
