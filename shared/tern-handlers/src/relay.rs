@@ -41,6 +41,7 @@ pub use crate::relay_send::{
 };
 
 /// What the relay needs.
+#[derive(Clone)]
 pub struct RelayDeps {
     /// Endpoint registry.
     pub endpoints: Arc<dyn EndpointStore>,

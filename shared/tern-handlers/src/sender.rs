@@ -50,6 +50,7 @@ use crate::metrics::Metrics;
 pub const LEASE_MARGIN_SECONDS: i64 = 30;
 
 /// What the sender needs.
+#[derive(Clone)]
 pub struct SenderDeps {
     /// Endpoint registry.
     pub endpoints: Arc<dyn EndpointStore>,
