@@ -86,7 +86,8 @@ impl Dice {
     }
 }
 
-/// The sender's ledger, panicking now and then around the POST.
+/// The sender's ledger, panicking now and then around the POST. Every method forwards,
+/// the ones with a default too (a default would drop the waiting list's writes).
 pub struct PanickingLedger {
     /// The real ledger.
     pub inner: Arc<dyn DeliveryLedger>,
@@ -120,6 +121,29 @@ impl DeliveryLedger for PanickingLedger {
         state: DeliveryState,
     ) -> Result<(), PortError> {
         self.inner.finish(message, state).await
+    }
+
+    async fn finish_retrying(
+        &self,
+        message: &DeliveryMessage,
+        next_attempt: u32,
+        due_at: DateTime<Utc>,
+    ) -> Result<(), PortError> {
+        self.inner
+            .finish_retrying(message, next_attempt, due_at)
+            .await
+    }
+
+    async fn list_waiting(
+        &self,
+        message: &DeliveryMessage,
+        due_at: DateTime<Utc>,
+    ) -> Result<(), PortError> {
+        self.inner.list_waiting(message, due_at).await
+    }
+
+    async fn unlist_waiting(&self, message: &DeliveryMessage) -> Result<(), PortError> {
+        self.inner.unlist_waiting(message).await
     }
 
     async fn record_attempt(&self, record: &AttemptRecord) -> Result<(), PortError> {

@@ -860,6 +860,8 @@ fn pair_state(item: &HashMap<String, AttributeValue>) -> Option<PairState> {
         claimed_at: millis("claimed_at"),
         delivered_at: time("delivered_at"),
         updated_at: time("updated_at"),
+        waiting_attempt: number(crate::waiting::WAIT_ATTEMPT).and_then(|a| u32::try_from(a).ok()),
+        waiting_due: millis(crate::waiting::WAIT_DUE),
     })
 }
 
@@ -880,6 +882,8 @@ mod tests {
             ),
             ("lease_until".to_owned(), n(1_700_000_060_000_i64)),
             ("claimed_at".to_owned(), n(1_700_000_000_000_i64)),
+            ("wait_att".to_owned(), n(4)),
+            ("wait_due".to_owned(), n(1_700_000_900_000_i64)),
         ]);
         let p = pair_state(&item).expect("a state item");
         assert_eq!(p.endpoint_id.as_str(), "ep_1", "from the sort key");
@@ -888,6 +892,8 @@ mod tests {
         assert_eq!(p.state, Some(DeliveryState::Retrying));
         assert_eq!(p.claimed_at.map(|t| t.timestamp()), Some(1_700_000_000));
         assert_eq!(p.delivered_at, None);
+        assert_eq!(p.waiting_attempt, Some(4));
+        assert_eq!(p.waiting_due.map(|t| t.timestamp()), Some(1_700_000_900));
     }
 
     fn item(token: &AttributeValue, lease_ms: i64) -> HashMap<String, AttributeValue> {

@@ -252,11 +252,10 @@ async fn audit_accounts_for_every_pair_and_names_the_lost_one() {
         "{summary}"
     );
     assert!(
-        report["notes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|n| n.as_str().unwrap_or_default().contains("the delivery queue holds")),
+        report["notes"].as_array().unwrap().iter().any(|n| n
+            .as_str()
+            .unwrap_or_default()
+            .contains("the delivery queue holds")),
         "{summary}"
     );
 

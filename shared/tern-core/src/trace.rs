@@ -34,6 +34,12 @@ pub struct PairState {
     pub delivered_at: Option<DateTime<Utc>>,
     /// When the item was last finished.
     pub updated_at: Option<DateTime<Utc>>,
+    /// The attempt the pair waits for, while it is on the waiting list
+    /// ([`crate::waiting`]): listed by a retry's finish or by a first hold-back, removed by
+    /// the next claim.
+    pub waiting_attempt: Option<u32>,
+    /// When that attempt is due (real time), while it is on the waiting list.
+    pub waiting_due: Option<DateTime<Utc>>,
 }
 
 impl PairState {

@@ -364,6 +364,17 @@ pub fn classify(f: &PairFacts<'_>, rules: &Rules, now: DateTime<Utc>) -> Finding
         )
         .due(Some(due))
     };
+    // The waiting list on the state item (a retry's finish, or a first hold-back): the
+    // due time the sender computed, in real time. Stale when a later row exists.
+    if let Some(s) = f.state
+        && let (Some(attempt), Some(due)) = (s.waiting_attempt, s.waiting_due)
+        && last.is_none_or(|r| {
+            r.attempt < attempt && !r.outcome.starts_with(DEAD_LETTER_OUTCOME_PREFIX)
+        })
+    {
+        let first = first_try.unwrap_or(f.event.created_at);
+        return waiting_or_lost(due, first, format!("attempt {attempt} due at {}", t(due)));
+    }
     if let Some(r) = last {
         if let Some(reason) = r.outcome.strip_prefix(DEAD_LETTER_OUTCOME_PREFIX) {
             let at = ended_at(r);
@@ -538,6 +549,8 @@ mod tests {
             claimed_at: Some(at("2026-12-01T10:00:01Z")),
             delivered_at: None,
             updated_at: None,
+            waiting_attempt: None,
+            waiting_due: None,
         }
     }
 
@@ -684,6 +697,25 @@ mod tests {
         });
         let w = c.at("2026-12-01T10:35:00Z");
         assert_eq!(w.status, PairStatus::Waiting, "{}", w.detail);
+    }
+
+    #[test]
+    fn the_waiting_list_gives_the_due_time_even_without_a_claim() {
+        // A first attempt held back by an open circuit: listed, never claimed.
+        let mut c = Case::new();
+        let mut s = state(1, false, "2026-12-01T10:00:00Z");
+        s.claim_key = None;
+        s.waiting_attempt = Some(1);
+        s.waiting_due = Some(at("2026-12-01T10:00:05Z"));
+        c.state = Some(s);
+        let w = c.at("2026-12-01T10:10:00Z");
+        assert_eq!(w.status, PairStatus::Waiting, "{}", w.detail);
+        assert_eq!(w.due_at, Some(at("2026-12-01T10:00:05Z")));
+        assert_eq!(c.at("2026-12-01T10:16:00Z").status, PairStatus::Unaccounted);
+        // A later row makes the listing stale.
+        c.rows = vec![row(1, "2026-12-01T10:00:06Z", "retry", Some(60))];
+        let w = c.at("2026-12-01T10:05:00Z");
+        assert!(w.detail.starts_with("attempt 1 failed"), "{}", w.detail);
     }
 
     #[test]
