@@ -190,6 +190,8 @@ impl Soak {
         );
         request.recheck_after = recheck;
         request.max_listed = usize::MAX;
+        // moto answers one request at a time: more in flight only queue there.
+        request.concurrency = 4;
         let mut rules = self.rules.clone();
         rules.grace = chrono::Duration::from_std(grace)?;
         Ok(tern_ops::audit::audit(

@@ -238,7 +238,8 @@ pub struct Reads {
     pub outbox_items_scanned: u64,
     /// Read units the Scan consumed, when reported.
     pub outbox_read_units: Option<f64>,
-    /// Ledger Queries (one per event, and one per event of the second look).
+    /// Ledger Queries: one per event, one per event of the second look, and the retries
+    /// of reads that failed.
     pub ledger_queries: usize,
     /// Read units they consumed, when reported.
     pub ledger_read_units: Option<f64>,
@@ -457,57 +458,27 @@ pub async fn audit(
     let mut events_without_pairs = 0;
     let only = request.endpoint.as_ref();
     let traces = futures::stream::iter(known.events.iter().enumerate())
-        .map(|(i, e)| async move { (i, stores.ledger.trace(&e.event_id).await) })
+        .map(|(i, e)| async move { (i, read_trace(stores.ledger, &e.event_id).await) })
         .buffer_unordered(request.concurrency.max(1));
     let mut traces = std::pin::pin!(traces);
-    while let Some((i, trace)) = traces.next().await {
-        reads.ledger_queries += 1;
-        let event = &known.events[i];
-        let (trace, unread) = match trace {
-            Ok(t) => {
-                if let Some(u) = t.read_units {
-                    *reads.ledger_read_units.get_or_insert(0.0) += u;
-                }
-                (Some(t), None)
-            }
-            Err(e) => (None, Some(e.to_string())),
-        };
-        let endpoints = pair_endpoints(event, trace.as_ref(), &known, only);
-        if endpoints.is_empty() && only.is_none() {
+    while let Some((i, (trace, tries))) = traces.next().await {
+        reads.count(&trace, tries);
+        let pairs = pairs_of(i, trace, &known, only);
+        if pairs.is_empty() && only.is_none() {
             events_without_pairs += 1;
         }
-        for endpoint in endpoints {
-            let state = trace
-                .as_ref()
-                .and_then(|t| t.pairs.iter().find(|p| p.endpoint_id == endpoint))
-                .cloned();
-            let attempts: Vec<AttemptRecord> = trace
-                .as_ref()
-                .map(|t| {
-                    t.attempts
-                        .iter()
-                        .filter(|a| a.endpoint_id == endpoint)
-                        .cloned()
-                        .collect()
-                })
-                .unwrap_or_default();
-            let delivered = state.as_ref().is_some_and(|s| s.delivered_at.is_some())
-                || attempts.iter().any(|a| a.outcome == "delivered");
-            if delivered && unread.is_none() {
-                totals.add(PairStatus::Delivered);
-                by_endpoint
-                    .entry((event.tenant_id.to_string(), endpoint.to_string()))
-                    .or_default()
-                    .add(PairStatus::Delivered);
-                continue;
+        for o in pairs {
+            if o.delivered() {
+                count(
+                    &mut totals,
+                    &mut by_endpoint,
+                    &known,
+                    &o,
+                    PairStatus::Delivered,
+                );
+            } else {
+                open.push(o);
             }
-            open.push(Open {
-                event: i,
-                endpoint,
-                state,
-                attempts,
-                unread: unread.clone(),
-            });
         }
     }
 
@@ -557,51 +528,44 @@ pub async fn audit(
             (o, f)
         })
         .collect();
-    let suspects: Vec<usize> = judged
+    let mut suspects: Vec<usize> = judged
         .iter()
-        .enumerate()
-        .filter(|(_, (o, f))| f.status == PairStatus::Unaccounted && o.unread.is_none())
-        .map(|(i, _)| i)
+        .filter(|(_, f)| f.status == PairStatus::Unaccounted)
+        .map(|(o, _)| o.event)
         .collect();
+    suspects.sort_unstable();
+    suspects.dedup();
     if !suspects.is_empty() && !request.recheck_after.is_zero() {
         tokio::time::sleep(request.recheck_after).await;
-        let mut events: Vec<usize> = suspects.iter().map(|&i| judged[i].0.event).collect();
-        events.sort_unstable();
-        events.dedup();
-        let mut fresh: HashMap<usize, Result<EventTrace, PortError>> = HashMap::new();
-        let reads_again = futures::stream::iter(events)
+        let reads_again = futures::stream::iter(suspects)
             .map(|i| {
                 let id = known.events[i].event_id.clone();
-                async move { (i, stores.ledger.trace(&id).await) }
+                async move { (i, read_trace(stores.ledger, &id).await) }
             })
             .buffer_unordered(request.concurrency.max(1));
         let mut reads_again = std::pin::pin!(reads_again);
-        while let Some((i, t)) = reads_again.next().await {
-            reads.ledger_queries += 1;
-            if let Ok(t) = &t
-                && let Some(u) = t.read_units
-            {
-                *reads.ledger_read_units.get_or_insert(0.0) += u;
-            }
-            fresh.insert(i, t);
-        }
-        for i in suspects {
-            let (o, f) = &mut judged[i];
-            let Some(Ok(trace)) = fresh.get(&o.event) else {
+        while let Some((i, (trace, tries))) = reads_again.next().await {
+            reads.count(&trace, tries);
+            if trace.is_err() {
                 continue;
-            };
-            o.state = trace
-                .pairs
-                .iter()
-                .find(|p| p.endpoint_id == o.endpoint)
-                .cloned();
-            o.attempts = trace
-                .attempts
-                .iter()
-                .filter(|a| a.endpoint_id == o.endpoint)
-                .cloned()
-                .collect();
-            *f = judge(o, &known, rules, Utc::now());
+            }
+            // The event's pairs afresh (an event first unread gets its traced endpoints
+            // too): the ones still open are judged again, the delivered ones counted.
+            judged.retain(|(o, _)| o.event != i);
+            for o in pairs_of(i, trace, &known, only) {
+                if o.delivered() {
+                    count(
+                        &mut totals,
+                        &mut by_endpoint,
+                        &known,
+                        &o,
+                        PairStatus::Delivered,
+                    );
+                } else {
+                    let f = judge(&o, &known, rules, Utc::now());
+                    judged.push((o, f));
+                }
+            }
         }
     }
 
@@ -633,11 +597,7 @@ pub async fn audit(
     let mut listed_all = true;
     for (o, finding) in judged {
         let event = &known.events[o.event];
-        totals.add(finding.status);
-        by_endpoint
-            .entry((event.tenant_id.to_string(), o.endpoint.to_string()))
-            .or_default()
-            .add(finding.status);
+        count(&mut totals, &mut by_endpoint, &known, &o, finding.status);
         let row = PairRow {
             event_id: event.event_id.to_string(),
             event_type: event.event_type.clone(),
@@ -715,6 +675,108 @@ pub async fn audit(
     })
 }
 
+/// Tries of one event's ledger read before the audit gives up on it: 3, waiting 1 s, then
+/// 2 s, after a read that failed transiently (each read already has the SDK's own bounded
+/// retries within its deadline, `tern_aws::budget`). A busy table or a slow network must
+/// not make pairs unaccounted; a read that still fails makes them unaccounted with why.
+pub const TRACE_TRIES: u32 = 3;
+
+/// One event's ledger partition, tried up to [`TRACE_TRIES`] times; the result and the
+/// tries made.
+async fn read_trace(
+    ledger: &dyn DeliveryLedger,
+    event: &tern_core::EventId,
+) -> (Result<EventTrace, PortError>, u32) {
+    let mut wait = Duration::from_secs(1);
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        match ledger.trace(event).await {
+            Err(PortError::Unavailable(_)) if tries < TRACE_TRIES => {
+                tokio::time::sleep(wait).await;
+                wait *= 2;
+            }
+            other => return (other, tries),
+        }
+    }
+}
+
+impl Reads {
+    fn count(&mut self, trace: &Result<EventTrace, PortError>, tries: u32) {
+        self.ledger_queries += tries as usize;
+        if let Ok(t) = trace
+            && let Some(u) = t.read_units
+        {
+            *self.ledger_read_units.get_or_insert(0.0) += u;
+        }
+    }
+}
+
+impl Open {
+    fn delivered(&self) -> bool {
+        self.unread.is_none()
+            && (self
+                .state
+                .as_ref()
+                .is_some_and(|s| s.delivered_at.is_some())
+                || self.attempts.iter().any(|a| a.outcome == "delivered"))
+    }
+}
+
+/// The pairs of event `i`, each with what its ledger read holds for it.
+fn pairs_of(
+    i: usize,
+    trace: Result<EventTrace, PortError>,
+    known: &Known,
+    only: Option<&EndpointId>,
+) -> Vec<Open> {
+    let event = &known.events[i];
+    let (trace, unread) = match trace {
+        Ok(t) => (Some(t), None),
+        Err(e) => (None, Some(e.to_string())),
+    };
+    pair_endpoints(event, trace.as_ref(), known, only)
+        .into_iter()
+        .map(|endpoint| Open {
+            event: i,
+            state: trace
+                .as_ref()
+                .and_then(|t| t.pairs.iter().find(|p| p.endpoint_id == endpoint))
+                .cloned(),
+            attempts: trace
+                .as_ref()
+                .map(|t| {
+                    t.attempts
+                        .iter()
+                        .filter(|a| a.endpoint_id == endpoint)
+                        .cloned()
+                        .collect()
+                })
+                .unwrap_or_default(),
+            unread: unread.clone(),
+            endpoint,
+        })
+        .collect()
+}
+
+/// Counts one pair's status in the totals and its endpoint's.
+fn count(
+    totals: &mut Totals,
+    by_endpoint: &mut BTreeMap<(String, String), Totals>,
+    known: &Known,
+    o: &Open,
+    status: PairStatus,
+) {
+    totals.add(status);
+    by_endpoint
+        .entry((
+            known.events[o.event].tenant_id.to_string(),
+            o.endpoint.to_string(),
+        ))
+        .or_default()
+        .add(status);
+}
+
 /// The rule for one open pair, with what the stores said.
 fn judge(o: &Open, known: &Known, rules: &Rules, now: DateTime<Utc>) -> Finding {
     let event = &known.events[o.event];
@@ -753,4 +815,219 @@ fn judge(o: &Open, known: &Known, rules: &Rules, now: DateTime<Utc>) -> Finding 
         rules,
         now,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use async_trait::async_trait;
+    use tern_core::ports::{Claim, DeliveryState, ReceivedMessage};
+    use tern_core::trace::OutboxScan;
+    use tern_core::{DeliveryMessage, EventId, RetrySchedule, Secret};
+
+    use super::*;
+
+    fn at(s: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
+    }
+
+    struct Outbox(Vec<OutboxEntry>);
+
+    #[async_trait]
+    impl OutboxReader for Outbox {
+        async fn created_between(
+            &self,
+            _: DateTime<Utc>,
+            _: DateTime<Utc>,
+            _: Option<&TenantId>,
+        ) -> Result<OutboxScan, PortError> {
+            Ok(OutboxScan {
+                events: self.0.clone(),
+                items_scanned: self.0.len() as u64,
+                ..OutboxScan::default()
+            })
+        }
+    }
+
+    /// Every pair delivered; the trace of `flaky` fails `failures` times first.
+    struct Ledger {
+        flaky: EventId,
+        failures: Mutex<u32>,
+        endpoint: EndpointId,
+    }
+
+    #[async_trait]
+    impl DeliveryLedger for Ledger {
+        async fn claim(&self, _: &DeliveryMessage, _: DateTime<Utc>) -> Result<Claim, PortError> {
+            Ok(Claim::Granted)
+        }
+        async fn finish(&self, _: &DeliveryMessage, _: DeliveryState) -> Result<(), PortError> {
+            Ok(())
+        }
+        async fn record_attempt(&self, _: &AttemptRecord) -> Result<(), PortError> {
+            Ok(())
+        }
+        async fn history(&self, _: &tern_core::EventId) -> Result<Vec<AttemptRecord>, PortError> {
+            Ok(vec![])
+        }
+        async fn trace(&self, event: &tern_core::EventId) -> Result<EventTrace, PortError> {
+            if event == &self.flaky {
+                let mut left = self.failures.lock().unwrap();
+                if *left > 0 {
+                    *left -= 1;
+                    return Err(PortError::Unavailable("operation timeout".into()));
+                }
+            }
+            Ok(EventTrace {
+                pairs: vec![PairState {
+                    endpoint_id: self.endpoint.clone(),
+                    claim_key: Some(1),
+                    claim_done: true,
+                    state: Some(DeliveryState::Delivered),
+                    lease_until: None,
+                    claimed_at: None,
+                    delivered_at: Some(at("2026-12-01T10:00:01Z")),
+                    updated_at: None,
+                    waiting_attempt: None,
+                    waiting_due: None,
+                }],
+                attempts: vec![],
+                read_units: None,
+            })
+        }
+    }
+
+    struct Endpoints(Vec<Endpoint>);
+
+    #[async_trait]
+    impl EndpointStore for Endpoints {
+        async fn get(&self, t: &TenantId, id: &EndpointId) -> Result<Option<Endpoint>, PortError> {
+            Ok(self
+                .0
+                .iter()
+                .find(|e| &e.tenant_id == t && &e.id == id)
+                .cloned())
+        }
+        async fn list_for_tenant(&self, t: &TenantId) -> Result<Vec<Endpoint>, PortError> {
+            Ok(self
+                .0
+                .iter()
+                .filter(|e| &e.tenant_id == t)
+                .cloned()
+                .collect())
+        }
+        async fn list_all(&self) -> Result<Vec<Endpoint>, PortError> {
+            Ok(self.0.clone())
+        }
+        async fn put(&self, _: &Endpoint) -> Result<(), PortError> {
+            Ok(())
+        }
+        async fn disable(&self, _: &TenantId, _: &EndpointId, _: &str) -> Result<(), PortError> {
+            Ok(())
+        }
+        async fn set_secrets(
+            &self,
+            _: &TenantId,
+            _: &EndpointId,
+            _: &[tern_core::EndpointSecret],
+        ) -> Result<(), PortError> {
+            Ok(())
+        }
+    }
+
+    struct Empty;
+
+    #[async_trait]
+    impl DrainableQueue for Empty {
+        async fn receive(&self, _: i32, _: i32, _: i32) -> Result<Vec<ReceivedMessage>, PortError> {
+            Ok(vec![])
+        }
+        async fn delete(&self, _: &str) -> Result<(), PortError> {
+            Ok(())
+        }
+        async fn release(&self, _: &str) -> Result<(), PortError> {
+            Ok(())
+        }
+    }
+
+    async fn run(failures: u32) -> AuditReport {
+        let tenant = TenantId::new("tnt_a").unwrap();
+        let endpoint = Endpoint::new(
+            EndpointId::new("ep_1").unwrap(),
+            tenant.clone(),
+            "https://example.com/hook",
+            vec!["*".into()],
+            Secret::generate(),
+            at("2026-11-01T00:00:00Z"),
+        );
+        let events: Vec<OutboxEntry> = ["evt_1", "evt_2"]
+            .iter()
+            .map(|id| OutboxEntry {
+                event_id: EventId::new(*id).unwrap(),
+                event_type: "order.paid".into(),
+                tenant_id: tenant.clone(),
+                created_at: at("2026-12-01T10:00:00Z"),
+            })
+            .collect();
+        let ledger = Ledger {
+            flaky: EventId::new("evt_2").unwrap(),
+            failures: Mutex::new(failures),
+            endpoint: endpoint.id.clone(),
+        };
+        let mut request = AuditRequest::new(at("2026-12-01T00:00:00Z"), at("2026-12-02T00:00:00Z"));
+        request.recheck_after = Duration::from_millis(10);
+        audit(
+            AuditStores {
+                outbox: &Outbox(events),
+                ledger: &ledger,
+                endpoints: &Endpoints(vec![endpoint]),
+                health: None,
+                dlq: &Empty,
+                relay_failures: &Empty,
+                delivery_queue: None,
+            },
+            &request,
+            &Rules {
+                grace: chrono::Duration::minutes(15),
+                time_scale: 1.0,
+                default_schedule: RetrySchedule::standard(),
+                health: tern_core::health::HealthPolicy::default(),
+            },
+        )
+        .await
+        .unwrap()
+    }
+
+    /// Found by `make soak`: under load a ledger Query ran past its deadline and every
+    /// pair of the event was reported unaccounted, although all were delivered.
+    #[tokio::test]
+    async fn a_ledger_read_that_fails_for_a_moment_is_tried_again() {
+        let r = run(2).await;
+        assert_eq!(r.totals.delivered, 2, "{:?}", r.unaccounted);
+        assert_eq!(r.totals.unaccounted, 0);
+        assert_eq!(
+            r.reads.ledger_queries, 4,
+            "one, and three tries of the flaky one"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_ledger_that_stays_unreadable_gets_a_second_look_then_is_unaccounted() {
+        // Three tries fail; the second look's first try succeeds.
+        let r = run(3).await;
+        assert_eq!(r.totals.delivered, 2, "{:?}", r.unaccounted);
+        // Six tries fail: unaccounted, saying why.
+        let r = run(6).await;
+        assert_eq!(r.totals.unaccounted, 1);
+        assert!(
+            r.unaccounted[0]
+                .pair
+                .finding
+                .detail
+                .contains("could not be read"),
+            "{}",
+            r.unaccounted[0].pair.finding.detail
+        );
+    }
 }
