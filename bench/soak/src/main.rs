@@ -245,6 +245,12 @@ impl Soak {
             );
             let quiet = visible + in_flight + delayed == 0 && t.waiting + t.in_flight == 0;
             if quiet || started.elapsed() >= limit {
+                for u in r.unaccounted.iter().take(5) {
+                    println!(
+                        "    unaccounted: {} -> {}: {}",
+                        u.pair.event_id, u.pair.endpoint_id, u.pair.finding.detail
+                    );
+                }
                 return Ok(r);
             }
             tokio::time::sleep(Duration::from_secs(10)).await;
