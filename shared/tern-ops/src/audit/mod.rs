@@ -579,7 +579,7 @@ pub async fn audit(
             .count();
         if unaccounted > 0 && counts.total() > 0 {
             notes.push(format!(
-                "the delivery queue holds {} messages ({} visible, {} in flight, {} delayed): an \
+                "the delivery queue holds {} message(s) ({} visible, {} in flight, {} delayed): an \
                  unaccounted pair with no trace, or an overdue attempt, may be waiting in that \
                  backlog; audit again once it has drained, or with a longer --grace",
                 counts.total(),

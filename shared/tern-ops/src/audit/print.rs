@@ -178,7 +178,7 @@ pub fn print_report(out: &mut dyn Write, r: &AuditReport) -> std::io::Result<()>
     writeln!(out)?;
     writeln!(
         out,
-        "Read: outbox Scan {} items{}; ledger {} Queries{}; DLQ {} messages ({}); relay-failure queue {} messages ({}); {} endpoints, {} health records.",
+        "Read: outbox Scan {} item(s){}; ledger {} Query(s){}; DLQ {} message(s) ({}); relay-failure queue {} message(s) ({}); {} endpoint(s), {} health record(s).",
         x.outbox_items_scanned,
         units(x.outbox_read_units),
         x.ledger_queries,
