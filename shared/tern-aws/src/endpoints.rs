@@ -425,6 +425,12 @@ impl EndpointStore for DynamoEndpointStore {
                 Some(AttributeValue::S(f.as_str().to_owned())),
             );
         }
+        if let Some(r) = update.max_per_second {
+            field(
+                "max_per_second",
+                r.map(|r| AttributeValue::N(r.to_string())),
+            );
+        }
         let mut expression = format!("SET {}", set.join(", "));
         if !remove.is_empty() {
             expression.push_str(&format!(" REMOVE {}", remove.join(", ")));

@@ -58,6 +58,9 @@ pub enum EndpointError {
     /// The attempt budget is 0.
     #[error("max_attempts must be at least 1")]
     ZeroAttempts,
+    /// The rate limit is outside 1..=[`crate::rate_limit::MAX_PER_SECOND`] per second.
+    #[error(transparent)]
+    BadRateLimit(#[from] crate::rate_limit::RateLimitError),
 }
 
 /// One signing secret of an endpoint. During a rotation an endpoint holds the new secret
@@ -115,6 +118,11 @@ pub struct Endpoint {
     /// Standard Webhooks payload structure (`standard_webhooks`).
     #[serde(default)]
     pub payload_format: PayloadFormat,
+    /// Most requests per second the receiver takes ([`crate::rate_limit`]), across every
+    /// concurrent sender batch; `None` (the default, also for endpoints stored before this
+    /// field existed) means no limit. 1..=[`crate::rate_limit::MAX_PER_SECOND`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_per_second: Option<u32>,
     /// Free text for operators.
     #[serde(default)]
     pub description: Option<String>,
@@ -144,6 +152,8 @@ pub struct EndpointUpdate {
     pub max_attempts: Option<Option<u32>>,
     /// New request body format.
     pub payload_format: Option<PayloadFormat>,
+    /// New rate limit in requests per second; `Some(None)` removes it.
+    pub max_per_second: Option<Option<u32>>,
 }
 
 impl EndpointUpdate {
@@ -179,6 +189,9 @@ impl EndpointUpdate {
         }
         if let Some(f) = self.payload_format {
             endpoint.payload_format = f;
+        }
+        if let Some(r) = self.max_per_second {
+            endpoint.max_per_second = r;
         }
         endpoint.validate()
     }
@@ -252,6 +265,7 @@ impl Endpoint {
             schedule: None,
             max_attempts: None,
             payload_format: PayloadFormat::Raw,
+            max_per_second: None,
             description: None,
             created_at: now,
             updated_at: None,
@@ -288,7 +302,20 @@ impl Endpoint {
         if self.max_attempts == Some(0) {
             return Err(EndpointError::ZeroAttempts);
         }
+        self.rate_limit()?;
         Ok(())
+    }
+
+    /// Its rate limit ([`Self::max_per_second`]), `None` when it has none.
+    ///
+    /// # Errors
+    /// [`EndpointError::BadRateLimit`] for a value outside
+    /// 1..=[`crate::rate_limit::MAX_PER_SECOND`].
+    pub fn rate_limit(&self) -> Result<Option<crate::rate_limit::RateLimit>, EndpointError> {
+        self.max_per_second
+            .map(crate::rate_limit::RateLimit::new)
+            .transpose()
+            .map_err(EndpointError::from)
     }
 
     /// True when `event` belongs to this endpoint's tenant and one of its subscriptions.
@@ -510,6 +537,52 @@ mod tests {
             serde_json::to_value(&e).unwrap()["payload_format"],
             "standard_webhooks"
         );
+    }
+
+    #[test]
+    fn a_rate_limit_is_optional_bounded_and_updated_alone() {
+        let mut e = endpoint();
+        // Stored before the field existed, or never limited: no key, no limit.
+        let stored = serde_json::to_value(&e).unwrap();
+        assert!(stored.get("max_per_second").is_none(), "{stored}");
+        assert_eq!(e.rate_limit(), Ok(None));
+        let before = e.clone();
+        EndpointUpdate {
+            max_per_second: Some(Some(10)),
+            ..EndpointUpdate::default()
+        }
+        .apply(&mut e)
+        .unwrap();
+        assert_eq!(e.rate_limit().unwrap().map(|r| r.per_second()), Some(10));
+        assert_eq!(
+            Endpoint {
+                max_per_second: None,
+                ..e.clone()
+            },
+            before,
+            "nothing else changed"
+        );
+        let back: Endpoint = serde_json::from_value(serde_json::to_value(&e).unwrap()).unwrap();
+        assert_eq!(back.max_per_second, Some(10));
+        for bad in [0, crate::rate_limit::MAX_PER_SECOND + 1] {
+            assert_eq!(
+                EndpointUpdate {
+                    max_per_second: Some(Some(bad)),
+                    ..EndpointUpdate::default()
+                }
+                .apply(&mut endpoint()),
+                Err(EndpointError::BadRateLimit(
+                    crate::rate_limit::RateLimitError::OutOfRange(bad)
+                ))
+            );
+        }
+        EndpointUpdate {
+            max_per_second: Some(None),
+            ..EndpointUpdate::default()
+        }
+        .apply(&mut e)
+        .unwrap();
+        assert_eq!(e, before);
     }
 
     #[test]

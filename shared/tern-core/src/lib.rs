@@ -17,6 +17,7 @@ pub mod operational;
 pub mod outbox;
 pub mod outcome;
 pub mod ports;
+pub mod rate_limit;
 pub mod request;
 pub mod retry;
 pub mod signing;
