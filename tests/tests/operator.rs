@@ -557,6 +557,7 @@ async fn update_changes_only_the_named_fields_and_keeps_a_concurrent_disable_and
         schedule: Some(Some(RetrySchedule::parse("10,20").unwrap())),
         max_attempts: Some(None),
         payload_format: Some(PayloadFormat::StandardWebhooks),
+        max_per_second: Some(Some(7)),
     };
     let after = ops::update_endpoint(
         &store,
@@ -578,6 +579,7 @@ async fn update_changes_only_the_named_fields_and_keeps_a_concurrent_disable_and
     );
     assert_eq!(after.max_attempts, None, "back to the schedule's budget");
     assert_eq!(after.payload_format, PayloadFormat::StandardWebhooks);
+    assert_eq!(after.max_per_second, Some(7));
     assert!(after.updated_at.is_some());
     assert!(
         !after.enabled,

@@ -156,9 +156,9 @@ enum Command {
         force: bool,
     },
     /// What is waiting: per endpoint, the deliveries scheduled for a later attempt (queue
-    /// delays and Step Functions waits alike, and those an open circuit or a pause holds
-    /// back), each with its attempt number and due time (UTC), and the totals. Read from the
-    /// ledger's waiting index, never by scanning SQS or Step Functions.
+    /// delays and Step Functions waits alike, and those an open circuit, a pause or a rate
+    /// limit holds back), each with its attempt number and due time (UTC), and the totals.
+    /// Read from the ledger's waiting index, never by scanning SQS or Step Functions.
     Waiting {
         /// Only this endpoint.
         #[arg(long)]
@@ -254,6 +254,11 @@ enum EndpointCommand {
         /// `{"type","timestamp","data"}`, the Standard Webhooks payload structure).
         #[arg(long, default_value = "raw", value_parser = parse_payload_format)]
         payload_format: PayloadFormat,
+        /// Rate limit: at most this many requests per second (1-1000) across every sender
+        /// batch; deliveries over it wait on the queue without spending an attempt.
+        /// Default: no limit.
+        #[arg(long)]
+        max_per_second: Option<u32>,
     },
     /// Each endpoint's health: state (healthy, degraded, paused, open, disabled), success
     /// rate over the window (1 h) and 24 h, attempts in the window, last success, last
@@ -308,6 +313,9 @@ enum EndpointCommand {
         /// New request body format: `raw` or `standard_webhooks`.
         #[arg(long, value_parser = parse_payload_format)]
         payload_format: Option<PayloadFormat>,
+        /// New rate limit in requests per second (1-1000); 0 = no limit.
+        #[arg(long)]
+        max_per_second: Option<u32>,
     },
     /// Disable an endpoint: new events skip it, queued deliveries dead-letter.
     Disable {
@@ -966,6 +974,7 @@ async fn endpoints(
             schedule,
             description,
             payload_format,
+            max_per_second,
         } => {
             let destinations = DestinationSettings::from_env(&Env::process()).map_err(invalid)?;
             let ep = ops::add_endpoint(
@@ -980,6 +989,7 @@ async fn endpoints(
                     schedule,
                     description,
                     payload_format,
+                    max_per_second,
                     secret: None,
                 },
                 &destinations.policy(),
@@ -1077,6 +1087,7 @@ async fn endpoints(
             schedule,
             max_attempts,
             payload_format,
+            max_per_second,
         } => {
             let (tenant, id) = ids(tenant, endpoint)?;
             let update = EndpointUpdate {
@@ -1093,6 +1104,7 @@ async fn endpoints(
                     .map_err(invalid)?,
                 max_attempts: max_attempts.map(|m| Some(m).filter(|m| *m != 0)),
                 payload_format,
+                max_per_second: max_per_second.map(|r| Some(r).filter(|r| *r != 0)),
             };
             let destinations = DestinationSettings::from_env(&Env::process()).map_err(invalid)?;
             let ep = ops::update_endpoint(

@@ -200,6 +200,7 @@ pub async fn run(
                 schedule: None,
                 description: Some(format!("demo: {name}")),
                 payload_format: tern_core::PayloadFormat::Raw,
+                max_per_second: None,
                 secret: None,
             },
             &tern_http::DestinationPolicy {
