@@ -413,6 +413,7 @@ async fn show_prints_every_field_and_never_a_secret() {
         "max attempts:         3",
         "timeout (ms):         5000",
         "payload format:       standard_webhooks",
+        "rate limit:           none",
         "maintenance",
         "current",
         "previous",
@@ -446,6 +447,7 @@ async fn show_prints_every_field_and_never_a_secret() {
         "max_attempts",
         "timeout_ms",
         "payload_format",
+        "max_per_second",
         "secrets",
         "created_at",
         "updated_at",
@@ -459,6 +461,7 @@ async fn show_prints_every_field_and_never_a_secret() {
     assert_eq!(v["max_attempts"], 3);
     assert_eq!(v["timeout_ms"], 5000);
     assert_eq!(v["payload_format"], "standard_webhooks");
+    assert!(v["max_per_second"].is_null(), "no limit: null");
     assert_eq!(
         v["schedule_seconds"],
         serde_json::json!([60, 300, 600, 600, 1800, 3600])

@@ -131,7 +131,7 @@ impl RateGate {
             ),
             Grant::Refused { tat } => unscheduled_until(tat, self.limit, index, unit, self.now),
             // More deliveries than slots (the schedule's horizon capped the grant): ask
-            // again once the grant's slots are over.
+            // again when the horizon has room past the grant's end.
             Grant::Slots { first, count } => {
                 let end = first + self.limit.interval() * i32::try_from(count).unwrap_or(0);
                 unscheduled_until(Some(end), self.limit, index, unit, self.now)
@@ -350,28 +350,40 @@ mod tests {
 
     #[test]
     fn a_grant_is_handed_out_slot_by_slot_then_the_rest_waits_unscheduled() {
+        // Fifteen slots from 0.5 s, 100 ms apart: those before the send horizon (1.75 s)
+        // are sent at their time, the later ones held, the sixteenth delivery gets none.
         let gate = RateGate::new(
             ten(),
             Grant::Slots {
                 first: t(500),
-                count: 7,
+                count: 15,
             },
             t(0),
         );
         let m = message();
-        let got: Vec<RateAdmission> = (0..8).map(|_| gate.admit(&m)).collect();
+        let got: Vec<RateAdmission> = (0..16).map(|_| gate.admit(&m)).collect();
         assert_eq!(got[0], RateAdmission::SendAt(t(500)));
-        assert_eq!(got[4], RateAdmission::SendAt(t(900)));
+        assert_eq!(got[12], RateAdmission::SendAt(t(1700)));
         assert_eq!(
-            got[5],
+            got[13],
             RateAdmission::Hold(RateSlot {
-                at: t(1000),
+                at: t(1800),
                 per_second: 10
             })
         );
-        // The eighth got no slot: it asks again once the grant's slots have begun.
-        match got[7] {
-            RateAdmission::Unscheduled(until) => assert!(until >= t(0), "{until}"),
+        assert_eq!(
+            got[14],
+            RateAdmission::Hold(RateSlot {
+                at: t(1900),
+                per_second: 10
+            })
+        );
+        // The sixteenth got no slot: the schedule has room (its end is not 900 s ahead),
+        // so it asks again within the next second, spread by a random draw.
+        match got[15] {
+            RateAdmission::Unscheduled(until) => {
+                assert!(until >= t(0) && until <= t(1000), "{until}");
+            }
             other => panic!("{other:?}"),
         }
     }
