@@ -8,7 +8,7 @@ PYTHON ?= python3
 VENV   := .venv
 CARGO  ?= cargo
 
-.PHONY: demo test venv build test-rust test-moto test-receivers test-infra test-console chromium browser-deps console-screenshots fmt lint clean bench bench-health bench-requests bench-relay soak package package-venv
+.PHONY: demo test venv build test-rust test-moto test-receivers test-infra test-console chromium browser-deps console-screenshots fmt lint clean bench bench-health bench-requests bench-rate bench-relay soak package package-venv
 
 venv: $(VENV)/.installed
 
@@ -93,6 +93,14 @@ bench-requests: venv
 bench-relay: venv
 	$(CARGO) build --release -p tern-relay -p tern-bench
 	$(CARGO_TARGET)/release/tern-bench --bin-dir $(CARGO_TARGET)/release --out $(BENCH_OUT) relay
+
+# Only the rate limit per endpoint (also part of `make bench`): a burst of 1,000 deliveries
+# to an endpoint limited to 10 per second, 4 concurrent sender batches in local mode; the
+# busiest one-second window at the receiver, the time to deliver all, lost, requests per
+# delivery. Writes $(BENCH_OUT)/rate.md. About 2-6 minutes.
+bench-rate: venv
+	$(CARGO) build --release -p tern-bench
+	$(CARGO_TARGET)/release/tern-bench --out $(BENCH_OUT) rate
 
 # The fault soak (not part of `make test`; 5-10 minutes on 2 cores): 2,520 deliveries to
 # endpoints of every health through local mode with AWS faults, sender panics, duplicate

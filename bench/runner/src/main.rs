@@ -11,6 +11,7 @@ mod cost;
 mod fakes;
 mod health;
 mod proxy;
+mod rate_limit;
 mod relay;
 mod stats;
 
@@ -89,6 +90,11 @@ enum Command {
     /// event x 500 endpoints x 256 KiB and 100 events x 500 endpoints; writes
     /// `<out>/relay.md` (also printed) and `<out>/relay.json`.
     Relay,
+    /// Only the rate limit per endpoint (`make bench-rate`): a burst of 1,000 deliveries
+    /// to an endpoint limited to 10 per second, 4 concurrent
+    /// sender batches in local mode; writes `<out>/rate.md` (also printed) and
+    /// `<out>/rate.json`. About 2-6 minutes (local mode on moto).
+    Rate,
 }
 
 fn target_dir() -> PathBuf {
@@ -106,6 +112,7 @@ fn main() -> Result<(), BoxError> {
         Some(Command::Health) => runtime.block_on(health_only(&args.out)),
         Some(Command::Requests) => runtime.block_on(requests_only(&args.out, args.aws_deliveries)),
         Some(Command::Relay) => runtime.block_on(relay_only(&args)),
+        Some(Command::Rate) => runtime.block_on(rate_only(&args.out)),
         None => runtime.block_on(run(args)),
     }
 }
@@ -206,6 +213,27 @@ async fn relay_only(args: &Args) -> Result<(), BoxError> {
     Ok(())
 }
 
+async fn rate_only(out: &Path) -> Result<(), BoxError> {
+    std::fs::create_dir_all(out)?;
+    let moto = MotoServer::start().await?;
+    let proxy =
+        CountingProxy::start(&moto.url, &["relay", "sender", "esm", "app", "binary"]).await?;
+    let report = rate_limit::run(&proxy).await?;
+    let md = format!(
+        "# Tern benchmarks: rate limit
+{}",
+        report.markdown()
+    );
+    println!("\n{md}");
+    std::fs::write(out.join("rate.md"), &md)?;
+    std::fs::write(
+        out.join("rate.json"),
+        serde_json::to_string_pretty(&report)?,
+    )?;
+    eprintln!("wrote {}", out.join("rate.md").display());
+    Ok(())
+}
+
 fn progress(len: u64, what: &str) -> ProgressBar {
     let bar = ProgressBar::new(len);
     bar.set_style(
@@ -240,6 +268,7 @@ async fn run(args: Args) -> Result<(), BoxError> {
     rows.push(binary.rss.clone());
     rows.push(binary.log_row.clone());
     let aws = aws_counts(&proxy, args.aws_deliveries).await?;
+    let rate = rate_limit::run(&proxy).await?;
     rows.extend(sizes(&bin_dir, &lambda_dir));
 
     let model = cost::Inputs {
@@ -275,6 +304,7 @@ async fn run(args: Args) -> Result<(), BoxError> {
     md.push_str(&cost::markdown(&costs));
     md.push_str(&relay::markdown(&relay_runs));
     md.push_str(&health.markdown());
+    md.push_str(&rate.markdown());
     println!("\n{md}");
     std::fs::write(args.out.join("report.md"), &md)?;
     let report = json!({
@@ -288,6 +318,7 @@ async fn run(args: Args) -> Result<(), BoxError> {
         "cost": costs,
         "relay_fan_out": relay_runs,
         "endpoint_health": health,
+        "rate_limit": rate,
     });
     std::fs::write(
         args.out.join("report.json"),
