@@ -171,7 +171,7 @@ describe('CDK and SAM templates agree', () => {
       ws.map((w) => ({ type: w.type, x: w.x, y: w.y, width: w.width, height: w.height, title: w.properties.title, endpoint: w.properties.endpoint, params: w.properties.params, updateOn: w.properties.updateOn, insightRule: w.properties.insightRule, period: w.properties.period, stat: w.properties.stat }));
     const cdk = strip(dashboardWidgets(json, cdkId));
     const sam = strip(dashboardWidgets(samTemplate(), 'ConsoleFunction'));
-    expect(cdk.filter((w) => w.type === 'custom')).toHaveLength(4);
+    expect(cdk.filter((w) => w.type === 'custom')).toHaveLength(5);
     expect(sam).toEqual(cdk);
   });
 
@@ -184,6 +184,9 @@ describe('CDK and SAM templates agree', () => {
       [stack.getLogicalId(stack.storage.attempts.node.defaultChild as CfnElement)]: 'attempts',
       [stack.getLogicalId(stack.storage.health.node.defaultChild as CfnElement)]: 'health',
       [stack.getLogicalId(stack.functions.replay.node.defaultChild as CfnElement)]: 'replay',
+      [stack.getLogicalId(stack.storage.outbox.node.defaultChild as CfnElement)]: 'outbox',
+      [stack.getLogicalId(stack.queues.relayFailures.node.defaultChild as CfnElement)]: 'relayFailures',
+      [stack.getLogicalId(stack.queues.delivery.node.defaultChild as CfnElement)]: 'delivery',
     };
     const pairs = (statements: any[], n: Names) =>
       statements
@@ -195,7 +198,16 @@ describe('CDK and SAM templates agree', () => {
       .flatMap((r) => r.Properties.PolicyDocument.Statement);
     const t = samTemplate();
     const samStatements = t.Resources.ConsoleFunction.Properties.Policies.flatMap((p: any) => p.Statement);
-    const samNames: Names = { Dlq: 'dlq', EndpointsTable: 'endpoints', AttemptsTable: 'attempts', HealthTable: 'health', ReplayFunction: 'replay' };
+    const samNames: Names = {
+      Dlq: 'dlq',
+      EndpointsTable: 'endpoints',
+      AttemptsTable: 'attempts',
+      HealthTable: 'health',
+      ReplayFunction: 'replay',
+      OutboxTable: 'outbox',
+      RelayFailureQueue: 'relayFailures',
+      DeliveryQueue: 'delivery',
+    };
     expect(pairs(samStatements, samNames)).toEqual(pairs(cdkStatements, names));
   });
 

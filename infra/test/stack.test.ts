@@ -294,6 +294,11 @@ describe('functions', () => {
       TERN_HEALTH_TABLE: ref(stack.storage.health),
       TERN_DLQ_URL: ref(stack.queues.dlq),
       TERN_REPLAY_FUNCTION: ref(stack.functions.replay),
+      // The "Is anything lost?" widget's stores and the schedule it judges overdue retries by.
+      TERN_OUTBOX_TABLE: ref(stack.storage.outbox),
+      TERN_RELAY_FAILURE_QUEUE_URL: ref(stack.queues.relayFailures),
+      TERN_DELIVERY_QUEUE_URL: ref(stack.queues.delivery),
+      TERN_RETRY_SCHEDULE: settings.delivery.retrySchedule.join(','),
       // The sender's thresholds: the Endpoints widget names the states the sender acts on.
       TERN_HEALTH_FAILURE_THRESHOLD: String(settings.health.failureThreshold),
       TERN_HEALTH_PROBE_INTERVAL_SECONDS: String(settings.health.probeIntervalSeconds),
@@ -397,7 +402,7 @@ describe('least-privilege IAM', () => {
     );
   });
 
-  test('console: read the DLQ without deleting, list and enable endpoints, read attempts, invoke replay', () => {
+  test('console: read the DLQ without deleting, list and enable endpoints, read attempts, invoke replay, audit', () => {
     expect(permissions(roleOf(stack.functions.console))).toEqual(
       [
         // tern_ops::peek receives, then releases (ChangeMessageVisibility 0): no DeleteMessage.
@@ -417,6 +422,12 @@ describe('least-privilege IAM', () => {
         'dynamodb:GetItem on health',
         'dynamodb:Query on health',
         'dynamodb:Scan on health',
+        // Is anything lost? The outbox scanned, the relay-failure queue read and released,
+        // the delivery queue counted.
+        'dynamodb:Scan on outbox',
+        'sqs:ChangeMessageVisibility on relayFailures',
+        'sqs:ReceiveMessage on relayFailures',
+        'sqs:GetQueueAttributes on delivery',
         'logs:CreateLogStream on own log group',
         'logs:PutLogEvents on own log group',
       ].sort(),
@@ -424,9 +435,13 @@ describe('least-privilege IAM', () => {
   });
 
   test('only the sender writes the outbox, and only PutItem (operational events; the application writes the rest)', () => {
-    for (const fn of [stack.functions.relay, stack.functions.replay, stack.functions.console]) {
+    for (const fn of [stack.functions.relay, stack.functions.replay]) {
       expect(permissions(roleOf(fn)).filter((p) => p.endsWith(' on outbox'))).toEqual([]);
     }
+    // The console only reads it (the "Is anything lost?" widget's Scan).
+    expect(permissions(roleOf(stack.functions.console)).filter((p) => p.endsWith(' on outbox'))).toEqual([
+      'dynamodb:Scan on outbox',
+    ]);
     expect(permissions(roleOf(stack.functions.sender)).filter((p) => p.endsWith(' on outbox'))).toEqual([
       'dynamodb:PutItem on outbox',
     ]);
@@ -655,7 +670,7 @@ describe('dashboard', () => {
     const widgets = dashboardWidgets(json, stack.getLogicalId(stack.functions.console.node.defaultChild as CfnElement));
     const dlqGraph = widgets.find((w) => w.properties.title === 'DLQ and relay-failure depth');
     const custom = widgets.filter((w) => w.type === 'custom');
-    expect(custom.map((w) => w.properties.params.widget)).toEqual(['dead_letters', 'endpoints', 'waiting', 'event_lookup']);
+    expect(custom.map((w) => w.properties.params.widget)).toEqual(['dead_letters', 'endpoints', 'waiting', 'event_lookup', 'audit']);
     for (const w of custom) expect(w.properties.endpoint).toBe('CONSOLE_ARN');
     const deadLetters = custom[0];
     expect(deadLetters.y).toBe(dlqGraph.y);

@@ -46,7 +46,7 @@ export class Functions extends Construct {
   public readonly relay: lambda.Function;
   public readonly sender: lambda.Function;
   public readonly replay: lambda.Function;
-  /** The operator's console: the dashboard's custom widgets (dead letters, endpoints, event lookup). */
+  /** The operator's console: the dashboard's custom widgets (dead letters, endpoints, waiting, event lookup, audit). */
   public readonly console: lambda.Function;
   /** The execution role of each function (created here so that no AWS managed policy is attached). */
   public readonly roles: Record<FunctionName, iam.Role> = {} as Record<FunctionName, iam.Role>;
@@ -127,7 +127,7 @@ export class Functions extends Construct {
 
     this.console = this.rustFunction(c, {
       name: 'console',
-      description: "Tern console: the dashboard's dead letters, endpoints, waiting and event lookup widgets (replay, enable)",
+      description: "Tern console: the dashboard's dead letters, endpoints, waiting, event lookup and audit widgets (replay, enable)",
       timeoutSeconds: s.functions.console.timeoutSeconds,
       memoryMb: s.functions.console.memoryMb,
       environment: {
@@ -137,6 +137,12 @@ export class Functions extends Construct {
         TERN_HEALTH_TABLE: storage.health.tableName,
         TERN_DLQ_URL: queues.dlq.queueUrl,
         TERN_REPLAY_FUNCTION: this.replay.functionName,
+        // The "Is anything lost?" widget: the outbox (Scan), the relay-failure queue (read
+        // whole), the delivery queue (counted) and the sender's schedule (when a retry is overdue).
+        TERN_OUTBOX_TABLE: storage.outbox.tableName,
+        TERN_RELAY_FAILURE_QUEUE_URL: queues.relayFailures.queueUrl,
+        TERN_DELIVERY_QUEUE_URL: queues.delivery.queueUrl,
+        TERN_RETRY_SCHEDULE: c.retrySchedule.join(','),
         // The sender's thresholds, so the Endpoints widget names the states the sender acts on.
         ...healthEnv,
       },
@@ -173,7 +179,14 @@ export class Functions extends Construct {
     // The unqualified function only (grantInvoke would add every version and alias, `:*`).
     this.console.addToRolePolicy(
       new iam.PolicyStatement({ actions: ['lambda:InvokeFunction'], resources: [this.replay.functionArn] }),
+    );    // The "Is anything lost?" widget: the outbox's events of the window (a Scan of the table,
+    // no index), the relay-failure queue read as the DLQ is (received, then released), the
+    // delivery queue only counted (GetQueueAttributes).
+    this.console.addToRolePolicy(
+      new iam.PolicyStatement({ actions: ['dynamodb:Scan'], resources: [storage.outbox.tableArn] }),
     );
+    queues.relayFailures.grant(this.console, 'sqs:ReceiveMessage', 'sqs:ChangeMessageVisibility');
+    queues.delivery.grant(this.console, 'sqs:GetQueueAttributes');
   }
 
   private wireRelay(s: TernSettings, c: TernConfig, storage: Storage, queues: Queues): void {
