@@ -557,6 +557,18 @@ async fn update_changes_only_the_named_fields_and_keeps_a_concurrent_disable_and
         schedule: Some(Some(RetrySchedule::parse("10,20").unwrap())),
         max_attempts: Some(None),
         payload_format: Some(PayloadFormat::StandardWebhooks),
+        headers: Some(vec![
+            tern_core::custom_headers::CustomHeader::new(
+                "X-Tenant",
+                tern_core::custom_headers::FieldValue::Plain("acme".into()),
+            )
+            .unwrap(),
+        ]),
+        auth: Some(tern_core::receiver_auth::ReceiverAuth::Basic {
+            username: "tern".into(),
+            password: tern_core::SecretValue::new("pw"),
+        }),
+        signatures: Some(tern_core::Signatures::V1),
     };
     let after = ops::update_endpoint(
         &store,
@@ -578,6 +590,8 @@ async fn update_changes_only_the_named_fields_and_keeps_a_concurrent_disable_and
     );
     assert_eq!(after.max_attempts, None, "back to the schedule's budget");
     assert_eq!(after.payload_format, PayloadFormat::StandardWebhooks);
+    assert_eq!(Some(&after.headers), update.headers.as_ref());
+    assert_eq!(Some(&after.auth), update.auth.as_ref());
     assert!(after.updated_at.is_some());
     assert!(
         !after.enabled,
