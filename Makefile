@@ -8,7 +8,7 @@ PYTHON ?= python3
 VENV   := .venv
 CARGO  ?= cargo
 
-.PHONY: demo test venv build test-rust test-moto test-receivers test-infra test-console chromium browser-deps console-screenshots fmt lint clean bench bench-health bench-requests bench-relay soak package package-venv
+.PHONY: demo test venv build test-rust test-moto test-receivers test-infra test-console chromium browser-deps console-screenshots fmt lint clean bench bench-health bench-requests bench-relay bench-reach soak package package-venv
 
 venv: $(VENV)/.installed
 
@@ -105,6 +105,16 @@ SOAK_ARGS ?=
 soak: venv
 	$(CARGO) build -p tern-soak
 	$(CARGO_TARGET)/debug/tern-soak --out $(SOAK_OUT) $(SOAK_ARGS)
+
+# Only what issue 20's receiver settings cost (not part of `make bench`): requests per
+# delivery with OAuth2 client credentials on (no auth, tokens of 1 h and of 4 s; token
+# requests, receiver POSTs, AWS calls) and the CPU time of v1 / v1a / both signatures per
+# delivery. Writes $(BENCH_OUT)/reach.md (also printed). About two minutes.
+bench-reach: venv
+	$(CARGO) build --release -p tern-bench
+	$(CARGO) build --release -p tern-core --example sign_cost
+	$(CARGO_TARGET)/release/tern-bench --aws-deliveries 200 --out $(BENCH_OUT) reach
+	$(CARGO_TARGET)/release/examples/sign_cost | tee -a $(BENCH_OUT)/reach.md
 
 # The documented build path: cargo-lambda and Zig from requirements-package.txt (a venv
 # of their own), the aarch64 target from rustup, then only the function binaries (the three

@@ -57,6 +57,9 @@ fn new_endpoint(tenant: &str, url: &str, types: &[&str]) -> NewEndpoint {
         description: None,
         payload_format: tern_core::PayloadFormat::Raw,
         secret: None,
+        headers: Vec::new(),
+        auth: tern_core::receiver_auth::ReceiverAuth::None,
+        signatures: tern_core::Signatures::V1,
     }
 }
 

@@ -11,6 +11,7 @@ mod cost;
 mod fakes;
 mod health;
 mod proxy;
+mod reach;
 mod relay;
 mod stats;
 
@@ -89,6 +90,11 @@ enum Command {
     /// event x 500 endpoints x 256 KiB and 100 events x 500 endpoints; writes
     /// `<out>/relay.md` (also printed) and `<out>/relay.json`.
     Relay,
+    /// Only the requests per delivery with OAuth2 client credentials on (`make
+    /// bench-reach`): no authentication, then tokens of an hour and of 4 s, on moto
+    /// behind the counting proxy with a token server on 127.0.0.1; writes `<out>/reach.md`
+    /// (also printed). About a minute.
+    Reach,
 }
 
 fn target_dir() -> PathBuf {
@@ -106,6 +112,7 @@ fn main() -> Result<(), BoxError> {
         Some(Command::Health) => runtime.block_on(health_only(&args.out)),
         Some(Command::Requests) => runtime.block_on(requests_only(&args.out, args.aws_deliveries)),
         Some(Command::Relay) => runtime.block_on(relay_only(&args)),
+        Some(Command::Reach) => runtime.block_on(reach_only(&args.out, args.aws_deliveries)),
         None => runtime.block_on(run(args)),
     }
 }
@@ -185,6 +192,22 @@ async fn requests_only(out: &Path, deliveries: usize) -> Result<(), BoxError> {
     println!("\n{md}");
     std::fs::write(out.join("requests.md"), &md)?;
     eprintln!("wrote {}", out.join("requests.md").display());
+    Ok(())
+}
+
+async fn reach_only(out: &Path, deliveries: usize) -> Result<(), BoxError> {
+    std::fs::create_dir_all(out)?;
+    let moto = MotoServer::start().await?;
+    let proxy =
+        CountingProxy::start(&moto.url, &["relay", "sender", "esm", "app", "binary"]).await?;
+    let runs = reach::run(&proxy, deliveries).await?;
+    let md = format!(
+        "# Tern benchmarks: reach (OAuth2 client credentials)\n{}",
+        reach::markdown(&runs)
+    );
+    println!("\n{md}");
+    std::fs::write(out.join("reach.md"), &md)?;
+    eprintln!("wrote {}", out.join("reach.md").display());
     Ok(())
 }
 
@@ -900,9 +923,16 @@ async fn aws_counts(proxy: &CountingProxy, n: usize) -> Result<AwsCounts, BoxErr
             n,
         ),
     ] {
-        let counts = scenario_counts(proxy, scenario, behavior, max_attempts, n, expected_posts)
-            .await
-            .map_err(|e| format!("scenario {scenario}: {e}"))?;
+        let counts = scenario_counts(
+            proxy,
+            scenario,
+            behavior,
+            |e| e.max_attempts = max_attempts,
+            n,
+            expected_posts,
+        )
+        .await
+        .map_err(|e| format!("scenario {scenario}: {e}"))?;
         scenarios.insert(scenario.to_owned(), counts);
         bar.inc(1);
     }
@@ -913,11 +943,14 @@ async fn aws_counts(proxy: &CountingProxy, n: usize) -> Result<AwsCounts, BoxErr
     })
 }
 
-async fn scenario_counts(
+/// Publishes `n` events to one endpoint (at a receiver answering with `behavior`, set up
+/// by `configure`) through local mode behind `proxy`, waits for `expected_posts` POSTs
+/// and a drained queue, and returns the AWS calls counted.
+pub(crate) async fn scenario_counts(
     proxy: &CountingProxy,
     scenario: &str,
     behavior: Behavior,
-    max_attempts: Option<u32>,
+    configure: impl FnOnce(&mut Endpoint),
     n: usize,
     expected_posts: usize,
 ) -> Result<Counts, BoxError> {
@@ -961,7 +994,8 @@ async fn scenario_counts(
         Secret::generate(),
         chrono::Utc::now(),
     );
-    endpoint.max_attempts = max_attempts;
+    configure(&mut endpoint);
+    endpoint.validate()?;
     tern_core::ports::EndpointStore::put(local.sender.endpoints.as_ref(), &endpoint).await?;
     let app = aws_sdk_dynamodb::Client::new(&sdk("app").await);
     let watch = aws_sdk_sqs::Client::new(&sdk("app").await);

@@ -10,6 +10,7 @@ use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
 use tern_core::endpoint::{EndpointSecret, EndpointUpdate};
 use tern_core::ports::{EndpointStore, PortError};
+use tern_core::signing_key::EndpointSigningKey;
 use tern_core::{Endpoint, EndpointId, TenantId};
 
 use crate::error::port_error;
@@ -425,6 +426,15 @@ impl EndpointStore for DynamoEndpointStore {
                 Some(AttributeValue::S(f.as_str().to_owned())),
             );
         }
+        if let Some(h) = &update.headers {
+            field("headers", Some(value(h)?));
+        }
+        if let Some(a) = &update.auth {
+            field("auth", Some(value(a)?));
+        }
+        if let Some(s) = update.signatures {
+            field("signatures", Some(AttributeValue::S(s.as_str().to_owned())));
+        }
         let mut expression = format!("SET {}", set.join(", "));
         if !remove.is_empty() {
             expression.push_str(&format!(" REMOVE {}", remove.join(", ")));
@@ -443,6 +453,18 @@ impl EndpointStore for DynamoEndpointStore {
         let value: AttributeValue = serde_dynamo::to_attribute_value(secrets)
             .map_err(|e| PortError::Rejected(format!("secrets do not serialize: {e}")))?;
         self.update_existing(tenant, id, "SET secrets = :s", vec![(":s", value)])
+            .await
+    }
+
+    async fn set_signing_keys(
+        &self,
+        tenant: &TenantId,
+        id: &EndpointId,
+        keys: &[EndpointSigningKey],
+    ) -> Result<(), PortError> {
+        let value: AttributeValue = serde_dynamo::to_attribute_value(keys)
+            .map_err(|e| PortError::Rejected(format!("signing keys do not serialize: {e}")))?;
+        self.update_existing(tenant, id, "SET signing_keys = :k", vec![(":k", value)])
             .await
     }
 }

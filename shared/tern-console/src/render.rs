@@ -243,6 +243,14 @@ pub struct EndpointRow {
     pub health: HealthRow,
     /// Its request body format: a receiver answering 400 after a format change shows here.
     pub payload_format: PayloadFormat,
+    /// How it authenticates to its receiver (`none`, `basic`, `bearer`,
+    /// `oauth2_client_credentials`): a receiver answering 401, or `auth_token` failures,
+    /// show next to it. No credential is read into the row.
+    pub auth: &'static str,
+    /// Its signature schemes (`v1`, `v1a`, `both`).
+    pub signatures: tern_core::Signatures,
+    /// The names of its custom headers, a secret one marked `(secret)`; never a value.
+    pub header_names: Vec<String>,
     /// Why it is listed, in words: the disabled reason, and its dead letters' reasons.
     pub reason: String,
     /// Its dead letters in the DLQ.
@@ -297,6 +305,19 @@ pub fn failing_endpoints(
             Some(EndpointRow {
                 health: h.clone(),
                 payload_format: e.payload_format,
+                auth: e.auth.kind(),
+                signatures: e.signatures,
+                header_names: e
+                    .headers
+                    .iter()
+                    .map(|h| {
+                        if h.value.is_secret() {
+                            format!("{} (secret)", h.name)
+                        } else {
+                            h.name.clone()
+                        }
+                    })
+                    .collect(),
                 reason,
                 dead_letters,
                 newest_dead_letter: mine.iter().filter_map(|g| g.newest).max(),
@@ -345,7 +366,7 @@ pub fn endpoints(
             } @else {
                 table {
                     thead { tr {
-                        th { "Endpoint" } th { "Tenant" } th { "URL" } th { "Payload format" } th { "State" } th { "Reason" }
+                        th { "Endpoint" } th { "Tenant" } th { "URL" } th { "Payload format" } th { "Auth" } th { "Signatures" } th { "Headers" } th { "State" } th { "Reason" }
                         th { "Success 1 h" } th { "Failing since" } th { "Circuit opened" } th { "Next probe / paused until" }
                         th { "Last success" } th { "Last failure" } th { "Waiting" } th { "Next due" }
                         th { "Dead letters" } th { "Actions" }
@@ -359,6 +380,11 @@ pub fn endpoints(
                                 td { (h.tenant_id.as_str()) }
                                 td class="url" { (cut(&h.url, CELL_CHARS)) }
                                 td class="payload-format" { code { (r.payload_format.as_str()) } }
+                                td class="auth" { code { (r.auth) } }
+                                td class="signatures" { code { (r.signatures.as_str()) } }
+                                td class="headers" {
+                                    @if r.header_names.is_empty() { "-" } @else { (cut(&r.header_names.join(", "), CELL_CHARS)) }
+                                }
                                 td class=(format!("state {}", h.state)) { (h.state.to_string()) }
                                 td class="error-text" { (cut(&r.reason, CELL_CHARS)) }
                                 td { (rate(h.success_rate_window)) " (" (h.attempts_window) ")" }
@@ -1113,6 +1139,46 @@ mod tests {
         );
         let html = endpoints(&rows, true, None, &cw()).into_string();
         assert!(!html.contains("cwdb-action"));
+    }
+
+    #[test]
+    fn endpoint_rows_show_the_auth_type_and_header_names_never_secret_values() {
+        use tern_core::custom_headers::{CustomHeader, FieldValue};
+        let mut e = endpoint(false);
+        e.headers = vec![
+            CustomHeader::new("X-Tenant", FieldValue::Plain("plain-tenant-value".into())).unwrap(),
+            CustomHeader::new(
+                "x-api-key",
+                FieldValue::Secret(tern_core::SecretValue::new("header-secret-123")),
+            )
+            .unwrap(),
+        ];
+        e.auth = tern_core::receiver_auth::ReceiverAuth::Basic {
+            username: "tern".into(),
+            password: tern_core::SecretValue::new("basic-password-456"),
+        };
+        let all = [e];
+        let rows = failing_endpoints(&all, &rows_of(&all, &[None]), &[]);
+        let html = endpoints(&rows, true, None, &cw()).into_string();
+        assert!(
+            html.contains("<td class=\"auth\"><code>basic</code></td>"),
+            "{html}"
+        );
+        assert!(
+            html.contains("<td class=\"signatures\"><code>v1</code></td>"),
+            "{html}"
+        );
+        assert!(
+            html.contains("<td class=\"headers\">x-tenant, x-api-key (secret)</td>"),
+            "{html}"
+        );
+        for secret in [
+            "header-secret-123",
+            "basic-password-456",
+            "plain-tenant-value",
+        ] {
+            assert!(!html.contains(secret), "{secret} in {html}");
+        }
     }
 
     #[test]

@@ -35,7 +35,8 @@ pub enum DeadLetterReason {
     BlockedDestination,
     /// The queue message could not be read as a delivery message.
     MalformedMessage,
-    /// The endpoint has no secret that signs now: Tern never sends an unsigned webhook.
+    /// The endpoint has no secret (or, for `v1a`, no Ed25519 key) that signs now: Tern
+    /// never sends an unsigned webhook.
     NoActiveSecret,
 }
 

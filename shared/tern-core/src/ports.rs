@@ -172,6 +172,21 @@ pub trait EndpointStore: Send + Sync {
         id: &EndpointId,
         secrets: &[crate::endpoint::EndpointSecret],
     ) -> Result<(), PortError>;
+    /// Replaces only an endpoint's Ed25519 signing keys (a `v1a` key added or rotated),
+    /// leaving every other field as it is now, like [`Self::set_secrets`].
+    /// [`PortError::Rejected`] when the endpoint does not exist, or when the store cannot
+    /// do it (the default).
+    async fn set_signing_keys(
+        &self,
+        tenant: &TenantId,
+        id: &EndpointId,
+        keys: &[crate::signing_key::EndpointSigningKey],
+    ) -> Result<(), PortError> {
+        let _ = (tenant, id, keys);
+        Err(PortError::Rejected(
+            "this endpoint store cannot set signing keys".into(),
+        ))
+    }
 }
 
 /// Result of trying to claim an attempt.

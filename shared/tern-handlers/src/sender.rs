@@ -31,6 +31,7 @@ use tern_core::ports::{
     AttemptRecord, Claim, DelayScheduler, DeliveryLedger, DeliveryState, EndpointStore,
     MessageQueue, PortError, QueueEntry,
 };
+use tern_core::receiver_auth::ReceiverAuth;
 use tern_core::request;
 use tern_core::retry::{
     MAX_QUEUE_DELAY_SECONDS, MAX_WAIT_SECONDS, WaitRoute, real_wait_seconds, route_wait,
@@ -479,23 +480,34 @@ async fn attempt(
         .timeout_ms
         .map_or(deps.policy.attempt_timeout, Duration::from_millis);
     let started = Utc::now();
-    let secrets = endpoint.active_secrets(started);
-    if secrets.is_empty() {
+    let body = Bytes::from(request::body(&message.event, endpoint.payload_format));
+    let Ok(headers) = request::attempt_headers(
+        endpoint,
+        &message.event,
+        started.timestamp(),
+        &body,
+        started,
+    ) else {
         // Never send an unsigned webhook: the receiver could not tell it from a forgery.
         let reason = DeadLetterReason::NoActiveSecret;
         return dead_letter_unsent(deps, &message, reason, takeover, metrics, invocation).await;
-    }
-    let body = Bytes::from(request::body(&message.event, endpoint.payload_format));
-    let headers = request::headers(&message.event, started.timestamp(), &body, &secrets);
-    let report = deps
-        .client
-        .attempt(AttemptRequest {
-            url: &endpoint.url,
-            body,
-            headers: &headers,
-            deadline,
-        })
-        .await;
+    };
+    let request = AttemptRequest {
+        url: &endpoint.url,
+        body,
+        headers: &headers,
+        deadline,
+    };
+    // An OAuth2 endpoint's token is fetched (or taken from this process's cache) within
+    // the same deadline; basic and bearer are already among the headers.
+    let report = match &endpoint.auth {
+        ReceiverAuth::Oauth2ClientCredentials(grant) => {
+            deps.client
+                .attempt_oauth(request, &endpoint.tenant_id, &endpoint.id, grant)
+                .await
+        }
+        _ => deps.client.attempt(request).await,
+    };
     // From here on, receiver-controlled text (Location, Retry-After, error detail, excerpt)
     // goes into queue messages, attributes, the attempt log and log lines: reduced once, here,
     // to what SQS accepts and bounded (tern_core::sqs_text).
@@ -947,7 +959,7 @@ fn unsent_note(reason: DeadLetterReason) -> &'static str {
         }
         DeadLetterReason::EndpointDeleted => "not sent: the endpoint does not exist",
         DeadLetterReason::NoActiveSecret => {
-            "not sent: the endpoint has no secret that signs now (never sent unsigned)"
+            "not sent: the endpoint has no secret or key that signs now (never sent unsigned)"
         }
         DeadLetterReason::Exhausted => {
             "not sent: its retry window ended while the endpoint's circuit was open"

@@ -201,6 +201,9 @@ pub async fn run(
                 description: Some(format!("demo: {name}")),
                 payload_format: tern_core::PayloadFormat::Raw,
                 secret: None,
+                headers: Vec::new(),
+                auth: tern_core::receiver_auth::ReceiverAuth::None,
+                signatures: tern_core::Signatures::V1,
             },
             &tern_http::DestinationPolicy {
                 https_only: false,

@@ -6,6 +6,7 @@ pub mod attempts;
 pub mod audit;
 pub mod dlq;
 pub mod health;
+pub mod reach;
 pub mod relay_failures;
 pub mod replay_check;
 pub mod waiting;
@@ -15,11 +16,14 @@ use std::io::Write;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
+use tern_core::custom_headers::CustomHeader;
 use tern_core::drain::{Drain, DrainRule};
 use tern_core::endpoint::{EndpointUpdate, secret_fingerprint};
 use tern_core::ports::{DeliveryLedger, DrainableQueue, EndpointStore, PortError, ReceivedMessage};
+use tern_core::receiver_auth::ReceiverAuth;
 use tern_core::{
-    DeliveryMessage, Endpoint, EndpointId, EventId, PayloadFormat, RetrySchedule, Secret, TenantId,
+    DeliveryMessage, Endpoint, EndpointId, EventId, PayloadFormat, RetrySchedule, Secret,
+    Signatures, SigningKey, TenantId,
 };
 use tern_http::{DestinationPolicy, HostLookup};
 
@@ -82,6 +86,13 @@ pub struct NewEndpoint {
     pub payload_format: PayloadFormat,
     /// Existing secret to use (else a new one is generated).
     pub secret: Option<String>,
+    /// Custom headers ([`tern_core::custom_headers`]).
+    pub headers: Vec<CustomHeader>,
+    /// Authentication to the receiver; an OAuth2 token URL is checked like the URL.
+    pub auth: ReceiverAuth,
+    /// Signature schemes; with `v1a` an Ed25519 key is generated (its public key is in
+    /// the returned endpoint's `signing_keys`).
+    pub signatures: Signatures,
 }
 
 /// Validates and stores a new endpoint; returns it (with its secret, to show once). The URL
@@ -100,6 +111,7 @@ pub async fn add_endpoint(
     tern_http::check_endpoint_url(&new.url, policy, lookup)
         .await
         .map_err(|e| bad(&e))?;
+    reach::check_auth(&new.auth, policy, lookup).await?;
     let secret = match new.secret {
         Some(s) => Secret::parse(&s).map_err(|e| bad(&e))?,
         None => Secret::generate(),
@@ -126,6 +138,14 @@ pub async fn add_endpoint(
     endpoint.max_attempts = new.max_attempts;
     endpoint.payload_format = new.payload_format;
     endpoint.description = new.description;
+    endpoint.headers = new.headers;
+    endpoint.auth = new.auth;
+    endpoint.signatures = new.signatures;
+    if new.signatures.v1a() {
+        endpoint
+            .rotate_signing_key(SigningKey::generate(), Utc::now(), chrono::Duration::zero())
+            .map_err(|e| bad(&e))?;
+    }
     endpoint.validate().map_err(|e| bad(&e))?;
     store.put(&endpoint).await?;
     Ok(endpoint)
@@ -343,15 +363,33 @@ pub async fn update_endpoint(
     if update.is_empty() {
         return Err(OpsError::Invalid(
             "nothing to update: pass at least one of --url, --types, --description, \
-             --timeout-ms, --schedule, --max-attempts, --payload-format"
+             --timeout-ms, --schedule, --max-attempts, --payload-format, --header, \
+             --secret-header, --remove-header, --clear-headers, --auth, --signatures"
                 .into(),
         ));
     }
-    let endpoint = find_endpoint(store, tenant, id).await?;
+    let mut endpoint = find_endpoint(store, tenant, id).await?;
     if let Some(url) = &update.url {
         tern_http::check_endpoint_url(url, policy, lookup)
             .await
             .map_err(|e| OpsError::Invalid(e.to_string()))?;
+    }
+    if let Some(auth) = &update.auth {
+        reach::check_auth(auth, policy, lookup).await?;
+    }
+    if update.signatures.is_some_and(Signatures::v1a) {
+        // The first v1a key is written before the setting that needs it (alone, so a
+        // concurrent change stays); `show` then prints its public key.
+        if reach::ensure_signing_key(store, &endpoint)
+            .await
+            .map_err(|e| match e {
+                OpsError::Port(p) => vanished(p, &endpoint),
+                other => other,
+            })?
+            .is_some()
+        {
+            endpoint = find_endpoint(store, Some(&endpoint.tenant_id), id).await?;
+        }
     }
     let mut preview = endpoint.clone();
     update
@@ -414,6 +452,15 @@ pub struct EndpointView {
     pub payload_format: PayloadFormat,
     /// Signing secrets, newest first.
     pub secrets: Vec<SecretView>,
+    /// Signature schemes in `webhook-signature`: `v1` (HMAC), `v1a` (Ed25519) or `both`.
+    pub signatures: Signatures,
+    /// Ed25519 keys, newest first, by their public keys (`whpk_`: what the receiver
+    /// verifies `v1a` with).
+    pub signing_keys: Vec<reach::SigningKeyView>,
+    /// Custom headers; secret values are `null`.
+    pub headers: Vec<reach::HeaderView>,
+    /// Authentication to the receiver, secrets named but not shown.
+    pub auth: reach::AuthView,
     /// When it was created (RFC 3339).
     pub created_at: DateTime<Utc>,
     /// When its settings were last updated (RFC 3339).
@@ -452,6 +499,10 @@ impl EndpointView {
                     expires_at: s.expires_at,
                 })
                 .collect(),
+            signatures: e.signatures,
+            signing_keys: reach::signing_key_views(e, now),
+            headers: reach::header_views(e),
+            auth: reach::AuthView::of(&e.auth),
             created_at: e.created_at,
             updated_at: e.updated_at,
         }
@@ -522,6 +573,8 @@ pub fn print_endpoint(out: &mut dyn Write, e: &Endpoint, json: bool) -> std::io:
         "updated at:           {}",
         opt(time(v.updated_at), "-")
     )?;
+    writeln!(out, "auth:                 {}", v.auth.line())?;
+    writeln!(out, "signatures:           {}", v.signatures)?;
     writeln!(out, "secrets (newest first, never shown):")?;
     for s in &v.secrets {
         writeln!(
@@ -534,6 +587,37 @@ pub fn print_endpoint(out: &mut dyn Write, e: &Endpoint, json: bool) -> std::io:
                 .map(|t| format!("expires {}", t.to_rfc3339()))
                 .unwrap_or_else(|| "no expiry".into())
         )?;
+    }
+    if !v.signing_keys.is_empty() {
+        writeln!(
+            out,
+            "v1a public keys (newest first; give them to the receiver):"
+        )?;
+        for k in &v.signing_keys {
+            writeln!(
+                out,
+                "  {}  {:<8}  created {}  {}",
+                k.public_key,
+                k.state,
+                k.created_at.to_rfc3339(),
+                k.expires_at
+                    .map(|t| format!("expires {}", t.to_rfc3339()))
+                    .unwrap_or_else(|| "no expiry".into())
+            )?;
+        }
+    }
+    if v.headers.is_empty() {
+        writeln!(out, "headers:              -")?;
+    } else {
+        writeln!(out, "headers:")?;
+        for h in &v.headers {
+            writeln!(
+                out,
+                "  {}: {}",
+                h.name,
+                h.value.as_deref().unwrap_or(reach::SECRET_SET)
+            )?;
+        }
     }
     Ok(())
 }
