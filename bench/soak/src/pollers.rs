@@ -76,6 +76,7 @@ fn stream(local: &LocalTern, events: UnboundedSender<LocalEvent>) -> JoinHandle<
             max_retries: settings.event_sources.relay.maximum_retry_attempts,
             insert_filter: true,
             idle: Duration::from_millis(100),
+            invocation_timeout: Duration::from_secs(settings.functions.relay.timeout_seconds),
         },
         Some(events),
     )
