@@ -5,9 +5,11 @@
 #![warn(missing_docs)]
 
 pub mod budget;
+pub mod endpoint_log;
 pub mod endpoints;
 pub mod error;
 pub mod fanout;
+pub mod event_store;
 pub mod health;
 pub mod ledger;
 pub mod operational;
@@ -22,6 +24,7 @@ pub mod wiring;
 
 pub use endpoints::DynamoEndpointStore;
 pub use fanout::DynamoFanOutCheckpoints;
+pub use event_store::DynamoEventStore;
 pub use health::DynamoHealthStore;
 pub use ledger::DynamoLedger;
 pub use operational::{OutboxEventSink, SnsEventSink};

@@ -8,10 +8,12 @@
 
 pub mod custom_headers;
 pub mod decision;
+pub mod delivery_log;
 pub mod drain;
 pub mod endpoint;
 pub mod event;
 pub mod fanout;
+pub mod event_store;
 pub mod health;
 pub mod ids;
 pub mod message;

@@ -155,6 +155,13 @@ pub struct DeliveryMessage {
     /// held back again costs no second write.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub listed_waiting: bool,
+    /// A manual resend (the API's `resend` and `recover`): this budget may be sent to a pair
+    /// that was already delivered. The ledger's claim lets it past the pair's delivered
+    /// mark as long as its attempt key is above the pair's current claim
+    /// ([`crate::ports::DeliveryLedger::claim`]); every other message of a delivered pair
+    /// is dropped as a duplicate. Kept by its retries and by a replay of its dead letter.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub resend: bool,
 }
 
 /// Why a queue message body is not a delivery message.
@@ -216,6 +223,20 @@ impl DeliveryMessage {
             replayed_from: None,
             budget_started_at: None,
             listed_waiting: false,
+            resend: false,
+        }
+    }
+
+    /// A manual resend of `event` to `endpoint_id` (same `webhook-id`), recorded as a
+    /// replay: a fresh budget (attempt 1) with replay count `replay_count`, which must be
+    /// above the pair's current one ([`crate::delivery_log::PairState::next_replay_count`]) so its
+    /// claim outranks every earlier message of the pair. Its retry window starts now.
+    pub fn resend(event: Event, endpoint_id: EndpointId, replay_count: u32) -> Self {
+        Self {
+            replay_count: replay_count.min(MAX_REPLAYS),
+            budget_started_at: Some(Utc::now()),
+            resend: true,
+            ..Self::first(event, endpoint_id)
         }
     }
 
