@@ -41,6 +41,7 @@ use tern_http::{AttemptReport, AttemptRequest, DeliveryClient};
 
 use crate::config::SenderPolicy;
 use crate::deadline::Deadline;
+use crate::endpoint_log::BatchLog;
 use crate::health::{Admission, BatchGate, BatchHealth, CircuitBreaker, EndpointKey};
 use crate::markers;
 use crate::metrics::Metrics;
@@ -50,7 +51,8 @@ use crate::metrics::Metrics;
 /// redelivered after a crash finds the lease expired and can take it over.
 pub const LEASE_MARGIN_SECONDS: i64 = 30;
 
-/// What the sender needs.
+/// What the sender needs. Cloning is cheap (shared clients); each batch runs with a copy
+/// whose ledger keeps the batch's rows for the endpoint log ([`crate::endpoint_log`]).
 #[derive(Clone)]
 pub struct SenderDeps {
     /// Endpoint registry.
@@ -141,6 +143,13 @@ pub async fn handle_within(
     metrics: &Metrics,
     deadline: Deadline,
 ) -> (SqsBatchResponse, Vec<MessageResult>) {
+    // The batch's attempt rows go to their endpoints' logs at the end, in one write per
+    // endpoint (crate::endpoint_log).
+    let log = Arc::new(BatchLog::new(deps.ledger.clone()));
+    let deps = &SenderDeps {
+        ledger: log.clone(),
+        ..deps.clone()
+    };
     let parsed: Vec<Result<DeliveryMessage, String>> = event
         .records
         .iter()
@@ -212,13 +221,25 @@ pub async fn handle_within(
             *r = Err(error);
         }
     }
-    if let Some(breaker) = &deps.breaker
-        && deadline
-            .before_answer(breaker.settle(&batch, deps.endpoints.as_ref(), metrics))
-            .await
-            .is_none()
+    // For people, both: the health write and the endpoint log, together, before the answer.
+    let settle = async {
+        if let Some(breaker) = &deps.breaker {
+            breaker
+                .settle(&batch, deps.endpoints.as_ref(), metrics)
+                .await;
+        }
+    };
+    match deadline
+        .before_answer(async { futures::join!(settle, log.flush()).1 })
+        .await
     {
-        tracing::warn!("endpoint health not settled: the invocation's deadline is near");
+        Some(Ok(())) => {}
+        Some(Err(e)) => {
+            tracing::warn!(error = %e, "endpoint log not written; the events' histories have the attempts");
+        }
+        None => tracing::warn!(
+            "endpoint health and endpoint log not written: the invocation's deadline is near"
+        ),
     }
     let mut response = SqsBatchResponse::default();
     for (id, r) in &results {
