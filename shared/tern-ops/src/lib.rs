@@ -6,9 +6,13 @@ pub mod attempts;
 pub mod audit;
 pub mod dlq;
 pub mod health;
+pub mod publish;
 pub mod reach;
+pub mod recover;
 pub mod relay_failures;
 pub mod replay_check;
+pub mod resend;
+pub mod test_send;
 pub mod waiting;
 pub mod when;
 
