@@ -8,7 +8,7 @@ PYTHON ?= python3
 VENV   := .venv
 CARGO  ?= cargo
 
-.PHONY: demo test venv build test-rust test-moto test-receivers test-infra test-console chromium browser-deps console-screenshots fmt lint clean bench bench-health bench-requests bench-relay bench-reach soak package package-venv
+.PHONY: demo test venv build test-rust test-moto test-receivers test-infra test-console chromium browser-deps console-screenshots fmt lint clean bench bench-health bench-requests bench-relay bench-reach soak package package-venv openapi
 
 venv: $(VENV)/.installed
 
@@ -43,7 +43,7 @@ test: venv
 test-rust: venv
 	# The real Lambda binaries, for tests/tests/real_binaries.rs (run under the Runtime API emulator),
 	# and the `tern` tool, for tests/tests/fair_queue.rs (`tern replay`).
-	$(CARGO) build -p tern-sender -p tern-relay -p tern-replay
+	$(CARGO) build -p tern-sender -p tern-relay -p tern-replay -p tern-api-fn
 	$(CARGO) build -p tern-cli --bin tern
 	$(CARGO) test --workspace --all-targets --no-fail-fast -- --skip browser_console
 	# tern local / tern demo are behind tern-cli's `local` feature: their tests too.
@@ -168,6 +168,11 @@ test-console: venv chromium browser-deps
 # Re-makes docs/operating.md's console screenshots (docs/console/*.png) with the same test.
 console-screenshots: venv chromium browser-deps
 	TERN_SCREENSHOTS_DIR=$(CURDIR)/docs/console $(CARGO) test -p tern-tests --test console_browser
+
+# Writes shared/tern-api/openapi.json again from the code (the Tern API's document, which
+# `cargo test -p tern-api --test openapi` checks and the clients are generated from).
+openapi:
+	TERN_WRITE_OPENAPI=1 $(CARGO) test -p tern-api --test openapi
 
 fmt:
 	$(CARGO) fmt --all

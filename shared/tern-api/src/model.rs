@@ -48,6 +48,7 @@ impl From<tern_core::PayloadFormat> for PayloadFormat {
 /// A new endpoint.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"url": "https://receiver.example.com/webhooks", "event_types": ["order.paid"], "description": "Acme's order hook"}))]
 pub struct NewEndpoint {
     /// Receiver URL: `https://` (plain `http://` only where the deployment allows it), at
     /// most 2,048 bytes, no credentials; its host must not resolve to a private, loopback
@@ -482,6 +483,7 @@ pub struct EventAttempts {
 /// A new event.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"id": "evt_3f9c2b7e-order-o_1-paid", "type": "order.paid", "payload": {"order_id": "o_1", "amount": 4200}}))]
 pub struct NewEvent {
     /// Your event id (1-128 characters of `A-Za-z0-9_-`), the `webhook-id` receivers see.
     /// Publishing again with the same id and the same type and payload returns the
@@ -580,6 +582,7 @@ pub struct Resend {
 /// Recovering an endpoint over a window.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"since": "2026-12-01T09:00:00Z", "until": "2026-12-01T11:00:00Z", "enable": true}))]
 pub struct RecoverRequest {
     /// Failures at or after this time.
     pub since: DateTime<Utc>,

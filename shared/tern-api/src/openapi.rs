@@ -19,7 +19,11 @@ use utoipa::openapi::security::{ApiKey, ApiKeyValue, SecurityScheme};
         license(name = "Apache-2.0", identifier = "Apache-2.0")
     ),
     modifiers(&SigV4),
-    components(schemas(crate::problem::Problem)),
+    components(schemas(
+        crate::problem::Problem,
+        crate::model::EndpointStateFilter,
+        crate::model::OutcomeFilter
+    )),
     tags(
         (name = "endpoints", description = "Where a tenant's events are delivered: settings, secrets, health, test sends, the delivery log, recovery."),
         (name = "events", description = "Publishing events, where each delivery stands, attempts, resends."),
