@@ -2,7 +2,7 @@
 //! alone (one conditional put), and the event takes the same stream -> relay path as one
 //! an application writes in its transaction. Idempotent on the event id.
 
-use chrono::Utc;
+use chrono::{SubsecRound, Utc};
 use tern_core::event_store::{EventStore, Published, same_event};
 use tern_core::ids::IdError;
 use tern_core::ports::PortError;
@@ -68,7 +68,9 @@ pub async fn publish(
         id: id.unwrap_or_else(EventId::generate),
         event_type: EventType::new(event_type)?,
         tenant_id: tenant.clone(),
-        created_at: Utc::now(),
+        // The outbox item keeps milliseconds (`OutboxRecord::from_event`): the answer says
+        // the time receivers will see and a repeat returns.
+        created_at: Utc::now().trunc_subsecs(3),
         payload: Payload::parse(payload, max_payload_bytes)?,
     };
     match store.publish(&event).await? {
