@@ -975,6 +975,18 @@ mod tests {
             refusal(Some(&delivered), 7, &mine, now, false),
             Refusal::Settled(Claim::AlreadyDelivered)
         ));
+        // A resend is sent to a delivered pair on purpose: its own claim is its own, and
+        // another's live claim of the same attempt is a duplicate, delivered or not.
+        assert!(matches!(
+            refusal(Some(&delivered), 7, &mine, now, true),
+            Refusal::Ours { takeover: 2 }
+        ));
+        let mut theirs_delivered = item(&theirs, live);
+        theirs_delivered.insert("delivered_at".into(), AttributeValue::S(now.to_rfc3339()));
+        assert!(matches!(
+            refusal(Some(&theirs_delivered), 7, &mine, now, true),
+            Refusal::Settled(Claim::AlreadyClaimed)
+        ));
         assert_eq!(held(0), Claim::Granted);
         assert_eq!(held(3), Claim::TakenOver { takeover: 3 });
     }

@@ -487,6 +487,26 @@ mod tests {
     }
 
     #[test]
+    fn a_resend_is_a_replay_that_keeps_its_mark() {
+        let m = sample();
+        // Messages that are not resends look as before: no `resend` key.
+        assert!(!m.to_body().contains("resend"), "{}", m.to_body());
+        let r = DeliveryMessage::resend(m.event.clone(), m.endpoint_id.clone(), 3);
+        assert!(r.resend);
+        assert_eq!((r.attempt, r.replay_count), (1, 3));
+        assert_eq!(r.event.id, m.event.id, "same webhook-id");
+        assert!(r.budget_started_at.is_some());
+        assert!(r.attempt_key() > m.attempt_key());
+        let body = r.to_body();
+        assert!(body.contains(r#""resend":true"#), "{body}");
+        assert_eq!(DeliveryMessage::parse(&body).unwrap(), r);
+        // Its retries and the replay of its dead letter stay resends.
+        let next = r.next_attempt(Utc::now(), Some(500), None);
+        assert!(next.resend && next.attempt == 2);
+        assert!(next.replayed().resend);
+    }
+
+    #[test]
     fn replay_resets_budget_and_keeps_id() {
         let m = sample().next_attempt(Utc::now(), Some(500), None);
         let dl = m.dead_lettered(DeadLetter {
