@@ -134,12 +134,12 @@ package: package-venv
 	rustup target add aarch64-unknown-linux-gnu
 	# tern-http's test seams (feature test-support: a test CA, a loopback NAT64 gateway) are
 	# for tern-tests only: refuse a package whose functions would compile them in.
-	@if $(CARGO) tree $(FUNCTIONS) -p tern-console-fn -e features -i tern-http | grep -q test-support; then \
+	@if $(CARGO) tree $(FUNCTIONS) -p tern-console-fn -p tern-api-fn -e features -i tern-http | grep -q test-support; then \
 		echo "make package: tern-http's test-support feature reaches a function crate"; exit 1; fi
 	PATH="$(CURDIR)/$(PACKAGE_VENV)/bin:$$PATH" $(CARGO) lambda build --release --arm64 \
-	  $(FUNCTIONS) -p tern-console-fn -p tern-bench-hello
+	  $(FUNCTIONS) -p tern-console-fn -p tern-api-fn -p tern-bench-hello
 	$(PYTHON) tools/zip_lambda.py $(CARGO_TARGET)/lambda $(CARGO_TARGET)/lambda-zip \
-	  sender relay replay console hello-world
+	  sender relay replay console api hello-world
 	$(MAKE) -C infra deps
 	cd infra && npx cdk synth --quiet -o $(CARGO_TARGET)/package-cdk.out \
 	  -c tern:prebuiltArtifactsDir=$(CARGO_TARGET)/lambda -c tern:alarmEmail=ops@example.com

@@ -85,7 +85,7 @@ pub struct ApiDeps {
 }
 
 /// The API: every route behind `auth`, problems for unknown paths and methods, the body
-/// limit of `deps.settings`.
+/// limit of `deps.settings`, an answer within [`REQUEST_DEADLINE`].
 pub fn router(deps: ApiDeps, auth: Authenticator) -> Router {
     let limit = deps.settings.body_limit();
     let (router, _) = routes::api().split_for_parts();
@@ -98,4 +98,28 @@ pub fn router(deps: ApiDeps, auth: Authenticator) -> Router {
             auth::authenticate,
         ))
         .layer(DefaultBodyLimit::max(limit))
+        .layer(axum::middleware::from_fn(deadline))
+}
+
+/// Longest a request may take before the API answers 503 (`unavailable`): 25 s. API
+/// Gateway waits at most 30 s for an integration (HTTP API quota) and the function's own
+/// budgets (`tern-aws`' 6 s per AWS call, a test send's 10 s, a DLQ read's and a replay's
+/// 10 s each) keep every route well inside; this is the guarantee when AWS is slow. A cut
+/// route has made only whole writes, each safe to make again.
+pub const REQUEST_DEADLINE: Duration = Duration::from_secs(25);
+
+/// Answers 503 when the route has not answered within [`REQUEST_DEADLINE`].
+async fn deadline(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse as _;
+    match tokio::time::timeout(REQUEST_DEADLINE, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => problem::ApiError::new(
+            problem::Kind::Unavailable,
+            "the request did not finish in time; retry it",
+        )
+        .into_response(),
+    }
 }

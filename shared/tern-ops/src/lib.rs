@@ -701,13 +701,26 @@ pub async fn peek(
     queue: &dyn DrainableQueue,
     max: usize,
 ) -> Result<Vec<ReceivedMessage>, PortError> {
+    peek_within(queue, max, PEEK_TIME_BUDGET).await
+}
+
+/// [`peek`] with its own time budget: no receive starts after `time_budget` (a caller that
+/// must answer within a deadline of its own, like the API behind API Gateway's 30 s).
+///
+/// # Errors
+/// A queue error; messages read so far are released first.
+pub async fn peek_within(
+    queue: &dyn DrainableQueue,
+    max: usize,
+    time_budget: std::time::Duration,
+) -> Result<Vec<ReceivedMessage>, PortError> {
     let mut seen = Vec::new();
     let mut result = Ok(());
     // Long polls, stopping on consecutive empty answers: a short poll may miss messages.
     let rule = DrainRule {
         wait_seconds: DrainRule::WAIT_SECONDS,
         empty_polls_to_stop: DrainRule::EMPTY_POLLS_TO_STOP,
-        time_budget: PEEK_TIME_BUDGET,
+        time_budget,
         visibility_seconds: 30,
     };
     let mut drain = Drain::new(queue, rule, max);

@@ -40,6 +40,11 @@ pub const MAX_RECOVER_DELIVERIES: usize = 100;
 /// Most endpoint log pages ([`MAX_LOG_PAGE`] attempts each) one recover call reads: 5.
 pub const MAX_RECOVER_LOG_PAGES: usize = 5;
 
+/// Time budget of the resends of one recover call, in seconds: 8 (each resend is three AWS
+/// calls of `tern-aws`' budget; with the replay's 10 s the call answers within API
+/// Gateway's 30 s). Deliveries left when it is spent make `complete` false: call again.
+pub const RECOVER_WAITING_SECONDS: u64 = 8;
+
 /// What to recover.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecoverRequest {
@@ -212,7 +217,13 @@ async fn resend_waiting(
         candidates.truncate(MAX_RECOVER_DELIVERIES);
         report.complete = false;
     }
+    let budget_end =
+        std::time::Instant::now() + std::time::Duration::from_secs(RECOVER_WAITING_SECONDS);
     for event_id in candidates {
+        if std::time::Instant::now() >= budget_end {
+            report.complete = false;
+            break;
+        }
         let waiting = ledger
             .pair_states(&event_id)
             .await?

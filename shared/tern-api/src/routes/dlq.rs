@@ -25,6 +25,10 @@ use crate::problem::{ApiError, ApiResult, Kind};
 pub const DEFAULT_DLQ_READ: u32 = 100;
 /// Most DLQ messages read for the grouped view: 500 (`tern_console::MAX_DEAD_LETTERS_READ`).
 pub const MAX_DLQ_READ: u32 = 500;
+/// Time budget of a read of the DLQ by the API: 10 s (no receive starts after it). With a
+/// replay's 10 s after it, a route answers within API Gateway's 30 s.
+pub const DLQ_READ_BUDGET: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Time budget of one API replay, in seconds: 10 (the answer comes within API Gateway's
 /// 30 s; a larger DLQ reports `stopped: time_budget`: call again).
 pub const API_REPLAY_SECONDS: u32 = tern_ops::recover::RECOVER_REPLAY_SECONDS;
@@ -53,7 +57,7 @@ pub(crate) async fn list_dead_letters(
         ));
     }
     let max = usize::try_from(max).unwrap_or(usize::MAX);
-    let read = tern_ops::peek(deps.queues.dlq.as_ref(), max).await?;
+    let read = tern_ops::peek_within(deps.queues.dlq.as_ref(), max, DLQ_READ_BUDGET).await?;
     let views: Vec<_> = read
         .iter()
         .map(tern_ops::dlq::view)
@@ -191,11 +195,12 @@ pub(crate) async fn replay_dead_letters(
             inner: deps.endpoints.clone(),
             tenant: tenant.clone(),
         };
-        let bad = tern_ops::replay_check::bad_targets(
+        let bad = tern_ops::replay_check::bad_targets_within(
             deps.queues.dlq.as_ref(),
             &view,
             &filters,
             usize::try_from(MAX_DLQ_READ).unwrap_or(usize::MAX),
+            DLQ_READ_BUDGET,
         )
         .await?;
         if !bad.is_empty() {
