@@ -1,5 +1,9 @@
 //! The sender's endpoint log: what one batch recorded, written once per endpoint at its end.
 //!
+//! [`BatchLog`] stands in for the sender's ledger during a batch, so it must pass on every
+//! method of [`DeliveryLedger`], the ones with a default included (a default here would
+//! silently replace the real store's: its test calls each one).
+//!
 //! Every attempt row the sender records (a failure, a success, a dead letter made without
 //! a POST) goes through the ledger. For one batch the handler wraps the ledger in a
 //! [`BatchLog`], which passes every call on and keeps a copy of each row; after the
@@ -79,6 +83,29 @@ impl DeliveryLedger for BatchLog {
         self.inner.finish(message, state).await
     }
 
+    async fn finish_retrying(
+        &self,
+        message: &DeliveryMessage,
+        next_attempt: u32,
+        due_at: DateTime<Utc>,
+    ) -> Result<(), PortError> {
+        self.inner
+            .finish_retrying(message, next_attempt, due_at)
+            .await
+    }
+
+    async fn list_waiting(
+        &self,
+        message: &DeliveryMessage,
+        due_at: DateTime<Utc>,
+    ) -> Result<(), PortError> {
+        self.inner.list_waiting(message, due_at).await
+    }
+
+    async fn unlist_waiting(&self, message: &DeliveryMessage) -> Result<(), PortError> {
+        self.inner.unlist_waiting(message).await
+    }
+
     async fn record_attempt(&self, record: &AttemptRecord) -> Result<(), PortError> {
         self.keep(record);
         self.inner.record_attempt(record).await
@@ -133,4 +160,167 @@ fn same_try(a: &AttemptRecord, b: &AttemptRecord) -> bool {
         b.attempt,
         b.takeover,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+    use tern_core::delivery_log::EndpointLogQuery;
+    use tern_core::{EndpointId, Event};
+
+    /// Records the name of every method called.
+    #[derive(Default)]
+    struct Calls(Mutex<Vec<&'static str>>);
+
+    impl Calls {
+        fn add(&self, name: &'static str) {
+            self.0.lock().unwrap().push(name);
+        }
+    }
+
+    #[async_trait]
+    impl DeliveryLedger for Calls {
+        async fn claim(&self, _: &DeliveryMessage, _: DateTime<Utc>) -> Result<Claim, PortError> {
+            self.add("claim");
+            Ok(Claim::Granted)
+        }
+        async fn finish(&self, _: &DeliveryMessage, _: DeliveryState) -> Result<(), PortError> {
+            self.add("finish");
+            Ok(())
+        }
+        async fn finish_retrying(
+            &self,
+            _: &DeliveryMessage,
+            _: u32,
+            _: DateTime<Utc>,
+        ) -> Result<(), PortError> {
+            self.add("finish_retrying");
+            Ok(())
+        }
+        async fn list_waiting(
+            &self,
+            _: &DeliveryMessage,
+            _: DateTime<Utc>,
+        ) -> Result<(), PortError> {
+            self.add("list_waiting");
+            Ok(())
+        }
+        async fn unlist_waiting(&self, _: &DeliveryMessage) -> Result<(), PortError> {
+            self.add("unlist_waiting");
+            Ok(())
+        }
+        async fn record_attempt(&self, _: &AttemptRecord) -> Result<(), PortError> {
+            self.add("record_attempt");
+            Ok(())
+        }
+        async fn record_delivered(
+            &self,
+            _: &DeliveryMessage,
+            _: &AttemptRecord,
+        ) -> Result<(), PortError> {
+            self.add("record_delivered");
+            Ok(())
+        }
+        async fn history(&self, _: &EventId) -> Result<Vec<AttemptRecord>, PortError> {
+            self.add("history");
+            Ok(vec![])
+        }
+        async fn pair_states(&self, _: &EventId) -> Result<Vec<PairState>, PortError> {
+            self.add("pair_states");
+            Ok(vec![])
+        }
+        async fn append_endpoint_log(&self, r: &[AttemptRecord]) -> Result<(), PortError> {
+            assert_eq!(r.len(), 2, "the batch's two rows, the retried marker once");
+            self.add("append_endpoint_log");
+            Ok(())
+        }
+        async fn endpoint_log(&self, _: &EndpointLogQuery) -> Result<EndpointLogPage, PortError> {
+            self.add("endpoint_log");
+            Ok(EndpointLogPage {
+                entries: vec![],
+                next: None,
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn every_method_reaches_the_real_ledger_and_the_rows_are_flushed_once() {
+        let calls = Arc::new(Calls::default());
+        let log = BatchLog::new(calls.clone());
+        let event: Event = serde_json::from_value(serde_json::json!({
+            "id": "evt_1", "type": "order.paid", "tenant_id": "tnt_a",
+            "created_at": "2026-12-01T00:00:00Z", "payload": {"n": 1},
+        }))
+        .unwrap();
+        let m = DeliveryMessage::first(event, EndpointId::new("ep_1").unwrap());
+        let row = |attempt: u32, outcome: &str| AttemptRecord {
+            event_id: m.event.id.clone(),
+            endpoint_id: m.endpoint_id.clone(),
+            replay_count: 0,
+            attempt,
+            takeover: 0,
+            started_at: Utc::now(),
+            latency_ms: 1,
+            status: Some(200),
+            error_class: None,
+            error: None,
+            location: None,
+            response_excerpt: None,
+            excerpt_truncated: false,
+            outcome: outcome.into(),
+            next_wait_seconds: None,
+        };
+        let now = Utc::now();
+        log.claim(&m, now).await.unwrap();
+        log.finish(&m, DeliveryState::Retrying).await.unwrap();
+        log.finish_retrying(&m, 2, now).await.unwrap();
+        log.list_waiting(&m, now).await.unwrap();
+        log.unlist_waiting(&m).await.unwrap();
+        log.record_attempt(&row(1, "retry")).await.unwrap();
+        log.record_delivered(&m, &row(2, "delivered"))
+            .await
+            .unwrap();
+        log.record_delivered(&m, &row(2, "delivered"))
+            .await
+            .unwrap();
+        log.history(&m.event.id).await.unwrap();
+        log.pair_states(&m.event.id).await.unwrap();
+        log.endpoint_log(&EndpointLogQuery {
+            endpoint_id: m.endpoint_id.clone(),
+            since: None,
+            until: None,
+            outcome: None,
+            limit: 1,
+            before: None,
+        })
+        .await
+        .unwrap();
+        log.flush().await.unwrap();
+        log.flush().await.unwrap();
+        let seen = calls.0.lock().unwrap().clone();
+        for name in [
+            "claim",
+            "finish",
+            "finish_retrying",
+            "list_waiting",
+            "unlist_waiting",
+            "record_attempt",
+            "record_delivered",
+            "history",
+            "pair_states",
+            "endpoint_log",
+        ] {
+            assert!(
+                seen.contains(&name),
+                "{name} did not reach the ledger: {seen:?}"
+            );
+        }
+        assert_eq!(
+            seen.iter().filter(|n| **n == "append_endpoint_log").count(),
+            1,
+            "{seen:?}"
+        );
+    }
 }
