@@ -21,6 +21,7 @@ use tern_core::DeliveryMessage;
 use tern_core::EventId;
 use tern_core::delivery_log::{EndpointLogPage, EndpointLogQuery, PairState};
 use tern_core::ports::{AttemptRecord, Claim, DeliveryLedger, DeliveryState, PortError};
+use tern_core::trace::EventTrace;
 
 /// A ledger that remembers the attempt rows written through it during one batch.
 pub struct BatchLog {
@@ -144,6 +145,10 @@ impl DeliveryLedger for BatchLog {
     async fn endpoint_log(&self, query: &EndpointLogQuery) -> Result<EndpointLogPage, PortError> {
         self.inner.endpoint_log(query).await
     }
+
+    async fn trace(&self, event: &EventId) -> Result<EventTrace, PortError> {
+        self.inner.trace(event).await
+    }
 }
 
 fn same_try(a: &AttemptRecord, b: &AttemptRecord) -> bool {
@@ -231,6 +236,10 @@ mod tests {
             self.add("pair_states");
             Ok(vec![])
         }
+        async fn trace(&self, _: &EventId) -> Result<EventTrace, PortError> {
+            self.add("trace");
+            Ok(EventTrace::default())
+        }
         async fn append_endpoint_log(&self, r: &[AttemptRecord]) -> Result<(), PortError> {
             assert_eq!(r.len(), 2, "the batch's two rows, the retried marker once");
             self.add("append_endpoint_log");
@@ -287,6 +296,7 @@ mod tests {
             .unwrap();
         log.history(&m.event.id).await.unwrap();
         log.pair_states(&m.event.id).await.unwrap();
+        log.trace(&m.event.id).await.unwrap();
         log.endpoint_log(&EndpointLogQuery {
             endpoint_id: m.endpoint_id.clone(),
             since: None,
@@ -310,6 +320,7 @@ mod tests {
             "record_delivered",
             "history",
             "pair_states",
+            "trace",
             "endpoint_log",
         ] {
             assert!(
