@@ -8,7 +8,7 @@ PYTHON ?= python3
 VENV   := .venv
 CARGO  ?= cargo
 
-.PHONY: demo test venv build test-rust test-moto test-receivers test-infra test-console chromium browser-deps console-screenshots fmt lint clean bench bench-health bench-requests bench-relay bench-reach soak package package-venv openapi
+.PHONY: demo test venv build test-rust test-moto test-receivers test-infra test-console chromium browser-deps console-screenshots fmt lint clean bench bench-health bench-requests bench-relay bench-reach soak package package-venv openapi bench-api
 
 venv: $(VENV)/.installed
 
@@ -67,7 +67,7 @@ test-infra: venv
 CARGO_TARGET ?= $(if $(CARGO_TARGET_DIR),$(CARGO_TARGET_DIR),$(CURDIR)/target)
 BENCH_OUT ?= $(CARGO_TARGET)/bench
 BENCH_ARGS ?=
-FUNCTIONS := -p tern-sender -p tern-relay -p tern-replay
+FUNCTIONS := -p tern-sender -p tern-relay -p tern-replay -p tern-api-fn
 
 bench: venv
 	$(CARGO) build --release $(FUNCTIONS) -p tern-bench-hello -p tern-bench
@@ -94,6 +94,13 @@ bench-relay: venv
 	$(CARGO) build --release -p tern-relay -p tern-bench
 	$(CARGO_TARGET)/release/tern-bench --bin-dir $(CARGO_TARGET)/release --out $(BENCH_OUT) relay
 
+# Only the Tern API (also part of `make bench`): each route's latency in local mode, p50 and
+# p95, against the same port calls made directly, and a publish's cost. Writes
+# $(BENCH_OUT)/api.md. About two minutes.
+bench-api: venv
+	$(CARGO) build --release -p tern-bench
+	$(CARGO_TARGET)/release/tern-bench --out $(BENCH_OUT) api
+
 # The fault soak (not part of `make test`; 5-10 minutes on 2 cores): 2,520 deliveries to
 # endpoints of every health through local mode with AWS faults, sender panics, duplicate
 # messages and poller restarts, then every pair accounted for with `tern audit`'s code.
@@ -118,7 +125,7 @@ bench-reach: venv
 
 # The documented build path: cargo-lambda and Zig from requirements-package.txt (a venv
 # of their own), the aarch64 target from rustup, then only the function binaries (the three
-# delivery functions, the console, and the hello-world reference) for arm64 into
+# delivery functions, the API, the console, and the hello-world reference) for arm64 into
 # $(CARGO_TARGET)/lambda/<name>/bootstrap, zipped once more as Lambda takes them into
 # $(CARGO_TARGET)/lambda-zip/ (tools/zip_lambda.py; sizes printed), then the CDK app
 # synthesized with those artifacts (tern:prebuiltArtifactsDir). 6-11 min on 2 cores.
@@ -134,10 +141,10 @@ package: package-venv
 	rustup target add aarch64-unknown-linux-gnu
 	# tern-http's test seams (feature test-support: a test CA, a loopback NAT64 gateway) are
 	# for tern-tests only: refuse a package whose functions would compile them in.
-	@if $(CARGO) tree $(FUNCTIONS) -p tern-console-fn -p tern-api-fn -e features -i tern-http | grep -q test-support; then \
+	@if $(CARGO) tree $(FUNCTIONS) -p tern-console-fn -e features -i tern-http | grep -q test-support; then \
 		echo "make package: tern-http's test-support feature reaches a function crate"; exit 1; fi
 	PATH="$(CURDIR)/$(PACKAGE_VENV)/bin:$$PATH" $(CARGO) lambda build --release --arm64 \
-	  $(FUNCTIONS) -p tern-console-fn -p tern-api-fn -p tern-bench-hello
+	  $(FUNCTIONS) -p tern-console-fn -p tern-bench-hello
 	$(PYTHON) tools/zip_lambda.py $(CARGO_TARGET)/lambda $(CARGO_TARGET)/lambda-zip \
 	  sender relay replay console api hello-world
 	$(MAKE) -C infra deps

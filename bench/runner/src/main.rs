@@ -7,6 +7,7 @@
 //! API emulator for the real binaries, and receivers in a child process (so their CPU is
 //! not counted as the sender's).
 
+mod api;
 mod cost;
 mod fakes;
 mod health;
@@ -95,6 +96,10 @@ enum Command {
     /// behind the counting proxy with a token server on 127.0.0.1; writes `<out>/reach.md`
     /// (also printed). About a minute.
     Reach,
+    /// Only the Tern API (`make bench-api`): each route's latency in local mode against the
+    /// same port calls made directly, and a publish's cost; writes `<out>/api.md` (also
+    /// printed) and `<out>/api.json`. About two minutes.
+    Api,
 }
 
 fn target_dir() -> PathBuf {
@@ -113,6 +118,7 @@ fn main() -> Result<(), BoxError> {
         Some(Command::Requests) => runtime.block_on(requests_only(&args.out, args.aws_deliveries)),
         Some(Command::Relay) => runtime.block_on(relay_only(&args)),
         Some(Command::Reach) => runtime.block_on(reach_only(&args.out, args.aws_deliveries)),
+        Some(Command::Api) => runtime.block_on(api_only(&args)),
         None => runtime.block_on(run(args)),
     }
 }
@@ -211,6 +217,37 @@ async fn reach_only(out: &Path, deliveries: usize) -> Result<(), BoxError> {
     Ok(())
 }
 
+async fn api_only(args: &Args) -> Result<(), BoxError> {
+    let out = &args.out;
+    std::fs::create_dir_all(out)?;
+    let bin_dir = args
+        .bin_dir
+        .clone()
+        .unwrap_or_else(|| target_dir().join("release"));
+    // The api binary's cold start and size against the reference, as `make bench` measures
+    // them for every function.
+    let mut rows = cold_starts(&bin_dir, args.rounds, &["api"]).await?;
+    rows.extend(
+        sizes(&bin_dir, &target_dir().join("lambda-zip"))
+            .into_iter()
+            .filter(|r| r.measure.ends_with(", api") || r.measure.contains(", api;")),
+    );
+    let report = api::run().await?;
+    let md = format!(
+        "# Tern benchmarks: the Tern API\n\n{}{}",
+        stats::markdown(&rows),
+        report.markdown()
+    );
+    println!("\n{md}");
+    std::fs::write(out.join("api.md"), &md)?;
+    std::fs::write(
+        out.join("api.json"),
+        serde_json::to_string_pretty(&json!({"functions": rows, "api": report}))?,
+    )?;
+    eprintln!("wrote {}", out.join("api.md").display());
+    Ok(())
+}
+
 async fn relay_only(args: &Args) -> Result<(), BoxError> {
     std::fs::create_dir_all(&args.out)?;
     let bin_dir = args
@@ -252,7 +289,7 @@ async fn run(args: Args) -> Result<(), BoxError> {
     let started = Instant::now();
     let mut rows = Vec::new();
 
-    rows.extend(cold_starts(&bin_dir, args.rounds).await?);
+    rows.extend(cold_starts(&bin_dir, args.rounds, &FUNCTIONS).await?);
     rows.push(cpu_per_delivery(args.rounds, args.cpu_deliveries).await?);
     rows.push(batch_latency(args.rounds).await?);
 
@@ -276,6 +313,7 @@ async fn run(args: Args) -> Result<(), BoxError> {
     drop(proxy);
     drop(moto);
     let relay_runs = relay::run(&bin_dir).await?;
+    let api_report = api::run().await?;
     let health = health::run().await?;
 
     let mut md = String::from("# Tern benchmarks\n\n");
@@ -297,6 +335,7 @@ async fn run(args: Args) -> Result<(), BoxError> {
     md.push_str("\n## Cost per million deliveries (1 KiB payloads, full batches; model in docs/cost.md)\n\n");
     md.push_str(&cost::markdown(&costs));
     md.push_str(&relay::markdown(&relay_runs));
+    md.push_str(&api_report.markdown());
     md.push_str(&health.markdown());
     println!("\n{md}");
     std::fs::write(args.out.join("report.md"), &md)?;
@@ -310,6 +349,7 @@ async fn run(args: Args) -> Result<(), BoxError> {
         "cost_inputs": model,
         "cost": costs,
         "relay_fan_out": relay_runs,
+        "api": api_report,
         "endpoint_health": health,
     });
     std::fs::write(
@@ -360,7 +400,7 @@ fn binary_path(bin_dir: &Path, name: &str) -> Result<PathBuf, BoxError> {
         Ok(p)
     } else {
         Err(format!(
-            "{} missing: build with `cargo build --release -p tern-sender -p tern-relay -p tern-replay -p tern-bench-hello` (make bench does)",
+            "{} missing: build with `cargo build --release -p tern-sender -p tern-relay -p tern-replay -p tern-api-fn -p tern-bench-hello` (make bench does)",
             p.display()
         )
         .into())
@@ -386,12 +426,16 @@ async fn cold_start(bin: &Path, name: &str) -> Result<f64, BoxError> {
     Ok(ready.duration_since(t0).as_secs_f64() * 1e3)
 }
 
-async fn cold_starts(bin_dir: &Path, rounds: usize) -> Result<Vec<Row>, BoxError> {
-    let names = ["sender", "relay", "replay"];
+/// The function binaries `make bench` measures.
+const FUNCTIONS: [&str; 4] = ["sender", "relay", "replay", "api"];
+
+/// Cold starts of the function binaries `names` against the hello-world reference,
+/// alternated, `rounds` each (milliseconds).
+async fn cold_starts(bin_dir: &Path, rounds: usize, names: &[&str]) -> Result<Vec<Row>, BoxError> {
     let hello = binary_path(bin_dir, "hello-world")?;
     let mut tern: BTreeMap<&str, Sample> = BTreeMap::new();
     let mut reference = Sample::default();
-    let bar = progress((rounds * 4) as u64, "cold start");
+    let bar = progress((rounds * (names.len() + 1)) as u64, "cold start");
     for round in 0..rounds {
         // Alternate the order each round so no binary always runs first (page cache).
         let mut order: Vec<Option<&str>> = names.iter().copied().map(Some).collect();
@@ -1068,7 +1112,7 @@ fn one(v: Option<f64>) -> Sample {
 
 fn sizes(bin_dir: &Path, lambda_dir: &Path) -> Vec<Row> {
     let mut rows = Vec::new();
-    for n in ["sender", "relay", "replay"] {
+    for n in FUNCTIONS {
         rows.push(Row {
             measure: format!("release binary (host, {}), {n}", std::env::consts::ARCH),
             unit: "MB".into(),
@@ -1077,7 +1121,7 @@ fn sizes(bin_dir: &Path, lambda_dir: &Path) -> Vec<Row> {
             reference_sample: one(size_mb(&bin_dir.join("hello-world"))),
         });
     }
-    for n in ["sender", "relay", "replay"] {
+    for n in FUNCTIONS {
         rows.push(Row {
             measure: format!("arm64 zip (`make package`), {n}; goal <= 5 MB"),
             unit: "MB".into(),
