@@ -1,5 +1,5 @@
 //! A test event sent to one endpoint now, with the answer: "is my endpoint set up?". Signed
-//! like any delivery (every active secret, the same headers), sent through the same
+//! like any delivery (every active signer, the same headers and receiver authentication), sent through the same
 //! delivery client and SSRF guard, and never recorded as a delivery: no ledger row, no
 //! retry, no endpoint health.
 
@@ -8,6 +8,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use chrono::Utc;
 use serde::Serialize;
+use tern_core::receiver_auth::ReceiverAuth;
 use tern_core::{Endpoint, ErrorClass, Event, EventId, EventType, Payload, request};
 use tern_http::{AttemptRequest, DeliveryClient};
 
@@ -82,25 +83,32 @@ pub async fn send_test(
     default_deadline: Duration,
 ) -> Result<TestSendReport, TestSendError> {
     let now = Utc::now();
-    let secrets = endpoint.active_secrets(now);
-    if secrets.is_empty() {
-        return Err(TestSendError::NoActiveSecret);
-    }
     let event = test_event(endpoint);
     let body = Bytes::from(request::body(&event, endpoint.payload_format));
-    let headers = request::headers(&event, now.timestamp(), &body, &secrets);
+    // The sender's headers: every active signer (v1 secrets, v1a keys), then the
+    // endpoint's own headers and its receiver authentication. Nothing signs: not sent.
+    let headers = request::attempt_headers(endpoint, &event, now.timestamp(), &body, now)
+        .map_err(|_| TestSendError::NoActiveSecret)?;
     let deadline = endpoint
         .timeout_ms
         .map_or(default_deadline, Duration::from_millis)
         .min(Duration::from_millis(MAX_TEST_SEND_MS));
-    let report = client
-        .attempt(AttemptRequest {
-            url: &endpoint.url,
-            body,
-            headers: &headers,
-            deadline,
-        })
-        .await;
+    let attempt = AttemptRequest {
+        url: &endpoint.url,
+        body,
+        headers: &headers,
+        deadline,
+    };
+    // An OAuth2 endpoint's token is fetched (or taken from the cache) within the same
+    // deadline, as the sender does.
+    let report = match &endpoint.auth {
+        ReceiverAuth::Oauth2ClientCredentials(grant) => {
+            client
+                .attempt_oauth(attempt, &endpoint.tenant_id, &endpoint.id, grant)
+                .await
+        }
+        _ => client.attempt(attempt).await,
+    };
     let result = report.result.cleaned();
     let status = result.status();
     Ok(TestSendReport {
