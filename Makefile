@@ -8,7 +8,7 @@ PYTHON ?= python3
 VENV   := .venv
 CARGO  ?= cargo
 
-.PHONY: demo test venv build test-rust test-moto test-receivers test-infra test-console chromium browser-deps console-screenshots fmt lint clean bench bench-health bench-requests bench-rate bench-relay soak package package-venv
+.PHONY: demo test venv build test-rust test-moto test-receivers test-infra test-console chromium browser-deps console-screenshots fmt lint clean bench bench-health bench-requests bench-rate bench-relay bench-reach soak package package-venv openapi bench-api
 
 venv: $(VENV)/.installed
 
@@ -43,7 +43,7 @@ test: venv
 test-rust: venv
 	# The real Lambda binaries, for tests/tests/real_binaries.rs (run under the Runtime API emulator),
 	# and the `tern` tool, for tests/tests/fair_queue.rs (`tern replay`).
-	$(CARGO) build -p tern-sender -p tern-relay -p tern-replay
+	$(CARGO) build -p tern-sender -p tern-relay -p tern-replay -p tern-api-fn
 	$(CARGO) build -p tern-cli --bin tern
 	$(CARGO) test --workspace --all-targets --no-fail-fast -- --skip browser_console
 	# tern local / tern demo are behind tern-cli's `local` feature: their tests too.
@@ -67,7 +67,7 @@ test-infra: venv
 CARGO_TARGET ?= $(if $(CARGO_TARGET_DIR),$(CARGO_TARGET_DIR),$(CURDIR)/target)
 BENCH_OUT ?= $(CARGO_TARGET)/bench
 BENCH_ARGS ?=
-FUNCTIONS := -p tern-sender -p tern-relay -p tern-replay
+FUNCTIONS := -p tern-sender -p tern-relay -p tern-replay -p tern-api-fn
 
 bench: venv
 	$(CARGO) build --release $(FUNCTIONS) -p tern-bench-hello -p tern-bench
@@ -102,6 +102,13 @@ bench-rate: venv
 	$(CARGO) build --release -p tern-bench
 	$(CARGO_TARGET)/release/tern-bench --out $(BENCH_OUT) rate
 
+# Only the Tern API (also part of `make bench`): each route's latency in local mode, p50 and
+# p95, against the same port calls made directly, and a publish's cost. Writes
+# $(BENCH_OUT)/api.md. About two minutes.
+bench-api: venv
+	$(CARGO) build --release -p tern-bench
+	$(CARGO_TARGET)/release/tern-bench --out $(BENCH_OUT) api
+
 # The fault soak (not part of `make test`; 5-10 minutes on 2 cores): 2,520 deliveries to
 # endpoints of every health through local mode with AWS faults, sender panics, duplicate
 # messages and poller restarts, then every pair accounted for with `tern audit`'s code.
@@ -114,9 +121,19 @@ soak: venv
 	$(CARGO) build -p tern-soak
 	$(CARGO_TARGET)/debug/tern-soak --out $(SOAK_OUT) $(SOAK_ARGS)
 
+# Only what issue 20's receiver settings cost (not part of `make bench`): requests per
+# delivery with OAuth2 client credentials on (no auth, tokens of 1 h and of 4 s; token
+# requests, receiver POSTs, AWS calls) and the CPU time of v1 / v1a / both signatures per
+# delivery. Writes $(BENCH_OUT)/reach.md (also printed). About two minutes.
+bench-reach: venv
+	$(CARGO) build --release -p tern-bench
+	$(CARGO) build --release -p tern-core --example sign_cost
+	$(CARGO_TARGET)/release/tern-bench --aws-deliveries 200 --out $(BENCH_OUT) reach
+	$(CARGO_TARGET)/release/examples/sign_cost | tee -a $(BENCH_OUT)/reach.md
+
 # The documented build path: cargo-lambda and Zig from requirements-package.txt (a venv
 # of their own), the aarch64 target from rustup, then only the function binaries (the three
-# delivery functions, the console, and the hello-world reference) for arm64 into
+# delivery functions, the API, the console, and the hello-world reference) for arm64 into
 # $(CARGO_TARGET)/lambda/<name>/bootstrap, zipped once more as Lambda takes them into
 # $(CARGO_TARGET)/lambda-zip/ (tools/zip_lambda.py; sizes printed), then the CDK app
 # synthesized with those artifacts (tern:prebuiltArtifactsDir). 6-11 min on 2 cores.
@@ -137,7 +154,7 @@ package: package-venv
 	PATH="$(CURDIR)/$(PACKAGE_VENV)/bin:$$PATH" $(CARGO) lambda build --release --arm64 \
 	  $(FUNCTIONS) -p tern-console-fn -p tern-bench-hello
 	$(PYTHON) tools/zip_lambda.py $(CARGO_TARGET)/lambda $(CARGO_TARGET)/lambda-zip \
-	  sender relay replay console hello-world
+	  sender relay replay console api hello-world
 	$(MAKE) -C infra deps
 	cd infra && npx cdk synth --quiet -o $(CARGO_TARGET)/package-cdk.out \
 	  -c tern:prebuiltArtifactsDir=$(CARGO_TARGET)/lambda -c tern:alarmEmail=ops@example.com
@@ -166,6 +183,11 @@ test-console: venv chromium browser-deps
 # Re-makes docs/operating.md's console screenshots (docs/console/*.png) with the same test.
 console-screenshots: venv chromium browser-deps
 	TERN_SCREENSHOTS_DIR=$(CURDIR)/docs/console $(CARGO) test -p tern-tests --test console_browser
+
+# Writes shared/tern-api/openapi.json again from the code (the Tern API's document, which
+# `cargo test -p tern-api --test openapi` checks and the clients are generated from).
+openapi:
+	TERN_WRITE_OPENAPI=1 $(CARGO) test -p tern-api --test openapi
 
 fmt:
 	$(CARGO) fmt --all

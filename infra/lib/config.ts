@@ -79,6 +79,13 @@ export interface TernOptions {
   /** Longest pause a receiver's backpressure (429, or 503 with Retry-After) puts on its endpoint, seconds (1-86400). Default: health.maxPauseSeconds. */
   readonly healthMaxPauseSeconds?: number;
   /**
+   * Steady-state requests per second the Tern API's stage accepts (1-10000, API Gateway's account
+   * quota per Region); above it and the burst, API Gateway answers 429. Default: api.throttlingRateLimit.
+   */
+  readonly apiThrottlingRateLimit?: number;
+  /** Requests the Tern API's stage accepts at once above the rate (1-5000, API Gateway's account burst quota). Default: api.throttlingBurstLimit. */
+  readonly apiThrottlingBurstLimit?: number;
+  /**
    * Folder of prebuilt functions laid out as `cargo lambda build --release --arm64` writes them
    * (`<dir>/relay/bootstrap`, ...), usually `../target/lambda`. When set, the stack uses these files
    * and does not run cargo-lambda. Default: unset, so `RustFunction` builds each binary at synth.
@@ -116,6 +123,8 @@ export interface TernConfig {
   readonly healthDegradedBelowPercent: number;
   readonly healthMinAttempts: number;
   readonly healthMaxPauseSeconds: number;
+  readonly apiThrottlingRateLimit: number;
+  readonly apiThrottlingBurstLimit: number;
   readonly prebuiltArtifactsDir?: string;
 }
 
@@ -158,6 +167,8 @@ const KINDS: { [K in keyof Required<TernOptions>]: Kind } = {
   healthDegradedBelowPercent: 'number',
   healthMinAttempts: 'number',
   healthMaxPauseSeconds: 'number',
+  apiThrottlingRateLimit: 'number',
+  apiThrottlingBurstLimit: 'number',
   prebuiltArtifactsDir: 'string',
 };
 
@@ -231,6 +242,8 @@ export function resolveConfig(node: Node, settings: TernSettings, props: TernOpt
     healthDegradedBelowPercent: pick('healthDegradedBelowPercent', settings.health.degradedBelowPercent)!,
     healthMinAttempts: pick('healthMinAttempts', settings.health.minAttempts)!,
     healthMaxPauseSeconds: pick('healthMaxPauseSeconds', settings.health.maxPauseSeconds)!,
+    apiThrottlingRateLimit: pick('apiThrottlingRateLimit', settings.api.throttlingRateLimit)!,
+    apiThrottlingBurstLimit: pick('apiThrottlingBurstLimit', settings.api.throttlingBurstLimit)!,
     prebuiltArtifactsDir: pick('prebuiltArtifactsDir', undefined),
   };
   validate(config, minVisibility);
@@ -295,6 +308,10 @@ function validate(c: TernConfig, minVisibility: number): void {
   intIn('healthDegradedBelowPercent', c.healthDegradedBelowPercent, 0, 100);
   intIn('healthMinAttempts', c.healthMinAttempts, 1, 100000);
   intIn('healthMaxPauseSeconds', c.healthMaxPauseSeconds, 1, 86400);
+  // API Gateway's account quota per Region (10,000 requests per second, burst 5,000) caps any
+  // stage; the same ranges as the SAM ApiThrottling* parameters.
+  intIn('apiThrottlingRateLimit', c.apiThrottlingRateLimit, 1, 10000);
+  intIn('apiThrottlingBurstLimit', c.apiThrottlingBurstLimit, 1, 5000);
   // Disabling is the stronger verdict: an endpoint is reported degraded before it is disabled.
   if (c.healthDisableBelowPercent > c.healthDegradedBelowPercent) {
     fail(

@@ -68,6 +68,17 @@ export interface HealthSettings {
   readonly maxPauseSeconds: number;
 }
 
+/**
+ * The Tern API's API Gateway stage (settings.json `api`): throttling of the `$default` stage.
+ * API Gateway answers 429 beyond them, before the function runs.
+ */
+export interface ApiSettings {
+  /** Steady-state requests per second the stage accepts (API Gateway's ThrottlingRateLimit). */
+  readonly throttlingRateLimit: number;
+  /** Requests the stage accepts at once above the rate (the token bucket's size, ThrottlingBurstLimit). */
+  readonly throttlingBurstLimit: number;
+}
+
 export interface TernSettings {
   readonly tables: {
     readonly outbox: TableSettings;
@@ -91,6 +102,11 @@ export interface TernSettings {
     readonly replay: FunctionSettings;
     /** The console (dashboard custom widgets): a 20 s replay plus a 20 s DLQ read fit in its 60 s. */
     readonly console: FunctionSettings;
+    /**
+     * The Tern API (functions/api): its timeout stays above the router's 25 s request deadline
+     * (tern_api::REQUEST_DEADLINE) and below API Gateway's 30 s integration timeout (HTTP API quota).
+     */
+    readonly api: FunctionSettings;
   };
   readonly eventSources: {
     readonly relay: {
@@ -139,6 +155,8 @@ export interface TernSettings {
   };
   /** Per-endpoint health (circuit breaker, auto-disable, degraded report): the sender's TERN_HEALTH_* variables. */
   readonly health: HealthSettings;
+  /** The Tern API's HTTP API stage (settings.json `api`). */
+  readonly api: ApiSettings;
   readonly metrics: { readonly namespace: string };
   /** Added by the infra: CloudWatch Logs retention of every log group, days. */
   readonly logs: { readonly retentionDays: number };
@@ -157,8 +175,19 @@ export interface TernSettings {
      * the MarkersLost alarm fires; 0 fires on any. A whole number, 0 or more.
      */
     readonly markersLost: number;
+    /**
+     * 5xx answers of the Tern API (API Gateway's `5xx` metric, sum over 5 min) above which the
+     * Api5xx alarm fires; 0 fires on any. A whole number, 0 or more.
+     */
+    readonly api5xx: number;
   };
 }
+
+/** The Tern API router's deadline for one request, seconds (tern_api::REQUEST_DEADLINE in shared/tern-api/src/lib.rs). */
+export const API_REQUEST_DEADLINE_SECONDS = 25;
+
+/** The longest API Gateway waits for an HTTP API integration, seconds (API Gateway quotas: HTTP APIs, not adjustable). */
+export const HTTP_API_INTEGRATION_TIMEOUT_SECONDS = 30;
 
 /** The infra folder: the nearest ancestor of this file that holds settings.json (works from lib/ and dist/lib/). */
 export const INFRA_DIR: string = findUp(__dirname, 'settings.json');
@@ -188,6 +217,9 @@ export function loadSettings(file: string = path.join(INFRA_DIR, 'settings.json'
     ['functions.relay.timeoutSeconds', s.functions?.relay?.timeoutSeconds],
     ['functions.sender.timeoutSeconds', s.functions?.sender?.timeoutSeconds],
     ['functions.replay.timeoutSeconds', s.functions?.replay?.timeoutSeconds],
+    ['functions.api.memoryMb', s.functions?.api?.memoryMb],
+    ['api.throttlingRateLimit', s.api?.throttlingRateLimit],
+    ['api.throttlingBurstLimit', s.api?.throttlingBurstLimit],
     ['eventSources.relay.batchSize', s.eventSources?.relay?.batchSize],
     ['eventSources.sender.batchSize', s.eventSources?.sender?.batchSize],
     ['delivery.attemptTimeoutMs', s.delivery?.attemptTimeoutMs],
@@ -234,6 +266,22 @@ export function loadSettings(file: string = path.join(INFRA_DIR, 'settings.json'
   }
   if (!Number.isInteger(s.alarms?.markersLost) || s.alarms.markersLost < 0) {
     throw new Error(`settings.json: alarms.markersLost must be a whole number, 0 or more, got ${JSON.stringify(s.alarms?.markersLost)}`);
+  }
+  if (!Number.isInteger(s.alarms?.api5xx) || s.alarms.api5xx < 0) {
+    throw new Error(`settings.json: alarms.api5xx must be a whole number, 0 or more, got ${JSON.stringify(s.alarms?.api5xx)}`);
+  }
+  // The function must outlive the router's deadline (so the 503 problem gets out) and end
+  // before API Gateway gives up on the integration.
+  const apiTimeout = s.functions?.api?.timeoutSeconds;
+  if (
+    !Number.isInteger(apiTimeout) ||
+    apiTimeout <= API_REQUEST_DEADLINE_SECONDS ||
+    apiTimeout >= HTTP_API_INTEGRATION_TIMEOUT_SECONDS
+  ) {
+    throw new Error(
+      `settings.json: functions.api.timeoutSeconds must be a whole number of seconds above the API's ${API_REQUEST_DEADLINE_SECONDS} s ` +
+        `request deadline and below API Gateway's ${HTTP_API_INTEGRATION_TIMEOUT_SECONDS} s integration timeout, got ${JSON.stringify(apiTimeout)}`,
+    );
   }
   if (typeof s.delivery?.nat64 !== 'boolean') {
     throw new Error(`settings.json: delivery.nat64 must be true or false, got ${JSON.stringify(s.delivery?.nat64)}`);

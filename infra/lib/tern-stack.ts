@@ -2,9 +2,10 @@ import { CfnOutput, Stack, StackProps } from 'aws-cdk-lib';
 import { Construct } from 'constructs';
 import { resolveConfig, TernConfig, TernOptions } from './config';
 import { Alarms } from './constructs/alarms';
+import { TernApi } from './constructs/api';
 import { Dashboard } from './constructs/dashboard';
 import { DelayedDelivery } from './constructs/delayed-delivery';
-import { Functions } from './constructs/functions';
+import { Functions, retentionDays } from './constructs/functions';
 import { AttemptInsights, OperationalTopic } from './constructs/operational';
 import { Queues } from './constructs/queues';
 import { Storage } from './constructs/storage';
@@ -17,7 +18,7 @@ export interface TernStackProps extends StackProps, TernOptions {
   readonly settings?: TernSettings;
 }
 
-/** The whole Tern system: tables, queues, delayed-delivery state machine, functions, alarms, dashboard. */
+/** The whole Tern system: tables, queues, delayed-delivery state machine, functions, the API, alarms, dashboard. */
 export class TernStack extends Stack {
   public readonly config: TernConfig;
   public readonly storage: Storage;
@@ -30,6 +31,8 @@ export class TernStack extends Stack {
   public readonly operational: OperationalTopic;
   /** Contributor Insights rules over the sender's attempt log. */
   public readonly insights: AttemptInsights;
+  /** The Tern API: an HTTP API with IAM authorization in front of the api function. */
+  public readonly api: TernApi;
 
   constructor(scope: Construct, id: string, props: TernStackProps = {}) {
     super(scope, id, props);
@@ -58,6 +61,11 @@ export class TernStack extends Stack {
       stateMachine,
       operationalTopic: this.operational.topic,
     });
+    this.api = new TernApi(this, 'Api', {
+      config,
+      handler: this.functions.api,
+      logRetention: retentionDays(config.logRetentionDays),
+    });
     this.insights = new AttemptInsights(this, 'Insights', { senderLogGroup: this.functions.logGroups.sender });
     this.dashboard = new Dashboard(this, 'Dashboard', {
       settings,
@@ -70,6 +78,7 @@ export class TernStack extends Stack {
       functions: this.functions,
       queues: this.queues,
       stateMachine,
+      api: this.api.httpApi,
       alarmEmail: config.alarmEmail,
       dashboardUrl: this.dashboard.url,
     });
@@ -79,12 +88,14 @@ export class TernStack extends Stack {
   }
 
   private outputs(): void {
-    // Only the outbox is exported: it is what another stack (the application) needs.
+    // Only the outbox and the API's URL are exported: they are what another stack (the application) needs.
     const out = (id: string, value: string, description: string, exported = false) =>
       new CfnOutput(this, id, { value, description, exportName: exported ? `${this.stackName}-${id}` : undefined });
     // The application writes outbox items in its own transactions: it needs these two.
     out('OutboxTableName', this.storage.outbox.tableName, 'Outbox table: the application writes events here', true);
     out('OutboxTableArn', this.storage.outbox.tableArn, 'Outbox table ARN (for the application role)', true);
+    // The application's backend calls the API here (signed with SigV4 for execute-api).
+    out('ApiUrl', this.api.url, 'The Tern API base URL (SigV4 for execute-api; paths /v1/tenants/{tenant_id}/...)', true);
     out('EndpointsTableName', this.storage.endpoints.tableName, 'Endpoints and subscriptions');
     out('AttemptsTableName', this.storage.attempts.tableName, 'Delivery attempt log');
     out('HealthTableName', this.storage.health.tableName, 'Per-endpoint health (circuit state, rolling success rate)');

@@ -4,7 +4,7 @@
  */
 import { CfnElement } from 'aws-cdk-lib';
 import { dashboardWidgets, defaultStack, samTemplate, settings, synth, CfnTemplate } from './helpers';
-import { critical, Critical, Names, normalizeValue, samEventToMapping } from './normalize';
+import { critical, Critical, flattenText, Names, normalizeValue, samEventToMapping } from './normalize';
 
 function cdkCritical(mode?: 'on-demand' | 'provisioned'): Critical {
   const { stack, json } = mode
@@ -25,6 +25,8 @@ function cdkCritical(mode?: 'on-demand' | 'provisioned'): Critical {
     [id(stack.functions.sender)]: 'sender',
     [id(stack.functions.replay)]: 'replay',
     [id(stack.functions.console)]: 'console',
+    [id(stack.functions.api)]: 'api',
+    [id(stack.api.httpApi)]: 'httpApi',
     [id(stack.alarms.topic)]: 'topic',
   };
   const mappings: Record<string, Record<string, unknown>> = {};
@@ -53,6 +55,8 @@ function samCritical(mode?: 'on-demand' | 'provisioned'): Critical {
     SenderFunction: 'sender',
     ReplayFunction: 'replay',
     ConsoleFunction: 'console',
+    ApiFunction: 'api',
+    HttpApi: 'httpApi',
     AlarmTopic: 'topic',
   };
   const mappings: Record<string, Record<string, unknown>> = {};
@@ -69,7 +73,7 @@ describe('CDK and SAM templates agree', () => {
   const cdk = cdkCritical();
   const sam = samCritical();
 
-  test.each(['relay', 'sender', 'replay', 'console'])('function %s: runtime, arch, timeout, memory, environment', (fn) => {
+  test.each(['relay', 'sender', 'replay', 'console', 'api'])('function %s: runtime, arch, timeout, memory, environment', (fn) => {
     expect(sam.functions[fn]).toEqual(cdk.functions[fn]);
   });
 
@@ -160,7 +164,7 @@ describe('CDK and SAM templates agree', () => {
   });
 
   test('alarms: same metrics, statistics, periods, thresholds and actions', () => {
-    expect(cdk.alarms).toHaveLength(14);
+    expect(cdk.alarms).toHaveLength(15);
     expect(sam.alarms).toEqual(cdk.alarms);
   });
 
@@ -171,7 +175,7 @@ describe('CDK and SAM templates agree', () => {
       ws.map((w) => ({ type: w.type, x: w.x, y: w.y, width: w.width, height: w.height, title: w.properties.title, endpoint: w.properties.endpoint, params: w.properties.params, updateOn: w.properties.updateOn, insightRule: w.properties.insightRule, period: w.properties.period, stat: w.properties.stat }));
     const cdk = strip(dashboardWidgets(json, cdkId));
     const sam = strip(dashboardWidgets(samTemplate(), 'ConsoleFunction'));
-    expect(cdk.filter((w) => w.type === 'custom')).toHaveLength(4);
+    expect(cdk.filter((w) => w.type === 'custom')).toHaveLength(5);
     expect(sam).toEqual(cdk);
   });
 
@@ -184,6 +188,9 @@ describe('CDK and SAM templates agree', () => {
       [stack.getLogicalId(stack.storage.attempts.node.defaultChild as CfnElement)]: 'attempts',
       [stack.getLogicalId(stack.storage.health.node.defaultChild as CfnElement)]: 'health',
       [stack.getLogicalId(stack.functions.replay.node.defaultChild as CfnElement)]: 'replay',
+      [stack.getLogicalId(stack.storage.outbox.node.defaultChild as CfnElement)]: 'outbox',
+      [stack.getLogicalId(stack.queues.relayFailures.node.defaultChild as CfnElement)]: 'relayFailures',
+      [stack.getLogicalId(stack.queues.delivery.node.defaultChild as CfnElement)]: 'delivery',
     };
     const pairs = (statements: any[], n: Names) =>
       statements
@@ -195,7 +202,16 @@ describe('CDK and SAM templates agree', () => {
       .flatMap((r) => r.Properties.PolicyDocument.Statement);
     const t = samTemplate();
     const samStatements = t.Resources.ConsoleFunction.Properties.Policies.flatMap((p: any) => p.Statement);
-    const samNames: Names = { Dlq: 'dlq', EndpointsTable: 'endpoints', AttemptsTable: 'attempts', HealthTable: 'health', ReplayFunction: 'replay' };
+    const samNames: Names = {
+      Dlq: 'dlq',
+      EndpointsTable: 'endpoints',
+      AttemptsTable: 'attempts',
+      HealthTable: 'health',
+      ReplayFunction: 'replay',
+      OutboxTable: 'outbox',
+      RelayFailureQueue: 'relayFailures',
+      DeliveryQueue: 'delivery',
+    };
     expect(pairs(samStatements, samNames)).toEqual(pairs(cdkStatements, names));
   });
 
@@ -274,6 +290,88 @@ describe('CDK and SAM templates agree', () => {
     expect([...new Set(pairs(samStatements, samNames, t))]).toEqual([...new Set(pairs(cdkStatements, names, json))]);
   });
 
+  test('api role: the same statements in both', () => {
+    const { stack, json } = defaultStack();
+    const lid = (c: { node: { defaultChild?: unknown } }) => stack.getLogicalId(c.node.defaultChild as CfnElement);
+    const roleId = json.Resources[lid(stack.functions.api)].Properties.Role['Fn::GetAtt'][0];
+    const names: Names = {
+      [lid(stack.storage.outbox)]: 'outbox',
+      [lid(stack.storage.endpoints)]: 'endpoints',
+      [lid(stack.storage.attempts)]: 'attempts',
+      [lid(stack.storage.health)]: 'health',
+      [lid(stack.queues.delivery)]: 'delivery',
+      [lid(stack.queues.dlq)]: 'dlq',
+    };
+    const pairs = (statements: any[], n: Names, t: CfnTemplate) =>
+      statements
+        .flatMap((s) => [s.Action].flat().flatMap((a: string) => [s.Resource].flat().map((r: any) => `${a} on ${JSON.stringify(normalizeValue(r, n, t))}`)))
+        .filter((p) => !p.startsWith('logs:'))
+        .sort();
+    const cdkStatements = Object.values(json.Resources)
+      .filter((r) => r.Type === 'AWS::IAM::Policy' && r.Properties.Roles.some((x: any) => x.Ref === roleId))
+      .flatMap((r) => r.Properties.PolicyDocument.Statement);
+    const t = samTemplate();
+    const samStatements = t.Resources.ApiFunction.Properties.Policies.flatMap((p: any) => p.Statement);
+    const samNames: Names = {
+      OutboxTable: 'outbox',
+      EndpointsTable: 'endpoints',
+      AttemptsTable: 'attempts',
+      HealthTable: 'health',
+      DeliveryQueue: 'delivery',
+      Dlq: 'dlq',
+    };
+    const sam = pairs(samStatements, samNames, t);
+    expect(sam).toHaveLength(14);
+    expect(sam).toEqual(pairs(cdkStatements, names, json));
+  });
+
+  test('the Tern API: the same HTTP API, route, authorization, integration, invoke permission, stage, access log and ApiUrl in both', () => {
+    const { stack, json } = defaultStack();
+    const lid = (c: { node: { defaultChild?: unknown } }) => stack.getLogicalId(c.node.defaultChild as CfnElement);
+    const summary = (t: CfnTemplate, names: Names) => {
+      const n = (v: unknown) => normalizeValue(v, names, t);
+      const ofType = (type: string) => Object.entries(t.Resources).filter(([, r]) => r.Type === type);
+      const apis = ofType('AWS::ApiGatewayV2::Api').map(([, r]) => ({ ProtocolType: r.Properties.ProtocolType, Name: flattenText(r.Properties.Name, names) }));
+      const integrations = Object.fromEntries(
+        ofType('AWS::ApiGatewayV2::Integration').map(([id, r]) => [
+          id,
+          { ApiId: n(r.Properties.ApiId), IntegrationType: r.Properties.IntegrationType, IntegrationUri: n(r.Properties.IntegrationUri), PayloadFormatVersion: r.Properties.PayloadFormatVersion, TimeoutInMillis: r.Properties.TimeoutInMillis },
+        ]),
+      );
+      const integrationNames: Names = Object.fromEntries(Object.keys(integrations).map((id) => [id, 'integration']));
+      const routes = ofType('AWS::ApiGatewayV2::Route').map(([, r]) => ({
+        ApiId: n(r.Properties.ApiId),
+        RouteKey: r.Properties.RouteKey,
+        AuthorizationType: r.Properties.AuthorizationType,
+        Target: flattenText(r.Properties.Target, { ...names, ...integrationNames }),
+      }));
+      const permissions = ofType('AWS::Lambda::Permission')
+        .filter(([, r]) => r.Properties.Principal === 'apigateway.amazonaws.com')
+        .map(([, r]) => ({ FunctionName: n(r.Properties.FunctionName), Action: r.Properties.Action, SourceArn: flattenText(r.Properties.SourceArn, names) }));
+      const stages = ofType('AWS::ApiGatewayV2::Stage').map(([, r]) => {
+        const p = r.Properties;
+        const logGroup = t.Resources[p.AccessLogSettings.DestinationArn['Fn::GetAtt'][0]];
+        return {
+          ApiId: n(p.ApiId),
+          StageName: p.StageName,
+          AutoDeploy: p.AutoDeploy,
+          DefaultRouteSettings: n(p.DefaultRouteSettings),
+          AccessLogFormat: p.AccessLogSettings.Format,
+          AccessLogGroup: { Type: logGroup.Type, RetentionInDays: n(logGroup.Properties.RetentionInDays) },
+        };
+      });
+      return { apis, integrations: Object.values(integrations), routes, permissions, stages, apiUrl: n(t.Outputs!.ApiUrl.Value), apiUrlExport: flattenText(t.Outputs!.ApiUrl.Export.Name, names) };
+    };
+    const cdk = summary(json, { [lid(stack.api.httpApi)]: 'httpApi', [lid(stack.functions.api)]: 'api', 'AWS::StackName': 'stack' });
+    // CDK writes the stack name as a literal ('Tern'); template.yaml as ${AWS::StackName}.
+    const sam = summary(samTemplate(), { HttpApi: 'httpApi', ApiFunction: 'api' });
+    const withStackName = JSON.parse(JSON.stringify(sam).split('${AWS::StackName}').join('Tern'));
+    expect(withStackName).toEqual(cdk);
+    expect(cdk.routes).toEqual([{ ApiId: 'ref:httpApi', RouteKey: 'ANY /{proxy+}', AuthorizationType: 'AWS_IAM', Target: 'integrations/${integration}' }]);
+    expect(cdk.stages[0].DefaultRouteSettings).toEqual({ ThrottlingRateLimit: settings.api.throttlingRateLimit, ThrottlingBurstLimit: settings.api.throttlingBurstLimit });
+    expect(cdk.apiUrl).toBe('httpApi.ApiEndpoint');
+  });
+
   test('operational topic: encrypted with the AWS managed SNS key and TLS-only in both', () => {
     const { stack, json } = defaultStack();
     const cdkId = stack.getLogicalId(stack.operational.topic.node.defaultChild as CfnElement);
@@ -324,6 +422,7 @@ describe('template.yaml builds with cargo-lambda from the workspace', () => {
     ['SenderFunction', 'sender'],
     ['ReplayFunction', 'replay'],
     ['ConsoleFunction', 'console'],
+    ['ApiFunction', 'api'],
   ])('%s builds binary %s', (logicalId, bin) => {
     const r = t.Resources[logicalId];
     expect(r.Metadata).toEqual({ BuildMethod: 'rust-cargolambda', BuildProperties: { Binary: bin } });

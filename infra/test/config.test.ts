@@ -152,6 +152,32 @@ describe('refused settings', () => {
     expect(() => build({}, { 'tern:senderMaxConcurrency': 'many' })).toThrow(/tern:senderMaxConcurrency/);
   });
 
+  test("API throttling: settings.json by default, overridable by context and props, refused outside API Gateway's quota; SAM has the same parameters", () => {
+    const stageOf = (props: TernStackProps, context: Record<string, unknown>) =>
+      only(Template.fromStack(build(props, context)).toJSON() as any, 'AWS::ApiGatewayV2::Stage').props.DefaultRouteSettings;
+    const s = loadSettings().api;
+    expect(stageOf({}, {})).toEqual({ ThrottlingRateLimit: s.throttlingRateLimit, ThrottlingBurstLimit: s.throttlingBurstLimit });
+    expect(stageOf({ apiThrottlingBurstLimit: 50 }, { 'tern:apiThrottlingRateLimit': '20', 'tern:apiThrottlingBurstLimit': '10' })).toEqual({
+      ThrottlingRateLimit: 20,
+      ThrottlingBurstLimit: 50,
+    });
+    expect(() => build({ apiThrottlingRateLimit: 0 })).toThrow(/apiThrottlingRateLimit/);
+    expect(() => build({ apiThrottlingRateLimit: 10001 })).toThrow(/apiThrottlingRateLimit/);
+    expect(() => build({}, { 'tern:apiThrottlingBurstLimit': '5001' })).toThrow(/apiThrottlingBurstLimit/);
+    const { samTemplate } = require('./helpers');
+    const t = samTemplate();
+    expect(t.Parameters.ApiThrottlingRateLimit).toMatchObject({ Type: 'Number', Default: s.throttlingRateLimit, MinValue: 1, MaxValue: 10000 });
+    expect(t.Parameters.ApiThrottlingBurstLimit).toMatchObject({ Type: 'Number', Default: s.throttlingBurstLimit, MinValue: 1, MaxValue: 5000 });
+  });
+
+  test.each([25, 30, 26.5])("settings.json: an api function timeout of %s s is refused (it must outlive the router's 25 s and end before API Gateway's 30 s)", (timeout) => {
+    const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'tern-settings-')), 'settings.json');
+    const s = JSON.parse(fs.readFileSync(path.join(__dirname, '..', 'settings.json'), 'utf-8'));
+    s.functions.api.timeoutSeconds = timeout;
+    fs.writeFileSync(file, JSON.stringify(s));
+    expect(() => loadSettings(file)).toThrow(/functions.api.timeoutSeconds/);
+  });
+
   test('settings.json with a missing number', () => {
     const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'tern-settings-')), 'settings.json');
     const s = JSON.parse(fs.readFileSync(path.join(__dirname, '..', 'settings.json'), 'utf-8'));
@@ -172,7 +198,7 @@ describe('function code', () => {
       const stack = build();
       const t = Template.fromStack(stack);
       expect(stack.functions.sender).toBeInstanceOf(RustFunction);
-      t.resourceCountIs('AWS::Lambda::Function', 4);
+      t.resourceCountIs('AWS::Lambda::Function', 5);
       t.allResourcesProperties('AWS::Lambda::Function', { Handler: 'bootstrap', Runtime: 'provided.al2023', Architectures: ['arm64'] });
     } finally {
       process.env.PATH = savedPath;
@@ -182,12 +208,12 @@ describe('function code', () => {
 
   test('prebuiltArtifactsDir: ships target/lambda/<bin>/ as built by cargo lambda build', () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tern-prebuilt-'));
-    for (const bin of ['relay', 'sender', 'replay', 'console']) {
+    for (const bin of ['relay', 'sender', 'replay', 'console', 'api']) {
       fs.mkdirSync(path.join(dir, bin));
       fs.writeFileSync(path.join(dir, bin, 'bootstrap'), `#!/bin/sh\necho placeholder ${bin}\n`, { mode: 0o755 });
     }
     const { stack, json } = synth({ prebuiltArtifactsDir: dir });
-    for (const fn of [stack.functions.relay, stack.functions.sender, stack.functions.replay, stack.functions.console]) {
+    for (const fn of [stack.functions.relay, stack.functions.sender, stack.functions.replay, stack.functions.console, stack.functions.api]) {
       expect(fn).toBeInstanceOf(lambda.Function);
       expect(fn).not.toBeInstanceOf(RustFunction);
     }

@@ -88,7 +88,7 @@ export interface Critical {
   exportedOutputs: string[];
 }
 
-const FUNCTION_NAMES = ['relay', 'sender', 'replay', 'console'];
+const FUNCTION_NAMES = ['relay', 'sender', 'replay', 'console', 'api'];
 const TABLE_NAMES = ['outbox', 'endpoints', 'attempts', 'health'];
 const QUEUE_NAMES = ['delivery', 'dlq', 'relayFailures'];
 
@@ -265,4 +265,26 @@ export function samEventToMapping(event: { Type: string; Properties: Record<stri
     mapping.DestinationConfig = { OnFailure: { Destination: DestinationConfig.OnFailure.Destination } };
   }
   return mapping;
+}
+
+/**
+ * A string built with Fn::Join (CDK) or Fn::Sub (template.yaml) as one text: references to
+ * named resources become `${name}`, pseudo parameters stay `${AWS::Region}` and the like,
+ * `GetAtt`s become `${name.Attr}`.
+ */
+export function flattenText(v: unknown, names: Names): string {
+  const nameOf = (id: string) => names[id] ?? id;
+  if (typeof v === 'string') return v;
+  const o = v as Record<string, any>;
+  if (o.Ref) return `\${${nameOf(o.Ref)}}`;
+  if (o['Fn::GetAtt']) return `\${${nameOf(o['Fn::GetAtt'][0])}.${o['Fn::GetAtt'][1]}}`;
+  if (o['Fn::Join']) return (o['Fn::Join'][1] as unknown[]).map((p) => flattenText(p, names)).join(o['Fn::Join'][0]);
+  if (o['Fn::Sub'] !== undefined) {
+    const text: string = Array.isArray(o['Fn::Sub']) ? o['Fn::Sub'][0] : o['Fn::Sub'];
+    return text.replace(/\$\{([^}]+)\}/g, (_m, ref: string) => {
+      const [id, ...attr] = ref.split('.');
+      return `\${${[nameOf(id), ...attr].join('.')}}`;
+    });
+  }
+  throw new Error(`cannot flatten ${JSON.stringify(v)}`);
 }

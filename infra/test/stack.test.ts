@@ -7,7 +7,8 @@ import * as fs from 'fs';
 import * as path from 'path';
 import { CfnElement, Stack } from 'aws-cdk-lib';
 import { Match } from 'aws-cdk-lib/assertions';
-import { STATE_MACHINE_DEFINITION_FILE } from '../lib/settings';
+import { API_ACCESS_LOG_FORMAT } from '../lib/constructs/api';
+import { API_REQUEST_DEADLINE_SECONDS, HTTP_API_INTEGRATION_TIMEOUT_SECONDS, STATE_MACHINE_DEFINITION_FILE } from '../lib/settings';
 import { dashboardWidgets, defaultStack, only, settings } from './helpers';
 
 const { stack, template, json, outdir } = defaultStack();
@@ -205,6 +206,7 @@ describe('functions', () => {
     ['sender', () => stack.functions.sender, settings.functions.sender],
     ['replay', () => stack.functions.replay, settings.functions.replay],
     ['console', () => stack.functions.console, settings.functions.console],
+    ['api', () => stack.functions.api, settings.functions.api],
   ] as const;
 
   test.each(fns)('%s: arm64, provided.al2023, bootstrap, timeout and memory from settings', (_n, fn, s) => {
@@ -294,6 +296,11 @@ describe('functions', () => {
       TERN_HEALTH_TABLE: ref(stack.storage.health),
       TERN_DLQ_URL: ref(stack.queues.dlq),
       TERN_REPLAY_FUNCTION: ref(stack.functions.replay),
+      // The "Is anything lost?" widget's stores and the schedule it judges overdue retries by.
+      TERN_OUTBOX_TABLE: ref(stack.storage.outbox),
+      TERN_RELAY_FAILURE_QUEUE_URL: ref(stack.queues.relayFailures),
+      TERN_DELIVERY_QUEUE_URL: ref(stack.queues.delivery),
+      TERN_RETRY_SCHEDULE: settings.delivery.retrySchedule.join(','),
       // The sender's thresholds: the Endpoints widget names the states the sender acts on.
       TERN_HEALTH_FAILURE_THRESHOLD: String(settings.health.failureThreshold),
       TERN_HEALTH_PROBE_INTERVAL_SECONDS: String(settings.health.probeIntervalSeconds),
@@ -303,6 +310,37 @@ describe('functions', () => {
       TERN_HEALTH_MIN_ATTEMPTS: String(settings.health.minAttempts),
       TERN_HEALTH_MAX_PAUSE_SECONDS: String(settings.health.maxPauseSeconds),
     });
+  });
+
+  test('api environment: the four tables, the two queues, and the settings the sender and relay apply', () => {
+    expect(resource(stack.functions.api).Properties.Environment.Variables).toEqual({
+      RUST_LOG: 'info',
+      TERN_ENDPOINTS_TABLE: ref(stack.storage.endpoints),
+      TERN_ATTEMPTS_TABLE: ref(stack.storage.attempts),
+      TERN_OUTBOX_TABLE: ref(stack.storage.outbox),
+      TERN_HEALTH_TABLE: ref(stack.storage.health),
+      TERN_DELIVERY_QUEUE_URL: ref(stack.queues.delivery),
+      TERN_DLQ_URL: ref(stack.queues.dlq),
+      TERN_MAX_PAYLOAD_BYTES: String(settings.delivery.maxPayloadBytes),
+      TERN_ATTEMPT_TIMEOUT_MS: String(settings.delivery.attemptTimeoutMs),
+      TERN_HTTPS_ONLY: 'true',
+      TERN_NAT64: String(settings.delivery.nat64),
+      TERN_ATTEMPT_LOG_TTL_DAYS: String(settings.delivery.attemptLogTtlDays),
+      TERN_OUTBOX_TTL_DAYS: String(settings.delivery.outboxTtlDays),
+      TERN_HEALTH_FAILURE_THRESHOLD: String(settings.health.failureThreshold),
+      TERN_HEALTH_PROBE_INTERVAL_SECONDS: String(settings.health.probeIntervalSeconds),
+      TERN_HEALTH_WINDOW_SECONDS: String(settings.health.windowSeconds),
+      TERN_HEALTH_DISABLE_BELOW_PERCENT: String(settings.health.disableBelowPercent),
+      TERN_HEALTH_DEGRADED_BELOW_PERCENT: String(settings.health.degradedBelowPercent),
+      TERN_HEALTH_MIN_ATTEMPTS: String(settings.health.minAttempts),
+      TERN_HEALTH_MAX_PAUSE_SECONDS: String(settings.health.maxPauseSeconds),
+    });
+  });
+
+  test("api timeout: above the router's 25 s deadline, below API Gateway's 30 s integration timeout", () => {
+    const timeout = resource(stack.functions.api).Properties.Timeout;
+    expect(timeout).toBeGreaterThan(API_REQUEST_DEADLINE_SECONDS);
+    expect(timeout).toBeLessThan(HTTP_API_INTEGRATION_TIMEOUT_SECONDS);
   });
 
   test('attempt timeout is well below the sender timeout', () => {
@@ -397,7 +435,7 @@ describe('least-privilege IAM', () => {
     );
   });
 
-  test('console: read the DLQ without deleting, list and enable endpoints, read attempts, invoke replay', () => {
+  test('console: read the DLQ without deleting, list and enable endpoints, read attempts, invoke replay, audit', () => {
     expect(permissions(roleOf(stack.functions.console))).toEqual(
       [
         // tern_ops::peek receives, then releases (ChangeMessageVisibility 0): no DeleteMessage.
@@ -419,23 +457,65 @@ describe('least-privilege IAM', () => {
         'dynamodb:Scan on health',
         // Enable puts a rate-limit schedule that lies ahead back (`rt` alone).
         'dynamodb:UpdateItem on health',
+        // Is anything lost? The outbox scanned, the relay-failure queue read and released,
+        // the delivery queue counted.
+        'dynamodb:Scan on outbox',
+        'sqs:ChangeMessageVisibility on relayFailures',
+        'sqs:ReceiveMessage on relayFailures',
+        'sqs:GetQueueAttributes on delivery',
         'logs:CreateLogStream on own log group',
         'logs:PutLogEvents on own log group',
       ].sort(),
     );
   });
 
-  test('only the sender writes the outbox, and only PutItem (operational events; the application writes the rest)', () => {
-    for (const fn of [stack.functions.relay, stack.functions.replay, stack.functions.console]) {
+  test('api: exactly the items its routes read and write, the delivery queue, the DLQ; no Scan, no index, no attempt writes', () => {
+    expect(permissions(roleOf(stack.functions.api))).toEqual(
+      [
+        // Read one (ownership), list a tenant's, create, PATCH/enable/disable/rotate, delete.
+        'dynamodb:GetItem on endpoints',
+        'dynamodb:Query on endpoints',
+        'dynamodb:PutItem on endpoints',
+        'dynamodb:UpdateItem on endpoints',
+        'dynamodb:DeleteItem on endpoints',
+        // An event's attempts and pair states, an endpoint's log: the table, no index.
+        'dynamodb:Query on attempts',
+        // Publish (conditional put) and read an event.
+        'dynamodb:PutItem on outbox',
+        'dynamodb:GetItem on outbox',
+        // The health view, and enable's reset.
+        'dynamodb:GetItem on health',
+        'dynamodb:DeleteItem on health',
+        // Resend, recover and replay.
+        'sqs:SendMessage on delivery',
+        // The tenant's dead letters: read, let go, and delete what a replay moved.
+        'sqs:ReceiveMessage on dlq',
+        'sqs:ChangeMessageVisibility on dlq',
+        'sqs:DeleteMessage on dlq',
+        'logs:CreateLogStream on own log group',
+        'logs:PutLogEvents on own log group',
+      ].sort(),
+    );
+  });
+
+  test('only the sender and the api write the outbox, and only PutItem (operational events, publish; the application writes the rest)', () => {
+    for (const fn of [stack.functions.relay, stack.functions.replay]) {
       expect(permissions(roleOf(fn)).filter((p) => p.endsWith(' on outbox'))).toEqual([]);
     }
+    // The console only reads it (the "Is anything lost?" widget's Scan).
+    expect(permissions(roleOf(stack.functions.console)).filter((p) => p.endsWith(' on outbox'))).toEqual([
+      'dynamodb:Scan on outbox',
+    ]);
     expect(permissions(roleOf(stack.functions.sender)).filter((p) => p.endsWith(' on outbox'))).toEqual([
+      'dynamodb:PutItem on outbox',
+    ]);
+    expect(permissions(roleOf(stack.functions.api)).filter((p) => p.endsWith(' on outbox') && !p.startsWith('dynamodb:GetItem'))).toEqual([
       'dynamodb:PutItem on outbox',
     ]);
   });
 
   test('no function may use a KMS key: the operational topic uses the AWS managed SNS key', () => {
-    for (const fn of [stack.functions.relay, stack.functions.sender, stack.functions.replay, stack.functions.console]) {
+    for (const fn of [stack.functions.relay, stack.functions.sender, stack.functions.replay, stack.functions.console, stack.functions.api]) {
       expect(permissions(roleOf(fn)).filter((p) => p.startsWith('kms:'))).toEqual([]);
     }
   });
@@ -487,8 +567,8 @@ describe('alarms', () => {
   const topic = () => ref(stack.alarms.topic);
   const a = settings.alarms;
 
-  test('fourteen alarms, each notifying the topic on alarm and on OK, missing data not breaching', () => {
-    template.resourceCountIs('AWS::CloudWatch::Alarm', 14);
+  test('fifteen alarms, each notifying the topic on alarm and on OK, missing data not breaching', () => {
+    template.resourceCountIs('AWS::CloudWatch::Alarm', 15);
     for (const alarm of stack.alarms.alarms) {
       const p = resource(alarm).Properties;
       expect(p.AlarmActions).toEqual([topic()]);
@@ -602,6 +682,21 @@ describe('alarms', () => {
     });
   });
 
+  test('the Tern API: more than settings.json alarms.api5xx (0: any) 5xx answers in 5 min, AWS/ApiGateway by ApiId', () => {
+    expect(a.api5xx).toBe(0);
+    expect(alarmProps('Api5xx')).toMatchObject({
+      Namespace: 'AWS/ApiGateway',
+      MetricName: '5xx',
+      Dimensions: [{ Name: 'ApiId', Value: ref(stack.api.httpApi) }],
+      Statistic: 'Sum',
+      Period: 300,
+      Threshold: a.api5xx,
+      ComparisonOperator: 'GreaterThanThreshold',
+      EvaluationPeriods: 1,
+      AlarmActions: [topic()],
+    });
+  });
+
   test('success rate below 95 % over 1 h: AttemptsSucceeded / Attempts in namespace Tern, Service=tern', () => {
     const p = alarmProps('SuccessRate');
     expect(p).toMatchObject({ Threshold: 95, ComparisonOperator: 'LessThanThreshold', EvaluationPeriods: 1 });
@@ -657,7 +752,7 @@ describe('dashboard', () => {
     const widgets = dashboardWidgets(json, stack.getLogicalId(stack.functions.console.node.defaultChild as CfnElement));
     const dlqGraph = widgets.find((w) => w.properties.title === 'DLQ and relay-failure depth');
     const custom = widgets.filter((w) => w.type === 'custom');
-    expect(custom.map((w) => w.properties.params.widget)).toEqual(['dead_letters', 'endpoints', 'waiting', 'event_lookup']);
+    expect(custom.map((w) => w.properties.params.widget)).toEqual(['dead_letters', 'endpoints', 'waiting', 'event_lookup', 'audit']);
     for (const w of custom) expect(w.properties.endpoint).toBe('CONSOLE_ARN');
     const deadLetters = custom[0];
     expect(deadLetters.y).toBe(dlqGraph.y);
@@ -669,6 +764,13 @@ describe('outputs', () => {
   test('the outbox table name and ARN are exported for the application', () => {
     expect(json.Outputs!.OutboxTableName).toMatchObject({ Value: ref(stack.storage.outbox), Export: { Name: 'Tern-OutboxTableName' } });
     expect(json.Outputs!.OutboxTableArn).toMatchObject({ Value: arn(stack.storage.outbox), Export: { Name: 'Tern-OutboxTableArn' } });
+  });
+
+  test("ApiUrl: the HTTP API's base URL (no stage path, no trailing slash), exported for the application", () => {
+    expect(json.Outputs!.ApiUrl).toMatchObject({
+      Value: { 'Fn::GetAtt': [logicalId(stack.api.httpApi), 'ApiEndpoint'] },
+      Export: { Name: 'Tern-ApiUrl' },
+    });
   });
 
   test('the delivery queue ARN is an output (the destination of a console redrive)', () => {
@@ -747,5 +849,80 @@ describe('operational events', () => {
     for (const rule of [stack.insights.failingEndpoints, stack.insights.busiestTenants]) {
       expect(body).toContain(JSON.stringify({ 'Fn::GetAtt': [stack.getLogicalId(rule), 'RuleName'] }));
     }
+  });
+});
+
+describe('the Tern API (API Gateway HTTP API)', () => {
+  const apiId = () => logicalId(stack.api.httpApi);
+  const ofApi = (type: string) => Object.entries(json.Resources).filter(([, r]) => r.Type === type && r.Properties.ApiId?.Ref === apiId());
+
+  test('one HTTP API', () => {
+    template.resourceCountIs('AWS::ApiGatewayV2::Api', 1);
+    expect(resource(stack.api.httpApi).Properties).toMatchObject({ ProtocolType: 'HTTP' });
+  });
+
+  test('every route of every API uses AWS_IAM authorization; the one route is ANY /{proxy+}', () => {
+    const routes = Object.values(json.Resources).filter((r) => r.Type === 'AWS::ApiGatewayV2::Route');
+    expect(routes.map((r) => r.Properties.RouteKey)).toEqual(['ANY /{proxy+}']);
+    for (const r of routes) expect(r.Properties.AuthorizationType).toBe('AWS_IAM');
+    // No authorizer resource (IAM needs none) that a route could point at instead.
+    template.resourceCountIs('AWS::ApiGatewayV2::Authorizer', 0);
+  });
+
+  test('the route goes to the api function by Lambda proxy, payload format 2.0 (what lambda_http reads)', () => {
+    const [[integrationId, integration]] = ofApi('AWS::ApiGatewayV2::Integration');
+    expect(integration.Properties).toMatchObject({
+      IntegrationType: 'AWS_PROXY',
+      IntegrationUri: arn(stack.functions.api),
+      PayloadFormatVersion: '2.0',
+    });
+    // API Gateway's default and longest wait (30 s): no shorter timeout cuts the router's 25 s.
+    expect(integration.Properties.TimeoutInMillis).toBeUndefined();
+    const [[, route]] = ofApi('AWS::ApiGatewayV2::Route');
+    expect(route.Properties.Target).toEqual({ 'Fn::Join': ['', ['integrations/', { Ref: integrationId }]] });
+  });
+
+  test('only this API may invoke the api function, and only through its {proxy+} route', () => {
+    const permissions = Object.values(json.Resources).filter(
+      (r) => r.Type === 'AWS::Lambda::Permission' && JSON.stringify(r.Properties.FunctionName).includes(logicalId(stack.functions.api)),
+    );
+    expect(permissions).toHaveLength(1);
+    const p = permissions[0].Properties;
+    expect(p).toMatchObject({ Action: 'lambda:InvokeFunction', Principal: 'apigateway.amazonaws.com' });
+    const [, parts] = p.SourceArn['Fn::Join'];
+    expect(parts).toContainEqual({ Ref: apiId() });
+    expect(parts[parts.length - 1]).toBe('/*/*/{proxy+}');
+  });
+
+  test('one stage, $default, deployed automatically, throttled as settings.json api says', () => {
+    const stages = ofApi('AWS::ApiGatewayV2::Stage');
+    expect(stages).toHaveLength(1);
+    expect(stages[0][1].Properties).toMatchObject({
+      StageName: '$default',
+      AutoDeploy: true,
+      DefaultRouteSettings: {
+        ThrottlingRateLimit: settings.api.throttlingRateLimit,
+        ThrottlingBurstLimit: settings.api.throttlingBurstLimit,
+      },
+    });
+  });
+
+  test('access log: one JSON line per request to its own log group with the retention of settings.json', () => {
+    const [[, stage]] = ofApi('AWS::ApiGatewayV2::Stage');
+    const log = stage.Properties.AccessLogSettings;
+    expect(log.DestinationArn).toEqual(arn(stack.api.accessLogs));
+    expect(resource(stack.api.accessLogs).Properties.RetentionInDays).toBe(settings.logs.retentionDays);
+    expect(log.Format).toBe(API_ACCESS_LOG_FORMAT);
+    const fields = JSON.parse(log.Format);
+    // Who called (the IAM principal), what, how it ended, and why API Gateway refused or failed.
+    expect(fields).toMatchObject({
+      requestId: '$context.requestId',
+      caller: '$context.identity.userArn',
+      method: '$context.httpMethod',
+      path: '$context.path',
+      status: '$context.status',
+      error: '$context.error.message',
+      integrationError: '$context.integrationErrorMessage',
+    });
   });
 });

@@ -14,6 +14,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 
 pub use tern_local::receiver::{Behavior, Captured, Receiver, Reply};
 
+pub mod api;
 pub mod fault_proxy;
 
 static MOTO_URL: OnceLock<Result<String, String>> = OnceLock::new();

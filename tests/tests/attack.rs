@@ -58,6 +58,9 @@ fn new_endpoint(tenant: &str, url: &str, types: &[&str]) -> NewEndpoint {
         payload_format: tern_core::PayloadFormat::Raw,
         max_per_second: None,
         secret: None,
+        headers: Vec::new(),
+        auth: tern_core::receiver_auth::ReceiverAuth::None,
+        signatures: tern_core::Signatures::V1,
     }
 }
 

@@ -565,6 +565,13 @@ async fn browser_console_shows_health_what_waits_and_every_dead_letter() {
             {"capture": "waiting"},
             {"goto": format!("/widgets/event_lookup?event_id={}", to_off.as_str())},
             {"capture": "lookup"},
+            {"goto": "/widgets/audit?since=1h"},
+            {"capture": "audit"},
+            {"screenshot": "audit.png"},
+            {"goto": "/widgets/audit?since=%3Cimg%20src%3Dx%20onerror%3Dalert(1)%3E"},
+            {"capture": "audit-bad-window"},
+            {"goto": "/widgets/audit?since=3d"},
+            {"capture": "audit-too-long"},
         ]),
     )
     .await;
@@ -644,4 +651,44 @@ async fn browser_console_shows_health_what_waits_and_every_dead_letter() {
         lookup.contains("data-outcome=\"dead_letter:endpoint_disabled\""),
         "{lookup}"
     );
+    // Is anything lost? Every pair of the hour is accounted for: the disabled endpoint's
+    // in the DLQ with its reason, the open circuit's waiting or in flight.
+    let audit = html(&report, "audit");
+    assert!(
+        audit.contains("id=\"audit-verdict\" data-unaccounted=\"0\" data-pairs=\"9\""),
+        "{audit}"
+    );
+    assert!(
+        audit.contains("data-status=\"dead_lettered\" data-count=\"1\""),
+        "{audit}"
+    );
+    let off_row = audit
+        .split("<tr class=\"audit-pair\"")
+        .skip(1)
+        .find(|r| r.contains("data-endpoint=\"ep_off\""))
+        .unwrap_or_else(|| panic!("the disabled endpoint's pair is listed: {audit}"));
+    assert!(
+        off_row.contains("data-status=\"dead_lettered\""),
+        "{off_row}"
+    );
+    assert!(off_row.contains("endpoint_disabled"), "{off_row}");
+    let down_rows = audit
+        .split("<tr class=\"audit-pair\"")
+        .skip(1)
+        .filter(|r| r.contains("data-endpoint=\"ep_down\""))
+        .count();
+    assert_eq!(down_rows, 8, "the open circuit's pairs are listed: {audit}");
+    assert!(
+        capture(&report, "audit")["text"]
+            .as_str()
+            .unwrap()
+            .contains("Nothing is lost"),
+        "the verdict in words"
+    );
+    // A window that is not a time is said so, as text (no image, no script).
+    let bad = html(&report, "audit-bad-window");
+    assert!(bad.contains("id=\"audit-failed\""), "{bad}");
+    assert_eq!(capture(&report, "audit-bad-window")["images"], 0);
+    let too_long = capture(&report, "audit-too-long")["text"].as_str().unwrap();
+    assert!(too_long.contains("at most the last 24 hours"), "{too_long}");
 }

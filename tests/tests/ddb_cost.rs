@@ -643,3 +643,84 @@ async fn a_retry_is_listed_as_waiting_by_its_finish_and_unlisted_by_its_next_cla
         "nothing POSTed while paused"
     );
 }
+
+/// Issue 18: what the endpoint log (the delivery log by endpoint) adds, counted on the
+/// wire: one `PutItem` per endpoint per batch, its item under 1 KB (one write unit). A
+/// full batch of ten deliveries to one endpoint pays 0.1 write unit per delivery; a batch
+/// spread over ten endpoints, 1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_endpoint_log_costs_one_write_per_endpoint_per_batch() {
+    use tern_tests::fault_proxy::Service;
+    let proxy = moto_proxy().await;
+    let local = deployment_through_without_pollers(&proxy, "ddb-log", options()).await;
+    let receiver = Receiver::start().await.unwrap();
+    let tenant = "tnt_logcost";
+    let one = add_endpoint(&local, tenant, &receiver.url("/one"), &["*"], None).await;
+    // Warm the endpoint cache and the health record: the batch below counts only what a
+    // steady stream of deliveries writes.
+    send(&local.sender, &message(tenant, &one, 999)).await;
+    let puts = || proxy.count(&Service::DynamoDb, "PutItem");
+    let updates = || proxy.count(&Service::DynamoDb, "UpdateItem");
+
+    let batch: Vec<DeliveryMessage> = (0..10).map(|n| message(tenant, &one, n)).collect();
+    let (p0, u0) = (puts(), updates());
+    let bodies: Vec<String> = batch.iter().map(DeliveryMessage::to_body).collect();
+    let (response, results) =
+        tern_handlers::sender::handle(&local.sender, sqs_event(&bodies), &metrics()).await;
+    assert!(response.batch_item_failures.is_empty(), "{results:?}");
+    let (p1, u1) = (puts() - p0, updates() - u0);
+    eprintln!(
+        "batch of 10 to one endpoint: {u1} UpdateItem (claims, delivered marks, health) and {p1} PutItem (the endpoint log)"
+    );
+    assert_eq!(p1, 1, "one endpoint log item for the batch");
+    assert_eq!(
+        u1,
+        10 * 2 + 1,
+        "two ledger writes per delivery, one health write"
+    );
+
+    // The item: ten lines, under 1 KB even with 36-character event ids.
+    let items = local
+        .dynamodb()
+        .query()
+        .table_name(&local.resources.attempts_table)
+        .key_condition_expression("event_id = :p")
+        .expression_attribute_values(":p", AttributeValue::S(format!("log#{}", one.id)))
+        .send()
+        .await
+        .unwrap()
+        .items
+        .unwrap_or_default();
+    let item = items
+        .iter()
+        .find(|i| matches!(i.get("entries"), Some(AttributeValue::S(s)) if s.lines().count() == 10))
+        .expect("the batch's item");
+    let size = tern_aws::ledger::item_size_bytes(item);
+    eprintln!("endpoint log item for 10 deliveries: {size} bytes");
+    assert!(size <= 1024, "{size} bytes: more than one write unit");
+
+    // The same batch spread over ten endpoints: one item per endpoint.
+    let mut spread = Vec::new();
+    for n in 0..10 {
+        let ep = add_endpoint(
+            &local,
+            tenant,
+            &receiver.url(&format!("/e{n}")),
+            &["*"],
+            None,
+        )
+        .await;
+        send(&local.sender, &message(tenant, &ep, 500 + n)).await;
+        spread.push(message(tenant, &ep, 600 + n));
+    }
+    let p0 = puts();
+    let bodies: Vec<String> = spread.iter().map(DeliveryMessage::to_body).collect();
+    let (response, _) =
+        tern_handlers::sender::handle(&local.sender, sqs_event(&bodies), &metrics()).await;
+    assert!(response.batch_item_failures.is_empty());
+    assert_eq!(
+        puts() - p0,
+        10,
+        "one endpoint log item per endpoint of the batch"
+    );
+}

@@ -215,7 +215,10 @@ async fn post(client: &DeliveryClient, port: u16) -> AttemptResult {
         .attempt(AttemptRequest {
             url: &format!("https://{HOST}:{port}/hook"),
             body: Bytes::from_static(br#"{"h2":true}"#),
-            headers: &[("webhook-id", "msg_h2".to_owned())],
+            headers: &[tern_core::request::OutgoingHeader::plain(
+                "webhook-id",
+                "msg_h2",
+            )],
             deadline: Duration::from_secs(10),
         })
         .await

@@ -48,7 +48,10 @@ async fn post(client: &DeliveryClient, url: &str, body: Bytes) -> AttemptResult 
         .attempt(AttemptRequest {
             url,
             body,
-            headers: &[("webhook-id", "msg_field_http".to_owned())],
+            headers: &[tern_core::request::OutgoingHeader::plain(
+                "webhook-id",
+                "msg_field_http",
+            )],
             deadline: Duration::from_secs(10),
         })
         .await

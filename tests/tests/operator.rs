@@ -387,6 +387,23 @@ async fn show_prints_every_field_and_never_a_secret() {
             description: Some(Some("billing receiver".into())),
             timeout_ms: Some(Some(5_000)),
             payload_format: Some(PayloadFormat::StandardWebhooks),
+            headers: Some(vec![
+                tern_core::custom_headers::CustomHeader::new(
+                    "X-Tenant",
+                    tern_core::custom_headers::FieldValue::Plain("acme".into()),
+                )
+                .unwrap(),
+                tern_core::custom_headers::CustomHeader::new(
+                    "X-Api-Key",
+                    tern_core::custom_headers::FieldValue::Secret(tern_core::SecretValue::new(
+                        "show-header-secret-77",
+                    )),
+                )
+                .unwrap(),
+            ]),
+            auth: Some(tern_core::receiver_auth::ReceiverAuth::Bearer {
+                token: tern_core::SecretValue::new("show-bearer-secret-88"),
+            }),
             ..EndpointUpdate::default()
         },
         &loopback_policy(),
@@ -414,6 +431,10 @@ async fn show_prints_every_field_and_never_a_secret() {
         "timeout (ms):         5000",
         "payload format:       standard_webhooks",
         "rate limit:           none",
+        "x-tenant: acme",
+        "x-api-key: (secret, set)",
+        "auth:                 bearer token=(secret, set)",
+        "signatures:           v1",
         "maintenance",
         "current",
         "previous",
@@ -448,6 +469,10 @@ async fn show_prints_every_field_and_never_a_secret() {
         "timeout_ms",
         "payload_format",
         "max_per_second",
+        "headers",
+        "auth",
+        "signatures",
+        "signing_keys",
         "secrets",
         "created_at",
         "updated_at",
@@ -476,6 +501,16 @@ async fn show_prints_every_field_and_never_a_secret() {
         secrets[1]["fingerprint"],
         tern_core::endpoint::secret_fingerprint(&first_secret)
     );
+    assert_eq!(v["headers"][0]["value"], "acme");
+    assert_eq!(v["headers"][1]["name"], "x-api-key");
+    assert_eq!(v["headers"][1]["secret"], true);
+    assert!(v["headers"][1]["value"].is_null());
+    assert_eq!(v["auth"]["type"], "bearer");
+    for out in [&text, &json] {
+        for secret in ["show-header-secret-77", "show-bearer-secret-88"] {
+            assert!(!out.contains(secret), "{secret} was printed:\n{out}");
+        }
+    }
     for secret in [&first_secret, &new_secret] {
         let raw = secret.expose();
         let key = raw.trim_start_matches("whsec_");
@@ -561,6 +596,18 @@ async fn update_changes_only_the_named_fields_and_keeps_a_concurrent_disable_and
         max_attempts: Some(None),
         payload_format: Some(PayloadFormat::StandardWebhooks),
         max_per_second: Some(Some(7)),
+        headers: Some(vec![
+            tern_core::custom_headers::CustomHeader::new(
+                "X-Tenant",
+                tern_core::custom_headers::FieldValue::Plain("acme".into()),
+            )
+            .unwrap(),
+        ]),
+        auth: Some(tern_core::receiver_auth::ReceiverAuth::Basic {
+            username: "tern".into(),
+            password: tern_core::SecretValue::new("pw"),
+        }),
+        signatures: Some(tern_core::Signatures::V1),
     };
     let after = ops::update_endpoint(
         &store,
@@ -583,6 +630,8 @@ async fn update_changes_only_the_named_fields_and_keeps_a_concurrent_disable_and
     assert_eq!(after.max_attempts, None, "back to the schedule's budget");
     assert_eq!(after.payload_format, PayloadFormat::StandardWebhooks);
     assert_eq!(after.max_per_second, Some(7));
+    assert_eq!(Some(&after.headers), update.headers.as_ref());
+    assert_eq!(Some(&after.auth), update.auth.as_ref());
     assert!(after.updated_at.is_some());
     assert!(
         !after.enabled,

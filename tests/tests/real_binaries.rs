@@ -1,4 +1,4 @@
-//! The real Lambda binaries (`sender`, `relay`, `replay`, as `cargo build` makes them),
+//! The real Lambda binaries (`sender`, `relay`, `replay`, `api`, as `cargo build` makes them),
 //! each run once as Lambda would run its `bootstrap`: spawned with the Lambda environment
 //! and pointed at a Runtime API emulator on 127.0.0.1, with AWS on moto. Each gets an
 //! event from `events/` and its answer is checked, so a binary that cannot start (a
@@ -7,7 +7,7 @@
 //!
 //! The binaries are looked up next to this test's own executable (`target/<profile>/`);
 //! `cargo test --workspace --all-targets` (`make test`) builds them first. Run alone:
-//! `cargo build -p tern-sender -p tern-relay -p tern-replay` then
+//! `cargo build -p tern-sender -p tern-relay -p tern-replay -p tern-api-fn` then
 //! `cargo test -p tern-tests --test real_binaries`.
 
 use std::path::PathBuf;
@@ -34,8 +34,13 @@ fn binary(name: &str) -> PathBuf {
     let path = dir.join(name);
     assert!(
         path.is_file(),
-        "{} is missing: build it first with `cargo build -p tern-{name}` (make test does)",
-        path.display()
+        "{} is missing: build it first with `cargo build -p {}` (make test does)",
+        path.display(),
+        if name == "api" {
+            "tern-api-fn".to_owned()
+        } else {
+            format!("tern-{name}")
+        }
     );
     path
 }
@@ -168,4 +173,47 @@ async fn replay_binary_answers_a_replay_request() {
     assert_eq!(queued.len(), 1, "{queued:?}");
     let message = tern_core::DeliveryMessage::parse(&queued[0]).expect("a delivery message");
     assert_eq!(message.delivery_id.as_str(), "evt_fixture_1.ep_fixture");
+}
+
+/// The api binary answers an API Gateway HTTP API event (payload 2.0) whose request
+/// context carries the IAM caller API Gateway authorized (`events/apigw-http-iam-get-endpoint.json`):
+/// the endpoint, no secret. The same event without the IAM authorizer (a route left open
+/// by mistake) is a 401 problem.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_binary_answers_an_iam_authorized_api_gateway_event() {
+    let local = deployment_without_pollers("rbapi", LocalOptions::default()).await;
+    add_endpoint_with(
+        &local,
+        EndpointId::new("ep_fixture").expect("id"),
+        "tnt_fixture",
+        "http://127.0.0.1:9/hook",
+        &["order.paid"],
+        None,
+        None,
+    )
+    .await;
+    let mut f = Function::start("api", &local).await;
+    let event = fixture_json("apigw-http-iam-get-endpoint.json");
+    let got = f.invoke(&event).await;
+    assert_eq!(got["statusCode"], json!(200), "{got}");
+    let body: Value = serde_json::from_str(got["body"].as_str().expect("body")).expect("JSON");
+    assert_eq!(body["id"], "ep_fixture", "{body}");
+    assert_eq!(body["tenant_id"], "tnt_fixture");
+    assert!(!got["body"].as_str().unwrap_or("").contains("whsec_"));
+    // Another tenant's path with the same endpoint id: 404.
+    let mut other = event.clone();
+    other["rawPath"] = json!("/v1/tenants/tnt_other/endpoints/ep_fixture");
+    other["requestContext"]["http"]["path"] = other["rawPath"].clone();
+    let got = f.invoke(&other).await;
+    assert_eq!(got["statusCode"], json!(404), "{got}");
+    // No IAM caller in the context: refused.
+    let mut open = event;
+    open["requestContext"]
+        .as_object_mut()
+        .expect("context")
+        .remove("authorizer");
+    let got = f.invoke(&open).await;
+    assert_eq!(got["statusCode"], json!(401), "{got}");
+    let body: Value = serde_json::from_str(got["body"].as_str().expect("body")).expect("JSON");
+    assert_eq!(body["type"], "urn:tern:problem:unauthorized", "{body}");
 }

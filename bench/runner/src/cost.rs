@@ -28,6 +28,9 @@ pub const LAMBDA_ARM_GB_S: f64 = 0.000_013_333_4;
 pub const LOGS_GB: f64 = 0.50;
 /// EventBridge custom events (PutEvents), $ per event (64 KB chunks).
 pub const EVENTBRIDGE_EVENT: f64 = 1.00 / 1e6;
+/// API Gateway HTTP API, $ per request (the first 300 million a month; each 512 KB of a
+/// request is metered as one).
+pub const API_GATEWAY_HTTP_REQUEST: f64 = 1.00 / 1e6;
 /// EventBridge API destinations, $ per invocation.
 pub const API_DESTINATION_INVOCATION: f64 = 0.20 / 1e6;
 /// Step Functions Standard, $ per state transition.

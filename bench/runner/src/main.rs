@@ -7,11 +7,13 @@
 //! API emulator for the real binaries, and receivers in a child process (so their CPU is
 //! not counted as the sender's).
 
+mod api;
 mod cost;
 mod fakes;
 mod health;
 mod proxy;
 mod rate_limit;
+mod reach;
 mod relay;
 mod stats;
 
@@ -95,6 +97,15 @@ enum Command {
     /// sender batches in local mode; writes `<out>/rate.md` (also printed) and
     /// `<out>/rate.json`. About 2-6 minutes (local mode on moto).
     Rate,
+    /// Only the requests per delivery with OAuth2 client credentials on (`make
+    /// bench-reach`): no authentication, then tokens of an hour and of 4 s, on moto
+    /// behind the counting proxy with a token server on 127.0.0.1; writes `<out>/reach.md`
+    /// (also printed). About a minute.
+    Reach,
+    /// Only the Tern API (`make bench-api`): each route's latency in local mode against the
+    /// same port calls made directly, and a publish's cost; writes `<out>/api.md` (also
+    /// printed) and `<out>/api.json`. About two minutes.
+    Api,
 }
 
 fn target_dir() -> PathBuf {
@@ -113,6 +124,8 @@ fn main() -> Result<(), BoxError> {
         Some(Command::Requests) => runtime.block_on(requests_only(&args.out, args.aws_deliveries)),
         Some(Command::Relay) => runtime.block_on(relay_only(&args)),
         Some(Command::Rate) => runtime.block_on(rate_only(&args.out)),
+        Some(Command::Reach) => runtime.block_on(reach_only(&args.out, args.aws_deliveries)),
+        Some(Command::Api) => runtime.block_on(api_only(&args)),
         None => runtime.block_on(run(args)),
     }
 }
@@ -195,6 +208,53 @@ async fn requests_only(out: &Path, deliveries: usize) -> Result<(), BoxError> {
     Ok(())
 }
 
+async fn reach_only(out: &Path, deliveries: usize) -> Result<(), BoxError> {
+    std::fs::create_dir_all(out)?;
+    let moto = MotoServer::start().await?;
+    let proxy =
+        CountingProxy::start(&moto.url, &["relay", "sender", "esm", "app", "binary"]).await?;
+    let runs = reach::run(&proxy, deliveries).await?;
+    let md = format!(
+        "# Tern benchmarks: reach (OAuth2 client credentials)\n{}",
+        reach::markdown(&runs)
+    );
+    println!("\n{md}");
+    std::fs::write(out.join("reach.md"), &md)?;
+    eprintln!("wrote {}", out.join("reach.md").display());
+    Ok(())
+}
+
+async fn api_only(args: &Args) -> Result<(), BoxError> {
+    let out = &args.out;
+    std::fs::create_dir_all(out)?;
+    let bin_dir = args
+        .bin_dir
+        .clone()
+        .unwrap_or_else(|| target_dir().join("release"));
+    // The api binary's cold start and size against the reference, as `make bench` measures
+    // them for every function.
+    let mut rows = cold_starts(&bin_dir, args.rounds, &["api"]).await?;
+    rows.extend(
+        sizes(&bin_dir, &target_dir().join("lambda-zip"))
+            .into_iter()
+            .filter(|r| r.measure.ends_with(", api") || r.measure.contains(", api;")),
+    );
+    let report = api::run().await?;
+    let md = format!(
+        "# Tern benchmarks: the Tern API\n\n{}{}",
+        stats::markdown(&rows),
+        report.markdown()
+    );
+    println!("\n{md}");
+    std::fs::write(out.join("api.md"), &md)?;
+    std::fs::write(
+        out.join("api.json"),
+        serde_json::to_string_pretty(&json!({"functions": rows, "api": report}))?,
+    )?;
+    eprintln!("wrote {}", out.join("api.md").display());
+    Ok(())
+}
+
 async fn relay_only(args: &Args) -> Result<(), BoxError> {
     std::fs::create_dir_all(&args.out)?;
     let bin_dir = args
@@ -257,7 +317,7 @@ async fn run(args: Args) -> Result<(), BoxError> {
     let started = Instant::now();
     let mut rows = Vec::new();
 
-    rows.extend(cold_starts(&bin_dir, args.rounds).await?);
+    rows.extend(cold_starts(&bin_dir, args.rounds, &FUNCTIONS).await?);
     rows.push(cpu_per_delivery(args.rounds, args.cpu_deliveries).await?);
     rows.push(batch_latency(args.rounds).await?);
 
@@ -282,6 +342,7 @@ async fn run(args: Args) -> Result<(), BoxError> {
     drop(proxy);
     drop(moto);
     let relay_runs = relay::run(&bin_dir).await?;
+    let api_report = api::run().await?;
     let health = health::run().await?;
 
     let mut md = String::from("# Tern benchmarks\n\n");
@@ -303,6 +364,7 @@ async fn run(args: Args) -> Result<(), BoxError> {
     md.push_str("\n## Cost per million deliveries (1 KiB payloads, full batches; model in docs/cost.md)\n\n");
     md.push_str(&cost::markdown(&costs));
     md.push_str(&relay::markdown(&relay_runs));
+    md.push_str(&api_report.markdown());
     md.push_str(&health.markdown());
     md.push_str(&rate.markdown());
     println!("\n{md}");
@@ -317,6 +379,7 @@ async fn run(args: Args) -> Result<(), BoxError> {
         "cost_inputs": model,
         "cost": costs,
         "relay_fan_out": relay_runs,
+        "api": api_report,
         "endpoint_health": health,
         "rate_limit": rate,
     });
@@ -368,7 +431,7 @@ fn binary_path(bin_dir: &Path, name: &str) -> Result<PathBuf, BoxError> {
         Ok(p)
     } else {
         Err(format!(
-            "{} missing: build with `cargo build --release -p tern-sender -p tern-relay -p tern-replay -p tern-bench-hello` (make bench does)",
+            "{} missing: build with `cargo build --release -p tern-sender -p tern-relay -p tern-replay -p tern-api-fn -p tern-bench-hello` (make bench does)",
             p.display()
         )
         .into())
@@ -394,12 +457,16 @@ async fn cold_start(bin: &Path, name: &str) -> Result<f64, BoxError> {
     Ok(ready.duration_since(t0).as_secs_f64() * 1e3)
 }
 
-async fn cold_starts(bin_dir: &Path, rounds: usize) -> Result<Vec<Row>, BoxError> {
-    let names = ["sender", "relay", "replay"];
+/// The function binaries `make bench` measures.
+const FUNCTIONS: [&str; 4] = ["sender", "relay", "replay", "api"];
+
+/// Cold starts of the function binaries `names` against the hello-world reference,
+/// alternated, `rounds` each (milliseconds).
+async fn cold_starts(bin_dir: &Path, rounds: usize, names: &[&str]) -> Result<Vec<Row>, BoxError> {
     let hello = binary_path(bin_dir, "hello-world")?;
     let mut tern: BTreeMap<&str, Sample> = BTreeMap::new();
     let mut reference = Sample::default();
-    let bar = progress((rounds * 4) as u64, "cold start");
+    let bar = progress((rounds * (names.len() + 1)) as u64, "cold start");
     for round in 0..rounds {
         // Alternate the order each round so no binary always runs first (page cache).
         let mut order: Vec<Option<&str>> = names.iter().copied().map(Some).collect();
@@ -931,9 +998,16 @@ async fn aws_counts(proxy: &CountingProxy, n: usize) -> Result<AwsCounts, BoxErr
             n,
         ),
     ] {
-        let counts = scenario_counts(proxy, scenario, behavior, max_attempts, n, expected_posts)
-            .await
-            .map_err(|e| format!("scenario {scenario}: {e}"))?;
+        let counts = scenario_counts(
+            proxy,
+            scenario,
+            behavior,
+            |e| e.max_attempts = max_attempts,
+            n,
+            expected_posts,
+        )
+        .await
+        .map_err(|e| format!("scenario {scenario}: {e}"))?;
         scenarios.insert(scenario.to_owned(), counts);
         bar.inc(1);
     }
@@ -944,11 +1018,14 @@ async fn aws_counts(proxy: &CountingProxy, n: usize) -> Result<AwsCounts, BoxErr
     })
 }
 
-async fn scenario_counts(
+/// Publishes `n` events to one endpoint (at a receiver answering with `behavior`, set up
+/// by `configure`) through local mode behind `proxy`, waits for `expected_posts` POSTs
+/// and a drained queue, and returns the AWS calls counted.
+pub(crate) async fn scenario_counts(
     proxy: &CountingProxy,
     scenario: &str,
     behavior: Behavior,
-    max_attempts: Option<u32>,
+    configure: impl FnOnce(&mut Endpoint),
     n: usize,
     expected_posts: usize,
 ) -> Result<Counts, BoxError> {
@@ -992,7 +1069,8 @@ async fn scenario_counts(
         Secret::generate(),
         chrono::Utc::now(),
     );
-    endpoint.max_attempts = max_attempts;
+    configure(&mut endpoint);
+    endpoint.validate()?;
     tern_core::ports::EndpointStore::put(local.sender.endpoints.as_ref(), &endpoint).await?;
     let app = aws_sdk_dynamodb::Client::new(&sdk("app").await);
     let watch = aws_sdk_sqs::Client::new(&sdk("app").await);
@@ -1065,7 +1143,7 @@ fn one(v: Option<f64>) -> Sample {
 
 fn sizes(bin_dir: &Path, lambda_dir: &Path) -> Vec<Row> {
     let mut rows = Vec::new();
-    for n in ["sender", "relay", "replay"] {
+    for n in FUNCTIONS {
         rows.push(Row {
             measure: format!("release binary (host, {}), {n}", std::env::consts::ARCH),
             unit: "MB".into(),
@@ -1074,7 +1152,7 @@ fn sizes(bin_dir: &Path, lambda_dir: &Path) -> Vec<Row> {
             reference_sample: one(size_mb(&bin_dir.join("hello-world"))),
         });
     }
-    for n in ["sender", "relay", "replay"] {
+    for n in FUNCTIONS {
         rows.push(Row {
             measure: format!("arm64 zip (`make package`), {n}; goal <= 5 MB"),
             unit: "MB".into(),

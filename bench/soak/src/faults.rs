@@ -16,6 +16,7 @@ use rand::{Rng as _, SeedableRng as _};
 use serde::Serialize;
 use tern_core::DeliveryMessage;
 use tern_core::EventId;
+use tern_core::delivery_log::{EndpointLogPage, EndpointLogQuery, PairState};
 use tern_core::ports::{
     AttemptRecord, Claim, DeliveryLedger, DeliveryState, MessageQueue, PortError, QueueEntry,
 };
@@ -87,7 +88,8 @@ impl Dice {
 }
 
 /// The sender's ledger, panicking now and then around the POST. Every method forwards,
-/// the ones with a default too (a default would drop the waiting list's writes).
+/// the ones with a default too (a default would drop the waiting list's writes and the
+/// endpoint log's lines).
 pub struct PanickingLedger {
     /// The real ledger.
     pub inner: Arc<dyn DeliveryLedger>,
@@ -171,6 +173,18 @@ impl DeliveryLedger for PanickingLedger {
 
     async fn trace(&self, event: &EventId) -> Result<EventTrace, PortError> {
         self.inner.trace(event).await
+    }
+
+    async fn pair_states(&self, event: &EventId) -> Result<Vec<PairState>, PortError> {
+        self.inner.pair_states(event).await
+    }
+
+    async fn append_endpoint_log(&self, records: &[AttemptRecord]) -> Result<(), PortError> {
+        self.inner.append_endpoint_log(records).await
+    }
+
+    async fn endpoint_log(&self, query: &EndpointLogQuery) -> Result<EndpointLogPage, PortError> {
+        self.inner.endpoint_log(query).await
     }
 }
 

@@ -1,4 +1,5 @@
 import { Duration } from 'aws-cdk-lib';
+import * as apigwv2 from 'aws-cdk-lib/aws-apigatewayv2';
 import * as cw from 'aws-cdk-lib/aws-cloudwatch';
 import * as cwActions from 'aws-cdk-lib/aws-cloudwatch-actions';
 import * as iam from 'aws-cdk-lib/aws-iam';
@@ -18,6 +19,8 @@ export interface AlarmsProps {
   readonly functions: Functions;
   readonly queues: Queues;
   readonly stateMachine: sfn.IStateMachine;
+  /** The Tern API's HTTP API (its 5xx answers are alarmed). */
+  readonly api: apigwv2.IHttpApi;
   /** Subscribed to the topic by e-mail when set. */
   readonly alarmEmail?: string;
   /** The dashboard's URL: every alarm description ends with it (the console's widgets are there). */
@@ -98,6 +101,15 @@ export class Alarms extends Construct {
       new TernMetrics(props.settings.metrics.namespace).metric('MarkersLost'),
       a.markersLost,
       'The sender could not mark deliveries delivered or finished (attempts table throttled or failing): a later copy of each may be POSTed again (receivers dedupe on webhook-id). Check the attempts table\'s throttling and capacity.');
+
+    // API Gateway's count of 5xx answers of the Tern API (all stages: there is one): the
+    // function's 503 after its 25 s deadline (AWS too slow), a crash or timeout of the function
+    // (API Gateway's 500/503), an integration error. 4xx (a bad request, a denied signature,
+    // a throttle's 429) is the caller's and is not alarmed.
+    this.add('Api5xx',
+      props.api.metricServerError({ statistic: cw.Stats.SUM, period: Duration.minutes(5) }),
+      a.api5xx,
+      `The Tern API answered more than ${a.api5xx} requests with a 5xx in 5 minutes: read the api function's log and the API's access log (status, integrationError, error).`);
 
     const period = Duration.seconds(a.successRatePeriodSeconds);
     this.add('SuccessRate', new TernMetrics(props.settings.metrics.namespace).successRate(period),

@@ -100,6 +100,8 @@ export class Dashboard extends Construct {
     // What is waiting, per endpoint, with attempt numbers and due times (the ledger's waiting index).
     this.dashboard.addWidgets(consoleWidget('waiting', 'Waiting deliveries (per endpoint, due times)', 24, 8));
     this.dashboard.addWidgets(consoleWidget('event_lookup', 'Event lookup (attempt history)', 24, 6));
+    // Is anything lost? `tern audit`'s answer for the last hour (every pair accounted for).
+    this.dashboard.addWidgets(consoleWidget('audit', 'Is anything lost? (every pair of the last hour)', 24, 8));
     this.dashboard.addWidgets(
       new cw.GraphWidget({
         title: 'Relay and replay',

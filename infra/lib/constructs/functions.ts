@@ -28,8 +28,8 @@ export const RELAY_CHECKPOINT_ATTRIBUTES = ['event_id', 'sk', 'fanout_through', 
 /** The health item's key and its rate-limit schedule (`rt`): all the console's Enable may update. */
 export const HEALTH_RATE_SCHEDULE_ATTRIBUTES = ['tenant_id', 'endpoint_id', 'rt'];
 
-/** The four binaries of the Rust workspace (crates functions/relay, functions/sender, functions/replay, functions/console). */
-export type FunctionName = 'relay' | 'sender' | 'replay' | 'console';
+/** The five binaries of the Rust workspace (crates functions/relay, functions/sender, functions/replay, functions/console, functions/api). */
+export type FunctionName = 'relay' | 'sender' | 'replay' | 'console' | 'api';
 
 interface FunctionSpec {
   readonly name: FunctionName;
@@ -40,7 +40,7 @@ interface FunctionSpec {
 }
 
 /**
- * relay, sender and replay: arm64 on provided.al2023, each with its own role
+ * relay, sender, replay, console and api: arm64 on provided.al2023, each with its own role
  * (no AWS managed policy: it may write only to its own log group) and its own
  * log group with a retention. Permissions are added with grants, action by action.
  */
@@ -48,8 +48,10 @@ export class Functions extends Construct {
   public readonly relay: lambda.Function;
   public readonly sender: lambda.Function;
   public readonly replay: lambda.Function;
-  /** The operator's console: the dashboard's custom widgets (dead letters, endpoints, event lookup). */
+  /** The operator's console: the dashboard's custom widgets (dead letters, endpoints, waiting, event lookup, audit). */
   public readonly console: lambda.Function;
+  /** The Tern API (shared/tern-api's router through lambda_http), invoked by the HTTP API only. */
+  public readonly api: lambda.Function;
   /** The execution role of each function (created here so that no AWS managed policy is attached). */
   public readonly roles: Record<FunctionName, iam.Role> = {} as Record<FunctionName, iam.Role>;
   /** The log group of each function (the Contributor Insights rules read the sender's). */
@@ -129,7 +131,7 @@ export class Functions extends Construct {
 
     this.console = this.rustFunction(c, {
       name: 'console',
-      description: "Tern console: the dashboard's dead letters, endpoints, waiting and event lookup widgets (replay, enable)",
+      description: "Tern console: the dashboard's dead letters, endpoints, waiting, event lookup and audit widgets (replay, enable)",
       timeoutSeconds: s.functions.console.timeoutSeconds,
       memoryMb: s.functions.console.memoryMb,
       environment: {
@@ -139,7 +141,42 @@ export class Functions extends Construct {
         TERN_HEALTH_TABLE: storage.health.tableName,
         TERN_DLQ_URL: queues.dlq.queueUrl,
         TERN_REPLAY_FUNCTION: this.replay.functionName,
+        // The "Is anything lost?" widget: the outbox (Scan), the relay-failure queue (read
+        // whole), the delivery queue (counted) and the sender's schedule (when a retry is overdue).
+        TERN_OUTBOX_TABLE: storage.outbox.tableName,
+        TERN_RELAY_FAILURE_QUEUE_URL: queues.relayFailures.queueUrl,
+        TERN_DELIVERY_QUEUE_URL: queues.delivery.queueUrl,
+        TERN_RETRY_SCHEDULE: c.retrySchedule.join(','),
         // The sender's thresholds, so the Endpoints widget names the states the sender acts on.
+        ...healthEnv,
+      },
+    });
+
+    // The variables shared/tern-api/src/aws.rs reads (the six names are required).
+    this.api = this.rustFunction(c, {
+      name: 'api',
+      description: 'Tern API: endpoints, events, the delivery log and dead letters over HTTP, behind API Gateway with IAM authorization',
+      timeoutSeconds: s.functions.api.timeoutSeconds,
+      memoryMb: s.functions.api.memoryMb,
+      environment: {
+        RUST_LOG: 'info',
+        TERN_ENDPOINTS_TABLE: storage.endpoints.tableName,
+        TERN_ATTEMPTS_TABLE: storage.attempts.tableName,
+        TERN_OUTBOX_TABLE: storage.outbox.tableName,
+        TERN_HEALTH_TABLE: storage.health.tableName,
+        TERN_DELIVERY_QUEUE_URL: queues.delivery.queueUrl,
+        TERN_DLQ_URL: queues.dlq.queueUrl,
+        // Publish refuses what the relay would refuse.
+        TERN_MAX_PAYLOAD_BYTES: String(c.maxPayloadBytes),
+        // A test send's deadline (the API caps it at 10 s).
+        TERN_ATTEMPT_TIMEOUT_MS: String(c.attemptTimeoutMs),
+        // The sender's SSRF guard, applied when an endpoint is created or its URL changed.
+        TERN_HTTPS_ONLY: 'true',
+        TERN_NAT64: String(c.nat64),
+        TERN_ATTEMPT_LOG_TTL_DAYS: String(c.attemptLogTtlDays),
+        // A published event's outbox item expires like the application's own (settings.json delivery.outboxTtlDays).
+        TERN_OUTBOX_TTL_DAYS: String(s.delivery.outboxTtlDays),
+        // The health view names the states the sender acts on.
         ...healthEnv,
       },
     });
@@ -150,6 +187,48 @@ export class Functions extends Construct {
     queues.dlq.grant(this.replay, 'sqs:ReceiveMessage', 'sqs:DeleteMessage', 'sqs:ChangeMessageVisibility');
     queues.delivery.grant(this.replay, 'sqs:SendMessage');
     this.wireConsole(storage, queues);
+    this.wireApi(storage, queues);
+  }
+
+  /**
+   * The API's routes (shared/tern-api/src/routes) through the tern-aws adapters, action by action.
+   * No Scan anywhere (every read is keyed by the path's tenant, endpoint or event), no index,
+   * no write to the attempts table (resends and replays go through the delivery queue and the
+   * sender records them), no sns, states or lambda action.
+   */
+  private wireApi(storage: Storage, queues: Queues): void {
+    // Endpoints (DynamoEndpointStore): GetItem reads one (every route under /endpoints/{id}
+    // checks the tenant owns it); Query lists a tenant's (the list's pages, an event's
+    // subscribers, the replay's target check); PutItem creates; UpdateItem is PATCH, enable,
+    // disable and the secret's rotation; DeleteItem deletes.
+    storage.endpoints.grant(
+      this.api,
+      'dynamodb:GetItem',
+      'dynamodb:Query',
+      'dynamodb:PutItem',
+      'dynamodb:UpdateItem',
+      'dynamodb:DeleteItem',
+    );
+    // Attempts (DynamoLedger): Query only, on the table (not storage.attempts.grant, which adds
+    // `index/*`): an event's attempts (history), its pair states (the event view, resend,
+    // recover) and an endpoint's log (the delivery log, recover).
+    this.api.addToRolePolicy(
+      new iam.PolicyStatement({ actions: ['dynamodb:Query'], resources: [storage.attempts.tableArn] }),
+    );
+    // Outbox (DynamoEventStore): PutItem is publish (conditional on a new event id; a repeat
+    // reads the existing item back from the refused write); GetItem reads an event (the event
+    // view, its attempts, resend, recover).
+    storage.outbox.grant(this.api, 'dynamodb:PutItem', 'dynamodb:GetItem');
+    // Health (DynamoHealthStore): GetItem is the health view; DeleteItem is enable's reset
+    // (the circuit starts closed), as the console's Enable does.
+    storage.health.grant(this.api, 'dynamodb:GetItem', 'dynamodb:DeleteItem');
+    // Resend and recover put a message on the delivery queue; a replay moves dead letters
+    // there (SendMessageBatch is authorized by sqs:SendMessage).
+    queues.delivery.grant(this.api, 'sqs:SendMessage');
+    // The tenant's dead letters: ReceiveMessage and ChangeMessageVisibility read them and let
+    // them go again (the grouped view, the replay's check); DeleteMessage removes the ones a
+    // replay moved back to the delivery queue (the replay function's three actions).
+    queues.dlq.grant(this.api, 'sqs:ReceiveMessage', 'sqs:ChangeMessageVisibility', 'sqs:DeleteMessage');
   }
 
   /**
@@ -189,7 +268,14 @@ export class Functions extends Construct {
     // The unqualified function only (grantInvoke would add every version and alias, `:*`).
     this.console.addToRolePolicy(
       new iam.PolicyStatement({ actions: ['lambda:InvokeFunction'], resources: [this.replay.functionArn] }),
+    );    // The "Is anything lost?" widget: the outbox's events of the window (a Scan of the table,
+    // no index), the relay-failure queue read as the DLQ is (received, then released), the
+    // delivery queue only counted (GetQueueAttributes).
+    this.console.addToRolePolicy(
+      new iam.PolicyStatement({ actions: ['dynamodb:Scan'], resources: [storage.outbox.tableArn] }),
     );
+    queues.relayFailures.grant(this.console, 'sqs:ReceiveMessage', 'sqs:ChangeMessageVisibility');
+    queues.delivery.grant(this.console, 'sqs:GetQueueAttributes');
   }
 
   private wireRelay(s: TernSettings, c: TernConfig, storage: Storage, queues: Queues): void {
@@ -316,7 +402,7 @@ export class Functions extends Construct {
 }
 
 /** CloudWatch Logs accepts only some retention values. */
-function retentionDays(days: number): logs.RetentionDays {
+export function retentionDays(days: number): logs.RetentionDays {
   const allowed = Object.values(logs.RetentionDays).filter((v): v is number => typeof v === 'number');
   if (!allowed.includes(days)) {
     throw new Error(`logRetentionDays must be one of ${allowed.join(', ')}; got ${days}`);

@@ -9,10 +9,15 @@ use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
 use tern_core::endpoint::{EndpointSecret, EndpointUpdate};
-use tern_core::ports::{EndpointStore, PortError};
+use tern_core::ports::{EndpointPage, EndpointStore, PortError};
+use tern_core::signing_key::EndpointSigningKey;
 use tern_core::{Endpoint, EndpointId, TenantId};
 
 use crate::error::port_error;
+
+/// Most Query calls one [`EndpointStore::list_page`] makes: 10. With a state filter a read
+/// can return fewer items than asked; the page then ends early, with a cursor.
+pub const MAX_PAGE_READS: usize = 10;
 
 /// Endpoints in a DynamoDB table.
 #[derive(Clone, Debug)]
@@ -208,6 +213,63 @@ impl EndpointStore for DynamoEndpointStore {
                 return Ok(endpoints);
             }
         }
+    }
+
+    async fn list_page(
+        &self,
+        tenant: &TenantId,
+        after: Option<&EndpointId>,
+        limit: usize,
+        enabled: Option<bool>,
+    ) -> Result<EndpointPage, PortError> {
+        let limit = limit.max(1);
+        let mut endpoints = Vec::new();
+        let mut start = after.map(|a| {
+            HashMap::from([
+                (
+                    "tenant_id".to_owned(),
+                    AttributeValue::S(tenant.to_string()),
+                ),
+                ("endpoint_id".to_owned(), AttributeValue::S(a.to_string())),
+            ])
+        });
+        // A state filter is applied after `Limit` counts the items read, so a page may need
+        // several reads; bounded, and the cursor carries on where they stopped.
+        for _ in 0..MAX_PAGE_READS {
+            let remaining = i32::try_from(limit - endpoints.len()).unwrap_or(i32::MAX);
+            let mut request = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression("tenant_id = :t")
+                .expression_attribute_values(":t", AttributeValue::S(tenant.to_string()))
+                .consistent_read(true)
+                .limit(remaining)
+                .set_exclusive_start_key(start);
+            if let Some(on) = enabled {
+                request = request
+                    .filter_expression("enabled = :on")
+                    .expression_attribute_values(":on", AttributeValue::Bool(on));
+            }
+            let out = request.send().await.map_err(port_error)?;
+            for item in out.items.unwrap_or_default() {
+                match from_item(item) {
+                    Ok(e) => endpoints.push(e),
+                    Err(e) => {
+                        tracing::error!(error = %e, %tenant, "skipping unreadable endpoint item")
+                    }
+                }
+            }
+            start = out.last_evaluated_key;
+            if start.is_none() || endpoints.len() >= limit {
+                break;
+            }
+        }
+        let next = start.and_then(|key| match key.get("endpoint_id") {
+            Some(AttributeValue::S(id)) => EndpointId::new(id.clone()).ok(),
+            _ => None,
+        });
+        Ok(EndpointPage { endpoints, next })
     }
 
     async fn list_all(&self) -> Result<Vec<Endpoint>, PortError> {
@@ -431,6 +493,15 @@ impl EndpointStore for DynamoEndpointStore {
                 r.map(|r| AttributeValue::N(r.to_string())),
             );
         }
+        if let Some(h) = &update.headers {
+            field("headers", Some(value(h)?));
+        }
+        if let Some(a) = &update.auth {
+            field("auth", Some(value(a)?));
+        }
+        if let Some(s) = update.signatures {
+            field("signatures", Some(AttributeValue::S(s.as_str().to_owned())));
+        }
         let mut expression = format!("SET {}", set.join(", "));
         if !remove.is_empty() {
             expression.push_str(&format!(" REMOVE {}", remove.join(", ")));
@@ -449,6 +520,18 @@ impl EndpointStore for DynamoEndpointStore {
         let value: AttributeValue = serde_dynamo::to_attribute_value(secrets)
             .map_err(|e| PortError::Rejected(format!("secrets do not serialize: {e}")))?;
         self.update_existing(tenant, id, "SET secrets = :s", vec![(":s", value)])
+            .await
+    }
+
+    async fn set_signing_keys(
+        &self,
+        tenant: &TenantId,
+        id: &EndpointId,
+        keys: &[EndpointSigningKey],
+    ) -> Result<(), PortError> {
+        let value: AttributeValue = serde_dynamo::to_attribute_value(keys)
+            .map_err(|e| PortError::Rejected(format!("signing keys do not serialize: {e}")))?;
+        self.update_existing(tenant, id, "SET signing_keys = :k", vec![(":k", value)])
             .await
     }
 }

@@ -36,6 +36,7 @@ use aws_sdk_dynamodb::types::{
 };
 use chrono::{DateTime, Utc};
 use tern_core::DeliveryMessage;
+use tern_core::delivery_log::{EndpointLogPage, EndpointLogQuery, PairState as LatestPairState};
 use tern_core::ports::{
     AttemptRecord, Claim, DeliveryLedger, DeliveryState, OUTCOME_ABANDONED, PortError,
 };
@@ -47,8 +48,8 @@ use crate::error::port_error;
 /// The ledger in one table.
 #[derive(Clone, Debug)]
 pub struct DynamoLedger {
-    client: Client,
-    table: String,
+    pub(crate) client: Client,
+    pub(crate) table: String,
     ttl: chrono::Duration,
 }
 
@@ -62,7 +63,7 @@ impl DynamoLedger {
         }
     }
 
-    fn expires_at(&self) -> AttributeValue {
+    pub(crate) fn expires_at(&self) -> AttributeValue {
         AttributeValue::N((Utc::now() + self.ttl).timestamp().to_string())
     }
 
@@ -231,13 +232,15 @@ fn refusal(
     key: u64,
     token: &AttributeValue,
     now: DateTime<Utc>,
+    resend: bool,
 ) -> Refusal {
     let Some(item) = item else {
         return Refusal::Settled(Claim::AlreadyClaimed);
     };
     // Delivered wins over our own claim: a slow earlier holder of this attempt may have
-    // delivered it after we took it over; then there is nothing left to send.
-    if item.contains_key("delivered_at") {
+    // delivered it after we took it over; then there is nothing left to send. A manual
+    // resend is sent to a delivered pair on purpose: only its claim key counts.
+    if !resend && item.contains_key("delivered_at") {
         return Refusal::Settled(Claim::AlreadyDelivered);
     }
     let number = |name: &str| match item.get(name) {
@@ -259,6 +262,19 @@ fn refusal(
         Refusal::Expired
     } else {
         Refusal::Settled(Claim::AlreadyClaimed)
+    }
+}
+
+/// The claim conditions' first clause: a pair already delivered refuses every message but
+/// a manual resend ([`DeliveryMessage::resend`]), whose attempt key alone decides (it is
+/// above every earlier message of the pair, so it is sent once; its own retries follow).
+/// A resend that succeeds on a delivered pair cannot store its success on the state item
+/// (the first success stays there); it gets its own row, as a taken-over success does.
+fn not_delivered_unless_resend(message: &DeliveryMessage) -> &'static str {
+    if message.resend {
+        ""
+    } else {
+        "attribute_not_exists(delivered_at) AND "
     }
 }
 
@@ -310,10 +326,11 @@ impl DynamoLedger {
             // Never over this call's own takeover: a retry whose first try was applied
             // must not count a second takeover (its lease can be over already when the
             // lease given was short).
-            .condition_expression(
-                "attribute_not_exists(delivered_at) AND claim_key = :k AND claim_done = :f AND lease_until < :now \
+            .condition_expression(format!(
+                "{}claim_key = :k AND claim_done = :f AND lease_until < :now \
                  AND (attribute_not_exists(claim_token) OR claim_token <> :tok)",
-            )
+                not_delivered_unless_resend(message)
+            ))
             .expression_attribute_values(":k", n(message.attempt_key()))
             .expression_attribute_values(":lease", ms(lease_until))
             .expression_attribute_values(":now", ms(now))
@@ -331,7 +348,7 @@ impl DynamoLedger {
             Err(e) => {
                 return match e.as_service_error() {
                     Some(UpdateItemError::ConditionalCheckFailedException(c)) => {
-                        match refusal(c.item(), message.attempt_key(), token, now) {
+                        match refusal(c.item(), message.attempt_key(), token, now, message.resend) {
                             Refusal::Settled(claim) => Ok(claim),
                             // Expired again already: someone else's takeover crashed in
                             // between; leave it to the next redelivery.
@@ -535,12 +552,14 @@ impl DeliveryLedger for DynamoLedger {
                  {}",
                 crate::waiting::UNLIST
             ))
-            // Granted when the pair is not delivered and nobody claimed it, or only an
-            // earlier attempt was claimed. A takeover of this very attempt is a second
-            // write (below), so the new holder learns its takeover number.
-            .condition_expression(
-                "attribute_not_exists(delivered_at) AND (attribute_not_exists(claim_key) OR claim_key < :k)",
-            )
+            // Granted when the pair is not delivered (a manual resend: delivered or not)
+            // and nobody claimed it, or only an earlier attempt was claimed. A takeover of
+            // this very attempt is a second write (below), so the new holder learns its
+            // takeover number.
+            .condition_expression(format!(
+                "{}(attribute_not_exists(claim_key) OR claim_key < :k)",
+                not_delivered_unless_resend(message)
+            ))
             .expression_attribute_values(":k", n(message.attempt_key()))
             .expression_attribute_values(":lease", ms(lease_until))
             .expression_attribute_values(":now", ms(now))
@@ -556,7 +575,7 @@ impl DeliveryLedger for DynamoLedger {
             Ok(_) => Ok(Claim::Granted),
             Err(e) => match e.as_service_error() {
                 Some(UpdateItemError::ConditionalCheckFailedException(c)) => {
-                    match refusal(c.item(), message.attempt_key(), &token, now) {
+                    match refusal(c.item(), message.attempt_key(), &token, now, message.resend) {
                         Refusal::Settled(claim) => Ok(claim),
                         // Our own first try was applied: the claim is ours.
                         Refusal::Ours { takeover } => Ok(held(takeover)),
@@ -783,6 +802,18 @@ impl DeliveryLedger for DynamoLedger {
         }
     }
 
+    async fn pair_states(&self, event: &EventId) -> Result<Vec<LatestPairState>, PortError> {
+        self.read_pair_states(event).await
+    }
+
+    async fn append_endpoint_log(&self, records: &[AttemptRecord]) -> Result<(), PortError> {
+        self.write_endpoint_log(records).await
+    }
+
+    async fn endpoint_log(&self, query: &EndpointLogQuery) -> Result<EndpointLogPage, PortError> {
+        self.read_endpoint_log(query).await
+    }
+
     async fn history(&self, event: &EventId) -> Result<Vec<AttemptRecord>, PortError> {
         let mut records = Vec::new();
         let mut start = None;
@@ -915,7 +946,7 @@ mod tests {
         assert_ne!(mine, theirs, "each claim call has its own token");
         let ours = |i: &HashMap<String, AttributeValue>, key| {
             matches!(
-                refusal(Some(i), key, &mine, now),
+                refusal(Some(i), key, &mine, now, false),
                 Refusal::Ours { takeover: 2 }
             )
         };
@@ -926,11 +957,11 @@ mod tests {
         );
         // Another holder's live claim: a true duplicate.
         assert!(matches!(
-            refusal(Some(&item(&theirs, live)), 7, &mine, now),
+            refusal(Some(&item(&theirs, live)), 7, &mine, now, false),
             Refusal::Settled(Claim::AlreadyClaimed)
         ));
         assert!(matches!(
-            refusal(Some(&item(&theirs, over)), 7, &mine, now),
+            refusal(Some(&item(&theirs, over)), 7, &mine, now, false),
             Refusal::Expired
         ));
         // Our token but a later attempt's key, a finished claim, or a delivered pair.
@@ -941,8 +972,20 @@ mod tests {
         let mut delivered = item(&mine, live);
         delivered.insert("delivered_at".into(), AttributeValue::S(now.to_rfc3339()));
         assert!(matches!(
-            refusal(Some(&delivered), 7, &mine, now),
+            refusal(Some(&delivered), 7, &mine, now, false),
             Refusal::Settled(Claim::AlreadyDelivered)
+        ));
+        // A resend is sent to a delivered pair on purpose: its own claim is its own, and
+        // another's live claim of the same attempt is a duplicate, delivered or not.
+        assert!(matches!(
+            refusal(Some(&delivered), 7, &mine, now, true),
+            Refusal::Ours { takeover: 2 }
+        ));
+        let mut theirs_delivered = item(&theirs, live);
+        theirs_delivered.insert("delivered_at".into(), AttributeValue::S(now.to_rfc3339()));
+        assert!(matches!(
+            refusal(Some(&theirs_delivered), 7, &mine, now, true),
+            Refusal::Settled(Claim::AlreadyClaimed)
         ));
         assert_eq!(held(0), Claim::Granted);
         assert_eq!(held(3), Claim::TakenOver { takeover: 3 });

@@ -5,8 +5,10 @@
 #![warn(missing_docs)]
 
 pub mod budget;
+pub mod endpoint_log;
 pub mod endpoints;
 pub mod error;
+pub mod event_store;
 pub mod fanout;
 pub mod health;
 pub mod ledger;
@@ -21,6 +23,7 @@ pub mod waiting;
 pub mod wiring;
 
 pub use endpoints::DynamoEndpointStore;
+pub use event_store::DynamoEventStore;
 pub use fanout::DynamoFanOutCheckpoints;
 pub use health::DynamoHealthStore;
 pub use ledger::DynamoLedger;

@@ -4,11 +4,11 @@
 use std::io::Write;
 
 use tern_aws::{DynamoLedger, DynamoOutboxReader, SqsQueue};
-use tern_handlers::config::{Env, SenderPolicy, health_policy};
+use tern_handlers::config::Env;
 use tern_ops::OpsError;
-use tern_ops::audit::{AuditRequest, AuditStores, Rules};
+use tern_ops::audit::{AuditRequest, AuditStores};
 
-use crate::{Ctx, invalid, print_json, write_err};
+use crate::{Ctx, print_json, write_err};
 
 /// Runs the audit of `request` and prints it (`--json`: the report object). Exit 1 (an
 /// error naming the count) when a pair is unaccounted; the report is printed first.
@@ -24,14 +24,7 @@ pub async fn audit(
 ) -> Result<(), OpsError> {
     // The sender's own settings: its schedule and time scale say when a retry is due, its
     // health thresholds whether a circuit holds deliveries back.
-    let env = Env::process();
-    let policy = SenderPolicy::from_env(&env).map_err(invalid)?;
-    let rules = Rules {
-        grace: chrono::Duration::from_std(grace).map_err(invalid)?,
-        time_scale: policy.time_scale,
-        default_schedule: policy.schedule,
-        health: health_policy(&env).map_err(invalid)?,
-    };
+    let rules = tern_ops::audit::rules_from_env(&Env::process(), grace)?;
     let dynamodb = ctx.dynamodb();
     let outbox = DynamoOutboxReader::new(dynamodb.clone(), ctx.names.get("TERN_OUTBOX_TABLE")?)
         .with_segments(scan_segments);

@@ -55,6 +55,7 @@ pub async fn local(time_scale: f64) -> Result<(), OpsError> {
     );
     let options = LocalOptions {
         time_scale,
+        api_port: Some(tern_local::api::DEFAULT_API_PORT),
         ..LocalOptions::default()
     };
     let mut local = LocalTern::create(moto.sdk_config().await, &options)
@@ -74,12 +75,16 @@ pub async fn local(time_scale: f64) -> Result<(), OpsError> {
          with --time-scale 0.01 it takes about a minute.)\n\
          Outbox table: {}\n\
          Operator's console: {}\n\
+         Tern API: {} (TERN_API_URL; sign with SigV4 for execute-api and the keys in .tern/local.env, see docs/api.md)\n\
          Logs: RUST_LOG=info tern local. Press Ctrl-C to stop.",
         moto.url,
         local.resources.outbox_table,
         local
             .console
-            .map_or_else(|| "not started".to_owned(), tern_local::console::url)
+            .map_or_else(|| "not started".to_owned(), tern_local::console::url),
+        local
+            .api
+            .map_or_else(|| "not started".to_owned(), tern_local::api::url)
     );
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(invalid)?;

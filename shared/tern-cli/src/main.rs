@@ -25,6 +25,7 @@ use tern_ops::{self as ops, NewEndpoint, OpsError};
 mod audit;
 #[cfg(feature = "local")]
 mod local_mode;
+mod reach_args;
 mod relay_redrive;
 mod relay_retry;
 mod stack;
@@ -227,7 +228,9 @@ enum Command {
 
 #[derive(Subcommand)]
 enum EndpointCommand {
-    /// Register an endpoint. Prints its id and signing secret (shown once).
+    /// Register an endpoint. Prints its id and signing secret (shown once), and with
+    /// `--signatures v1a|both` the Ed25519 public key to give the receiver.
+    #[command(after_help = reach_args::SOURCE_HELP)]
     Add {
         /// Tenant (application) id.
         #[arg(long)]
@@ -259,6 +262,8 @@ enum EndpointCommand {
         /// Default: no limit.
         #[arg(long)]
         max_per_second: Option<u32>,
+        #[command(flatten)]
+        reach: Box<reach_args::ReachArgs>,
     },
     /// Each endpoint's health: state (healthy, degraded, paused, open, disabled), success
     /// rate over the window (1 h) and 24 h, attempts in the window, last success, last
@@ -284,7 +289,10 @@ enum EndpointCommand {
         #[arg(long)]
         tenant: Option<String>,
     },
-    /// Change settings; only the options given change. A new URL is checked like `add`.
+    /// Change settings; only the options given change. A new URL (and an OAuth2 token
+    /// URL) is checked like `add`. `--auth` replaces the whole authentication setting;
+    /// `--header`/`--secret-header` add or replace headers by name.
+    #[command(after_help = reach_args::SOURCE_HELP)]
     Update {
         /// Endpoint id.
         endpoint: String,
@@ -316,6 +324,14 @@ enum EndpointCommand {
         /// New rate limit in requests per second (1-1000); 0 = no limit.
         #[arg(long)]
         max_per_second: Option<u32>,
+        /// Remove the custom header NAME (repeatable).
+        #[arg(long, value_name = "NAME")]
+        remove_header: Vec<String>,
+        /// Remove every custom header (before adding those given with it).
+        #[arg(long)]
+        clear_headers: bool,
+        #[command(flatten)]
+        reach: Box<reach_args::ReachArgs>,
     },
     /// Disable an endpoint: new events skip it, queued deliveries dead-letter.
     Disable {
@@ -345,6 +361,18 @@ enum EndpointCommand {
         /// Tenant id (found by the id when omitted).
         #[arg(long)]
         tenant: Option<String>,
+    },
+    /// New Ed25519 key for v1a signatures; the old one keeps signing during the overlap.
+    /// Prints the new public key (whpk_) for the receiver; the secret key is never shown.
+    RotateSigningKey {
+        /// Endpoint id.
+        endpoint: String,
+        /// Tenant id (found by the id when omitted).
+        #[arg(long)]
+        tenant: Option<String>,
+        /// Hours both keys sign (0-720).
+        #[arg(long, default_value_t = 24, value_parser = clap::value_parser!(i64).range(0..=720))]
+        overlap_hours: i64,
     },
     /// New signing secret; the old one keeps signing during the overlap.
     RotateSecret {
@@ -975,8 +1003,12 @@ async fn endpoints(
             description,
             payload_format,
             max_per_second,
+            reach,
         } => {
             let destinations = DestinationSettings::from_env(&Env::process()).map_err(invalid)?;
+            let mut secrets = reach_args::SecretReader::default();
+            let headers = reach.headers(&mut secrets)?;
+            let auth = reach.auth(&mut secrets)?.unwrap_or_default();
             let ep = ops::add_endpoint(
                 &store,
                 NewEndpoint {
@@ -991,11 +1023,15 @@ async fn endpoints(
                     payload_format,
                     max_per_second,
                     secret: None,
+                    headers,
+                    auth,
+                    signatures: reach.signatures.unwrap_or_default(),
                 },
                 &destinations.policy(),
                 &DnsResolver::system(),
             )
             .await?;
+            let public_key = ep.signing_keys.first().map(|k| k.key.public_key());
             if json {
                 #[derive(Serialize)]
                 struct Added<'a> {
@@ -1003,6 +1039,9 @@ async fn endpoints(
                     tenant_id: &'a str,
                     url: &'a str,
                     secret: &'a str,
+                    signatures: tern_core::Signatures,
+                    #[serde(skip_serializing_if = "Option::is_none")]
+                    public_key: Option<tern_core::signing_key::PublicKey>,
                 }
                 return print_json(
                     out,
@@ -1011,6 +1050,8 @@ async fn endpoints(
                         tenant_id: ep.tenant_id.as_str(),
                         url: &ep.url,
                         secret: ep.secrets[0].secret.expose(),
+                        signatures: ep.signatures,
+                        public_key,
                     },
                 );
             }
@@ -1020,12 +1061,22 @@ async fn endpoints(
                 ep.id, ep.tenant_id
             )
             .map_err(write_err)?;
-            writeln!(
-                out,
-                "signing secret (shown once, give it to the receiver): {}",
-                ep.secrets[0].secret.expose()
-            )
-            .map_err(write_err)
+            if ep.signatures.v1() {
+                writeln!(
+                    out,
+                    "signing secret (shown once, give it to the receiver): {}",
+                    ep.secrets[0].secret.expose()
+                )
+                .map_err(write_err)?;
+            }
+            if let Some(key) = public_key {
+                writeln!(
+                    out,
+                    "v1a public key (give it to the receiver; `show` prints it again): {key}"
+                )
+                .map_err(write_err)?;
+            }
+            Ok(())
         }
         EndpointCommand::Health { tenant } => {
             let tenant = tenant.map(TenantId::new).transpose().map_err(invalid)?;
@@ -1088,8 +1139,24 @@ async fn endpoints(
             max_attempts,
             payload_format,
             max_per_second,
+            remove_header,
+            clear_headers,
+            reach,
         } => {
             let (tenant, id) = ids(tenant, endpoint)?;
+            let mut secrets = reach_args::SecretReader::default();
+            let set_headers = reach.headers(&mut secrets)?;
+            let headers = if set_headers.is_empty() && remove_header.is_empty() && !clear_headers {
+                None
+            } else {
+                let current = ops::find_endpoint(&store, tenant.as_ref(), &id).await?;
+                Some(ops::reach::edit_headers(
+                    &current.headers,
+                    set_headers,
+                    &remove_header,
+                    clear_headers,
+                )?)
+            };
             let update = EndpointUpdate {
                 url,
                 event_types: types.map(|t| t.iter().map(|t| t.trim().to_owned()).collect()),
@@ -1105,6 +1172,9 @@ async fn endpoints(
                 max_attempts: max_attempts.map(|m| Some(m).filter(|m| *m != 0)),
                 payload_format,
                 max_per_second: max_per_second.map(|r| Some(r).filter(|r| *r != 0)),
+                headers,
+                auth: reach.auth(&mut secrets)?,
+                signatures: reach.signatures,
             };
             let destinations = DestinationSettings::from_env(&Env::process()).map_err(invalid)?;
             let ep = ops::update_endpoint(
@@ -1167,6 +1237,48 @@ async fn endpoints(
             }
             writeln!(out, "deleted endpoint {} of tenant {}", ep.id, ep.tenant_id)
                 .map_err(write_err)
+        }
+        EndpointCommand::RotateSigningKey {
+            endpoint,
+            tenant,
+            overlap_hours,
+        } => {
+            let (tenant, id) = ids(tenant, endpoint)?;
+            let ep = ops::find_endpoint(&store, tenant.as_ref(), &id).await?;
+            let public_key =
+                ops::reach::rotate_signing_key(&store, &ep.tenant_id, &id, overlap_hours).await?;
+            if json {
+                #[derive(Serialize)]
+                struct Rotated<'a> {
+                    id: &'a str,
+                    tenant_id: &'a str,
+                    public_key: tern_core::signing_key::PublicKey,
+                    overlap_hours: i64,
+                }
+                return print_json(
+                    out,
+                    &Rotated {
+                        id: ep.id.as_str(),
+                        tenant_id: ep.tenant_id.as_str(),
+                        public_key,
+                        overlap_hours,
+                    },
+                );
+            }
+            writeln!(out, "new v1a public key: {public_key}").map_err(write_err)?;
+            if ep.signing_keys.iter().any(|k| k.expires_at.is_none()) {
+                writeln!(out, "the previous key keeps signing for {overlap_hours} h")
+                    .map_err(write_err)?;
+            }
+            if !ep.signatures.v1a() {
+                writeln!(
+                    out,
+                    "v1a is off for this endpoint (signatures: {}): turn it on with `tern endpoints update {} --signatures both`",
+                    ep.signatures, ep.id
+                )
+                .map_err(write_err)?;
+            }
+            Ok(())
         }
         EndpointCommand::RotateSecret {
             endpoint,

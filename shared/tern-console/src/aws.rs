@@ -8,13 +8,13 @@ use async_trait::async_trait;
 use aws_config::SdkConfig;
 use aws_config::timeout::TimeoutConfig;
 use aws_sdk_lambda::primitives::Blob;
-use tern_aws::{DynamoEndpointStore, DynamoLedger, SqsQueue};
+use tern_aws::{DynamoEndpointStore, DynamoLedger, DynamoOutboxReader, SqsQueue};
 use tern_handlers::replay::{ReplayRequest, ReplaySummary};
 
-use crate::{CONSOLE_REPLAY_SECONDS, ConsoleDeps, ConsoleError, ReplayInvoker};
+use crate::{AuditDeps, CONSOLE_REPLAY_SECONDS, ConsoleDeps, ConsoleError, ReplayInvoker};
 
 /// The console function's settings, from its environment.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct ConsoleConfig {
     /// `TERN_ENDPOINTS_TABLE`.
     pub endpoints_table: String,
@@ -29,6 +29,15 @@ pub struct ConsoleConfig {
     /// The failure model's thresholds (`TERN_HEALTH_*`, the sender's), for the states the
     /// Endpoints widget shows; the defaults where unset.
     pub policy: tern_core::health::HealthPolicy,
+    /// `TERN_OUTBOX_TABLE`: the "Is anything lost?" widget scans the events of its window.
+    pub outbox_table: String,
+    /// `TERN_RELAY_FAILURE_QUEUE_URL`: read whole (received, then released) by that widget.
+    pub relay_failure_queue_url: String,
+    /// `TERN_DELIVERY_QUEUE_URL`: only counted (`GetQueueAttributes`), never read.
+    pub delivery_queue_url: String,
+    /// The sender's schedule, time scale and thresholds (`TERN_RETRY_SCHEDULE`, ...), by
+    /// which that widget judges whether a pair is overdue; grace [`tern_ops::audit::DEFAULT_GRACE`].
+    pub audit_rules: tern_ops::audit::Rules,
 }
 
 impl ConsoleConfig {
@@ -50,6 +59,14 @@ impl ConsoleConfig {
             health_table: required("TERN_HEALTH_TABLE")?,
             policy: tern_handlers::config::health_policy(&tern_handlers::config::Env(get))
                 .map_err(|e| ConsoleError::BadRequest(e.to_string()))?,
+            outbox_table: required("TERN_OUTBOX_TABLE")?,
+            relay_failure_queue_url: required("TERN_RELAY_FAILURE_QUEUE_URL")?,
+            delivery_queue_url: required("TERN_DELIVERY_QUEUE_URL")?,
+            audit_rules: tern_ops::audit::rules_from_env(
+                &tern_handlers::config::Env(get),
+                tern_ops::audit::DEFAULT_GRACE,
+            )
+            .map_err(|e| ConsoleError::BadRequest(e.to_string()))?,
         })
     }
 }
@@ -123,11 +140,9 @@ pub fn console_deps(config: &ConsoleConfig, aws: &SdkConfig) -> ConsoleDeps {
     let ddb = aws_sdk_dynamodb::Client::new(&bounded);
     // The console only reads the log and the waiting list; the TTL applies to writes.
     let ledger = Arc::new(DynamoLedger::new(ddb.clone(), &config.attempts_table, 30));
+    let sqs = aws_sdk_sqs::Client::new(&bounded);
     ConsoleDeps {
-        dlq: Arc::new(SqsQueue::new(
-            aws_sdk_sqs::Client::new(&bounded),
-            &config.dlq_url,
-        )),
+        dlq: Arc::new(SqsQueue::new(sqs.clone(), &config.dlq_url)),
         endpoints: Arc::new(DynamoEndpointStore::new(
             ddb.clone(),
             &config.endpoints_table,
@@ -142,6 +157,12 @@ pub fn console_deps(config: &ConsoleConfig, aws: &SdkConfig) -> ConsoleDeps {
         policy: config.policy.clone(),
         // AWS runs in real time.
         time_scale: 1.0,
+        audit: Some(AuditDeps {
+            outbox: Arc::new(DynamoOutboxReader::new(ddb, &config.outbox_table)),
+            relay_failures: Arc::new(SqsQueue::new(sqs.clone(), &config.relay_failure_queue_url)),
+            delivery_queue: Some(Arc::new(SqsQueue::new(sqs, &config.delivery_queue_url))),
+            rules: config.audit_rules.clone(),
+        }),
     }
 }
 

@@ -12,6 +12,9 @@
 //!   list).
 //! - **Event lookup**: the attempt history of one event id (`tern_ops::attempts`: every
 //!   try, when the next was due, and a row for each budget that ended in the DLQ).
+//! - **Is anything lost?**: `tern audit`'s answer for a recent window (`tern_ops::audit`):
+//!   every (event, subscribed endpoint) pair delivered, waiting, in flight, dead-lettered,
+//!   parked or unaccounted, with what is known of each unaccounted one.
 //!
 //! A widget is a JSON event in, HTML out ([`handle`]). In AWS the console Lambda answers
 //! the dashboard, and a button is a `<cwdb-action action="call">` that calls the same
@@ -31,9 +34,11 @@ use async_trait::async_trait;
 use serde::Deserialize;
 use tern_core::health::HealthPolicy;
 use tern_core::ports::{DeliveryLedger, DrainableQueue, EndpointStore, PortError};
+use tern_core::trace::{OutboxReader, QueueCounter};
 use tern_core::waiting::{WaitingList, WaitingScope};
 use tern_core::{DeadLetterReason, EndpointId, EventId, TenantId};
 use tern_handlers::replay::{ReplayFilters, ReplayRequest, ReplaySummary};
+use tern_ops::audit::{AuditRequest, AuditStores, Rules};
 use tern_ops::dlq::{self, DeadLetterGroup};
 
 /// Most DLQ messages a widget reads per render: 500. `tern_ops::peek` stops earlier when
@@ -49,6 +54,20 @@ pub const CONSOLE_REPLAY_SECONDS: u32 = 20;
 
 /// Most messages one console replay examines: 1000 (the replay function's default).
 pub const CONSOLE_REPLAY_MAX_MESSAGES: u32 = tern_handlers::replay::DEFAULT_MAX_MESSAGES;
+
+/// Longest window the "Is anything lost?" widget audits: 24 hours. Longer windows are
+/// `tern audit`'s (a terminal has no 60 s limit).
+pub const CONSOLE_AUDIT_MAX_WINDOW_HOURS: i64 = 24;
+
+/// Time the "Is anything lost?" widget gives the audit, in seconds: 40 of the console
+/// function's 60 s timeout (`infra/settings.json`), leaving 20 s for rendering and the
+/// dashboard. An audit that does not finish in it is reported as such (the window holds
+/// more events than one render can read), never as a partial answer.
+pub const CONSOLE_AUDIT_SECONDS: u64 = 40;
+
+/// Wait before the audit's second look at pairs it could not account for, in seconds: 5
+/// (`tern audit` waits 10 s; the widget has less time).
+pub const CONSOLE_AUDIT_RECHECK_SECONDS: u64 = 5;
 
 /// A console request failed.
 #[derive(Debug, thiserror::Error)]
@@ -114,6 +133,24 @@ pub struct ConsoleDeps {
     pub policy: HealthPolicy,
     /// `TERN_TIME_SCALE` (1 in AWS): due times in the attempt history are real ones.
     pub time_scale: f64,
+    /// What the "Is anything lost?" widget reads besides the above. `None` only in set-ups
+    /// without it (the widget then says so).
+    pub audit: Option<AuditDeps>,
+}
+
+/// What the "Is anything lost?" widget reads besides the DLQ, the endpoints, the ledger
+/// and the health records (the stores `tern audit` reads).
+#[derive(Clone)]
+pub struct AuditDeps {
+    /// The outbox table (a Scan of the events created in the window).
+    pub outbox: Arc<dyn OutboxReader>,
+    /// The relay-failure queue (read whole: received, then released).
+    pub relay_failures: Arc<dyn DrainableQueue>,
+    /// The delivery queue, only counted (never read).
+    pub delivery_queue: Option<Arc<dyn QueueCounter>>,
+    /// The sender's settings the judgement needs (its schedule, time scale, health
+    /// thresholds, and the grace period).
+    pub rules: Rules,
 }
 
 /// Where a button sends its action.
@@ -145,15 +182,18 @@ pub enum Widget {
     Waiting,
     /// Attempt history of one event.
     EventLookup,
+    /// Is anything lost? Every pair of a recent window accounted for (`tern audit`).
+    Audit,
 }
 
 impl Widget {
     /// Every widget, in dashboard order.
-    pub const ALL: [Self; 4] = [
+    pub const ALL: [Self; 5] = [
         Self::DeadLetters,
         Self::Endpoints,
         Self::Waiting,
         Self::EventLookup,
+        Self::Audit,
     ];
 
     /// Its name in requests and local URLs.
@@ -163,6 +203,7 @@ impl Widget {
             Self::Endpoints => "endpoints",
             Self::Waiting => "waiting",
             Self::EventLookup => "event_lookup",
+            Self::Audit => "audit",
         }
     }
 
@@ -173,6 +214,7 @@ impl Widget {
             Self::Endpoints => "Endpoints",
             Self::Waiting => "Waiting",
             Self::EventLookup => "Event lookup",
+            Self::Audit => "Is anything lost?",
         }
     }
 }
@@ -288,6 +330,9 @@ pub struct WidgetEvent {
     /// Event lookup parameter.
     #[serde(default)]
     pub event_id: Option<String>,
+    /// Audit parameter: the window's start (`1h`, `30m`, an RFC 3339 time), as typed.
+    #[serde(default)]
+    pub since: Option<String>,
     /// The dashboard's context.
     #[serde(default, rename = "widgetContext")]
     pub widget_context: Option<WidgetContext>,
@@ -321,6 +366,8 @@ pub struct WidgetRequest {
     pub action: Option<Action>,
     /// Event id to look up (event lookup only), as typed (validated when used).
     pub event_id: Option<String>,
+    /// The audit window's start (audit only), as typed (validated when used).
+    pub since: Option<String>,
 }
 
 fn bad(e: impl std::fmt::Display) -> ConsoleError {
@@ -346,7 +393,7 @@ impl WidgetEvent {
             .clone()
             .or_else(|| context_param("widget"))
             .ok_or_else(|| {
-                bad("the widget's params need \"widget\": dead_letters, endpoints, waiting or event_lookup")
+                bad("the widget's params need \"widget\": dead_letters, endpoints, waiting, event_lookup or audit")
             })?
             .parse()?;
         let required = |v: &Option<String>, name: &str| {
@@ -368,22 +415,24 @@ impl WidgetEvent {
             }),
             Some(other) => return Err(bad(format!("unknown action {other:?}"))),
         };
-        let form_event_id = self
-            .widget_context
-            .as_ref()
-            .and_then(|c| c.forms.as_ref())
-            .and_then(|f| f.all.get("event_id"))
-            .and_then(|v| v.as_str())
-            .map(str::to_owned);
-        let event_id = form_event_id
-            .or_else(|| self.event_id.clone())
-            .or_else(|| context_param("event_id"))
-            .map(|s| s.trim().to_owned())
-            .filter(|s| !s.is_empty());
+        // A form field (what the operator typed) wins over the widget's own params.
+        let field = |name: &str, direct: &Option<String>| {
+            self.widget_context
+                .as_ref()
+                .and_then(|c| c.forms.as_ref())
+                .and_then(|f| f.all.get(name))
+                .and_then(|v| v.as_str())
+                .map(str::to_owned)
+                .or_else(|| direct.clone())
+                .or_else(|| context_param(name))
+                .map(|s| s.trim().to_owned())
+                .filter(|s| !s.is_empty())
+        };
         Ok(WidgetRequest {
             widget,
             action,
-            event_id,
+            event_id: field("event_id", &self.event_id),
+            since: field("since", &self.since),
         })
     }
 }
@@ -438,7 +487,7 @@ pub async fn render_widget(
     }
     let (groups, capped) = match request.widget {
         Widget::DeadLetters | Widget::Endpoints => dead_letter_groups(deps.dlq.as_ref()).await?,
-        Widget::Waiting | Widget::EventLookup => (Vec::new(), false),
+        Widget::Waiting | Widget::EventLookup | Widget::Audit => (Vec::new(), false),
     };
     if let Some(ActionOutcome::Replayed {
         action:
@@ -514,8 +563,75 @@ pub async fn render_widget(
             };
             render::event_lookup(&lookup, target).into_string()
         }
+        Widget::Audit => {
+            render::audit(&audit_window(deps, request.since.as_deref()).await, target).into_string()
+        }
     };
     Ok(html)
+}
+
+/// Window start the "Is anything lost?" widget audits when none is typed: the last hour.
+pub const CONSOLE_AUDIT_DEFAULT_SINCE: &str = "1h";
+
+/// Runs the audit the widget shows: the window from `since` (default
+/// [`CONSOLE_AUDIT_DEFAULT_SINCE`]) to now, at most [`CONSOLE_AUDIT_MAX_WINDOW_HOURS`]
+/// long, within [`CONSOLE_AUDIT_SECONDS`]. Every failure is an outcome to show, not an
+/// error: the widget explains it and points to `tern audit`.
+pub async fn audit_window(deps: &ConsoleDeps, since: Option<&str>) -> render::AuditView {
+    let typed = since.unwrap_or(CONSOLE_AUDIT_DEFAULT_SINCE).to_owned();
+    let Some(audit) = &deps.audit else {
+        return render::AuditView::Failed {
+            since: typed,
+            error: "this console has no outbox table or relay-failure queue configured".into(),
+        };
+    };
+    let now = chrono::Utc::now();
+    let start = match tern_ops::when::parse_time(&typed, now) {
+        Ok(t) => t,
+        Err(e) => {
+            return render::AuditView::Failed {
+                since: typed,
+                error: e.to_string(),
+            };
+        }
+    };
+    if now - start > chrono::Duration::hours(CONSOLE_AUDIT_MAX_WINDOW_HOURS) {
+        return render::AuditView::Failed {
+            since: typed,
+            error: format!(
+                "the console audits at most the last {CONSOLE_AUDIT_MAX_WINDOW_HOURS} hours; for a longer window run `tern audit --since ...` in a terminal"
+            ),
+        };
+    }
+    let mut request = AuditRequest::new(start, now);
+    request.recheck_after = std::time::Duration::from_secs(CONSOLE_AUDIT_RECHECK_SECONDS);
+    request.max_listed = render::AUDIT_ROWS_SHOWN;
+    let stores = AuditStores {
+        outbox: audit.outbox.as_ref(),
+        ledger: deps.ledger.as_ref(),
+        endpoints: deps.endpoints.as_ref(),
+        health: deps.health.as_deref(),
+        dlq: deps.dlq.as_ref(),
+        relay_failures: audit.relay_failures.as_ref(),
+        delivery_queue: audit.delivery_queue.as_deref(),
+    };
+    let run = tern_ops::audit::audit(stores, &request, &audit.rules);
+    match tokio::time::timeout(std::time::Duration::from_secs(CONSOLE_AUDIT_SECONDS), run).await {
+        Ok(Ok(report)) => render::AuditView::Done {
+            since: typed,
+            report: Box::new(report),
+        },
+        Ok(Err(e)) => render::AuditView::Failed {
+            since: typed,
+            error: e.to_string(),
+        },
+        Err(_) => render::AuditView::Failed {
+            error: format!(
+                "the audit did not finish in {CONSOLE_AUDIT_SECONDS} s: the window holds more events than one render can read. Run `tern audit --since {typed}` in a terminal, or choose a shorter window"
+            ),
+            since: typed,
+        },
+    }
 }
 
 /// An operator library error as a console error.
@@ -889,6 +1005,7 @@ mod tests {
                 waiting: None,
                 policy: HealthPolicy::default(),
                 time_scale: 1.0,
+                audit: None,
             },
             replay,
             ledger,

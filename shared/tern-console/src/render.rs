@@ -8,6 +8,7 @@ use maud::{DOCTYPE, Markup, PreEscaped, html};
 use tern_core::health::HealthState;
 use tern_core::{DeadLetterReason, Endpoint, EndpointId, EventId, PayloadFormat};
 use tern_ops::attempts::{AttemptView, AttemptsReport, DeadLetterRow};
+use tern_ops::audit::{AuditReport, PairStatus};
 use tern_ops::dlq::DeadLetterGroup;
 use tern_ops::health::HealthRow;
 use tern_ops::waiting::WaitingReport;
@@ -28,7 +29,10 @@ buttons that invoke the replay function with the group's filters.\n\
 dead letters or waiting deliveries, with their health and an Enable button.\n\
 - **waiting**: per endpoint, the deliveries scheduled for a later attempt, with attempt number \
 and due time, and the totals.\n\
-- **event_lookup**: the attempt history of one event id (type it in the widget's field).";
+- **event_lookup**: the attempt history of one event id (type it in the widget's field).\n\
+- **audit** (`{\"widget\": \"audit\", \"since\": \"1h\"}`): is anything lost? Every (event, subscribed \
+endpoint) pair of the events created since then (at most 24 h) delivered, waiting, in flight, \
+dead-lettered, parked or unaccounted, as `tern audit` judges them.";
 
 fn time(t: Option<DateTime<Utc>>) -> String {
     t.map_or_else(
@@ -241,6 +245,14 @@ pub struct EndpointRow {
     pub payload_format: PayloadFormat,
     /// Its rate limit, requests per second (`None`: no limit): why its deliveries wait.
     pub max_per_second: Option<u32>,
+    /// How it authenticates to its receiver (`none`, `basic`, `bearer`,
+    /// `oauth2_client_credentials`): a receiver answering 401, or `auth_token` failures,
+    /// show next to it. No credential is read into the row.
+    pub auth: &'static str,
+    /// Its signature schemes (`v1`, `v1a`, `both`).
+    pub signatures: tern_core::Signatures,
+    /// The names of its custom headers, a secret one marked `(secret)`; never a value.
+    pub header_names: Vec<String>,
     /// Why it is listed, in words: the disabled reason, and its dead letters' reasons.
     pub reason: String,
     /// Its dead letters in the DLQ.
@@ -296,6 +308,19 @@ pub fn failing_endpoints(
                 health: h.clone(),
                 payload_format: e.payload_format,
                 max_per_second: e.max_per_second,
+                auth: e.auth.kind(),
+                signatures: e.signatures,
+                header_names: e
+                    .headers
+                    .iter()
+                    .map(|h| {
+                        if h.value.is_secret() {
+                            format!("{} (secret)", h.name)
+                        } else {
+                            h.name.clone()
+                        }
+                    })
+                    .collect(),
                 reason,
                 dead_letters,
                 newest_dead_letter: mine.iter().filter_map(|g| g.newest).max(),
@@ -344,7 +369,7 @@ pub fn endpoints(
             } @else {
                 table {
                     thead { tr {
-                        th { "Endpoint" } th { "Tenant" } th { "URL" } th { "Payload format" } th { "Rate limit" } th { "State" } th { "Reason" }
+                        th { "Endpoint" } th { "Tenant" } th { "URL" } th { "Payload format" } th { "Rate limit" } th { "Auth" } th { "Signatures" } th { "Headers" } th { "State" } th { "Reason" }
                         th { "Success 1 h" } th { "Failing since" } th { "Circuit opened" } th { "Next probe / paused until" }
                         th { "Last success" } th { "Last failure" } th { "Waiting" } th { "Next due" }
                         th { "Dead letters" } th { "Actions" }
@@ -359,6 +384,11 @@ pub fn endpoints(
                                 td class="url" { (cut(&h.url, CELL_CHARS)) }
                                 td class="payload-format" { code { (r.payload_format.as_str()) } }
                                 td class="rate-limit" { (r.max_per_second.map_or_else(|| "-".to_owned(), |n| format!("{n}/s"))) }
+                                td class="auth" { code { (r.auth) } }
+                                td class="signatures" { code { (r.signatures.as_str()) } }
+                                td class="headers" {
+                                    @if r.header_names.is_empty() { "-" } @else { (cut(&r.header_names.join(", "), CELL_CHARS)) }
+                                }
                                 td class=(format!("state {}", h.state)) { (h.state.to_string()) }
                                 td class="error-text" { (cut(&r.reason, CELL_CHARS)) }
                                 td { (rate(h.success_rate_window)) " (" (h.attempts_window) ")" }
@@ -588,6 +618,183 @@ fn history_rows(report: &AttemptsReport) -> Vec<HistoryRow<'_>> {
     rows.into_iter().map(|(_, _, r)| r).collect()
 }
 
+/// Pairs listed in the "Is anything lost?" widget's table of pairs not delivered (the
+/// counts cover them all; `tern audit` lists up to 1,000): 50.
+pub const AUDIT_ROWS_SHOWN: usize = 50;
+
+/// What the "Is anything lost?" widget shows.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AuditView {
+    /// The audit ran.
+    Done {
+        /// The window's start as typed (`1h`, an RFC 3339 time).
+        since: String,
+        /// Its answer.
+        report: Box<AuditReport>,
+    },
+    /// The audit could not run or finish: a bad window, a store that cannot be read, or
+    /// more to read than one render allows.
+    Failed {
+        /// The window's start as typed.
+        since: String,
+        /// Why, in words.
+        error: String,
+    },
+}
+
+/// The "Is anything lost?" widget: `tern audit`'s answer for the window typed (default the
+/// last hour): the verdict first (every pair accounted for, or how many are not), the
+/// counts per status and per endpoint, the pairs not delivered yet, and each unaccounted
+/// pair with what is known of it.
+pub fn audit(view: &AuditView, target: &Target) -> Markup {
+    let since = match view {
+        AuditView::Done { since, .. } | AuditView::Failed { since, .. } => since.as_str(),
+    };
+    let lookup = |event: &str| match target {
+        Target::Local { .. } => html! {
+            a href=(format!("/widgets/event_lookup?event_id={event}")) { code { (event) } }
+        },
+        Target::CloudWatch { .. } => html! { code { (event) } },
+    };
+    html! {
+        div class="tern-widget" id="audit" {
+            @match target {
+                Target::CloudWatch { function_arn } => {
+                    div class="lookup" {
+                        "Events created since " input name="since" value=(since);
+                        " "
+                        a class="btn btn-primary" { "Check" }
+                        cwdb-action action="call" endpoint=(function_arn) display="widget" {
+                            (PreEscaped(json_for_html(&serde_json::json!({ "widget": Widget::Audit.as_str() }))))
+                        }
+                    }
+                }
+                Target::Local { .. } => {
+                    form class="lookup" method="get" action="/widgets/audit" {
+                        "Events created since " input name="since" value=(since);
+                        " "
+                        button type="submit" class="btn btn-primary" { "Check" }
+                    }
+                }
+            }
+            p class="help" {
+                "A duration ago (30m, 1h, 24h at most) or an RFC 3339 time. Every (event, subscribed endpoint) pair of the events "
+                "created since then, judged as " code { "tern audit" } " judges it: from the outbox, the ledger, the DLQ and the "
+                "relay-failure queue."
+            }
+            @match view {
+                AuditView::Failed { error, .. } => {
+                    p class="outcome error" id="audit-failed" { "Not audited: " (cut(error, CELL_CHARS * 2)) }
+                }
+                AuditView::Done { report, .. } => (audit_report(report, &lookup)),
+            }
+        }
+    }
+}
+
+fn audit_report(r: &AuditReport, lookup: &dyn Fn(&str) -> Markup) -> Markup {
+    let t = &r.totals;
+    html! {
+        @if r.all_accounted() {
+            p class="outcome" id="audit-verdict" data-unaccounted="0" data-pairs=(t.pairs()) {
+                strong { "Nothing is lost: " } "every one of " (t.pairs()) " pairs is accounted for."
+            }
+        } @else {
+            p class="outcome error" id="audit-verdict" data-unaccounted=(t.unaccounted) data-pairs=(t.pairs()) {
+                strong { (t.unaccounted) " of " (t.pairs()) " pairs unaccounted." }
+                " Each is listed below with what is known of it."
+            }
+        }
+        p class="totals" id="audit-totals" {
+            (r.events) " events created " (time(Some(r.since))) " .. " (time(Some(r.until)))
+            " (" (r.events_without_pairs) " without subscribers). "
+            @for (i, s) in PairStatus::ALL.iter().enumerate() {
+                @if i > 0 { ", " }
+                span class=(format!("status {}", s.as_str())) data-status=(s.as_str()) data-count=(t.of(*s)) {
+                    (s.as_str().replace('_', " ")) " " (t.of(*s))
+                }
+            }
+            "."
+        }
+        @if !r.endpoints.is_empty() {
+            table id="audit-endpoints" {
+                thead { tr {
+                    th { "Endpoint" } th { "Tenant" } th { "Now" } th { "Pairs" } th { "Delivered" } th { "Waiting" }
+                    th { "In flight" } th { "DLQ" } th { "Parked" } th { "Unaccounted" }
+                } }
+                tbody {
+                    @for e in &r.endpoints {
+                        @let x = &e.totals;
+                        tr class="audit-endpoint" data-endpoint=(e.endpoint_id) data-unaccounted=(x.unaccounted) {
+                            td { code { (e.endpoint_id) } }
+                            td { (e.tenant_id) }
+                            td class=(format!("state {}", e.endpoint_state)) { (e.endpoint_state) }
+                            td class="count" { (x.pairs()) }
+                            td class="count" { (x.delivered) }
+                            td class="count" { (x.waiting) }
+                            td class="count" { (x.in_flight) }
+                            td class="count" { (x.dead_lettered) }
+                            td class="count" { (x.parked) }
+                            td class=(if x.unaccounted > 0 { "count state disabled" } else { "count" }) { (x.unaccounted) }
+                        }
+                    }
+                }
+            }
+        }
+        @if !r.unaccounted.is_empty() {
+            h4 { "Unaccounted" }
+            table id="audit-unaccounted" {
+                thead { tr { th { "Event" } th { "Endpoint" } th { "Created" } th { "Why" } th { "Endpoint now" } th { "Ledger" } } }
+                tbody {
+                    @for u in &r.unaccounted {
+                        @let p = &u.pair;
+                        tr class="audit-unaccounted" data-event=(p.event_id) data-endpoint=(p.endpoint_id) {
+                            td { (lookup(&p.event_id)) br; span class="note" { (cut(&p.event_type, 80)) } }
+                            td { code { (p.endpoint_id) } }
+                            td { (time(Some(p.created_at))) br; span class="note" { (u.age_seconds) " s ago" } }
+                            td { (cut(&p.finding.detail, CELL_CHARS)) }
+                            td { (cut(&u.endpoint_now, CELL_CHARS)) }
+                            td class="note" {
+                                @match &u.state_item {
+                                    None => "no state item (no sender claimed it)",
+                                    Some(s) => {
+                                        "claimed attempt " (s.claim_attempt().map_or_else(|| "-".to_owned(), |a| a.to_string()))
+                                        @if s.claim_done { ", finished" } @else { ", not finished" }
+                                    }
+                                }
+                                "; " (u.attempts.len()) " attempt row" @if u.attempts.len() != 1 { "s" }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        @if !r.not_delivered.is_empty() {
+            h4 { "Not delivered yet" @if r.not_delivered_truncated { " (first " (r.not_delivered.len()) " listed)" } }
+            table id="audit-pairs" data-rows=(r.not_delivered.len()) {
+                thead { tr { th { "Event" } th { "Endpoint" } th { "State" } th { "Due" } th { "Detail" } } }
+                tbody {
+                    @for p in &r.not_delivered {
+                        tr class="audit-pair" data-event=(p.event_id) data-endpoint=(p.endpoint_id) data-status=(p.finding.status.as_str()) {
+                            td { (lookup(&p.event_id)) }
+                            td { code { (p.endpoint_id) } }
+                            td { (p.finding.status.as_str().replace('_', " ")) @if let Some(reason) = &p.finding.reason { br; span class="note" { (cut(reason, 80)) } } }
+                            td { (time(p.finding.due_at)) }
+                            td { (cut(&p.finding.detail, CELL_CHARS)) }
+                        }
+                    }
+                }
+            }
+        }
+        p class="note" id="audit-reads" {
+            "Read: the outbox (" (r.reads.outbox_items_scanned) " items scanned), " (r.reads.ledger_queries) " ledger queries, "
+            (r.reads.dlq_messages) " dead letters" @if !r.reads.dlq_complete { " (not the whole DLQ)" } ", "
+            (r.reads.relay_failure_messages) " parked items" @if !r.reads.relay_failures_complete { " (not the whole queue)" } "."
+            @for n in &r.notes { br; (cut(n, CELL_CHARS)) }
+        }
+    }
+}
+
 /// A widget-sized error message.
 pub fn error(e: &ConsoleError) -> Markup {
     html! { div class="tern-widget outcome error" id="widget-error" { (cut(&e.to_string(), CELL_CHARS)) } }
@@ -601,7 +808,7 @@ th{background:#fafafa}pre.sample{max-width:360px;white-space:pre-wrap;word-break
 .btn-primary{background:#ec7211;border-color:#ec7211;color:#fff}form.action{display:inline}\
 .outcome{padding:8px;margin-bottom:8px;background:#f2f8f0;border:1px solid #1d8102}\
 .outcome.error{background:#fdf3f1;border-color:#d13212}.help,.note{color:#545b64;font-size:12px}\
-input[name=event_id]{width:380px;padding:3px}.state.disabled{color:#d13212;font-weight:bold}.state.open{color:#d13212;font-weight:bold}\
+input[name=event_id]{width:380px;padding:3px}input[name=since]{width:200px;padding:3px}.state.disabled{color:#d13212;font-weight:bold}.state.open{color:#d13212;font-weight:bold}\
 .state.paused,.state.degraded{color:#ec7211;font-weight:bold}tr.waiting-endpoint td{border-top:2px solid #d5dbdb}";
 
 /// A local-mode page around one widget's HTML (made by the functions above), with links
@@ -939,6 +1146,46 @@ mod tests {
     }
 
     #[test]
+    fn endpoint_rows_show_the_auth_type_and_header_names_never_secret_values() {
+        use tern_core::custom_headers::{CustomHeader, FieldValue};
+        let mut e = endpoint(false);
+        e.headers = vec![
+            CustomHeader::new("X-Tenant", FieldValue::Plain("plain-tenant-value".into())).unwrap(),
+            CustomHeader::new(
+                "x-api-key",
+                FieldValue::Secret(tern_core::SecretValue::new("header-secret-123")),
+            )
+            .unwrap(),
+        ];
+        e.auth = tern_core::receiver_auth::ReceiverAuth::Basic {
+            username: "tern".into(),
+            password: tern_core::SecretValue::new("basic-password-456"),
+        };
+        let all = [e];
+        let rows = failing_endpoints(&all, &rows_of(&all, &[None]), &[]);
+        let html = endpoints(&rows, true, None, &cw()).into_string();
+        assert!(
+            html.contains("<td class=\"auth\"><code>basic</code></td>"),
+            "{html}"
+        );
+        assert!(
+            html.contains("<td class=\"signatures\"><code>v1</code></td>"),
+            "{html}"
+        );
+        assert!(
+            html.contains("<td class=\"headers\">x-tenant, x-api-key (secret)</td>"),
+            "{html}"
+        );
+        for secret in [
+            "header-secret-123",
+            "basic-password-456",
+            "plain-tenant-value",
+        ] {
+            assert!(!html.contains(secret), "{secret} in {html}");
+        }
+    }
+
+    #[test]
     fn endpoint_rows_show_the_payload_format() {
         let mut wrapped = endpoint(false);
         wrapped.payload_format = PayloadFormat::StandardWebhooks;
@@ -1113,6 +1360,121 @@ mod tests {
             next_wait_seconds: Some(60),
             ..r.clone()
         }
+    }
+
+    fn audit_report(unaccounted: usize) -> AuditReport {
+        use tern_ops::audit::{EndpointTotals, Finding, PairRow, Reads, Totals, UnaccountedPair};
+        let at: DateTime<Utc> = "2026-12-01T10:00:00Z".parse().unwrap();
+        let row = |status: PairStatus, detail: &str| PairRow {
+            event_id: "evt_01".into(),
+            event_type: XSS.into(),
+            tenant_id: "tnt_a".into(),
+            created_at: at,
+            endpoint_id: "ep_1".into(),
+            finding: Finding {
+                status,
+                detail: detail.into(),
+                due_at: None,
+                reason: (status == PairStatus::DeadLettered).then(|| "endpoint_disabled".into()),
+                at: None,
+                message_id: None,
+            },
+        };
+        let totals = Totals {
+            delivered: 3,
+            dead_lettered: 1,
+            unaccounted,
+            ..Totals::default()
+        };
+        AuditReport {
+            since: at,
+            until: at + chrono::Duration::hours(1),
+            tenant_id: None,
+            endpoint_id: None,
+            checked_at: at,
+            grace_seconds: 900,
+            events: 4 + unaccounted,
+            events_without_pairs: 0,
+            totals,
+            endpoints: vec![EndpointTotals {
+                tenant_id: "tnt_a".into(),
+                endpoint_id: "ep_1".into(),
+                endpoint_state: "enabled",
+                totals,
+            }],
+            unaccounted: (0..unaccounted)
+                .map(|_| UnaccountedPair {
+                    pair: row(PairStatus::Unaccounted, XSS),
+                    age_seconds: 3600,
+                    endpoint_now: "enabled".into(),
+                    state_item: None,
+                    attempts: vec![],
+                })
+                .collect(),
+            not_delivered: vec![row(PairStatus::DeadLettered, "in the DLQ")],
+            not_delivered_truncated: false,
+            unreadable_outbox_items: vec![],
+            reads: Reads::default(),
+            notes: vec![XSS.into()],
+        }
+    }
+
+    #[test]
+    fn audit_says_nothing_is_lost_or_lists_each_lost_pair_as_text() {
+        for target in [local(), cw()] {
+            let view = AuditView::Done {
+                since: "1h".into(),
+                report: Box::new(audit_report(0)),
+            };
+            let html = audit(&view, &target).into_string();
+            assert!(
+                html.contains("data-unaccounted=\"0\" data-pairs=\"4\""),
+                "{html}"
+            );
+            assert!(html.contains("Nothing is lost"), "{html}");
+            assert!(!html.contains("id=\"audit-unaccounted\""), "{html}");
+            assert!(html.contains("data-status=\"dead_lettered\""), "{html}");
+            assert!(html.contains("endpoint_disabled"), "{html}");
+
+            let view = AuditView::Done {
+                since: "1h".into(),
+                report: Box::new(audit_report(2)),
+            };
+            let html = audit(&view, &target).into_string();
+            assert!(
+                html.contains("data-unaccounted=\"2\" data-pairs=\"6\""),
+                "{html}"
+            );
+            assert!(html.contains("2 of 6 pairs unaccounted"), "{html}");
+            assert_eq!(html.matches("<tr class=\"audit-unaccounted\"").count(), 2);
+            assert!(
+                html.contains("no state item (no sender claimed it)"),
+                "{html}"
+            );
+            assert!(
+                !html.contains("<img"),
+                "receiver and tenant text is escaped: {html}"
+            );
+        }
+    }
+
+    #[test]
+    fn audit_failure_and_the_typed_window_are_text() {
+        let view = AuditView::Failed {
+            since: XSS.into(),
+            error: format!("not a time: {XSS}"),
+        };
+        for target in [local(), cw()] {
+            let html = audit(&view, &target).into_string();
+            assert!(html.contains("id=\"audit-failed\""), "{html}");
+            assert!(!html.contains("<img"), "{html}");
+        }
+        let html = audit(&view, &cw()).into_string();
+        assert!(html.contains("<cwdb-action action=\"call\""), "{html}");
+        assert!(
+            html.contains("\\u003cimg") || html.contains("&lt;img"),
+            "{html}"
+        );
     }
 
     #[test]

@@ -193,7 +193,8 @@ fn backpressure(result: &AttemptResult, now: DateTime<Utc>) -> Option<Option<u64
 
 /// Decides, per the failure table (DESIGN.md §5): 2xx delivered; 410 dead-lettered
 /// `gone`; a blocked destination dead-lettered `blocked_destination`; every other answer
-/// and transport error retried on the schedule (a `429`, and a `503` with `Retry-After`,
+/// and transport error (a failing OAuth2 token endpoint, `auth_token`, included) retried
+/// on the schedule (a `429`, and a `503` with `Retry-After`,
 /// no sooner than it asks, up to the ceiling), or dead-lettered `exhausted` after the
 /// last attempt of the budget. For health: a 2xx is a success; backpressure pauses the
 /// endpoint ([`Timings::pause`]) and counts as nothing else; a failure on our side or a
@@ -370,6 +371,10 @@ mod tests {
             (failed(Tls),                      1, 1.0, retry(60),                                     "failure"),
             (failed(Timeout),                  2, 1.0, retry(300),                                    "failure"),
             (failed(Protocol),                 1, 1.0, retry(60),                                     "failure"),
+            // The receiver's token endpoint failed: its own class, retried and charged.
+            (failed(AuthToken),                1, 1.0, retry(60),                                     "failure"),
+            (failed(AuthToken),                3, 1.0, retry(1800),                                   "failure"),
+            (failed(AuthToken),                7, 1.0, dead(DeadLetterReason::Exhausted),             "failure"),
             // Ours: retried, never charged.
             (failed(DnsTemporary),             1, 1.0, retry(60),                                     "-"),
             (failed(LocalResource),            1, 1.0, retry(60),                                     "-"),

@@ -4,11 +4,14 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::custom_headers::{CustomHeader, HeaderError};
 use crate::event::{Event, EventType};
 use crate::ids::{EndpointId, TenantId};
+use crate::receiver_auth::{AuthError, ReceiverAuth};
 use crate::request::PayloadFormat;
 use crate::retry::RetrySchedule;
 use crate::signing::Secret;
+use crate::signing_key::{EndpointSigningKey, Signatures, SigningKey};
 
 /// Subscription that matches every event type.
 pub const ALL_EVENT_TYPES: &str = "*";
@@ -61,6 +64,20 @@ pub enum EndpointError {
     /// The rate limit is outside 1..=[`crate::rate_limit::MAX_PER_SECOND`] per second.
     #[error(transparent)]
     BadRateLimit(#[from] crate::rate_limit::RateLimitError),
+    /// A custom header is refused.
+    #[error(transparent)]
+    Header(#[from] HeaderError),
+    /// The authentication setting is refused.
+    #[error(transparent)]
+    Auth(#[from] AuthError),
+    /// A custom `authorization` header on an endpoint that authenticates itself.
+    #[error(
+        "a custom authorization header cannot go with authentication {0}: the request would carry two"
+    )]
+    AuthorizationTwice(&'static str),
+    /// `v1a` signatures without a current Ed25519 key.
+    #[error("v1a signatures need a current signing key (one without an expiry)")]
+    NoActiveSigningKey,
 }
 
 /// One signing secret of an endpoint. During a rotation an endpoint holds the new secret
@@ -123,6 +140,24 @@ pub struct Endpoint {
     /// field existed) means no limit. 1..=[`crate::rate_limit::MAX_PER_SECOND`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_per_second: Option<u32>,
+    /// Headers sent with every attempt after Tern's own ([`crate::custom_headers`]);
+    /// none for endpoints stored before this field existed.
+    #[serde(default)]
+    pub headers: Vec<CustomHeader>,
+    /// How requests authenticate to the receiver ([`ReceiverAuth`]); `none` for
+    /// endpoints stored before this field existed.
+    #[serde(default)]
+    pub auth: ReceiverAuth,
+    /// Which signature schemes `webhook-signature` carries ([`Signatures`]): `v1` (HMAC,
+    /// the default, also for endpoints stored before this field existed), `v1a` (Ed25519)
+    /// or `both`.
+    #[serde(default)]
+    pub signatures: Signatures,
+    /// Ed25519 keys for `v1a`, newest first; during a rotation the previous one carries
+    /// an `expires_at` and signs until then. Kept when `v1a` is turned off, so turning it
+    /// on again keeps the receiver's public key.
+    #[serde(default)]
+    pub signing_keys: Vec<EndpointSigningKey>,
     /// Free text for operators.
     #[serde(default)]
     pub description: Option<String>,
@@ -154,6 +189,14 @@ pub struct EndpointUpdate {
     pub payload_format: Option<PayloadFormat>,
     /// New rate limit in requests per second; `Some(None)` removes it.
     pub max_per_second: Option<Option<u32>>,
+    /// New custom headers: the whole list, replacing the stored one (`Some(vec![])`
+    /// removes them all).
+    pub headers: Option<Vec<CustomHeader>>,
+    /// New authentication to the receiver.
+    pub auth: Option<ReceiverAuth>,
+    /// New signature schemes. `v1a` needs a current Ed25519 key: add one with
+    /// [`Endpoint::rotate_signing_key`] (the store's `set_signing_keys`) first.
+    pub signatures: Option<Signatures>,
 }
 
 impl EndpointUpdate {
@@ -192,6 +235,15 @@ impl EndpointUpdate {
         }
         if let Some(r) = self.max_per_second {
             endpoint.max_per_second = r;
+        }
+        if let Some(h) = &self.headers {
+            endpoint.headers.clone_from(h);
+        }
+        if let Some(a) = &self.auth {
+            endpoint.auth.clone_from(a);
+        }
+        if let Some(s) = self.signatures {
+            endpoint.signatures = s;
         }
         endpoint.validate()
     }
@@ -266,6 +318,10 @@ impl Endpoint {
             max_attempts: None,
             payload_format: PayloadFormat::Raw,
             max_per_second: None,
+            headers: Vec::new(),
+            auth: ReceiverAuth::None,
+            signatures: Signatures::V1,
+            signing_keys: Vec::new(),
             description: None,
             created_at: now,
             updated_at: None,
@@ -303,6 +359,15 @@ impl Endpoint {
             return Err(EndpointError::ZeroAttempts);
         }
         self.rate_limit()?;
+        crate::custom_headers::validate(&self.headers)?;
+        self.auth.validate()?;
+        if self.auth.sends_authorization() && self.headers.iter().any(|h| h.name == "authorization")
+        {
+            return Err(EndpointError::AuthorizationTwice(self.auth.kind()));
+        }
+        if self.signatures.v1a() && self.signing_keys.iter().all(|k| k.expires_at.is_some()) {
+            return Err(EndpointError::NoActiveSigningKey);
+        }
         Ok(())
     }
 
@@ -348,6 +413,33 @@ impl Endpoint {
             .collect()
     }
 
+    /// Ed25519 keys that sign at `now`, newest first (whatever [`Self::signatures`] says:
+    /// the caller asks it whether `v1a` is sent).
+    pub fn active_signing_keys(&self, now: DateTime<Utc>) -> Vec<&SigningKey> {
+        self.signing_keys
+            .iter()
+            .filter(|k| k.expires_at.is_none_or(|e| e > now))
+            .map(|k| &k.key)
+            .collect()
+    }
+
+    /// What signs an attempt at `now`: the active `whsec_` secrets when `v1` is on, the
+    /// active `whsk_` keys when `v1a` is on.
+    pub fn signers(&self, now: DateTime<Utc>) -> crate::request::Signers<'_> {
+        crate::request::Signers {
+            v1: if self.signatures.v1() {
+                self.active_secrets(now)
+            } else {
+                Vec::new()
+            },
+            v1a: if self.signatures.v1a() {
+                self.active_signing_keys(now)
+            } else {
+                Vec::new()
+            },
+        }
+    }
+
     /// The retry schedule and attempt budget for this endpoint.
     pub fn retry_policy(&self, default: &RetrySchedule) -> (RetrySchedule, u32) {
         let schedule = self.schedule.clone().unwrap_or_else(|| default.clone());
@@ -369,14 +461,7 @@ impl Endpoint {
         now: DateTime<Utc>,
         overlap: chrono::Duration,
     ) -> Result<(), EndpointError> {
-        if overlap < chrono::Duration::zero()
-            || overlap > chrono::Duration::hours(MAX_ROTATION_OVERLAP_HOURS)
-        {
-            return Err(EndpointError::BadOverlap);
-        }
-        let until = now
-            .checked_add_signed(overlap)
-            .ok_or(EndpointError::BadOverlap)?;
+        let until = overlap_end(now, overlap)?;
         self.secrets
             .retain(|s| s.expires_at.is_none_or(|e| e > now));
         for s in &mut self.secrets {
@@ -394,6 +479,52 @@ impl Endpoint {
         );
         Ok(())
     }
+
+    /// Makes `new` the current Ed25519 key; the old current key keeps signing until
+    /// `now + overlap`, like [`Self::rotate_secret`]. Keys already expired are dropped.
+    /// The first key of an endpoint is added the same way.
+    ///
+    /// # Errors
+    /// [`EndpointError::BadOverlap`] for an overlap outside 0..=[`MAX_ROTATION_OVERLAP_HOURS`]
+    /// hours; nothing changes then.
+    pub fn rotate_signing_key(
+        &mut self,
+        new: SigningKey,
+        now: DateTime<Utc>,
+        overlap: chrono::Duration,
+    ) -> Result<(), EndpointError> {
+        let until = overlap_end(now, overlap)?;
+        self.signing_keys
+            .retain(|k| k.expires_at.is_none_or(|e| e > now));
+        for k in &mut self.signing_keys {
+            if k.expires_at.is_none() {
+                k.expires_at = Some(until);
+            }
+        }
+        self.signing_keys.insert(
+            0,
+            EndpointSigningKey {
+                key: new,
+                created_at: now,
+                expires_at: None,
+            },
+        );
+        Ok(())
+    }
+}
+
+/// `now + overlap`, for an overlap within 0..=[`MAX_ROTATION_OVERLAP_HOURS`] hours.
+fn overlap_end(
+    now: DateTime<Utc>,
+    overlap: chrono::Duration,
+) -> Result<DateTime<Utc>, EndpointError> {
+    if overlap < chrono::Duration::zero()
+        || overlap > chrono::Duration::hours(MAX_ROTATION_OVERLAP_HOURS)
+    {
+        return Err(EndpointError::BadOverlap);
+    }
+    now.checked_add_signed(overlap)
+        .ok_or(EndpointError::BadOverlap)
 }
 
 #[cfg(test)]
@@ -583,6 +714,78 @@ mod tests {
         .apply(&mut e)
         .unwrap();
         assert_eq!(e, before);
+    }
+
+    #[test]
+    fn reach_settings_default_for_stored_endpoints_and_are_validated() {
+        use crate::custom_headers::FieldValue;
+        use crate::receiver_auth::ReceiverAuth;
+        let e = endpoint();
+        let mut stored = serde_json::to_value(&e).unwrap();
+        assert_eq!(stored["auth"], serde_json::json!({"type": "none"}));
+        assert_eq!(stored["signatures"], "v1");
+        for key in ["headers", "auth", "signatures", "signing_keys"] {
+            stored.as_object_mut().unwrap().remove(key);
+        }
+        let old: Endpoint = serde_json::from_value(stored).unwrap();
+        assert_eq!(
+            old, e,
+            "an endpoint stored before these fields reads as before"
+        );
+
+        // A custom authorization header goes with no authentication only.
+        let auth_header =
+            CustomHeader::new("Authorization", FieldValue::Plain("ApiKey abc".into())).unwrap();
+        let mut with_header = endpoint();
+        with_header.headers = vec![auth_header.clone()];
+        with_header.validate().unwrap();
+        let update = EndpointUpdate {
+            auth: Some(ReceiverAuth::Bearer {
+                token: crate::SecretValue::new("t0ken"),
+            }),
+            ..EndpointUpdate::default()
+        };
+        assert_eq!(
+            update.apply(&mut with_header),
+            Err(EndpointError::AuthorizationTwice("bearer"))
+        );
+        // A bad header or auth setting surfaces as its own error.
+        let mut bad = endpoint();
+        bad.auth = ReceiverAuth::Bearer {
+            token: crate::SecretValue::new("has space"),
+        };
+        assert!(matches!(bad.validate(), Err(EndpointError::Auth(_))));
+    }
+
+    #[test]
+    fn v1a_needs_a_current_key_and_keys_rotate_like_secrets() {
+        let mut e = endpoint();
+        let now = Utc::now();
+        let v1a = EndpointUpdate {
+            signatures: Some(Signatures::V1a),
+            ..EndpointUpdate::default()
+        };
+        assert_eq!(
+            v1a.apply(&mut e.clone()),
+            Err(EndpointError::NoActiveSigningKey)
+        );
+        let first = SigningKey::generate();
+        e.rotate_signing_key(first.clone(), now, chrono::Duration::hours(24))
+            .unwrap();
+        v1a.apply(&mut e).unwrap();
+        let second = SigningKey::generate();
+        e.rotate_signing_key(second.clone(), now, chrono::Duration::hours(2))
+            .unwrap();
+        assert_eq!(e.active_signing_keys(now), [&second, &first]);
+        let later = now + chrono::Duration::hours(3);
+        assert_eq!(e.active_signing_keys(later), [&second]);
+        assert_eq!(e.signers(now).v1a.len(), 2);
+        assert!(e.signers(now).v1.is_empty(), "v1a alone: no HMAC");
+        assert_eq!(
+            e.rotate_signing_key(SigningKey::generate(), now, chrono::Duration::hours(721)),
+            Err(EndpointError::BadOverlap)
+        );
+        e.validate().unwrap();
     }
 
     #[test]

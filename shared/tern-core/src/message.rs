@@ -35,7 +35,8 @@ pub enum DeadLetterReason {
     BlockedDestination,
     /// The queue message could not be read as a delivery message.
     MalformedMessage,
-    /// The endpoint has no secret that signs now: Tern never sends an unsigned webhook.
+    /// The endpoint has no secret (or, for `v1a`, no Ed25519 key) that signs now: Tern
+    /// never sends an unsigned webhook.
     NoActiveSecret,
 }
 
@@ -159,6 +160,13 @@ pub struct DeliveryMessage {
     /// that time without taking another. Cleared by every other change of the message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_slot: Option<crate::rate_limit::RateSlot>,
+    /// A manual resend (the API's `resend` and `recover`): this budget may be sent to a pair
+    /// that was already delivered. The ledger's claim lets it past the pair's delivered
+    /// mark as long as its attempt key is above the pair's current claim
+    /// ([`crate::ports::DeliveryLedger::claim`]); every other message of a delivered pair
+    /// is dropped as a duplicate. Kept by its retries and by a replay of its dead letter.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub resend: bool,
 }
 
 /// Why a queue message body is not a delivery message.
@@ -221,6 +229,20 @@ impl DeliveryMessage {
             budget_started_at: None,
             listed_waiting: false,
             rate_slot: None,
+            resend: false,
+        }
+    }
+
+    /// A manual resend of `event` to `endpoint_id` (same `webhook-id`), recorded as a
+    /// replay: a fresh budget (attempt 1) with replay count `replay_count`, which must be
+    /// above the pair's current one ([`crate::delivery_log::PairState::next_replay_count`]) so its
+    /// claim outranks every earlier message of the pair. Its retry window starts now.
+    pub fn resend(event: Event, endpoint_id: EndpointId, replay_count: u32) -> Self {
+        Self {
+            replay_count: replay_count.min(MAX_REPLAYS),
+            budget_started_at: Some(Utc::now()),
+            resend: true,
+            ..Self::first(event, endpoint_id)
         }
     }
 
@@ -471,6 +493,26 @@ mod tests {
             DeliveryMessage::parse(&body),
             Err(MessageError::DeliveryIdMismatch { .. })
         ));
+    }
+
+    #[test]
+    fn a_resend_is_a_replay_that_keeps_its_mark() {
+        let m = sample();
+        // Messages that are not resends look as before: no `resend` key.
+        assert!(!m.to_body().contains("resend"), "{}", m.to_body());
+        let r = DeliveryMessage::resend(m.event.clone(), m.endpoint_id.clone(), 3);
+        assert!(r.resend);
+        assert_eq!((r.attempt, r.replay_count), (1, 3));
+        assert_eq!(r.event.id, m.event.id, "same webhook-id");
+        assert!(r.budget_started_at.is_some());
+        assert!(r.attempt_key() > m.attempt_key());
+        let body = r.to_body();
+        assert!(body.contains(r#""resend":true"#), "{body}");
+        assert_eq!(DeliveryMessage::parse(&body).unwrap(), r);
+        // Its retries and the replay of its dead letter stay resends.
+        let next = r.next_attempt(Utc::now(), Some(500), None);
+        assert!(next.resend && next.attempt == 2);
+        assert!(next.replayed().resend);
     }
 
     #[test]

@@ -22,8 +22,15 @@ pub enum ErrorClass {
     Timeout,
     /// The request was sent but the response could not be read (reset mid-body, bad HTTP).
     Protocol,
-    /// The destination is not allowed: the SSRF guard refused it. Never retried.
+    /// The destination is not allowed: the SSRF guard refused it (the endpoint URL's, or
+    /// an OAuth2 token URL's address). Never retried.
     Blocked,
+    /// The receiver's OAuth2 token endpoint gave no token: it answered an error or
+    /// something that is not a token, or could not be reached in time. Retried on the
+    /// schedule and charged to the endpoint: the token server is the receiver's side. (A
+    /// receiver that answers 401 even to a token fetched a moment ago is recorded with
+    /// that status, like any answer.)
+    AuthToken,
     /// Ours: our resolver failed temporarily (`EAI_AGAIN`, SERVFAIL, a resolver timeout,
     /// e.g. a throttled VPC resolver). Says nothing about the receiver's name.
     DnsTemporary,
@@ -45,6 +52,7 @@ impl ErrorClass {
             Self::Timeout => "timeout",
             Self::Protocol => "protocol",
             Self::Blocked => "blocked",
+            Self::AuthToken => "auth_token",
             Self::DnsTemporary => "dns_temporary",
             Self::LocalResource => "local_resource",
             Self::TlsConfig => "tls_config",
@@ -170,6 +178,7 @@ mod tests {
             ErrorClass::Tls,
             ErrorClass::Timeout,
             ErrorClass::Protocol,
+            ErrorClass::AuthToken,
         ] {
             assert!(!class.is_ours(), "{class}");
             assert!(class.charged_to_receiver(), "{class}");

@@ -6,6 +6,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::delivery_log::{EndpointLogPage, EndpointLogQuery, PairState};
 use crate::endpoint::Endpoint;
 use crate::ids::{EndpointId, EventId, TenantId};
 use crate::message::DeliveryMessage;
@@ -97,6 +98,31 @@ pub trait EndpointStore: Send + Sync {
     async fn list_for_tenant(&self, tenant: &TenantId) -> Result<Vec<Endpoint>, PortError>;
     /// Every endpoint.
     async fn list_all(&self) -> Result<Vec<Endpoint>, PortError>;
+    /// One page of a tenant's endpoints in id order: those after `after`, at most `limit`,
+    /// only enabled (`Some(true)`) or disabled (`Some(false)`) ones when `enabled` is set.
+    /// [`EndpointPage::next`] is set when more may follow. The default pages over
+    /// [`Self::list_for_tenant`]; the DynamoDB store reads only the page.
+    async fn list_page(
+        &self,
+        tenant: &TenantId,
+        after: Option<&EndpointId>,
+        limit: usize,
+        enabled: Option<bool>,
+    ) -> Result<EndpointPage, PortError> {
+        let mut all = self.list_for_tenant(tenant).await?;
+        all.sort_by(|a, b| a.id.cmp(&b.id));
+        let mut rest = all
+            .into_iter()
+            .filter(|e| after.is_none_or(|a| e.id > *a))
+            .filter(|e| enabled.is_none_or(|on| e.enabled == on));
+        let endpoints: Vec<Endpoint> = rest.by_ref().take(limit).collect();
+        let next = if rest.next().is_some() {
+            endpoints.last().map(|e| e.id.clone())
+        } else {
+            None
+        };
+        Ok(EndpointPage { endpoints, next })
+    }
     /// Creates or replaces an endpoint.
     async fn put(&self, endpoint: &Endpoint) -> Result<(), PortError>;
     /// Disables an endpoint, recording why (replacing an earlier reason) and, the first
@@ -172,6 +198,30 @@ pub trait EndpointStore: Send + Sync {
         id: &EndpointId,
         secrets: &[crate::endpoint::EndpointSecret],
     ) -> Result<(), PortError>;
+    /// Replaces only an endpoint's Ed25519 signing keys (a `v1a` key added or rotated),
+    /// leaving every other field as it is now, like [`Self::set_secrets`].
+    /// [`PortError::Rejected`] when the endpoint does not exist, or when the store cannot
+    /// do it (the default).
+    async fn set_signing_keys(
+        &self,
+        tenant: &TenantId,
+        id: &EndpointId,
+        keys: &[crate::signing_key::EndpointSigningKey],
+    ) -> Result<(), PortError> {
+        let _ = (tenant, id, keys);
+        Err(PortError::Rejected(
+            "this endpoint store cannot set signing keys".into(),
+        ))
+    }
+}
+
+/// One page of a tenant's endpoints ([`EndpointStore::list_page`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndpointPage {
+    /// Endpoints, in id order.
+    pub endpoints: Vec<Endpoint>,
+    /// The last id of this page when more may follow (pass it as `after`), else `None`.
+    pub next: Option<EndpointId>,
 }
 
 /// Result of trying to claim an attempt.
@@ -267,7 +317,9 @@ pub struct AttemptRecord {
 pub trait DeliveryLedger: Send + Sync {
     /// Atomically claims attempt `message.attempt_key()` of the delivery, with a lease
     /// until `lease_until`. Granted only when the pair is not delivered and no other
-    /// message holds this or a later attempt. Each call is one processing of a message:
+    /// message holds this or a later attempt; a manual resend (a message with `resend` set)
+    /// is granted over a delivered pair too, when no message holds this or a later
+    /// attempt. Each call is one processing of a message:
     /// a store that retries the write must recognise its own earlier try (granted, or
     /// taken over with that takeover's number), never count it another holder. An expired, unfinished lease on the same
     /// attempt can be taken over (its holder crashed): that is [`Claim::TakenOver`], and
@@ -366,6 +418,34 @@ pub trait DeliveryLedger: Send + Sync {
             attempts: self.history(event).await?,
             read_units: None,
         })
+    }
+
+    /// The state of each (event, endpoint) pair of `event` the ledger holds (a pair
+    /// appears once its first attempt was claimed), read consistently. The default: this
+    /// ledger cannot ([`PortError::Rejected`]).
+    async fn pair_states(&self, event: &EventId) -> Result<Vec<PairState>, PortError> {
+        let _ = event;
+        Err(PortError::Rejected(
+            "this ledger does not keep pair states".into(),
+        ))
+    }
+
+    /// Adds the attempts a sender batch recorded to their endpoints' logs: one write per
+    /// endpoint (per [`crate::delivery_log::LOG_ITEM_SPAN_MS`] of attempt starts). For
+    /// people, like the attempt rows: a failure loses those lines from the endpoint's log,
+    /// never from the event's history. The default keeps no endpoint log.
+    async fn append_endpoint_log(&self, records: &[AttemptRecord]) -> Result<(), PortError> {
+        let _ = records;
+        Ok(())
+    }
+
+    /// One page of an endpoint's log, newest first ([`crate::delivery_log::LogPager`]).
+    /// The default: this ledger keeps none ([`PortError::Rejected`]).
+    async fn endpoint_log(&self, query: &EndpointLogQuery) -> Result<EndpointLogPage, PortError> {
+        let _ = query;
+        Err(PortError::Rejected(
+            "this ledger does not keep endpoint logs".into(),
+        ))
     }
 }
 

@@ -8,16 +8,78 @@
 //!   recommends (spec v1.0.0, "Payload structure"): `{"type":…,"timestamp":…,"data":…}`,
 //!   built by concatenating bytes so that `data` is the application's payload byte for byte.
 //!
+//! Headers, in the order sent: Tern's own (`webhook-id`, `webhook-timestamp`,
+//! `webhook-signature` with a `v1` entry per active HMAC secret and a `v1a` entry per
+//! active Ed25519 key as the endpoint's [`crate::Signatures`] setting says,
+//! `idempotency-key`, `x-webhook-signature` when `v1` is on, `webhook-event-type`), then
+//! the endpoint's custom headers ([`crate::custom_headers`]), then `authorization` for
+//! basic and bearer authentication ([`crate::receiver_auth`]; an OAuth2 token is added
+//! by the delivery client, which fetches it). Secret values travel as
+//! [`FieldValue::Secret`], so the client marks them sensitive.
+//!
 //! Whatever the format, every request names the event type in the
 //! [`header::WEBHOOK_EVENT_TYPE`] header, so a receiver of raw payloads can route on it.
 //! That header is not covered by the `webhook-signature` (which signs id, timestamp and
 //! body only): a receiver that must trust the type reads it from a `standard_webhooks`
 //! body, which is signed.
 
+use std::borrow::Cow;
+
 use serde::{Deserialize, Serialize};
 
+use crate::custom_headers::FieldValue;
+use crate::endpoint::Endpoint;
 use crate::event::{Event, MAX_EVENT_TYPE_LEN};
-use crate::signing::{Secret, header, signature_headers};
+use crate::signing::{Secret, header};
+use crate::signing_key::SigningKey;
+
+/// One header of a request: its name (lowercase) and its value, secret or not.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutgoingHeader {
+    /// Lowercase name.
+    pub name: Cow<'static, str>,
+    /// The value; a [`FieldValue::Secret`] is sent marked sensitive and never logged.
+    pub value: FieldValue,
+}
+
+impl OutgoingHeader {
+    /// A header with a value that may be shown.
+    pub fn plain(name: impl Into<Cow<'static, str>>, value: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            value: FieldValue::Plain(value.into()),
+        }
+    }
+
+    /// A header with a secret value.
+    pub fn secret(name: impl Into<Cow<'static, str>>, value: crate::SecretValue) -> Self {
+        Self {
+            name: name.into(),
+            value: FieldValue::Secret(value),
+        }
+    }
+}
+
+/// `authorization`: the header basic, bearer and OAuth2 authentication send.
+pub const AUTHORIZATION: &str = "authorization";
+
+/// What signs one attempt: the active HMAC secrets when `v1` is on, the active Ed25519
+/// keys when `v1a` is on, each newest first ([`Endpoint::signers`]).
+#[derive(Debug, Clone, Default)]
+pub struct Signers<'a> {
+    /// `whsec_` secrets: one `v1` entry each, and one `x-webhook-signature` entry each.
+    pub v1: Vec<&'a Secret>,
+    /// `whsk_` keys: one `v1a` entry each.
+    pub v1a: Vec<&'a SigningKey>,
+}
+
+impl Signers<'_> {
+    /// True when nothing would sign: such a request is never sent (a receiver could not
+    /// tell it from a forgery).
+    pub fn is_empty(&self) -> bool {
+        self.v1.is_empty() && self.v1a.is_empty()
+    }
+}
 
 /// How an endpoint's request body is shaped. Stored with the endpoint; endpoints stored
 /// before this setting existed read as [`PayloadFormat::Raw`], so they keep receiving the
@@ -136,24 +198,80 @@ pub fn body(event: &Event, format: PayloadFormat) -> Vec<u8> {
     }
 }
 
-/// The headers of one attempt besides `content-type` and `user-agent`: the signature
-/// headers over `body` ([`signature_headers`]: `webhook-id`, `webhook-timestamp`,
-/// `webhook-signature`, `idempotency-key`, `x-webhook-signature`) and
+/// Tern's headers of one attempt besides `content-type` and `user-agent`: `webhook-id`,
+/// `webhook-timestamp`, `webhook-signature` over `body` (`v1` entries, then `v1a`
+/// entries, space-separated, per the Standard Webhooks spec's "Webhook headers"),
+/// `idempotency-key`, `x-webhook-signature` (HMAC of the body, only when `v1` signs) and
 /// [`header::WEBHOOK_EVENT_TYPE`] with the event type, sent whatever the payload format.
 ///
-/// `timestamp` is the attempt's time in integer Unix seconds; `secrets` the endpoint's
-/// active secrets, newest first. The event type is always a valid header value: an
-/// [`crate::EventType`] is 1-128 bytes of `[A-Za-z0-9._:-]`, all visible ASCII (RFC 9110
-/// §5.5 `field-vchar`).
+/// `timestamp` is the attempt's time in integer Unix seconds. The event type is always a
+/// valid header value: an [`crate::EventType`] is 1-128 bytes of `[A-Za-z0-9._:-]`, all
+/// visible ASCII (RFC 9110 §5.5 `field-vchar`).
 pub fn headers(
     event: &Event,
     timestamp: i64,
     body: &[u8],
-    secrets: &[&Secret],
-) -> Vec<(&'static str, String)> {
-    let mut headers = signature_headers(&event.id, timestamp, body, secrets);
-    headers.push((header::WEBHOOK_EVENT_TYPE, event.event_type.to_string()));
-    headers
+    signers: &Signers<'_>,
+) -> Vec<OutgoingHeader> {
+    let id = event.id.as_str();
+    let signatures: Vec<String> = signers
+        .v1
+        .iter()
+        .map(|s| s.sign_v1(id, timestamp, body))
+        .chain(signers.v1a.iter().map(|k| k.sign_v1a(id, timestamp, body)))
+        .collect();
+    let mut out = vec![
+        OutgoingHeader::plain(header::WEBHOOK_ID, id),
+        OutgoingHeader::plain(header::WEBHOOK_TIMESTAMP, timestamp.to_string()),
+        OutgoingHeader::plain(header::WEBHOOK_SIGNATURE, signatures.join(" ")),
+        OutgoingHeader::plain(header::IDEMPOTENCY_KEY, id),
+    ];
+    if !signers.v1.is_empty() {
+        let hex: Vec<String> = signers.v1.iter().map(|s| s.sign_body_hex(body)).collect();
+        out.push(OutgoingHeader::plain(
+            header::X_WEBHOOK_SIGNATURE,
+            hex.join(", "),
+        ));
+    }
+    out.push(OutgoingHeader::plain(
+        header::WEBHOOK_EVENT_TYPE,
+        event.event_type.to_string(),
+    ));
+    out
+}
+
+/// Nothing signs the attempt: the endpoint has no active secret or key for its
+/// signature schemes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("no secret or key signs now for the endpoint's signature schemes")]
+pub struct Unsigned;
+
+/// Every header of one attempt to `endpoint` besides `content-type`, `user-agent` and an
+/// OAuth2 token: Tern's ([`headers`], signed by [`Endpoint::signers`] at `now`), the
+/// endpoint's custom headers, and `authorization` for basic or bearer authentication.
+///
+/// # Errors
+/// [`Unsigned`] when nothing would sign: never send an unsigned webhook.
+pub fn attempt_headers(
+    endpoint: &Endpoint,
+    event: &Event,
+    timestamp: i64,
+    body: &[u8],
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<Vec<OutgoingHeader>, Unsigned> {
+    let signers = endpoint.signers(now);
+    if signers.is_empty() {
+        return Err(Unsigned);
+    }
+    let mut out = headers(event, timestamp, body, &signers);
+    out.extend(endpoint.headers.iter().map(|h| OutgoingHeader {
+        name: Cow::Owned(h.name.clone()),
+        value: h.value.clone(),
+    }));
+    if let Some(value) = endpoint.auth.static_authorization() {
+        out.push(OutgoingHeader::secret(AUTHORIZATION, value));
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -234,14 +352,120 @@ mod tests {
         let secret = Secret::generate();
         for format in PayloadFormat::ALL {
             let b = body(&e, format);
-            let h = headers(&e, 1_700_000_000, &b, &[&secret]);
-            let get = |name: &str| h.iter().find(|(n, _)| *n == name).map(|(_, v)| v.as_str());
+            let signers = Signers {
+                v1: vec![&secret],
+                v1a: vec![],
+            };
+            let h = headers(&e, 1_700_000_000, &b, &signers);
+            let get = |name: &str| h.iter().find(|x| x.name == name).map(|x| x.value.expose());
             assert_eq!(get("webhook-event-type"), Some("invoice.paid"));
             assert_eq!(
                 get("webhook-signature"),
                 Some(secret.sign_v1("evt_1", 1_700_000_000, &b).as_str())
             );
         }
+    }
+
+    #[test]
+    fn v1_headers_are_the_reference_signature_headers_plus_the_event_type() {
+        let e = event("invoice.paid", r#"{"x":1}"#);
+        let (a, b) = (Secret::generate(), Secret::generate());
+        let signers = Signers {
+            v1: vec![&a, &b],
+            v1a: vec![],
+        };
+        let got: Vec<(String, String)> = headers(&e, 7, b"{}", &signers)
+            .into_iter()
+            .map(|h| (h.name.into_owned(), h.value.expose().to_owned()))
+            .collect();
+        let mut expected: Vec<(String, String)> =
+            crate::signing::signature_headers(&e.id, 7, b"{}", &[&a, &b])
+                .into_iter()
+                .map(|(n, v)| (n.to_owned(), v))
+                .collect();
+        expected.push(("webhook-event-type".into(), "invoice.paid".into()));
+        assert_eq!(got, expected);
+    }
+
+    fn endpoint_for(e: &Event) -> Endpoint {
+        Endpoint::new(
+            crate::EndpointId::new("ep_1").unwrap(),
+            e.tenant_id.clone(),
+            "https://example.invalid/hook",
+            vec!["*".into()],
+            Secret::generate(),
+            Utc::now(),
+        )
+    }
+
+    #[test]
+    fn attempt_headers_add_custom_headers_and_basic_auth_after_terns_own() {
+        use crate::custom_headers::CustomHeader;
+        let e = event("order.paid", "{}");
+        let mut ep = endpoint_for(&e);
+        ep.headers = vec![
+            CustomHeader::new("X-Tenant", FieldValue::Plain("acme".into())).unwrap(),
+            CustomHeader::new(
+                "x-api-key",
+                FieldValue::Secret(crate::SecretValue::new("k-123")),
+            )
+            .unwrap(),
+        ];
+        ep.auth = crate::receiver_auth::ReceiverAuth::Basic {
+            username: "Aladdin".into(),
+            password: crate::SecretValue::new("open sesame"),
+        };
+        let h = attempt_headers(&ep, &e, 1, b"{}", Utc::now()).unwrap();
+        let names: Vec<&str> = h.iter().map(|x| x.name.as_ref()).collect();
+        assert_eq!(
+            names,
+            [
+                "webhook-id",
+                "webhook-timestamp",
+                "webhook-signature",
+                "idempotency-key",
+                "x-webhook-signature",
+                "webhook-event-type",
+                "x-tenant",
+                "x-api-key",
+                "authorization"
+            ]
+        );
+        assert_eq!(h[6].value, FieldValue::Plain("acme".into()));
+        assert!(h[7].value.is_secret() && h[8].value.is_secret());
+        assert_eq!(h[8].value.expose(), "Basic QWxhZGRpbjpvcGVuIHNlc2FtZQ==");
+        assert!(!format!("{h:?}").contains("k-123"));
+        assert!(!format!("{h:?}").contains("QWxhZGRpbjpvcGVuIHNlc2FtZQ"));
+    }
+
+    #[test]
+    fn v1a_only_sends_ed25519_entries_and_no_hmac() {
+        let e = event("order.paid", "{}");
+        let mut ep = endpoint_for(&e);
+        let now = Utc::now();
+        ep.rotate_signing_key(crate::SigningKey::generate(), now, chrono::Duration::zero())
+            .unwrap();
+        ep.signatures = crate::Signatures::V1a;
+        ep.validate().unwrap();
+        let h = attempt_headers(&ep, &e, 1, b"{}", now).unwrap();
+        let sig = h.iter().find(|x| x.name == "webhook-signature").unwrap();
+        assert!(sig.value.expose().starts_with("v1a,"), "{sig:?}");
+        assert_eq!(sig.value.expose().split(' ').count(), 1);
+        assert!(!h.iter().any(|x| x.name == "x-webhook-signature"));
+        ep.signatures = crate::Signatures::Both;
+        let h = attempt_headers(&ep, &e, 1, b"{}", now).unwrap();
+        let sig = h.iter().find(|x| x.name == "webhook-signature").unwrap();
+        let kinds: Vec<&str> = sig
+            .value
+            .expose()
+            .split(' ')
+            .map(|s| s.split(',').next().unwrap())
+            .collect();
+        assert_eq!(kinds, ["v1", "v1a"]);
+        // Nothing signs: never sent.
+        ep.signing_keys.clear();
+        ep.signatures = crate::Signatures::V1a;
+        assert_eq!(attempt_headers(&ep, &e, 1, b"{}", now), Err(Unsigned));
     }
 
     #[test]

@@ -32,6 +32,7 @@ use async_trait::async_trait;
 use chrono::Utc;
 use tern_core::endpoint::{EndpointSecret, EndpointUpdate};
 use tern_core::ports::{EndpointStore, PortError};
+use tern_core::signing_key::EndpointSigningKey;
 use tern_core::{Endpoint, EndpointId, TenantId};
 
 /// How long a warm sender serves an endpoint from memory, in seconds, unless
@@ -278,6 +279,17 @@ impl EndpointStore for CachedEndpoints {
         secrets: &[EndpointSecret],
     ) -> Result<(), PortError> {
         let result = self.inner.set_secrets(tenant, id, secrets).await;
+        self.forget(tenant, id);
+        result
+    }
+
+    async fn set_signing_keys(
+        &self,
+        tenant: &TenantId,
+        id: &EndpointId,
+        keys: &[EndpointSigningKey],
+    ) -> Result<(), PortError> {
+        let result = self.inner.set_signing_keys(tenant, id, keys).await;
         self.forget(tenant, id);
         result
     }

@@ -7,6 +7,7 @@
 pub mod config;
 pub mod deadline;
 pub mod endpoint_cache;
+pub mod endpoint_log;
 pub mod health;
 pub mod logging;
 pub mod markers;

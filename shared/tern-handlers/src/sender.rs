@@ -33,6 +33,7 @@ use tern_core::ports::{
     MessageQueue, PortError, QueueEntry,
 };
 use tern_core::rate_limit::{RateSlot, delay_seconds_before};
+use tern_core::receiver_auth::ReceiverAuth;
 use tern_core::request;
 use tern_core::retry::{
     MAX_QUEUE_DELAY_SECONDS, MAX_WAIT_SECONDS, WaitRoute, real_wait_seconds, route_wait,
@@ -42,6 +43,7 @@ use tern_http::{AttemptReport, AttemptRequest, DeliveryClient};
 
 use crate::config::SenderPolicy;
 use crate::deadline::Deadline;
+use crate::endpoint_log::BatchLog;
 use crate::health::{BatchHealth, CircuitBreaker, EndpointKey};
 use crate::markers;
 use crate::metrics::Metrics;
@@ -52,7 +54,8 @@ use crate::rate_limit::{EndpointGate, Pass};
 /// redelivered after a crash finds the lease expired and can take it over.
 pub const LEASE_MARGIN_SECONDS: i64 = 30;
 
-/// What the sender needs.
+/// What the sender needs. Cloning is cheap (shared clients); each batch runs with a copy
+/// whose ledger keeps the batch's rows for the endpoint log ([`crate::endpoint_log`]).
 #[derive(Clone)]
 pub struct SenderDeps {
     /// Endpoint registry.
@@ -157,6 +160,13 @@ pub async fn handle_within(
     metrics: &Metrics,
     deadline: Deadline,
 ) -> (SqsBatchResponse, Vec<MessageResult>) {
+    // The batch's attempt rows go to their endpoints' logs at the end, in one write per
+    // endpoint (crate::endpoint_log).
+    let log = Arc::new(BatchLog::new(deps.ledger.clone()));
+    let deps = &SenderDeps {
+        ledger: log.clone(),
+        ..deps.clone()
+    };
     let parsed: Vec<Result<DeliveryMessage, String>> = event
         .records
         .iter()
@@ -249,13 +259,25 @@ pub async fn handle_within(
             *r = Err(error);
         }
     }
-    if let Some(breaker) = &deps.breaker
-        && deadline
-            .before_answer(breaker.settle(&batch, deps.endpoints.as_ref(), metrics))
-            .await
-            .is_none()
+    // For people, both: the health write and the endpoint log, together, before the answer.
+    let settle = async {
+        if let Some(breaker) = &deps.breaker {
+            breaker
+                .settle(&batch, deps.endpoints.as_ref(), metrics)
+                .await;
+        }
+    };
+    match deadline
+        .before_answer(async { futures::join!(settle, log.flush()).1 })
+        .await
     {
-        tracing::warn!("endpoint health not settled: the invocation's deadline is near");
+        Some(Ok(())) => {}
+        Some(Err(e)) => {
+            tracing::warn!(error = %e, "endpoint log not written; the events' histories have the attempts");
+        }
+        None => tracing::warn!(
+            "endpoint health and endpoint log not written: the invocation's deadline is near"
+        ),
     }
     let mut response = SqsBatchResponse::default();
     for (id, r) in &results {
@@ -676,23 +698,34 @@ async fn attempt(
         .timeout_ms
         .map_or(deps.policy.attempt_timeout, Duration::from_millis);
     let started = Utc::now();
-    let secrets = endpoint.active_secrets(started);
-    if secrets.is_empty() {
+    let body = Bytes::from(request::body(&message.event, endpoint.payload_format));
+    let Ok(headers) = request::attempt_headers(
+        endpoint,
+        &message.event,
+        started.timestamp(),
+        &body,
+        started,
+    ) else {
         // Never send an unsigned webhook: the receiver could not tell it from a forgery.
         let reason = DeadLetterReason::NoActiveSecret;
         return dead_letter_unsent(deps, &message, reason, takeover, metrics, invocation).await;
-    }
-    let body = Bytes::from(request::body(&message.event, endpoint.payload_format));
-    let headers = request::headers(&message.event, started.timestamp(), &body, &secrets);
-    let report = deps
-        .client
-        .attempt(AttemptRequest {
-            url: &endpoint.url,
-            body,
-            headers: &headers,
-            deadline,
-        })
-        .await;
+    };
+    let request = AttemptRequest {
+        url: &endpoint.url,
+        body,
+        headers: &headers,
+        deadline,
+    };
+    // An OAuth2 endpoint's token is fetched (or taken from this process's cache) within
+    // the same deadline; basic and bearer are already among the headers.
+    let report = match &endpoint.auth {
+        ReceiverAuth::Oauth2ClientCredentials(grant) => {
+            deps.client
+                .attempt_oauth(request, &endpoint.tenant_id, &endpoint.id, grant)
+                .await
+        }
+        _ => deps.client.attempt(request).await,
+    };
     // From here on, receiver-controlled text (Location, Retry-After, error detail, excerpt)
     // goes into queue messages, attributes, the attempt log and log lines: reduced once, here,
     // to what SQS accepts and bounded (tern_core::sqs_text).
@@ -1163,7 +1196,7 @@ fn unsent_note(reason: DeadLetterReason) -> &'static str {
         }
         DeadLetterReason::EndpointDeleted => "not sent: the endpoint does not exist",
         DeadLetterReason::NoActiveSecret => {
-            "not sent: the endpoint has no secret that signs now (never sent unsigned)"
+            "not sent: the endpoint has no secret or key that signs now (never sent unsigned)"
         }
         DeadLetterReason::Exhausted => {
             "not sent: its retry window ended while it was held back (the endpoint's circuit, its receiver's pause or its rate limit)"

@@ -11,12 +11,15 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
+use tern_core::custom_headers::FieldValue;
 use tern_core::outcome::{AttemptResult, ErrorClass};
+use tern_core::request::OutgoingHeader;
 use tokio::time::timeout_at;
 
 use crate::classify::{Unprocessed, classify_error, error_detail, unprocessed};
 use crate::dns::DnsResolver;
 use crate::guard::{DestinationPolicy, HostLookup};
+use crate::oauth::TokenCache;
 use crate::transport::{ATTEMPT_DEADLINE, CapturedHead, ConnState, ConnTag, Connector};
 
 /// Bytes of the response body kept in the attempt log: 1 KiB. The rest is never read, so
@@ -89,8 +92,10 @@ pub struct AttemptRequest<'a> {
     pub url: &'a str,
     /// The exact body bytes that were signed.
     pub body: Bytes,
-    /// Headers to send besides `content-type` and `user-agent`.
-    pub headers: &'a [(&'static str, String)],
+    /// Headers to send besides `content-type` and `user-agent`
+    /// ([`tern_core::request::attempt_headers`]); secret values are sent marked
+    /// sensitive (never indexed by HTTP/2's HPACK, RFC 7541 §7.1.3).
+    pub headers: &'a [OutgoingHeader],
     /// Total deadline of the attempt: connect, send, response head and excerpt.
     pub deadline: Duration,
 }
@@ -119,10 +124,12 @@ pub struct DeliveryClient {
     fresh: Http,
     policy: Arc<DestinationPolicy>,
     excerpt_bytes: usize,
+    /// OAuth2 access tokens of this process's endpoints ([`crate::oauth`]).
+    pub(crate) tokens: Arc<TokenCache>,
 }
 
 /// What sending produced before the body is read.
-enum Sent {
+pub(crate) enum Sent {
     /// A response hyper parsed.
     Response(hyper::Response<Incoming>, Option<Arc<ConnState>>),
     /// A status line hyper could not parse the rest of (or that was cut off).
@@ -189,6 +196,7 @@ impl DeliveryClient {
             fresh: build(0),
             policy,
             excerpt_bytes: options.excerpt_bytes,
+            tokens: Arc::new(TokenCache::default()),
         })
     }
 
@@ -240,10 +248,21 @@ impl DeliveryClient {
         let mut request = http::Request::post(url.as_str())
             .header(CONTENT_TYPE, "application/json")
             .header(USER_AGENT, tern_core::USER_AGENT);
-        for (name, value) in req.headers {
-            request = request.header(*name, value.as_str());
+        for h in req.headers {
+            let value = match header_value(&h.value) {
+                Ok(v) => v,
+                // The name only: the value may be secret.
+                Err(()) => {
+                    return failed(
+                        ErrorClass::Protocol,
+                        format!("invalid request: header {} has an invalid value", h.name),
+                    );
+                }
+            };
+            request = request.header(h.name.as_ref(), value);
         }
-        // Checked once here so the re-send below cannot fail to build.
+        // Checked once here so the re-send below cannot fail to build. The error names no
+        // header value.
         let request = match request.body(Full::new(req.body)) {
             Ok(r) => r,
             Err(e) => return failed(ErrorClass::Protocol, format!("invalid request: {e}")),
@@ -344,7 +363,7 @@ impl DeliveryClient {
     ///   [`MAX_UNPROCESSED_RESENDS`] times;
     /// - the pooled connection was stale (it had completed a response, and failed before
     ///   one byte of this one): once more on a fresh connection.
-    async fn send(&self, request: http::Request<Full<Bytes>>) -> Sent {
+    pub(crate) async fn send(&self, request: http::Request<Full<Bytes>>) -> Sent {
         let (parts, body) = request.into_parts();
         let copy = || {
             let mut r = http::Request::new(body.clone());
@@ -387,6 +406,18 @@ impl DeliveryClient {
             return Sent::Failed(err);
         }
     }
+}
+
+/// `value` as a header value, marked sensitive when it is secret: hyper's HTTP/2 encoder
+/// then never puts it in the HPACK table (RFC 7541 §7.1.3), and `http`'s `Debug` prints
+/// `Sensitive`. `Err` when it is not a valid header value (validated endpoints never
+/// hold one).
+pub(crate) fn header_value(value: &FieldValue) -> Result<http::HeaderValue, ()> {
+    let mut v = http::HeaderValue::from_str(value.expose()).map_err(|_| ())?;
+    if value.is_secret() {
+        v.set_sensitive(true);
+    }
+    Ok(v)
 }
 
 /// Test seams of the client, set only through [`crate::test_support`] (the

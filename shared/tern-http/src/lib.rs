@@ -1,6 +1,7 @@
 //! The HTTP side of a delivery: the client that makes one attempt (signed body, no
-//! redirects, a total deadline, a capped excerpt of the answer, classified errors) and
-//! the SSRF guard it connects through.
+//! redirects, a total deadline, a capped excerpt of the answer, classified errors), the
+//! SSRF guard it connects through, and the OAuth2 client credentials tokens it fetches
+//! and caches for receivers that want one ([`oauth`]).
 
 #![warn(missing_docs)]
 
@@ -9,6 +10,7 @@ pub mod client;
 pub mod dns;
 pub mod eyeballs;
 pub mod guard;
+pub mod oauth;
 #[cfg(feature = "test-support")]
 pub mod test_support;
 pub mod transport;

@@ -12,7 +12,9 @@ use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use serde::Deserialize;
 use tern_console::render::local_page;
-use tern_console::{ConsoleDeps, ConsoleError, InProcessReplay, Target, Widget, WidgetEvent};
+use tern_console::{
+    AuditDeps, ConsoleDeps, ConsoleError, InProcessReplay, Target, Widget, WidgetEvent,
+};
 use tokio::task::JoinHandle;
 
 /// Port the console asks for first: 8790. When it is taken (another local mode, a test
@@ -35,6 +37,11 @@ pub fn console_deps(local: &crate::LocalTern, namespace: &str) -> ConsoleDeps {
     // scale (the attempt log stores logical waits).
     let policy = tern_handlers::config::health_policy(&tern_handlers::config::Env(&setting))
         .unwrap_or_default();
+    let audit_rules = tern_ops::audit::rules_from_env(
+        &tern_handlers::config::Env(&setting),
+        tern_ops::audit::DEFAULT_GRACE,
+    )
+    .ok();
     let time_scale = setting("TERN_TIME_SCALE")
         .and_then(|v| v.parse::<f64>().ok())
         .filter(|s| *s > 0.0 && *s <= 1.0)
@@ -54,6 +61,21 @@ pub fn console_deps(local: &crate::LocalTern, namespace: &str) -> ConsoleDeps {
             aws_sdk_dynamodb::Client::new(&local.aws),
             &local.resources.health_table,
         ))),
+        audit: audit_rules.map(|rules| AuditDeps {
+            outbox: Arc::new(tern_aws::DynamoOutboxReader::new(
+                aws_sdk_dynamodb::Client::new(&local.aws),
+                &local.resources.outbox_table,
+            )),
+            relay_failures: Arc::new(tern_aws::SqsQueue::new(
+                local.sqs(),
+                &local.resources.relay_failure_queue_url,
+            )),
+            delivery_queue: Some(Arc::new(tern_aws::SqsQueue::new(
+                local.sqs(),
+                &local.resources.delivery_queue_url,
+            ))),
+            rules,
+        }),
         replay: Arc::new(InProcessReplay {
             deps: tern_handlers::replay::ReplayDeps {
                 dlq: local.replay.dlq.clone(),
@@ -91,6 +113,8 @@ async fn page(deps: &ConsoleDeps, event: serde_json::Value) -> Response {
 struct LookupQuery {
     #[serde(default)]
     event_id: Option<String>,
+    #[serde(default)]
+    since: Option<String>,
 }
 
 async fn widget_page(
@@ -100,7 +124,7 @@ async fn widget_page(
 ) -> Response {
     page(
         &deps,
-        serde_json::json!({ "widget": name, "event_id": q.event_id }),
+        serde_json::json!({ "widget": name, "event_id": q.event_id, "since": q.since }),
     )
     .await
 }

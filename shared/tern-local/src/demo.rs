@@ -202,6 +202,9 @@ pub async fn run(
                 payload_format: tern_core::PayloadFormat::Raw,
                 max_per_second: None,
                 secret: None,
+                headers: Vec::new(),
+                auth: tern_core::receiver_auth::ReceiverAuth::None,
+                signatures: tern_core::Signatures::V1,
             },
             &tern_http::DestinationPolicy {
                 https_only: false,

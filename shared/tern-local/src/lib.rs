@@ -4,6 +4,7 @@
 
 #![warn(missing_docs)]
 
+pub mod api;
 pub mod console;
 pub mod demo;
 pub mod local;

@@ -55,6 +55,10 @@ pub struct LocalOptions {
     /// Retries of a failing stream batch before it is given up to the relay-failure
     /// queue; `None` uses the settings file (`eventSources.relay.maximumRetryAttempts`).
     pub relay_max_retries: Option<u32>,
+    /// Serve the Tern API on 127.0.0.1 with the pollers: the port asked for first (any
+    /// free one when taken), `None` for no API (`tern local` asks for
+    /// [`crate::api::DEFAULT_API_PORT`]; tests start it with [`LocalTern::start_api`]).
+    pub api_port: Option<u16>,
 }
 
 impl Default for LocalOptions {
@@ -74,6 +78,7 @@ impl Default for LocalOptions {
             console_port: Some(crate::console::DEFAULT_CONSOLE_PORT),
             health: None,
             relay_max_retries: None,
+            api_port: None,
         }
     }
 }
@@ -97,6 +102,10 @@ pub struct LocalTern {
     pub env: Vec<(String, String)>,
     /// Address of the operator's console, once [`Self::start_pollers`] started it.
     pub console: Option<std::net::SocketAddr>,
+    /// Address of the Tern API, once [`Self::start_api`] started it.
+    pub api: Option<std::net::SocketAddr>,
+    /// The resolver behind the SSRF guard (`LocalOptions::lookup`), for the API's checks.
+    pub(crate) lookup: Option<Arc<dyn HostLookup>>,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -239,6 +248,8 @@ impl LocalTern {
             operational,
             env,
             console: None,
+            api: None,
+            lookup: options.lookup.clone(),
             tasks: Vec::new(),
         })
     }
@@ -285,7 +296,44 @@ impl LocalTern {
         if let Some(port) = options.console_port {
             self.start_console(port);
         }
+        if let Some(port) = options.api_port {
+            self.start_api(port, crate::api::local_credentials());
+        }
         rx
+    }
+
+    /// Serves the Tern API on 127.0.0.1 (`port`, or any free port when it is taken or 0),
+    /// accepting SigV4 signatures of `credentials`; records its address in [`Self::api`]
+    /// and as `TERN_API_URL` in [`Self::env`]. An API that cannot start is logged and left
+    /// out: delivery does not depend on it.
+    pub fn start_api(
+        &mut self,
+        port: u16,
+        credentials: Vec<tern_api::sigv4::LocalCredential>,
+    ) -> Option<std::net::SocketAddr> {
+        let deps = match crate::api::deps(self) {
+            Ok(d) => d,
+            Err(e) => {
+                tracing::warn!(error = %e, "the local API could not be wired");
+                return None;
+            }
+        };
+        let auth = crate::api::authenticator(&deps, credentials);
+        let router = tern_api::router(deps, auth);
+        match crate::console::bind(port).and_then(|l| Ok((l.local_addr()?, l))) {
+            Ok((addr, listener)) => {
+                self.tasks.push(crate::api::spawn(listener, router));
+                self.api = Some(addr);
+                self.env.retain(|(k, _)| k != crate::api::API_URL_VAR);
+                self.env
+                    .push((crate::api::API_URL_VAR.to_owned(), crate::api::url(addr)));
+                Some(addr)
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "the local API could not bind 127.0.0.1");
+                None
+            }
+        }
     }
 
     /// Serves the operator's console on 127.0.0.1 (`port`, or any free port when it is

@@ -74,6 +74,9 @@ pub enum Behavior {
     /// Takes the request and never answers (for `hang`: an hour), so the sender's attempt
     /// deadline ends it: a receiver that hangs.
     Hang,
+    /// A receiver behind an API gateway: 200 when the request's `authorization` header is
+    /// exactly this value, else 401 with `www-authenticate: Bearer` (RFC 6750 §3).
+    RequireAuthorization(String),
 }
 
 /// A captured request.
@@ -144,6 +147,10 @@ async fn answer(State(inner): State<Arc<Mutex<Inner>>>, request: Request) -> Res
             )
         })
         .collect();
+    let authorization = request
+        .headers()
+        .get("authorization")
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
     let body = axum::body::to_bytes(request.into_body(), 8 * 1024 * 1024)
         .await
         .unwrap_or_default();
@@ -167,6 +174,13 @@ async fn answer(State(inner): State<Arc<Mutex<Inner>>>, request: Request) -> Res
             }
             // Recorded as 0: nothing was answered.
             Some(Behavior::Hang) => Reply::status(0),
+            Some(Behavior::RequireAuthorization(expected)) => {
+                if authorization.as_deref() == Some(expected.as_str()) {
+                    Reply::status(200)
+                } else {
+                    Reply::status(401).header("www-authenticate", "Bearer")
+                }
+            }
             Some(Behavior::RateLimit {
                 per_second,
                 retry_after,

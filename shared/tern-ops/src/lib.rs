@@ -6,8 +6,13 @@ pub mod attempts;
 pub mod audit;
 pub mod dlq;
 pub mod health;
+pub mod publish;
+pub mod reach;
+pub mod recover;
 pub mod relay_failures;
 pub mod replay_check;
+pub mod resend;
+pub mod test_send;
 pub mod waiting;
 pub mod when;
 
@@ -15,11 +20,14 @@ use std::io::Write;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
+use tern_core::custom_headers::CustomHeader;
 use tern_core::drain::{Drain, DrainRule};
 use tern_core::endpoint::{EndpointUpdate, secret_fingerprint};
 use tern_core::ports::{DeliveryLedger, DrainableQueue, EndpointStore, PortError, ReceivedMessage};
+use tern_core::receiver_auth::ReceiverAuth;
 use tern_core::{
-    DeliveryMessage, Endpoint, EndpointId, EventId, PayloadFormat, RetrySchedule, Secret, TenantId,
+    DeliveryMessage, Endpoint, EndpointId, EventId, PayloadFormat, RetrySchedule, Secret,
+    Signatures, SigningKey, TenantId,
 };
 use tern_http::{DestinationPolicy, HostLookup};
 
@@ -84,6 +92,13 @@ pub struct NewEndpoint {
     pub max_per_second: Option<u32>,
     /// Existing secret to use (else a new one is generated).
     pub secret: Option<String>,
+    /// Custom headers ([`tern_core::custom_headers`]).
+    pub headers: Vec<CustomHeader>,
+    /// Authentication to the receiver; an OAuth2 token URL is checked like the URL.
+    pub auth: ReceiverAuth,
+    /// Signature schemes; with `v1a` an Ed25519 key is generated (its public key is in
+    /// the returned endpoint's `signing_keys`).
+    pub signatures: Signatures,
 }
 
 /// Validates and stores a new endpoint; returns it (with its secret, to show once). The URL
@@ -102,6 +117,7 @@ pub async fn add_endpoint(
     tern_http::check_endpoint_url(&new.url, policy, lookup)
         .await
         .map_err(|e| bad(&e))?;
+    reach::check_auth(&new.auth, policy, lookup).await?;
     let secret = match new.secret {
         Some(s) => Secret::parse(&s).map_err(|e| bad(&e))?,
         None => Secret::generate(),
@@ -129,6 +145,14 @@ pub async fn add_endpoint(
     endpoint.payload_format = new.payload_format;
     endpoint.max_per_second = new.max_per_second;
     endpoint.description = new.description;
+    endpoint.headers = new.headers;
+    endpoint.auth = new.auth;
+    endpoint.signatures = new.signatures;
+    if new.signatures.v1a() {
+        endpoint
+            .rotate_signing_key(SigningKey::generate(), Utc::now(), chrono::Duration::zero())
+            .map_err(|e| bad(&e))?;
+    }
     endpoint.validate().map_err(|e| bad(&e))?;
     store.put(&endpoint).await?;
     Ok(endpoint)
@@ -346,15 +370,33 @@ pub async fn update_endpoint(
     if update.is_empty() {
         return Err(OpsError::Invalid(
             "nothing to update: pass at least one of --url, --types, --description, \
-             --timeout-ms, --schedule, --max-attempts, --payload-format, --max-per-second"
+             --timeout-ms, --schedule, --max-attempts, --payload-format, --max-per-second, \
+             --header, --secret-header, --remove-header, --clear-headers, --auth, --signatures"
                 .into(),
         ));
     }
-    let endpoint = find_endpoint(store, tenant, id).await?;
+    let mut endpoint = find_endpoint(store, tenant, id).await?;
     if let Some(url) = &update.url {
         tern_http::check_endpoint_url(url, policy, lookup)
             .await
             .map_err(|e| OpsError::Invalid(e.to_string()))?;
+    }
+    if let Some(auth) = &update.auth {
+        reach::check_auth(auth, policy, lookup).await?;
+    }
+    if update.signatures.is_some_and(Signatures::v1a) {
+        // The first v1a key is written before the setting that needs it (alone, so a
+        // concurrent change stays); `show` then prints its public key.
+        if reach::ensure_signing_key(store, &endpoint)
+            .await
+            .map_err(|e| match e {
+                OpsError::Port(p) => vanished(p, &endpoint),
+                other => other,
+            })?
+            .is_some()
+        {
+            endpoint = find_endpoint(store, Some(&endpoint.tenant_id), id).await?;
+        }
     }
     let mut preview = endpoint.clone();
     update
@@ -419,6 +461,15 @@ pub struct EndpointView {
     pub max_per_second: Option<u32>,
     /// Signing secrets, newest first.
     pub secrets: Vec<SecretView>,
+    /// Signature schemes in `webhook-signature`: `v1` (HMAC), `v1a` (Ed25519) or `both`.
+    pub signatures: Signatures,
+    /// Ed25519 keys, newest first, by their public keys (`whpk_`: what the receiver
+    /// verifies `v1a` with).
+    pub signing_keys: Vec<reach::SigningKeyView>,
+    /// Custom headers; secret values are `null`.
+    pub headers: Vec<reach::HeaderView>,
+    /// Authentication to the receiver, secrets named but not shown.
+    pub auth: reach::AuthView,
     /// When it was created (RFC 3339).
     pub created_at: DateTime<Utc>,
     /// When its settings were last updated (RFC 3339).
@@ -458,6 +509,10 @@ impl EndpointView {
                     expires_at: s.expires_at,
                 })
                 .collect(),
+            signatures: e.signatures,
+            signing_keys: reach::signing_key_views(e, now),
+            headers: reach::header_views(e),
+            auth: reach::AuthView::of(&e.auth),
             created_at: e.created_at,
             updated_at: e.updated_at,
         }
@@ -533,6 +588,8 @@ pub fn print_endpoint(out: &mut dyn Write, e: &Endpoint, json: bool) -> std::io:
         "updated at:           {}",
         opt(time(v.updated_at), "-")
     )?;
+    writeln!(out, "auth:                 {}", v.auth.line())?;
+    writeln!(out, "signatures:           {}", v.signatures)?;
     writeln!(out, "secrets (newest first, never shown):")?;
     for s in &v.secrets {
         writeln!(
@@ -545,6 +602,37 @@ pub fn print_endpoint(out: &mut dyn Write, e: &Endpoint, json: bool) -> std::io:
                 .map(|t| format!("expires {}", t.to_rfc3339()))
                 .unwrap_or_else(|| "no expiry".into())
         )?;
+    }
+    if !v.signing_keys.is_empty() {
+        writeln!(
+            out,
+            "v1a public keys (newest first; give them to the receiver):"
+        )?;
+        for k in &v.signing_keys {
+            writeln!(
+                out,
+                "  {}  {:<8}  created {}  {}",
+                k.public_key,
+                k.state,
+                k.created_at.to_rfc3339(),
+                k.expires_at
+                    .map(|t| format!("expires {}", t.to_rfc3339()))
+                    .unwrap_or_else(|| "no expiry".into())
+            )?;
+        }
+    }
+    if v.headers.is_empty() {
+        writeln!(out, "headers:              -")?;
+    } else {
+        writeln!(out, "headers:")?;
+        for h in &v.headers {
+            writeln!(
+                out,
+                "  {}: {}",
+                h.name,
+                h.value.as_deref().unwrap_or(reach::SECRET_SET)
+            )?;
+        }
     }
     Ok(())
 }
@@ -624,13 +712,26 @@ pub async fn peek(
     queue: &dyn DrainableQueue,
     max: usize,
 ) -> Result<Vec<ReceivedMessage>, PortError> {
+    peek_within(queue, max, PEEK_TIME_BUDGET).await
+}
+
+/// [`peek`] with its own time budget: no receive starts after `time_budget` (a caller that
+/// must answer within a deadline of its own, like the API behind API Gateway's 30 s).
+///
+/// # Errors
+/// A queue error; messages read so far are released first.
+pub async fn peek_within(
+    queue: &dyn DrainableQueue,
+    max: usize,
+    time_budget: std::time::Duration,
+) -> Result<Vec<ReceivedMessage>, PortError> {
     let mut seen = Vec::new();
     let mut result = Ok(());
     // Long polls, stopping on consecutive empty answers: a short poll may miss messages.
     let rule = DrainRule {
         wait_seconds: DrainRule::WAIT_SECONDS,
         empty_polls_to_stop: DrainRule::EMPTY_POLLS_TO_STOP,
-        time_budget: PEEK_TIME_BUDGET,
+        time_budget,
         visibility_seconds: 30,
     };
     let mut drain = Drain::new(queue, rule, max);

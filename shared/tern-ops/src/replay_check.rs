@@ -33,9 +33,23 @@ pub async fn bad_targets(
     filters: &ReplayFilters,
     max: usize,
 ) -> Result<Vec<BadTarget>, PortError> {
+    bad_targets_within(dlq, endpoints, filters, max, crate::PEEK_TIME_BUDGET).await
+}
+
+/// [`bad_targets`] reading the DLQ for at most `time_budget` ([`crate::peek_within`]).
+///
+/// # Errors
+/// The DLQ or the endpoint registry could not be read.
+pub async fn bad_targets_within(
+    dlq: &dyn DrainableQueue,
+    endpoints: &dyn EndpointStore,
+    filters: &ReplayFilters,
+    max: usize,
+    time_budget: std::time::Duration,
+) -> Result<Vec<BadTarget>, PortError> {
     let mut targets: Vec<EndpointId> = match &filters.endpoint_id {
         Some(e) => vec![e.clone()],
-        None => crate::peek(dlq, max)
+        None => crate::peek_within(dlq, max, time_budget)
             .await?
             .iter()
             .filter_map(|m| DeliveryMessage::parse(&m.body).ok())

@@ -70,6 +70,26 @@ pub const DEFAULT_QUEUE_MAX: usize = 10_000;
 /// Default most not-delivered pairs listed (the totals count them all): 1,000.
 pub const DEFAULT_MAX_LISTED: usize = 1_000;
 
+/// The rules the sender of this deployment works by, read from the variables it reads
+/// (`TERN_RETRY_SCHEDULE`, `TERN_TIME_SCALE`, `TERN_HEALTH_*`; their defaults where unset),
+/// with `grace` (real time).
+///
+/// # Errors
+/// [`OpsError::Invalid`] naming a variable that is set but out of range.
+pub fn rules_from_env(
+    env: &tern_handlers::config::Env<'_>,
+    grace: Duration,
+) -> Result<Rules, OpsError> {
+    let invalid = |e: &dyn std::fmt::Display| OpsError::Invalid(e.to_string());
+    let policy = tern_handlers::config::SenderPolicy::from_env(env).map_err(|e| invalid(&e))?;
+    Ok(Rules {
+        grace: chrono::Duration::from_std(grace).map_err(|e| invalid(&e))?,
+        time_scale: policy.time_scale,
+        default_schedule: policy.schedule,
+        health: tern_handlers::config::health_policy(env).map_err(|e| invalid(&e))?,
+    })
+}
+
 /// What to audit.
 #[derive(Debug, Clone)]
 pub struct AuditRequest {
@@ -457,8 +477,14 @@ pub async fn audit(
     let mut open: Vec<Open> = Vec::new();
     let mut events_without_pairs = 0;
     let only = request.endpoint.as_ref();
-    let traces = futures::stream::iter(known.events.iter().enumerate())
-        .map(|(i, e)| async move { (i, read_trace(stores.ledger, &e.event_id).await) })
+    // Indexes and owned ids, not `&OutboxEntry`: a closure over a borrowed item makes the
+    // future not `Send` for every lifetime, which a server's handler (the console's
+    // widget in local mode, axum) requires.
+    let traces = futures::stream::iter(0..known.events.len())
+        .map(|i| {
+            let id = known.events[i].event_id.clone();
+            async move { (i, read_trace(stores.ledger, &id).await) }
+        })
         .buffer_unordered(request.concurrency.max(1));
     let mut traces = std::pin::pin!(traces);
     while let Some((i, (trace, tries))) = traces.next().await {

@@ -1,0 +1,809 @@
+//! The API's request and response bodies. Schema names (the Rust type names here) and
+//! field names are the contract of `openapi.json` and of the clients generated from it:
+//! add fields, never rename. Times are RFC 3339 UTC; durations say their unit in the name.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use utoipa::{IntoParams, ToSchema};
+
+/// Deserializes a field that may be absent (no change), `null` (back to the default) or a
+/// value: `Some(None)` for `null`.
+fn nullable<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(d).map(Some)
+}
+
+/// Request body format of an endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PayloadFormat {
+    /// The payload exactly as published.
+    Raw,
+    /// The payload wrapped as `{"type","timestamp","data"}` (Standard Webhooks).
+    StandardWebhooks,
+}
+
+impl From<PayloadFormat> for tern_core::PayloadFormat {
+    fn from(f: PayloadFormat) -> Self {
+        match f {
+            PayloadFormat::Raw => Self::Raw,
+            PayloadFormat::StandardWebhooks => Self::StandardWebhooks,
+        }
+    }
+}
+
+impl From<tern_core::PayloadFormat> for PayloadFormat {
+    fn from(f: tern_core::PayloadFormat) -> Self {
+        match f {
+            tern_core::PayloadFormat::Raw => Self::Raw,
+            tern_core::PayloadFormat::StandardWebhooks => Self::StandardWebhooks,
+        }
+    }
+}
+
+/// A new endpoint.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"url": "https://receiver.example.com/webhooks", "event_types": ["order.paid"], "description": "Acme's order hook"}))]
+pub struct NewEndpoint {
+    /// Receiver URL: `https://` (plain `http://` only where the deployment allows it), at
+    /// most 2,048 bytes, no credentials; its host must not resolve to a private, loopback
+    /// or metadata address (the SSRF guard).
+    pub url: String,
+    /// Event types delivered (`*`: all of the tenant's own types). Default `["*"]`.
+    #[serde(default)]
+    pub event_types: Option<Vec<String>>,
+    /// Free text.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Attempt deadline, milliseconds, 1,000..=30,000; default: the deployment's.
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+    /// Waits before each retry, seconds (1 to 30 of them; jitter of 0-10 % is added);
+    /// default: the deployment's schedule.
+    #[serde(default)]
+    pub schedule_seconds: Option<Vec<u64>>,
+    /// Attempt budget, at least 1 (capped at the schedule's length + 1); default: the
+    /// schedule's length + 1.
+    #[serde(default)]
+    pub max_attempts: Option<u32>,
+    /// Request body format; default `raw`.
+    #[serde(default)]
+    pub payload_format: Option<PayloadFormat>,
+    /// Rate limit: at most this many requests per second to the receiver, across every
+    /// sender batch, 1..=1,000 (`tern_core::rate_limit::MAX_PER_SECOND`); deliveries over
+    /// it wait on the queue without spending an attempt. Default: no limit.
+    #[serde(default)]
+    #[schema(minimum = 1, maximum = 1000)]
+    pub max_per_second: Option<u32>,
+}
+
+/// A change to an endpoint: only the fields present change. `null` returns an optional
+/// setting to its default.
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EndpointPatch {
+    /// New receiver URL (checked as at creation).
+    #[serde(default)]
+    pub url: Option<String>,
+    /// New subscriptions.
+    #[serde(default)]
+    pub event_types: Option<Vec<String>>,
+    /// New description; `null` removes it.
+    #[serde(default, deserialize_with = "nullable")]
+    #[schema(value_type = Option<String>)]
+    pub description: Option<Option<String>>,
+    /// New attempt deadline, milliseconds; `null`: the deployment's.
+    #[serde(default, deserialize_with = "nullable")]
+    #[schema(value_type = Option<u64>)]
+    pub timeout_ms: Option<Option<u64>>,
+    /// New retry waits, seconds; `null`: the deployment's schedule.
+    #[serde(default, deserialize_with = "nullable")]
+    #[schema(value_type = Option<Vec<u64>>)]
+    pub schedule_seconds: Option<Option<Vec<u64>>>,
+    /// New attempt budget; `null`: the schedule's length + 1.
+    #[serde(default, deserialize_with = "nullable")]
+    #[schema(value_type = Option<u32>)]
+    pub max_attempts: Option<Option<u32>>,
+    /// New request body format.
+    #[serde(default)]
+    pub payload_format: Option<PayloadFormat>,
+    /// New rate limit, requests per second, 1..=1,000; `null` removes the limit.
+    #[serde(default, deserialize_with = "nullable")]
+    #[schema(value_type = Option<u32>, minimum = 1, maximum = 1000)]
+    pub max_per_second: Option<Option<u32>>,
+}
+
+/// One signing secret, never its value.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct SecretInfo {
+    /// `sha256:` and 12 hex digits of the secret: tells secrets apart.
+    pub fingerprint: String,
+    /// `current` (signs, no expiry), `previous` (signs until `expires_at`) or `expired`.
+    pub state: String,
+    /// When it was added.
+    pub created_at: DateTime<Utc>,
+    /// When it stops signing; `null` for the current secret.
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+/// An endpoint. Its secrets appear as fingerprints only.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Endpoint {
+    /// Endpoint id (`ep_...`).
+    pub id: String,
+    /// Owning tenant.
+    pub tenant_id: String,
+    /// Receiver URL.
+    pub url: String,
+    /// Free text.
+    pub description: Option<String>,
+    /// Subscribed event types.
+    pub event_types: Vec<String>,
+    /// False when disabled.
+    pub enabled: bool,
+    /// Why it is disabled.
+    pub disabled_reason: Option<String>,
+    /// When it was disabled.
+    pub disabled_at: Option<DateTime<Utc>>,
+    /// The reason it had when it was last enabled again.
+    pub last_disabled_reason: Option<String>,
+    /// When it was disabled before it was last enabled again.
+    pub last_disabled_at: Option<DateTime<Utc>>,
+    /// Waits before each retry, seconds; `null`: the deployment's schedule.
+    pub schedule_seconds: Option<Vec<u64>>,
+    /// Attempt budget; `null`: the schedule's length + 1.
+    pub max_attempts: Option<u32>,
+    /// Attempt deadline, milliseconds; `null`: the deployment's.
+    pub timeout_ms: Option<u64>,
+    /// Request body format.
+    pub payload_format: PayloadFormat,
+    /// Rate limit, requests per second across every sender batch; `null`: no limit.
+    pub max_per_second: Option<u32>,
+    /// Signing secrets, newest first (fingerprints).
+    pub secrets: Vec<SecretInfo>,
+    /// When it was created.
+    pub created_at: DateTime<Utc>,
+    /// When its settings last changed.
+    pub updated_at: Option<DateTime<Utc>>,
+}
+
+impl From<tern_ops::EndpointView> for Endpoint {
+    fn from(v: tern_ops::EndpointView) -> Self {
+        Self {
+            id: v.id,
+            tenant_id: v.tenant_id,
+            url: v.url,
+            description: v.description,
+            event_types: v.event_types,
+            enabled: v.enabled,
+            disabled_reason: v.disabled_reason,
+            disabled_at: v.disabled_at,
+            last_disabled_reason: v.last_disabled_reason,
+            last_disabled_at: v.last_disabled_at,
+            schedule_seconds: v.schedule_seconds,
+            max_attempts: v.max_attempts,
+            timeout_ms: v.timeout_ms,
+            payload_format: v.payload_format.into(),
+            max_per_second: v.max_per_second,
+            secrets: v
+                .secrets
+                .into_iter()
+                .map(|s| SecretInfo {
+                    fingerprint: s.fingerprint,
+                    state: s.state.to_owned(),
+                    created_at: s.created_at,
+                    expires_at: s.expires_at,
+                })
+                .collect(),
+            created_at: v.created_at,
+            updated_at: v.updated_at,
+        }
+    }
+}
+
+impl Endpoint {
+    /// The view of a stored endpoint now.
+    pub fn of(e: &tern_core::Endpoint) -> Self {
+        tern_ops::EndpointView::of(e, Utc::now()).into()
+    }
+}
+
+/// A new endpoint and its signing secret: the only time the secret is shown.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct EndpointCreated {
+    /// The endpoint.
+    pub endpoint: Endpoint,
+    /// The signing secret (`whsec_` + base64): store it now, it is never shown again.
+    pub secret: String,
+}
+
+/// A page of endpoints.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct EndpointList {
+    /// Endpoints in id order.
+    pub items: Vec<Endpoint>,
+    /// Pass as `cursor` for the next page; `null` on the last page.
+    pub next_cursor: Option<String>,
+}
+
+/// Which endpoints to list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum EndpointStateFilter {
+    /// Enabled endpoints only.
+    Enabled,
+    /// Disabled endpoints only.
+    Disabled,
+}
+
+/// Default page size: 50.
+pub const DEFAULT_PAGE: u32 = 50;
+/// Largest page size: 100.
+pub const MAX_PAGE: u32 = 100;
+
+/// Query of `listEndpoints`.
+#[derive(Debug, Clone, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ListEndpointsQuery {
+    /// Only enabled or only disabled endpoints.
+    pub state: Option<EndpointStateFilter>,
+    /// Page size, 1..=100 (default 50).
+    #[param(minimum = 1, maximum = 100)]
+    pub limit: Option<u32>,
+    /// The previous page's `next_cursor`.
+    pub cursor: Option<String>,
+}
+
+/// Disabling an endpoint.
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DisableRequest {
+    /// Why (kept on the endpoint). Without one, an endpoint already disabled keeps its
+    /// reason; otherwise "disabled by an operator".
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+/// Rotating an endpoint's secret.
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RotateSecretRequest {
+    /// Hours the old secret keeps signing next to the new one, 0..=720 (default 24).
+    #[serde(default)]
+    #[schema(minimum = 0, maximum = 720)]
+    pub overlap_hours: Option<i64>,
+}
+
+/// A rotated secret: the only time the new secret is shown.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct RotatedSecret {
+    /// The new signing secret; it signs at once.
+    pub secret: String,
+    /// The endpoint after the rotation.
+    pub endpoint: Endpoint,
+}
+
+/// An endpoint's last failure.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct LastFailure {
+    /// When the attempt started.
+    pub at: DateTime<Utc>,
+    /// HTTP status, when the receiver answered.
+    pub status: Option<u16>,
+    /// Error class, when there was no usable answer.
+    pub error_class: Option<String>,
+    /// Error text.
+    pub error: Option<String>,
+}
+
+/// An endpoint's health, as `tern endpoints health` shows it.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct EndpointHealth {
+    /// Endpoint.
+    pub endpoint_id: String,
+    /// `healthy`, `degraded`, `paused`, `open` or `disabled`.
+    pub state: String,
+    /// Successes / attempts over the window, 0..=1; `null` without attempts.
+    pub success_rate_window: Option<f64>,
+    /// Successes / attempts over 24 hours.
+    pub success_rate_24h: Option<f64>,
+    /// Attempts in the window.
+    pub attempts_window: u64,
+    /// Attempts in 24 hours.
+    pub attempts_24h: u64,
+    /// The window, seconds.
+    pub window_seconds: u64,
+    /// Failed attempts since the last success.
+    pub consecutive_failures: u64,
+    /// Last success.
+    pub last_success_at: Option<DateTime<Utc>>,
+    /// Last failure.
+    pub last_failure: Option<LastFailure>,
+    /// While the circuit is open: when the next probe may go.
+    pub next_probe_at: Option<DateTime<Utc>>,
+    /// While the receiver's pause lasts: when it ends.
+    pub paused_until: Option<DateTime<Utc>>,
+    /// Since when the success rate is below the disable threshold.
+    pub below_since: Option<DateTime<Utc>>,
+    /// Why it is disabled.
+    pub disabled_reason: Option<String>,
+}
+
+/// What a receiver did with a test event.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct TestSend {
+    /// The test event's id (its `webhook-id`).
+    pub event_id: String,
+    /// `tern.test`.
+    pub event_type: String,
+    /// True for a 2xx answer.
+    pub delivered: bool,
+    /// HTTP status, when the receiver answered.
+    pub status: Option<u16>,
+    /// Start to end of the answer (or the error), milliseconds.
+    pub latency_ms: u64,
+    /// Error class when there was no usable answer (`timeout`, `connect`, `blocked`, ...).
+    pub error_class: Option<String>,
+    /// Error text.
+    pub error: Option<String>,
+    /// First bytes of the answer's body.
+    pub response_excerpt: Option<String>,
+    /// True when the body was longer than the excerpt.
+    pub excerpt_truncated: bool,
+}
+
+/// How an attempt ended, as a filter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OutcomeFilter {
+    /// Delivered (2xx).
+    Delivered,
+    /// Anything but delivered.
+    Failed,
+    /// Failed, the next attempt scheduled.
+    Retry,
+    /// Dead-lettered.
+    DeadLetter,
+}
+
+impl From<OutcomeFilter> for tern_core::delivery_log::OutcomeFilter {
+    fn from(f: OutcomeFilter) -> Self {
+        match f {
+            OutcomeFilter::Delivered => Self::Delivered,
+            OutcomeFilter::Failed => Self::Failed,
+            OutcomeFilter::Retry => Self::Retry,
+            OutcomeFilter::DeadLetter => Self::DeadLetter,
+        }
+    }
+}
+
+/// Query of `listEndpointAttempts`.
+#[derive(Debug, Clone, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct EndpointAttemptsQuery {
+    /// Attempts that started at or after this time (RFC 3339).
+    pub since: Option<DateTime<Utc>>,
+    /// Attempts that started before this time (RFC 3339, exclusive).
+    pub until: Option<DateTime<Utc>>,
+    /// Only attempts with this kind of outcome.
+    pub outcome: Option<OutcomeFilter>,
+    /// Page size, 1..=100 (default 50).
+    #[param(minimum = 1, maximum = 100)]
+    pub limit: Option<u32>,
+    /// The previous page's `next_cursor`.
+    pub cursor: Option<String>,
+}
+
+/// One attempt in an endpoint's log (the event's attempts have the error text and the
+/// response excerpt).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct EndpointAttempt {
+    /// Event (`webhook-id`).
+    pub event_id: String,
+    /// Endpoint.
+    pub endpoint_id: String,
+    /// Replays before this budget (0: the first; a resend or a DLQ replay adds one).
+    pub replay_count: u32,
+    /// 1-based attempt number within the budget.
+    pub attempt: u32,
+    /// 0, or the n-th takeover of the attempt after a lost lease.
+    pub takeover: u32,
+    /// When the attempt started.
+    pub started_at: DateTime<Utc>,
+    /// Start to end of the answer (or the error), milliseconds.
+    pub latency_ms: u64,
+    /// HTTP status, when the receiver answered.
+    pub status: Option<u16>,
+    /// Error class, when there was no usable answer.
+    pub error_class: Option<String>,
+    /// `delivered`, `retry`, `dead_letter:<reason>` or `abandoned`.
+    pub outcome: String,
+}
+
+/// A page of an endpoint's attempts, newest first.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct EndpointAttemptList {
+    /// Attempts, newest first.
+    pub items: Vec<EndpointAttempt>,
+    /// Pass as `cursor` for the next page; `null` on the last.
+    pub next_cursor: Option<String>,
+}
+
+/// One try of an event to an endpoint, with its details.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Attempt {
+    /// Endpoint.
+    pub endpoint_id: String,
+    /// Replays before this budget.
+    pub replay_count: u32,
+    /// 1-based attempt number within the budget.
+    pub attempt: u32,
+    /// 0, or the n-th takeover.
+    pub takeover: u32,
+    /// When it started.
+    pub started_at: DateTime<Utc>,
+    /// Start to end, milliseconds.
+    pub latency_ms: u64,
+    /// HTTP status.
+    pub status: Option<u16>,
+    /// `delivered`, `retry`, `dead_letter:<reason>` or `abandoned`.
+    pub outcome: String,
+    /// Error text.
+    pub error: Option<String>,
+    /// First bytes of the answer's body (failures only).
+    pub response_excerpt: Option<String>,
+    /// True when the body was longer than the excerpt.
+    pub excerpt_truncated: bool,
+    /// `Location` of a 3xx answer (never followed).
+    pub location: Option<String>,
+    /// Wait before the next attempt, seconds (a retry).
+    pub next_wait_seconds: Option<u64>,
+    /// When the next attempt is due (a retry).
+    pub next_attempt_due_at: Option<DateTime<Utc>>,
+}
+
+/// A budget that ended in the DLQ.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct DeadLetteredBudget {
+    /// Endpoint.
+    pub endpoint_id: String,
+    /// Replays before that budget.
+    pub replay_count: u32,
+    /// Why (`exhausted`, `gone`, ...).
+    pub reason: String,
+    /// When.
+    pub dead_lettered_at: DateTime<Utc>,
+    /// True when a later budget (a replay or resend) exists.
+    pub replayed_since: bool,
+}
+
+/// An event's attempts, oldest first.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct EventAttempts {
+    /// The event.
+    pub event_id: String,
+    /// Every try to this tenant's endpoints, oldest first.
+    pub attempts: Vec<Attempt>,
+    /// Budgets that ended in the DLQ.
+    pub dead_letters: Vec<DeadLetteredBudget>,
+}
+
+/// A new event.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"id": "evt_3f9c2b7e-order-o_1-paid", "type": "order.paid", "payload": {"order_id": "o_1", "amount": 4200}}))]
+pub struct NewEvent {
+    /// Your event id (1-128 characters of `A-Za-z0-9_-`), the `webhook-id` receivers see.
+    /// Publishing again with the same id and the same type and payload returns the
+    /// original event; with a different one, 409. Ids are unique across the deployment:
+    /// use unguessable ones (a UUID). Default: a new `evt_` id.
+    #[serde(default)]
+    pub id: Option<String>,
+    /// Event type: 1-128 characters of `A-Za-z0-9._:-`.
+    #[serde(rename = "type")]
+    pub event_type: String,
+    /// The payload: a JSON object, delivered byte for byte as sent, at most the
+    /// deployment's payload limit (256 KiB by default).
+    #[schema(value_type = Object)]
+    pub payload: Box<RawValue>,
+}
+
+/// A published event.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct PublishedEvent {
+    /// Event id.
+    pub id: String,
+    /// Event type.
+    #[serde(rename = "type")]
+    pub event_type: String,
+    /// Tenant.
+    pub tenant_id: String,
+    /// When it was first published.
+    pub created_at: DateTime<Utc>,
+    /// False when this was a repeat of an earlier publish (nothing written).
+    pub created: bool,
+}
+
+/// Where one delivery of an event stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum DeliveryState {
+    /// Not attempted yet (queued, or held back by the endpoint's circuit).
+    Pending,
+    /// An attempt is being made.
+    InFlight,
+    /// The last attempt failed; the next is scheduled.
+    Retrying,
+    /// Delivered.
+    Delivered,
+    /// In the DLQ.
+    DeadLettered,
+}
+
+/// One delivery of an event.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct DeliveryStatus {
+    /// Endpoint.
+    pub endpoint_id: String,
+    /// Where it stands.
+    pub state: DeliveryState,
+    /// Replay count of the latest budget (`null` before the first attempt).
+    pub replay_count: Option<u32>,
+    /// Latest attempt number in that budget.
+    pub attempt: Option<u32>,
+    /// When it was delivered.
+    pub delivered_at: Option<DateTime<Utc>>,
+}
+
+/// An event and its deliveries.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Event {
+    /// Event id.
+    pub id: String,
+    /// Tenant.
+    pub tenant_id: String,
+    /// Event type (`null` once the outbox no longer keeps the event).
+    #[serde(rename = "type")]
+    pub event_type: Option<String>,
+    /// When it was published (`null` once the outbox no longer keeps it).
+    pub created_at: Option<DateTime<Utc>>,
+    /// The payload while the outbox keeps it (7 days by default), else `null`.
+    #[schema(value_type = Option<Object>)]
+    pub payload: Option<Box<RawValue>>,
+    /// One per endpoint subscribed to it or attempted, in endpoint id order.
+    pub deliveries: Vec<DeliveryStatus>,
+}
+
+/// A resend put on the delivery queue.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Resend {
+    /// Event.
+    pub event_id: String,
+    /// Endpoint.
+    pub endpoint_id: String,
+    /// Replay count of the resend's budget: its attempts carry it.
+    pub replay_count: u32,
+    /// Before the resend: `delivered`, `retrying`, `dead_lettered`, `in_flight` or `none`.
+    pub previous_state: String,
+}
+
+/// Recovering an endpoint over a window.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"since": "2026-12-01T09:00:00Z", "until": "2026-12-01T11:00:00Z", "enable": true}))]
+pub struct RecoverRequest {
+    /// Failures at or after this time.
+    pub since: DateTime<Utc>,
+    /// Failures before this time (exclusive); default now.
+    #[serde(default)]
+    pub until: Option<DateTime<Utc>>,
+    /// Enable the endpoint first if it is disabled (else a disabled endpoint is a 409).
+    #[serde(default)]
+    pub enable: bool,
+}
+
+/// A DLQ replay's result.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ReplayReport {
+    /// True for a dry run (nothing moved).
+    pub dry_run: bool,
+    /// DLQ messages read (every tenant's: the DLQ is shared).
+    pub examined: u32,
+    /// Of which matched the filters (this tenant's only).
+    pub matched: u32,
+    /// Moved to the delivery queue.
+    pub replayed: u32,
+    /// Read and left: copies of a delivery this run already replayed.
+    pub already_replayed: u32,
+    /// Delivery ids replayed (`<event id>.<endpoint id>`), at most 100.
+    pub delivery_ids: Vec<String>,
+    /// Why the run ended: `max_reached`, `time_budget` (call again) or `queue_empty`.
+    pub stopped: Option<String>,
+}
+
+impl From<tern_handlers::replay::ReplaySummary> for ReplayReport {
+    fn from(s: tern_handlers::replay::ReplaySummary) -> Self {
+        Self {
+            dry_run: s.dry_run,
+            examined: s.examined,
+            matched: s.matched,
+            replayed: s.replayed,
+            already_replayed: s.already_replayed,
+            delivery_ids: s.delivery_ids,
+            stopped: s.stopped.and_then(|d| {
+                serde_json::to_value(d)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+            }),
+        }
+    }
+}
+
+/// Deliveries still waiting that a recover found.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct WaitingReport {
+    /// Failed attempts (outcome `retry`) read in the window.
+    pub attempts_examined: usize,
+    /// Distinct deliveries among them still waiting for their next attempt.
+    pub still_waiting: usize,
+    /// The resends made.
+    pub resent: Vec<Resend>,
+    /// Waiting events the outbox no longer keeps: not resent (their retries go on).
+    pub not_resendable: Vec<String>,
+    /// False when the window held more than one call handles: call again.
+    pub complete: bool,
+}
+
+/// What a recover did.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct RecoverReport {
+    /// Endpoint.
+    pub endpoint_id: String,
+    /// The window's start.
+    pub since: DateTime<Utc>,
+    /// The window's end (exclusive).
+    pub until: DateTime<Utc>,
+    /// True when this call enabled the endpoint.
+    pub enabled: bool,
+    /// The endpoint's dead letters of the window, replayed.
+    pub dead_letters: ReplayReport,
+    /// The deliveries still waiting, resent.
+    pub waiting: WaitingReport,
+}
+
+/// One dead letter (a sample of its group).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct DeadLetter {
+    /// Event id (`webhook-id`).
+    pub event_id: Option<String>,
+    /// Event type.
+    pub event_type: Option<String>,
+    /// Endpoint.
+    pub endpoint_id: Option<String>,
+    /// Why.
+    pub reason: String,
+    /// Last status.
+    pub last_status: Option<u16>,
+    /// Last error.
+    pub last_error: Option<String>,
+    /// Attempts in the budget that ended here.
+    pub attempts: Option<u32>,
+    /// When.
+    pub dead_lettered_at: Option<DateTime<Utc>>,
+    /// Replays so far.
+    pub replay_count: Option<u32>,
+    /// The payload, cut to 500 characters.
+    pub payload_sample: String,
+    /// True when cut.
+    pub payload_truncated: bool,
+}
+
+/// Dead letters of one endpoint with one reason.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct DeadLetterGroup {
+    /// Endpoint.
+    pub endpoint_id: Option<String>,
+    /// Reason.
+    pub reason: String,
+    /// Dead letters in the group (among those read).
+    pub count: usize,
+    /// Oldest dead-letter time.
+    pub oldest: Option<DateTime<Utc>>,
+    /// Newest dead-letter time.
+    pub newest: Option<DateTime<Utc>>,
+    /// Last status of the newest.
+    pub last_status: Option<u16>,
+    /// Last error of the newest.
+    pub last_error: Option<String>,
+    /// The newest, to inspect before replaying.
+    pub sample: DeadLetter,
+}
+
+/// This tenant's dead letters, grouped by endpoint and reason, largest group first.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct DeadLetterGroups {
+    /// DLQ messages read (every tenant's; none removed).
+    pub read: usize,
+    /// Of which this tenant's.
+    pub matched: usize,
+    /// True when `read` reached `max`: more may be in the DLQ.
+    pub truncated: bool,
+    /// The groups.
+    pub groups: Vec<DeadLetterGroup>,
+}
+
+/// Query of `listDeadLetters`.
+#[derive(Debug, Clone, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct DeadLettersQuery {
+    /// Most DLQ messages read, 1..=500 (default 100).
+    #[param(minimum = 1, maximum = 500)]
+    pub max: Option<u32>,
+}
+
+/// Replaying this tenant's dead letters; every set filter must match.
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReplayRequest {
+    /// Only this endpoint's.
+    #[serde(default)]
+    pub endpoint_id: Option<String>,
+    /// Only this event type.
+    #[serde(default)]
+    pub event_type: Option<String>,
+    /// Only this reason (`exhausted`, `gone`, `endpoint_disabled`, `endpoint_deleted`,
+    /// `blocked_destination`, `malformed_message`, `no_active_secret`).
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// Only this event.
+    #[serde(default)]
+    pub event_id: Option<String>,
+    /// Only dead-lettered at or after.
+    #[serde(default)]
+    pub dead_lettered_since: Option<DateTime<Utc>>,
+    /// Only dead-lettered before (exclusive).
+    #[serde(default)]
+    pub dead_lettered_until: Option<DateTime<Utc>>,
+    /// Count, move nothing.
+    #[serde(default)]
+    pub dry_run: bool,
+    /// Force a replay to disabled or deleted endpoints (their deliveries come back at
+    /// once).
+    #[serde(default)]
+    pub force: bool,
+}
+
+/// An endpoint a replay would send dead letters to that cannot take them.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct BadTarget {
+    /// Endpoint.
+    pub endpoint_id: String,
+    /// Why, and what to do first.
+    pub problem: String,
+}
+
+/// A replay of this tenant's dead letters.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct DeadLetterReplay {
+    /// What moved (nothing when refused: see `bad_targets`).
+    pub report: Option<ReplayReport>,
+    /// Endpoints that cannot take their dead letters now: the replay was refused unless
+    /// `force`.
+    pub bad_targets: Vec<BadTarget>,
+}
+
+impl From<tern_ops::resend::Resent> for Resend {
+    fn from(r: tern_ops::resend::Resent) -> Self {
+        Self {
+            event_id: r.event_id,
+            endpoint_id: r.endpoint_id,
+            replay_count: r.replay_count,
+            previous_state: r.previous_state,
+        }
+    }
+}

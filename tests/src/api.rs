@@ -1,0 +1,156 @@
+//! A client of the Tern API for the tests: requests signed with SigV4 (the AWS SDK's own
+//! signer, `tern_api::sigv4::sign_request`), as any client signs them, to a local API on
+//! 127.0.0.1. Answers come back as status, headers and JSON.
+
+use std::time::SystemTime;
+
+use serde_json::Value;
+use tern_api::sigv4::{LocalCredential, sign_request};
+use tern_local::local::LocalTern;
+
+/// One answer.
+#[derive(Debug, Clone)]
+pub struct Answer {
+    /// Status code.
+    pub status: u16,
+    /// `content-type`.
+    pub content_type: String,
+    /// Body as text.
+    pub text: String,
+    /// Body as JSON (`null` when empty or not JSON).
+    pub json: Value,
+}
+
+impl Answer {
+    /// The problem's `type` name after `urn:tern:problem:`.
+    pub fn problem(&self) -> &str {
+        self.json["type"]
+            .as_str()
+            .and_then(|t| t.strip_prefix("urn:tern:problem:"))
+            .unwrap_or("")
+    }
+
+    /// The problem's `field`.
+    pub fn field(&self) -> &str {
+        self.json["field"].as_str().unwrap_or("")
+    }
+}
+
+/// A signed client of one local API.
+#[derive(Clone)]
+pub struct ApiClient {
+    /// `http://127.0.0.1:<port>`.
+    pub base: String,
+    /// The key pair it signs with.
+    pub credential: LocalCredential,
+    http: reqwest::Client,
+}
+
+impl ApiClient {
+    /// A client of `local`'s API (started with [`LocalTern::start_api`]), signing with the
+    /// key pair of `.tern/local.env`.
+    pub fn of(local: &LocalTern) -> Self {
+        let addr = local.api.expect("the local API is started");
+        Self::new(
+            &tern_local::api::url(addr),
+            tern_local::api::local_credentials().remove(0),
+        )
+    }
+
+    /// A client of the API at `base`.
+    pub fn new(base: &str, credential: LocalCredential) -> Self {
+        Self {
+            base: base.to_owned(),
+            credential,
+            http: reqwest::Client::new(),
+        }
+    }
+
+    /// The same API, signing with another key pair.
+    pub fn with(&self, credential: LocalCredential) -> Self {
+        Self {
+            credential,
+            ..self.clone()
+        }
+    }
+
+    /// A signed request; `body` JSON when given.
+    pub async fn call(&self, method: &str, path: &str, body: Option<&Value>) -> Answer {
+        let bytes = body.map(|b| b.to_string().into_bytes()).unwrap_or_default();
+        self.raw(
+            method,
+            path,
+            bytes,
+            body.is_some().then_some("application/json"),
+            true,
+        )
+        .await
+    }
+
+    /// `GET`.
+    pub async fn get(&self, path: &str) -> Answer {
+        self.call("GET", path, None).await
+    }
+
+    /// `POST` with a JSON body.
+    pub async fn post(&self, path: &str, body: &Value) -> Answer {
+        self.call("POST", path, Some(body)).await
+    }
+
+    /// Any request: `bytes` as the body with `content_type`, signed or not.
+    pub async fn raw(
+        &self,
+        method: &str,
+        path: &str,
+        bytes: Vec<u8>,
+        content_type: Option<&str>,
+        signed: bool,
+    ) -> Answer {
+        let host = self.base.trim_start_matches("http://").to_owned();
+        let mut headers: Vec<(&str, &str)> = vec![("host", host.as_str())];
+        if let Some(ct) = content_type {
+            headers.push(("content-type", ct));
+        }
+        let mut request = self
+            .http
+            .request(
+                method.parse().expect("method"),
+                format!("{}{path}", self.base),
+            )
+            .body(bytes.clone());
+        if let Some(ct) = content_type {
+            request = request.header("content-type", ct);
+        }
+        if signed {
+            let added = sign_request(
+                &self.credential,
+                tern_local::api::LOCAL_REGION,
+                method,
+                path,
+                &headers,
+                &bytes,
+                SystemTime::now(),
+            )
+            .expect("sign");
+            for (k, v) in added {
+                request = request.header(k, v);
+            }
+        }
+        let response = request.send().await.expect("the local API answers");
+        let status = response.status().as_u16();
+        let content_type = response
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        let text = response.text().await.unwrap_or_default();
+        let json = serde_json::from_str(&text).unwrap_or(Value::Null);
+        Answer {
+            status,
+            content_type,
+            text,
+            json,
+        }
+    }
+}

@@ -1,0 +1,1506 @@
+//! Issue 18: the Tern API, served by local mode on 127.0.0.1 (the same router the `api`
+//! Lambda serves), on moto, with receivers on 127.0.0.1 and every request signed with SigV4
+//! as a client signs it. Tenant isolation on every route, idempotent publish, pagination,
+//! PATCH beside a concurrent disable, the SSRF guard, problems, secrets, authentication,
+//! resend, recover, the test send, the delivery log by endpoint and the rate limit.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::{Value, json};
+use tern_api::sigv4::LocalCredential;
+use tern_core::endpoint::{EndpointSecret, EndpointUpdate};
+use tern_core::ports::{EndpointStore, PortError};
+use tern_core::{Endpoint, EndpointId, Secret, TenantId};
+use tern_local::LocalOptions;
+use tern_local::local::LocalTern;
+use tern_tests::api::{Answer, ApiClient};
+use tern_tests::*;
+
+fn options() -> LocalOptions {
+    LocalOptions {
+        time_scale: 0.001,
+        lookup: Some(no_dns()),
+        console_port: None,
+        ..LocalOptions::default()
+    }
+}
+
+/// A deployment with pollers and the API; a client signing with `.tern/local.env`'s keys.
+async fn api_deployment(
+    test: &str,
+    options: LocalOptions,
+) -> (
+    LocalTern,
+    tokio::sync::mpsc::UnboundedReceiver<tern_local::pollers::LocalEvent>,
+    ApiClient,
+) {
+    let (mut local, rx) = deployment(test, options).await;
+    local
+        .start_api(0, tern_local::api::local_credentials())
+        .expect("the local API starts");
+    let client = ApiClient::of(&local);
+    (local, rx, client)
+}
+
+fn created(answer: &Answer) -> (String, Secret) {
+    assert_eq!(answer.status, 201, "{}", answer.text);
+    let id = answer.json["endpoint"]["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let secret = Secret::parse(answer.json["secret"].as_str().expect("secret")).expect("whsec_");
+    (id, secret)
+}
+
+async fn create(api: &ApiClient, tenant: &str, body: Value) -> (String, Secret) {
+    created(
+        &api.post(&format!("/v1/tenants/{tenant}/endpoints"), &body)
+            .await,
+    )
+}
+
+const WAIT: Duration = Duration::from_secs(20);
+
+/// Every route, asked by tenant B about tenant A's endpoint and event, answers 404 (never
+/// 403: that would confirm they exist), changes nothing of A's, and lists and replays
+/// nothing of A's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_route_answers_another_tenants_ids_with_404() {
+    let receiver = Receiver::start().await.expect("receiver");
+    receiver.set("/dead", Behavior::Always(Reply::status(500)));
+    let (local, _rx, api) = api_deployment("api-isolation", options()).await;
+    let (a1, _) = create(&api, "tnt_a", json!({"url": receiver.url("/a")})).await;
+    let (a_dead, _) = create(
+        &api,
+        "tnt_a",
+        json!({"url": receiver.url("/dead"), "max_attempts": 1}),
+    )
+    .await;
+    let (b1, _) = create(&api, "tnt_b", json!({"url": receiver.url("/b")})).await;
+    let published = api
+        .post(
+            "/v1/tenants/tnt_a/events",
+            &json!({"id": "evt_isolated_a", "type": "order.paid", "payload": {"n": 1}}),
+        )
+        .await;
+    assert_eq!(published.status, 202, "{}", published.text);
+    receiver.wait_for("/a", 1, WAIT).await;
+    // A's dead letter is in the DLQ.
+    assert!(
+        eventually(WAIT, async || !dead_letters(&local).await.is_empty()).await,
+        "A's failing endpoint dead-letters the event"
+    );
+    let evb = api
+        .post(
+            "/v1/tenants/tnt_b/events",
+            &json!({"id": "evt_isolated_b", "type": "order.paid", "payload": {"n": 2}}),
+        )
+        .await;
+    assert_eq!(evb.status, 202);
+    receiver.wait_for("/b", 1, WAIT).await;
+
+    let a_before = api.get(&format!("/v1/tenants/tnt_a/endpoints/{a1}")).await;
+    assert_eq!(a_before.status, 200, "A sees its own endpoint");
+
+    let b = |rest: &str| format!("/v1/tenants/tnt_b/{rest}");
+    let ep = |rest: &str| b(&format!("endpoints/{a1}{rest}"));
+    let since = (chrono::Utc::now() - chrono::Duration::hours(1)).to_rfc3339();
+    let asks: Vec<(&str, String, Option<Value>)> = vec![
+        ("GET", ep(""), None),
+        ("PATCH", ep(""), Some(json!({"description": "mine now"}))),
+        ("DELETE", ep(""), None),
+        ("POST", ep("/enable"), None),
+        ("POST", ep("/disable"), Some(json!({"reason": "b did it"}))),
+        ("POST", ep("/rotate-secret"), Some(json!({}))),
+        ("GET", ep("/health"), None),
+        ("POST", ep("/test"), None),
+        ("GET", ep("/attempts"), None),
+        (
+            "POST",
+            ep("/recover"),
+            Some(json!({"since": since, "enable": true})),
+        ),
+        ("GET", b("events/evt_isolated_a"), None),
+        ("GET", b("events/evt_isolated_a/attempts"), None),
+        (
+            "POST",
+            b(&format!("events/evt_isolated_a/endpoints/{b1}/resend")),
+            None,
+        ),
+        (
+            "POST",
+            b(&format!("events/evt_isolated_b/endpoints/{a1}/resend")),
+            None,
+        ),
+        (
+            "POST",
+            b(&format!("events/evt_isolated_a/endpoints/{a1}/resend")),
+            None,
+        ),
+    ];
+    for (method, path, body) in &asks {
+        let answer = api.call(method, path, body.as_ref()).await;
+        assert_eq!(
+            (answer.status, answer.problem()),
+            (404, "not-found"),
+            "{method} {path}: {}",
+            answer.text
+        );
+    }
+    // Lists and the DLQ show B nothing of A's; a replay moves nothing of A's.
+    let list = api.get(&b("endpoints")).await;
+    let ids: Vec<&str> = list.json["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|e| e["id"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(ids, [b1.as_str()], "{}", list.text);
+    let dlq = api.get(&b("dead-letters")).await;
+    assert_eq!(dlq.status, 200, "{}", dlq.text);
+    assert_eq!(dlq.json["groups"], json!([]), "{}", dlq.text);
+    assert!(
+        dlq.json["read"].as_u64().unwrap_or(0) >= 1,
+        "A's dead letter was read, not shown"
+    );
+    let replay = api
+        .post(&b("dead-letters/replay"), &json!({"force": true}))
+        .await;
+    assert_eq!(replay.status, 200, "{}", replay.text);
+    assert_eq!(replay.json["replayed"], 0, "{}", replay.text);
+    assert_eq!(dead_letters(&local).await.len(), 1, "A's dead letter stays");
+    // An event id is unique across the deployment: B cannot take A's, and learns only
+    // that it is taken.
+    let taken = api
+        .post(
+            &b("events"),
+            &json!({"id": "evt_isolated_a", "type": "order.paid", "payload": {"n": 1}}),
+        )
+        .await;
+    assert_eq!(
+        (taken.status, taken.problem(), taken.field()),
+        (409, "event-id-conflict", "id")
+    );
+    assert!(!taken.text.contains("tnt_a"), "{}", taken.text);
+
+    // Nothing of A's changed.
+    let a_after = api.get(&format!("/v1/tenants/tnt_a/endpoints/{a1}")).await;
+    assert_eq!(a_after.json, a_before.json);
+    assert_eq!(
+        receiver.requests("/a").len(),
+        1,
+        "no test send or resend reached A"
+    );
+    let a_dead_now = api
+        .get(&format!("/v1/tenants/tnt_a/endpoints/{a_dead}"))
+        .await;
+    assert_eq!(a_dead_now.json["enabled"], true);
+    let a_event = api.get("/v1/tenants/tnt_a/events/evt_isolated_a").await;
+    assert_eq!(a_event.status, 200, "{}", a_event.text);
+}
+
+/// The same id with the same body returns the original event; with another body, 409;
+/// concurrent duplicates write it once, and the receiver gets it once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn publish_is_idempotent_on_the_event_id() {
+    let receiver = Receiver::start().await.expect("receiver");
+    let (_local, _rx, api) = api_deployment("api-idempotent", options()).await;
+    let (_, secret) = create(&api, "tnt_a", json!({"url": receiver.url("/hook")})).await;
+    let body = json!({"id": "evt_once", "type": "order.paid", "payload": {"order": "o_1", "amount": 4200}});
+    let first = api.post("/v1/tenants/tnt_a/events", &body).await;
+    assert_eq!(first.status, 202, "{}", first.text);
+    assert_eq!(first.json["created"], true);
+    let again = api.post("/v1/tenants/tnt_a/events", &body).await;
+    assert_eq!(again.status, 200, "{}", again.text);
+    assert_eq!(again.json["created"], false);
+    assert_eq!(
+        again.json["created_at"], first.json["created_at"],
+        "the original"
+    );
+    let other = api
+        .post(
+            "/v1/tenants/tnt_a/events",
+            &json!({"id": "evt_once", "type": "order.paid", "payload": {"order": "o_1", "amount": 1}}),
+        )
+        .await;
+    assert_eq!(
+        (other.status, other.problem(), other.field()),
+        (409, "event-id-conflict", "id")
+    );
+    let other_type = api
+        .post(
+            "/v1/tenants/tnt_a/events",
+            &json!({"id": "evt_once", "type": "order.refunded", "payload": {"order": "o_1", "amount": 4200}}),
+        )
+        .await;
+    assert_eq!(other_type.status, 409);
+
+    // Ten concurrent publishes of one new id: one writes, nine get the original.
+    let body = json!({"id": "evt_race", "type": "order.paid", "payload": {"n": 7}});
+    let answers =
+        futures::future::join_all((0..10).map(|_| api.post("/v1/tenants/tnt_a/events", &body)))
+            .await;
+    let mut statuses: Vec<u16> = answers.iter().map(|a| a.status).collect();
+    statuses.sort_unstable();
+    assert_eq!(
+        statuses,
+        [200, 200, 200, 200, 200, 200, 200, 200, 200, 202],
+        "{answers:?}"
+    );
+    let got = receiver.wait_for("/hook", 2, WAIT).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let ids: Vec<String> = receiver
+        .requests("/hook")
+        .iter()
+        .map(|r| r.header("webhook-id").unwrap_or("").to_owned())
+        .collect();
+    assert_eq!(
+        ids.iter().filter(|i| *i == "evt_once").count(),
+        1,
+        "{ids:?}"
+    );
+    assert_eq!(
+        ids.iter().filter(|i| *i == "evt_race").count(),
+        1,
+        "{ids:?}"
+    );
+    // Delivered byte for byte as published, verified by the reference library.
+    let race = got
+        .iter()
+        .find(|r| r.header("webhook-id") == Some("evt_race"))
+        .expect("evt_race delivered");
+    assert_eq!(&race.body[..], br#"{"n":7}"#);
+    verify_reference(&secret, race).expect("signature");
+}
+
+/// 250 endpoints, pages of 7: each endpoint exactly once; with a state filter, each
+/// enabled (or disabled) one exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pagination_returns_each_endpoint_once() {
+    let (local, _rx, api) = api_deployment("api-pages", options()).await;
+    let mut disabled = std::collections::BTreeSet::new();
+    let mut all = std::collections::BTreeSet::new();
+    for i in 0..250 {
+        let e = add_endpoint(
+            &local,
+            "tnt_many",
+            "https://receiver.example/hook",
+            &["*"],
+            None,
+        )
+        .await;
+        if i % 3 == 0 {
+            local
+                .sender
+                .endpoints
+                .disable(&e.tenant_id, &e.id, "test")
+                .await
+                .expect("disable");
+            disabled.insert(e.id.to_string());
+        }
+        all.insert(e.id.to_string());
+    }
+    // Another tenant's endpoint never shows.
+    add_endpoint(
+        &local,
+        "tnt_other",
+        "https://receiver.example/x",
+        &["*"],
+        None,
+    )
+    .await;
+    for (state, expected) in [
+        (None, all.clone()),
+        (Some("disabled"), disabled.clone()),
+        (
+            Some("enabled"),
+            all.difference(&disabled).cloned().collect(),
+        ),
+    ] {
+        let mut seen = Vec::new();
+        let mut cursor: Option<String> = None;
+        for _ in 0..100 {
+            let mut path = "/v1/tenants/tnt_many/endpoints?limit=7".to_owned();
+            if let Some(s) = state {
+                path.push_str(&format!("&state={s}"));
+            }
+            if let Some(c) = &cursor {
+                path.push_str(&format!("&cursor={c}"));
+            }
+            let page = api.get(&path).await;
+            assert_eq!(page.status, 200, "{}", page.text);
+            let items = page.json["items"].as_array().expect("items");
+            assert!(items.len() <= 7);
+            seen.extend(
+                items
+                    .iter()
+                    .map(|e| e["id"].as_str().unwrap_or("").to_owned()),
+            );
+            match page.json["next_cursor"].as_str() {
+                Some(c) => cursor = Some(c.to_owned()),
+                None => break,
+            }
+        }
+        let unique: std::collections::BTreeSet<String> = seen.iter().cloned().collect();
+        assert_eq!(
+            unique.len(),
+            seen.len(),
+            "{state:?}: an endpoint came twice"
+        );
+        assert_eq!(unique, expected, "{state:?}");
+    }
+    let bad = api
+        .get("/v1/tenants/tnt_many/endpoints?cursor=bm90LWFuLWlk%21")
+        .await;
+    assert_eq!((bad.status, bad.field()), (400, "cursor"), "{}", bad.text);
+    let big = api.get("/v1/tenants/tnt_many/endpoints?limit=101").await;
+    assert_eq!((big.status, big.field()), (400, "limit"));
+}
+
+/// The real store, which disables the endpoint (as a 410 seen by the sender would) just
+/// before the API's update is written.
+struct DisableBeforeUpdate {
+    inner: Arc<dyn EndpointStore>,
+}
+
+#[async_trait]
+impl EndpointStore for DisableBeforeUpdate {
+    async fn get(&self, t: &TenantId, id: &EndpointId) -> Result<Option<Endpoint>, PortError> {
+        self.inner.get(t, id).await
+    }
+    async fn list_for_tenant(&self, t: &TenantId) -> Result<Vec<Endpoint>, PortError> {
+        self.inner.list_for_tenant(t).await
+    }
+    async fn list_all(&self) -> Result<Vec<Endpoint>, PortError> {
+        self.inner.list_all().await
+    }
+    async fn put(&self, e: &Endpoint) -> Result<(), PortError> {
+        self.inner.put(e).await
+    }
+    async fn disable(&self, t: &TenantId, id: &EndpointId, r: &str) -> Result<(), PortError> {
+        self.inner.disable(t, id, r).await
+    }
+    async fn update(
+        &self,
+        t: &TenantId,
+        id: &EndpointId,
+        u: &EndpointUpdate,
+    ) -> Result<(), PortError> {
+        self.inner.disable(t, id, "gone (410)").await?;
+        self.inner.update(t, id, u).await
+    }
+    async fn set_secrets(
+        &self,
+        t: &TenantId,
+        id: &EndpointId,
+        s: &[EndpointSecret],
+    ) -> Result<(), PortError> {
+        self.inner.set_secrets(t, id, s).await
+    }
+}
+
+/// PATCH writes only the fields it names: a disable that lands between its read and its
+/// write stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn patch_keeps_a_concurrent_disable() {
+    let local = deployment_without_pollers("api-patch", options()).await;
+    let endpoint = add_endpoint(
+        &local,
+        "tnt_a",
+        "https://receiver.example/old",
+        &["*"],
+        None,
+    )
+    .await;
+    let mut deps = tern_local::api::deps(&local).expect("deps");
+    deps.endpoints = Arc::new(DisableBeforeUpdate {
+        inner: local.sender.endpoints.clone(),
+    });
+    let auth = tern_local::api::authenticator(&deps, tern_local::api::local_credentials());
+    let listener = tern_local::console::bind(0).expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let _server = tern_local::api::spawn(listener, tern_api::router(deps, auth));
+    let api = ApiClient::new(
+        &tern_local::api::url(addr),
+        tern_local::api::local_credentials().remove(0),
+    );
+    let answer = api
+        .call(
+            "PATCH",
+            &format!("/v1/tenants/tnt_a/endpoints/{}", endpoint.id),
+            Some(&json!({"description": "billing", "timeout_ms": 5000})),
+        )
+        .await;
+    assert_eq!(answer.status, 200, "{}", answer.text);
+    assert_eq!(answer.json["description"], "billing");
+    assert_eq!(answer.json["timeout_ms"], 5000);
+    assert_eq!(
+        answer.json["enabled"], false,
+        "the disable stays: {}",
+        answer.text
+    );
+    assert_eq!(answer.json["disabled_reason"], "gone (410)");
+    let stored = local
+        .sender
+        .endpoints
+        .get(&endpoint.tenant_id, &endpoint.id)
+        .await
+        .expect("get")
+        .expect("there");
+    assert!(!stored.enabled);
+    assert_eq!(stored.url, "https://receiver.example/old");
+    assert_eq!(stored.secrets, endpoint.secrets);
+}
+
+/// Create and update refuse URLs the sender would refuse: private, loopback, link-local
+/// (metadata) addresses, literal or behind a name; the problem names `url`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ssrf_guard_refuses_create_and_update() {
+    let lookup = Arc::new(tern_http::StaticLookup {
+        hosts: [
+            (
+                "internal.test".to_owned(),
+                vec!["10.1.2.3".parse().expect("ip")],
+            ),
+            (
+                "public.test".to_owned(),
+                vec!["93.184.216.34".parse().expect("ip")],
+            ),
+        ]
+        .into_iter()
+        .collect(),
+    });
+    let (_local, _rx, api) = api_deployment(
+        "api-ssrf",
+        LocalOptions {
+            // Nothing allowed but public addresses, as in AWS.
+            allow_destinations: vec![],
+            lookup: Some(lookup),
+            ..options()
+        },
+    )
+    .await;
+    for url in [
+        "http://169.254.169.254/latest/meta-data/",
+        "http://127.0.0.1:8080/hook",
+        "http://[::1]/hook",
+        "http://internal.test/hook",
+        "http://10.0.0.1/hook",
+        "ftp://public.test/hook",
+        "http://user:pw@public.test/hook",
+    ] {
+        let answer = api
+            .post("/v1/tenants/tnt_a/endpoints", &json!({"url": url}))
+            .await;
+        assert_eq!(
+            (answer.status, answer.problem(), answer.field()),
+            (400, "validation", "url"),
+            "{url}: {}",
+            answer.text
+        );
+    }
+    let (id, _) = create(&api, "tnt_a", json!({"url": "http://public.test/hook"})).await;
+    let path = format!("/v1/tenants/tnt_a/endpoints/{id}");
+    for url in ["http://169.254.169.254/", "http://internal.test/x"] {
+        let answer = api.call("PATCH", &path, Some(&json!({"url": url}))).await;
+        assert_eq!(
+            (answer.status, answer.field()),
+            (400, "url"),
+            "{url}: {}",
+            answer.text
+        );
+    }
+    assert_eq!(api.get(&path).await.json["url"], "http://public.test/hook");
+}
+
+/// The rate limit per endpoint (issue 20 item 7) through the API as through the CLI:
+/// set at create, read back, changed and removed (`null`) by PATCH, stored as the sender
+/// reads it; out of range it is a problem naming `max_per_second`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rate_limit_is_set_read_changed_and_removed() {
+    let (local, _rx, api) = api_deployment("api-rate-limit", options()).await;
+    let (id, _) = create(
+        &api,
+        "tnt_a",
+        json!({"url": "http://127.0.0.1:9/hook", "max_per_second": 10}),
+    )
+    .await;
+    let path = format!("/v1/tenants/tnt_a/endpoints/{id}");
+    // The table itself, not the sender's cache of it.
+    let store =
+        tern_aws::DynamoEndpointStore::new(local.dynamodb(), &local.resources.endpoints_table);
+    let stored = async || {
+        store
+            .get(
+                &TenantId::new("tnt_a").expect("tenant"),
+                &EndpointId::new(id.as_str()).expect("id"),
+            )
+            .await
+            .expect("get")
+            .expect("there")
+            .max_per_second
+    };
+    assert_eq!(api.get(&path).await.json["max_per_second"], 10);
+    assert_eq!(stored().await, Some(10));
+    let answer = api
+        .call("PATCH", &path, Some(&json!({"max_per_second": 3})))
+        .await;
+    assert_eq!(answer.status, 200, "{}", answer.text);
+    assert_eq!(answer.json["max_per_second"], 3);
+    assert_eq!(stored().await, Some(3));
+    // A PATCH without it keeps it.
+    let answer = api
+        .call("PATCH", &path, Some(&json!({"description": "billing"})))
+        .await;
+    assert_eq!(answer.json["max_per_second"], 3, "{}", answer.text);
+    let answer = api
+        .call("PATCH", &path, Some(&json!({"max_per_second": null})))
+        .await;
+    assert_eq!(answer.status, 200, "{}", answer.text);
+    assert_eq!(answer.json["max_per_second"], Value::Null);
+    assert_eq!(stored().await, None);
+    for (method, target, body) in [
+        (
+            "POST",
+            "/v1/tenants/tnt_a/endpoints".to_owned(),
+            json!({"url": "http://127.0.0.1:9/", "max_per_second": 0}),
+        ),
+        ("PATCH", path.clone(), json!({"max_per_second": 1001})),
+    ] {
+        let answer = api.call(method, &target, Some(&body)).await;
+        assert_eq!(
+            (answer.status, answer.field()),
+            (400, "max_per_second"),
+            "{method} {body}: {}",
+            answer.text
+        );
+    }
+    assert_eq!(stored().await, None, "a refused PATCH changes nothing");
+}
+
+/// Problems: `application/problem+json`, a stable type, the field at fault, no internals.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn problems_name_the_field_at_fault() {
+    let (_local, _rx, api) = api_deployment("api-problems", options()).await;
+    let (id, _) = create(&api, "tnt_a", json!({"url": "http://127.0.0.1:9/hook"})).await;
+    let ep = format!("/v1/tenants/tnt_a/endpoints/{id}");
+    let cases: Vec<(&str, String, Value, u16, &str, &str)> = vec![
+        (
+            "POST",
+            "/v1/tenants/tnt_a/endpoints".into(),
+            json!({"event_types": ["*"]}),
+            400,
+            "validation",
+            "url",
+        ),
+        (
+            "POST",
+            "/v1/tenants/tnt_a/endpoints".into(),
+            json!({"url": "http://127.0.0.1:9/", "timeout_ms": 10}),
+            400,
+            "validation",
+            "timeout_ms",
+        ),
+        (
+            "POST",
+            "/v1/tenants/tnt_a/endpoints".into(),
+            json!({"url": "http://127.0.0.1:9/", "timeout_ms": "soon"}),
+            400,
+            "validation",
+            "timeout_ms",
+        ),
+        (
+            "POST",
+            "/v1/tenants/tnt_a/endpoints".into(),
+            json!({"url": "http://127.0.0.1:9/", "event_types": ["bad type!"]}),
+            400,
+            "validation",
+            "event_types",
+        ),
+        (
+            "POST",
+            "/v1/tenants/tnt_a/endpoints".into(),
+            json!({"url": "http://127.0.0.1:9/", "schedule_seconds": [0]}),
+            400,
+            "validation",
+            "schedule_seconds",
+        ),
+        (
+            "POST",
+            "/v1/tenants/tnt_a/endpoints".into(),
+            json!({"url": "http://127.0.0.1:9/", "max_attempts": 0}),
+            400,
+            "validation",
+            "max_attempts",
+        ),
+        (
+            "POST",
+            "/v1/tenants/tnt_a/endpoints".into(),
+            json!({"url": "http://127.0.0.1:9/", "colour": "red"}),
+            400,
+            "validation",
+            "colour",
+        ),
+        (
+            "POST",
+            "/v1/tenants/tnt a/endpoints".replace(' ', "%20"),
+            json!({"url": "http://127.0.0.1:9/"}),
+            400,
+            "validation",
+            "tenant_id",
+        ),
+        ("PATCH", ep.clone(), json!({}), 400, "validation", ""),
+        (
+            "PATCH",
+            ep.clone(),
+            json!({"payload_format": "xml"}),
+            400,
+            "validation",
+            "payload_format",
+        ),
+        (
+            "POST",
+            format!("{ep}/rotate-secret"),
+            json!({"overlap_hours": 1000}),
+            400,
+            "validation",
+            "overlap_hours",
+        ),
+        (
+            "POST",
+            format!("{ep}/recover"),
+            json!({"since": "yesterday"}),
+            400,
+            "validation",
+            "since",
+        ),
+        (
+            "POST",
+            "/v1/tenants/tnt_a/events".into(),
+            json!({"type": "order.paid", "payload": [1, 2]}),
+            400,
+            "validation",
+            "payload",
+        ),
+        (
+            "POST",
+            "/v1/tenants/tnt_a/events".into(),
+            json!({"type": "order paid", "payload": {}}),
+            400,
+            "validation",
+            "type",
+        ),
+        (
+            "POST",
+            "/v1/tenants/tnt_a/events".into(),
+            json!({"id": "evt.dots", "type": "a", "payload": {}}),
+            400,
+            "validation",
+            "id",
+        ),
+        (
+            "POST",
+            "/v1/tenants/tnt_a/events".into(),
+            json!({"type": "a"}),
+            400,
+            "validation",
+            "payload",
+        ),
+        (
+            "POST",
+            "/v1/tenants/tnt_a/dead-letters/replay".into(),
+            json!({"reason": "bored"}),
+            400,
+            "validation",
+            "reason",
+        ),
+        (
+            "GET",
+            format!("{ep}/attempts?outcome=maybe"),
+            Value::Null,
+            400,
+            "validation",
+            "outcome",
+        ),
+        (
+            "GET",
+            format!("{ep}/attempts?since=2026-12-01T10:00:00Z&until=2026-12-01T09:00:00Z"),
+            Value::Null,
+            400,
+            "validation",
+            "until",
+        ),
+        (
+            "GET",
+            "/v1/tenants/tnt_a/endpoints/ep_missing".into(),
+            Value::Null,
+            404,
+            "not-found",
+            "",
+        ),
+        (
+            "GET",
+            "/v1/tenants/tnt_a/nothing-here".into(),
+            Value::Null,
+            404,
+            "not-found",
+            "",
+        ),
+        ("PUT", ep.clone(), json!({}), 405, "method-not-allowed", ""),
+    ];
+    for (method, path, body, status, kind, field) in cases {
+        let answer = api
+            .call(method, &path, (!body.is_null()).then_some(&body))
+            .await;
+        assert_eq!(
+            (answer.status, answer.problem(), answer.field()),
+            (status, kind, field),
+            "{method} {path} {body}: {}",
+            answer.text
+        );
+        assert_eq!(answer.content_type, "application/problem+json", "{path}");
+        assert_eq!(answer.json["status"], status);
+        assert!(answer.json["title"].is_string() && answer.json["detail"].is_string());
+    }
+    // Not JSON; too large (a payload over 256 KiB, with its JSON escaping).
+    let not_json = api
+        .raw(
+            "POST",
+            "/v1/tenants/tnt_a/events",
+            b"type=x".to_vec(),
+            Some("text/plain"),
+            true,
+        )
+        .await;
+    assert_eq!(
+        (not_json.status, not_json.problem()),
+        (415, "unsupported-media-type")
+    );
+    let fits = format!(
+        r#"{{"type":"big","payload":{{"s":"{}"}}}}"#,
+        "\\\"".repeat(60 * 1024)
+    );
+    let answer = api
+        .raw(
+            "POST",
+            "/v1/tenants/tnt_a/events",
+            fits.into_bytes(),
+            Some("application/json"),
+            true,
+        )
+        .await;
+    assert_eq!(
+        answer.status, 202,
+        "a 120 KiB escaped payload fits: {}",
+        answer.text
+    );
+    let over = format!(
+        r#"{{"type":"big","payload":{{"s":"{}"}}}}"#,
+        "x".repeat(300 * 1024)
+    );
+    let answer = api
+        .raw(
+            "POST",
+            "/v1/tenants/tnt_a/events",
+            over.into_bytes(),
+            Some("application/json"),
+            true,
+        )
+        .await;
+    assert_eq!(
+        (answer.status, answer.problem()),
+        (413, "payload-too-large"),
+        "{}",
+        answer.text
+    );
+}
+
+/// A secret appears in two answers only: the endpoint's creation and a rotation. Every
+/// other answer shows fingerprints; the rotated secret signs at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secrets_appear_only_at_create_and_rotate() {
+    let receiver = Receiver::start().await.expect("receiver");
+    let (_local, _rx, api) = api_deployment("api-secrets", options()).await;
+    let answer = api
+        .post(
+            "/v1/tenants/tnt_a/endpoints",
+            &json!({"url": receiver.url("/hook")}),
+        )
+        .await;
+    let (id, first) = created(&answer);
+    assert!(answer.text.contains(first.expose()));
+    let ep = format!("/v1/tenants/tnt_a/endpoints/{id}");
+    let rotated = api
+        .post(&format!("{ep}/rotate-secret"), &json!({"overlap_hours": 2}))
+        .await;
+    assert_eq!(rotated.status, 200, "{}", rotated.text);
+    let second = Secret::parse(rotated.json["secret"].as_str().expect("secret")).expect("whsec_");
+    assert_eq!(
+        rotated.json["endpoint"]["secrets"].as_array().map(Vec::len),
+        Some(2)
+    );
+    assert_eq!(
+        rotated.text.matches("whsec_").count(),
+        1,
+        "only the new secret: {}",
+        rotated.text
+    );
+    let published = api
+        .post(
+            "/v1/tenants/tnt_a/events",
+            &json!({"id": "evt_secret", "type": "order.paid", "payload": {"n": 1}}),
+        )
+        .await;
+    assert_eq!(published.status, 202);
+    let got = receiver.wait_for("/hook", 1, WAIT).await;
+    // Both secrets sign during the overlap.
+    verify_reference(&first, &got[0]).expect("old secret");
+    verify_reference(&second, &got[0]).expect("new secret");
+    let test = api.post(&format!("{ep}/test"), &json!({})).await;
+    let others = [
+        api.get(&ep).await,
+        api.get("/v1/tenants/tnt_a/endpoints").await,
+        api.get(&format!("{ep}/health")).await,
+        api.get(&format!("{ep}/attempts")).await,
+        api.call("PATCH", &ep, Some(&json!({"description": "x"})))
+            .await,
+        api.post(&format!("{ep}/disable"), &json!({})).await,
+        api.post(&format!("{ep}/enable"), &json!({})).await,
+        api.get("/v1/tenants/tnt_a/events/evt_secret").await,
+        api.get("/v1/tenants/tnt_a/events/evt_secret/attempts")
+            .await,
+        api.get("/v1/tenants/tnt_a/dead-letters").await,
+        test,
+    ];
+    for answer in others {
+        assert!(answer.status < 300, "{}", answer.text);
+        assert!(
+            !answer.text.contains("whsec_")
+                && !answer.text.contains(first.expose())
+                && !answer.text.contains(second.expose()),
+            "a secret leaked: {}",
+            answer.text
+        );
+    }
+}
+
+/// Unsigned, badly signed, tampered and stale requests are 401 on every path, a path
+/// that is no route included; a key scoped to one tenant gets 403 on another's paths.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unsigned_and_badly_signed_requests_are_refused() {
+    let (mut local, _rx) = deployment("api-auth", options()).await;
+    let scoped = LocalCredential {
+        access_key_id: "AKIDTENANTA".into(),
+        secret_access_key: "tenant-a-secret".into(),
+        tenant: Some(TenantId::new("tnt_a").expect("tenant")),
+    };
+    let mut keys = tern_local::api::local_credentials();
+    keys.push(scoped.clone());
+    local.start_api(0, keys).expect("api");
+    let api = ApiClient::of(&local);
+    let body = br#"{"url":"http://127.0.0.1:9/hook"}"#.to_vec();
+    for path in [
+        "/v1/tenants/tnt_a/endpoints",
+        "/v1/tenants/tnt_a/events/evt_1",
+        "/v1/nowhere",
+        "/",
+    ] {
+        let answer = api.raw("GET", path, vec![], None, false).await;
+        assert_eq!(
+            (answer.status, answer.problem()),
+            (401, "unauthorized"),
+            "{path}"
+        );
+    }
+    let wrong = api.with(LocalCredential {
+        secret_access_key: "not-the-secret".into(),
+        ..tern_local::api::local_credentials().remove(0)
+    });
+    let answer = wrong
+        .raw(
+            "POST",
+            "/v1/tenants/tnt_a/endpoints",
+            body.clone(),
+            Some("application/json"),
+            true,
+        )
+        .await;
+    assert_eq!(answer.status, 401, "{}", answer.text);
+    let unknown = api.with(LocalCredential {
+        access_key_id: "AKIDUNKNOWN".into(),
+        ..tern_local::api::local_credentials().remove(0)
+    });
+    assert_eq!(unknown.get("/v1/tenants/tnt_a/endpoints").await.status, 401);
+    // A body changed after signing.
+    let host = api.base.trim_start_matches("http://").to_owned();
+    let signed = tern_api::sigv4::sign_request(
+        &api.credential,
+        "us-east-1",
+        "POST",
+        "/v1/tenants/tnt_a/endpoints",
+        &[("host", &host), ("content-type", "application/json")],
+        &body,
+        std::time::SystemTime::now(),
+    )
+    .expect("sign");
+    let mut tampered = reqwest::Client::new()
+        .post(format!("{}/v1/tenants/tnt_a/endpoints", api.base))
+        .header("content-type", "application/json")
+        .body(br#"{"url":"http://127.0.0.1:10/hook"}"#.to_vec());
+    for (k, v) in &signed {
+        tampered = tampered.header(k, v);
+    }
+    assert_eq!(tampered.send().await.expect("send").status().as_u16(), 401);
+    // Signed 20 minutes ago: past the 15 minutes AWS allows.
+    let stale = tern_api::sigv4::sign_request(
+        &api.credential,
+        "us-east-1",
+        "GET",
+        "/v1/tenants/tnt_a/endpoints",
+        &[("host", &host)],
+        b"",
+        std::time::SystemTime::now() - Duration::from_secs(20 * 60),
+    )
+    .expect("sign");
+    let mut request =
+        reqwest::Client::new().get(format!("{}/v1/tenants/tnt_a/endpoints", api.base));
+    for (k, v) in &stale {
+        request = request.header(k, v);
+    }
+    assert_eq!(request.send().await.expect("send").status().as_u16(), 401);
+    // The scoped key: its tenant yes, another tenant no (403, as an IAM policy denial).
+    let tenant_a = api.with(scoped);
+    assert_eq!(
+        tenant_a.get("/v1/tenants/tnt_a/endpoints").await.status,
+        200
+    );
+    let other = tenant_a.get("/v1/tenants/tnt_b/endpoints").await;
+    assert_eq!((other.status, other.problem()), (403, "forbidden"));
+    // The right key works.
+    assert_eq!(
+        api.raw(
+            "POST",
+            "/v1/tenants/tnt_a/endpoints",
+            body,
+            Some("application/json"),
+            true
+        )
+        .await
+        .status,
+        201
+    );
+}
+
+fn curl(args: &[&str]) -> (u16, String) {
+    let out = std::process::Command::new("curl")
+        .args(["--silent", "--show-error", "--write-out", "\n%{http_code}"])
+        .args(args)
+        .output()
+        .expect("curl is required for this test (docs/api.md's example uses it)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, code) = text.rsplit_once('\n').expect("status line");
+    (code.trim().parse().expect("status"), body.to_owned())
+}
+
+/// docs/api.md's worked example, run as written: `curl --aws-sigv4` with the keys of
+/// `.tern/local.env` creates an endpoint, publishes an event and reads it back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_documented_curl_example_works() {
+    let receiver = Receiver::start().await.expect("receiver");
+    let (local, _rx, api) = api_deployment("api-curl", options()).await;
+    let get = |k: &str| {
+        local
+            .env
+            .iter()
+            .find(|(n, _)| n == k)
+            .map(|(_, v)| v.clone())
+            .expect(k)
+    };
+    let base = get("TERN_API_URL");
+    assert_eq!(base, api.base);
+    let user = format!(
+        "{}:{}",
+        tern_local::api::LOCAL_ACCESS_KEY_ID,
+        tern_local::api::LOCAL_SECRET_ACCESS_KEY
+    );
+    let sigv4 = [
+        "--aws-sigv4",
+        "aws:amz:us-east-1:execute-api",
+        "--user",
+        &user,
+    ];
+    let endpoint_body =
+        json!({"url": receiver.url("/hook"), "event_types": ["order.paid"]}).to_string();
+    let mut args: Vec<&str> = sigv4.to_vec();
+    let url = format!("{base}/v1/tenants/tnt_acme/endpoints");
+    args.extend([
+        "-H",
+        "content-type: application/json",
+        "--data",
+        &endpoint_body,
+        &url,
+    ]);
+    let (status, body) = curl(&args);
+    assert_eq!(status, 201, "{body}");
+    let secret: Value = serde_json::from_str(&body).expect("json");
+    let secret = Secret::parse(secret["secret"].as_str().expect("secret")).expect("whsec_");
+    let event =
+        r#"{"id":"evt_curl_1","type":"order.paid","payload":{"order_id":"o_1","amount":4200}}"#;
+    let url = format!("{base}/v1/tenants/tnt_acme/events");
+    let mut args: Vec<&str> = sigv4.to_vec();
+    args.extend([
+        "-H",
+        "content-type: application/json",
+        "--data",
+        event,
+        &url,
+    ]);
+    let (status, body) = curl(&args);
+    assert_eq!(status, 202, "{body}");
+    let got = receiver.wait_for("/hook", 1, WAIT).await;
+    assert_eq!(&got[0].body[..], br#"{"order_id":"o_1","amount":4200}"#);
+    verify_reference(&secret, &got[0]).expect("signature");
+    let url = format!("{base}/v1/tenants/tnt_acme/events/evt_curl_1");
+    let mut delivered = false;
+    for _ in 0..100 {
+        let mut args: Vec<&str> = sigv4.to_vec();
+        args.push(&url);
+        let (status, body) = curl(&args);
+        assert_eq!(status, 200, "{body}");
+        if body.contains(r#""state":"delivered""#) {
+            delivered = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(delivered, "GET the event shows the delivery");
+    // Without --aws-sigv4: refused.
+    let (status, body) = curl(&[&url]);
+    assert_eq!(status, 401, "{body}");
+}
+
+/// Resend: a delivered event goes to the endpoint again, with the same webhook-id and a
+/// valid signature, recorded as a replay (replay count 1).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resend_sends_a_delivered_event_again() {
+    let receiver = Receiver::start().await.expect("receiver");
+    let (_local, _rx, api) = api_deployment("api-resend", options()).await;
+    let (id, secret) = create(&api, "tnt_a", json!({"url": receiver.url("/hook")})).await;
+    let published = api
+        .post(
+            "/v1/tenants/tnt_a/events",
+            &json!({"id": "evt_resend", "type": "order.paid", "payload": {"n": 1}}),
+        )
+        .await;
+    assert_eq!(published.status, 202);
+    receiver.wait_for("/hook", 1, WAIT).await;
+    let event_path = "/v1/tenants/tnt_a/events/evt_resend";
+    assert!(
+        eventually(WAIT, async || {
+            api.get(event_path).await.json["deliveries"][0]["state"] == "delivered"
+        })
+        .await
+    );
+    let resend = api
+        .post(&format!("{event_path}/endpoints/{id}/resend"), &json!({}))
+        .await;
+    assert_eq!(resend.status, 202, "{}", resend.text);
+    assert_eq!(resend.json["previous_state"], "delivered");
+    assert_eq!(resend.json["replay_count"], 1);
+    let got = receiver.wait_for("/hook", 2, WAIT).await;
+    assert_eq!(got.len(), 2, "sent again although delivered");
+    assert_eq!(got[1].header("webhook-id"), Some("evt_resend"));
+    assert_eq!(got[1].body, got[0].body);
+    verify_reference(&secret, &got[1]).expect("signature");
+    // Recorded: the first success and the resend's, replay 0 and 1.
+    assert!(
+        eventually(WAIT, async || {
+            api.get(&format!("{event_path}/attempts")).await.json["attempts"]
+                .as_array()
+                .is_some_and(|a| a.len() == 2)
+        })
+        .await
+    );
+    let attempts = api.get(&format!("{event_path}/attempts")).await;
+    let replays: Vec<u64> = attempts.json["attempts"]
+        .as_array()
+        .expect("attempts")
+        .iter()
+        .map(|a| a["replay_count"].as_u64().unwrap_or(99))
+        .collect();
+    assert_eq!(replays, [0, 1], "{}", attempts.text);
+    let event = api.get(event_path).await;
+    assert_eq!(event.json["deliveries"][0]["state"], "delivered");
+    assert_eq!(event.json["deliveries"][0]["replay_count"], 1);
+    // Once more, then no more: a resend is one budget.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(receiver.requests("/hook").len(), 2);
+    // Refused: an endpoint that does not subscribe to the type; a disabled one.
+    let (other, _) = create(
+        &api,
+        "tnt_a",
+        json!({"url": receiver.url("/other"), "event_types": ["user.created"]}),
+    )
+    .await;
+    let refused = api
+        .post(
+            &format!("{event_path}/endpoints/{other}/resend"),
+            &json!({}),
+        )
+        .await;
+    assert_eq!((refused.status, refused.problem()), (409, "not-subscribed"));
+    api.post(
+        &format!("/v1/tenants/tnt_a/endpoints/{id}/disable"),
+        &json!({}),
+    )
+    .await;
+    let refused = api
+        .post(&format!("{event_path}/endpoints/{id}/resend"), &json!({}))
+        .await;
+    assert_eq!(
+        (refused.status, refused.problem()),
+        (409, "endpoint-disabled")
+    );
+}
+
+/// Recover: after an outage, the endpoint's dead letter and its delivery still waiting
+/// for a retry (12 s away) are both sent again at once; a delivery that succeeded is not.
+/// The queued retry, when it comes, is dropped as a duplicate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recover_sends_dead_letters_and_waiting_deliveries_again() {
+    let receiver = Receiver::start().await.expect("receiver");
+    // Time scale 0.004: the endpoint cache (30 s scaled) forgets a settings change in
+    // 0.12 s, a retry scheduled 3,000 s out comes 12 s later.
+    let (local, _rx, api) = api_deployment(
+        "api-recover",
+        LocalOptions {
+            time_scale: 0.004,
+            ..options()
+        },
+    )
+    .await;
+    let t0 = chrono::Utc::now() - chrono::Duration::seconds(1);
+    let (id, secret) = create(
+        &api,
+        "tnt_a",
+        json!({"url": receiver.url("/hook"), "max_attempts": 1}),
+    )
+    .await;
+    let ep = format!("/v1/tenants/tnt_a/endpoints/{id}");
+    let publish = async |event: &str| {
+        let a = api
+            .post(
+                "/v1/tenants/tnt_a/events",
+                &json!({"id": event, "type": "order.paid", "payload": {"e": event}}),
+            )
+            .await;
+        assert_eq!(a.status, 202, "{}", a.text);
+    };
+    // Delivered before the outage.
+    publish("evt_ok").await;
+    receiver.wait_for("/hook", 1, WAIT).await;
+    // The outage: one attempt allowed, so evt_dead is dead-lettered `exhausted`.
+    receiver.set("/hook", Behavior::Always(Reply::status(500)));
+    publish("evt_dead").await;
+    let state = |event: &'static str| {
+        let api = api.clone();
+        async move {
+            api.get(&format!("/v1/tenants/tnt_a/events/{event}"))
+                .await
+                .json["deliveries"][0]["state"]
+                .clone()
+        }
+    };
+    assert!(eventually(WAIT, async || state("evt_dead").await == "dead_lettered").await);
+    // Then two attempts, the retry 3,000 s (12 s real) away: evt_wait is still waiting.
+    let patched = api
+        .call(
+            "PATCH",
+            &ep,
+            Some(&json!({"max_attempts": 2, "schedule_seconds": [3000]})),
+        )
+        .await;
+    assert_eq!(patched.status, 200, "{}", patched.text);
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    publish("evt_wait").await;
+    assert!(eventually(WAIT, async || state("evt_wait").await == "retrying").await);
+    let retry_due = tokio::time::Instant::now() + Duration::from_secs(12);
+    let failed = api.get(&format!("{ep}/attempts?outcome=failed")).await;
+    assert_eq!(
+        failed.json["items"].as_array().map(Vec::len),
+        Some(2),
+        "{}",
+        failed.text
+    );
+
+    // The receiver is back; recover from before the outage.
+    receiver.set("/hook", Behavior::Always(Reply::status(200)));
+    let report = api
+        .post(&format!("{ep}/recover"), &json!({"since": t0.to_rfc3339()}))
+        .await;
+    assert_eq!(report.status, 200, "{}", report.text);
+    assert_eq!(
+        report.json["dead_letters"]["replayed"], 1,
+        "{}",
+        report.text
+    );
+    assert_eq!(
+        report.json["waiting"]["still_waiting"], 1,
+        "{}",
+        report.text
+    );
+    assert_eq!(report.json["waiting"]["resent"][0]["event_id"], "evt_wait");
+    assert_eq!(report.json["waiting"]["complete"], true);
+    let got = receiver.wait_for("/hook", 6, WAIT).await;
+    let ok: Vec<&str> = got
+        .iter()
+        .filter(|r| r.answered == 200)
+        .filter_map(|r| r.header("webhook-id"))
+        .collect();
+    assert!(
+        ok.contains(&"evt_dead") && ok.contains(&"evt_wait"),
+        "{ok:?}"
+    );
+    assert_eq!(
+        ok.iter().filter(|i| **i == "evt_ok").count(),
+        1,
+        "not sent again: {ok:?}"
+    );
+    for r in got.iter().filter(|r| r.answered == 200) {
+        verify_reference(&secret, r).expect("signature");
+    }
+    assert!(eventually(WAIT, async || state("evt_dead").await == "delivered").await);
+    assert!(eventually(WAIT, async || state("evt_wait").await == "delivered").await);
+    // The queued retry of evt_wait's first budget comes due (12 s after its failure) and
+    // is dropped: the resend's claim outranks it.
+    tokio::time::sleep_until(retry_due).await;
+    assert!(
+        eventually(WAIT, async || peek_queue(
+            &local,
+            &local.resources.delivery_queue_url
+        )
+        .await
+        .is_empty())
+        .await,
+        "the old retry was taken off the queue"
+    );
+    let evt_wait_200s = receiver
+        .requests("/hook")
+        .iter()
+        .filter(|r| r.answered == 200 && r.header("webhook-id") == Some("evt_wait"))
+        .count();
+    assert_eq!(
+        evt_wait_200s, 1,
+        "delivered once, not again by the old retry"
+    );
+    // A disabled endpoint: refused, unless the recover enables it.
+    api.post(&format!("{ep}/disable"), &json!({})).await;
+    let refused = api
+        .post(&format!("{ep}/recover"), &json!({"since": t0.to_rfc3339()}))
+        .await;
+    assert_eq!(
+        (refused.status, refused.problem()),
+        (409, "endpoint-disabled")
+    );
+    let enabled = api
+        .post(
+            &format!("{ep}/recover"),
+            &json!({"since": t0.to_rfc3339(), "enable": true}),
+        )
+        .await;
+    assert_eq!(enabled.status, 200, "{}", enabled.text);
+    assert_eq!(enabled.json["enabled"], true);
+    assert_eq!(
+        enabled.json["waiting"]["still_waiting"], 0,
+        "{}",
+        enabled.text
+    );
+}
+
+/// The test send: a `tern.test` event signed like a delivery, the receiver's answer
+/// returned at once; a receiver that is down is a result, not an error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_test_send_returns_the_receivers_answer() {
+    let receiver = Receiver::start().await.expect("receiver");
+    receiver.set(
+        "/hook",
+        Behavior::Always(Reply {
+            status: 200,
+            headers: vec![],
+            body: b"thanks, got it".to_vec(),
+        }),
+    );
+    let (_local, _rx, api) = api_deployment("api-test-send", options()).await;
+    let (id, secret) = create(
+        &api,
+        "tnt_a",
+        json!({"url": receiver.url("/hook"), "payload_format": "standard_webhooks"}),
+    )
+    .await;
+    let sent = api
+        .post(
+            &format!("/v1/tenants/tnt_a/endpoints/{id}/test"),
+            &json!({}),
+        )
+        .await;
+    assert_eq!(sent.status, 200, "{}", sent.text);
+    assert_eq!(sent.json["delivered"], true);
+    assert_eq!(sent.json["status"], 200);
+    assert_eq!(sent.json["response_excerpt"], "thanks, got it");
+    assert!(sent.json["latency_ms"].is_u64());
+    let got = receiver.requests("/hook");
+    assert_eq!(
+        got.len(),
+        1,
+        "synchronous: the POST was made before the answer"
+    );
+    assert_eq!(got[0].header("webhook-id"), sent.json["event_id"].as_str());
+    assert_eq!(got[0].header("webhook-event-type"), Some("tern.test"));
+    verify_reference(&secret, &got[0]).expect("signed like any delivery");
+    let envelope: Value = serde_json::from_slice(&got[0].body).expect("json");
+    assert_eq!(envelope["type"], "tern.test");
+    // Nothing recorded as a delivery.
+    let log = api
+        .get(&format!("/v1/tenants/tnt_a/endpoints/{id}/attempts"))
+        .await;
+    assert_eq!(log.json["items"], json!([]), "{}", log.text);
+    // A receiver that refuses connections.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("port");
+    let port = closed.local_addr().expect("addr").port();
+    drop(closed);
+    let (down, _) = create(
+        &api,
+        "tnt_a",
+        json!({"url": format!("http://127.0.0.1:{port}/hook")}),
+    )
+    .await;
+    let sent = api
+        .post(
+            &format!("/v1/tenants/tnt_a/endpoints/{down}/test"),
+            &json!({}),
+        )
+        .await;
+    assert_eq!(sent.status, 200, "{}", sent.text);
+    assert_eq!(sent.json["delivered"], false);
+    assert_eq!(sent.json["status"], Value::Null);
+    assert_eq!(sent.json["error_class"], "connect", "{}", sent.text);
+}
+
+/// The delivery log by endpoint: newest first, filtered by outcome and time, a page at a
+/// time, each attempt once; the event shows each delivery's state.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_endpoint_log_pages_newest_first_by_outcome() {
+    let receiver = Receiver::start().await.expect("receiver");
+    receiver.set(
+        "/flaky",
+        Behavior::FailFirst {
+            count: 3,
+            status: 500,
+        },
+    );
+    let (_local, _rx, api) = api_deployment("api-log", options()).await;
+    let (id, _) = create(
+        &api,
+        "tnt_a",
+        json!({"url": receiver.url("/flaky"), "schedule_seconds": [1, 1, 1, 1]}),
+    )
+    .await;
+    let ep = format!("/v1/tenants/tnt_a/endpoints/{id}");
+    // One at a time, so the receiver's first three answers (500) go to the first event.
+    for i in 0..5 {
+        let event = format!("evt_log_{i}");
+        let a = api
+            .post(
+                "/v1/tenants/tnt_a/events",
+                &json!({"id": event, "type": "order.paid", "payload": {"i": i}}),
+            )
+            .await;
+        assert_eq!(a.status, 202);
+        let path = format!("/v1/tenants/tnt_a/events/{event}");
+        assert!(
+            eventually(
+                WAIT,
+                async || api.get(&path).await.json["deliveries"][0]["state"] == "delivered"
+            )
+            .await,
+            "{event} delivered"
+        );
+    }
+    // 3 failures + 5 successes, in the log once each, newest first.
+    let mut all = Vec::new();
+    let mut cursor: Option<String> = None;
+    for _ in 0..20 {
+        let path = match &cursor {
+            Some(c) => format!("{ep}/attempts?limit=3&cursor={c}"),
+            None => format!("{ep}/attempts?limit=3"),
+        };
+        let page = api.get(&path).await;
+        assert_eq!(page.status, 200, "{}", page.text);
+        all.extend(page.json["items"].as_array().expect("items").clone());
+        match page.json["next_cursor"].as_str() {
+            Some(c) => cursor = Some(c.to_owned()),
+            None => break,
+        }
+    }
+    assert_eq!(all.len(), 8, "{all:#?}");
+    let times: Vec<&str> = all
+        .iter()
+        .map(|a| a["started_at"].as_str().unwrap_or(""))
+        .collect();
+    let starts: Vec<chrono::DateTime<chrono::Utc>> =
+        times.iter().map(|t| t.parse().expect("time")).collect();
+    assert!(
+        starts.windows(2).all(|w| w[0] >= w[1]),
+        "newest first: {times:?}"
+    );
+    assert_eq!(all[0]["event_id"], "evt_log_4");
+    let failed = api.get(&format!("{ep}/attempts?outcome=failed")).await;
+    let failed = failed.json["items"].as_array().expect("items").clone();
+    assert_eq!(failed.len(), 3);
+    assert!(
+        failed
+            .iter()
+            .all(|a| a["event_id"] == "evt_log_0" && a["status"] == 500)
+    );
+    let delivered = api.get(&format!("{ep}/attempts?outcome=delivered")).await;
+    assert_eq!(delivered.json["items"].as_array().map(Vec::len), Some(5));
+    // A window after everything: empty; one ending before the last event's attempt: not it.
+    let later = (chrono::Utc::now() + chrono::Duration::minutes(1)).to_rfc3339();
+    let none = api
+        .get(&format!(
+            "{ep}/attempts?since={}",
+            later.replace('+', "%2B")
+        ))
+        .await;
+    assert_eq!(none.json["items"], json!([]), "{}", none.text);
+    let last_start = starts[0].to_rfc3339();
+    let before = api
+        .get(&format!(
+            "{ep}/attempts?until={}",
+            last_start.replace('+', "%2B")
+        ))
+        .await;
+    let items = before.json["items"].as_array().expect("items");
+    assert_eq!(items.len(), 7, "{}", before.text);
+    assert!(items.iter().all(|a| a["event_id"] != "evt_log_4"));
+    // The event with three failures then a success: its attempts, oldest first.
+    let attempts = api.get("/v1/tenants/tnt_a/events/evt_log_0/attempts").await;
+    let outcomes: Vec<&str> = attempts.json["attempts"]
+        .as_array()
+        .expect("attempts")
+        .iter()
+        .map(|a| a["outcome"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(outcomes, ["retry", "retry", "retry", "delivered"]);
+    let event = api.get("/v1/tenants/tnt_a/events/evt_log_0").await;
+    assert_eq!(event.json["type"], "order.paid");
+    assert_eq!(event.json["payload"], json!({"i": 0}));
+    assert_eq!(event.json["deliveries"][0]["attempt"], 4);
+}
