@@ -12,10 +12,15 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use tern_core::delivery_log::{EndpointLogPage, EndpointLogQuery, PairState};
 use tern_core::health::{EndpointHealth, HealthChange, HealthDelta, HealthPolicy, HealthStore};
-use tern_core::ports::{MessageQueue, PortError, QueueEntry};
+use tern_core::ports::{
+    AttemptRecord, Claim, DeliveryLedger, DeliveryState, MessageQueue, PortError, QueueEntry,
+};
 use tern_core::rate_limit::{MAX_EXTRA_PER_SECOND, SlotAnswer, SlotRequest};
-use tern_core::{DeadLetterReason, DeliveryMessage, Endpoint, EndpointId, RetrySchedule, TenantId};
+use tern_core::{
+    DeadLetterReason, DeliveryMessage, Endpoint, EndpointId, EventId, RetrySchedule, TenantId,
+};
 use tern_handlers::health::CircuitBreaker;
 use tern_handlers::metrics::{Metrics, MetricsSink};
 use tern_handlers::sender::{MessageOutcome, MessageResult, SenderDeps};
@@ -286,6 +291,127 @@ async fn the_limit_holds_with_four_concurrent_sender_batches() {
         let attempts: Vec<u32> = history.iter().map(|r| r.attempt).collect();
         assert_eq!(attempts, [1], "{id}: {history:?}");
     }
+}
+
+/// The ledger over a slow DynamoDB: every claim answers `delay` late (a loaded table, a
+/// throttled write retried), the rest as the ledger does. Every method is passed on.
+struct SlowClaims {
+    inner: Arc<dyn DeliveryLedger>,
+    delay: Duration,
+}
+
+#[async_trait]
+impl DeliveryLedger for SlowClaims {
+    async fn claim(&self, m: &DeliveryMessage, lease: DateTime<Utc>) -> Result<Claim, PortError> {
+        tokio::time::sleep(self.delay).await;
+        self.inner.claim(m, lease).await
+    }
+    async fn finish(&self, m: &DeliveryMessage, s: DeliveryState) -> Result<(), PortError> {
+        self.inner.finish(m, s).await
+    }
+    async fn finish_retrying(
+        &self,
+        m: &DeliveryMessage,
+        next_attempt: u32,
+        due_at: DateTime<Utc>,
+    ) -> Result<(), PortError> {
+        self.inner.finish_retrying(m, next_attempt, due_at).await
+    }
+    async fn list_waiting(
+        &self,
+        m: &DeliveryMessage,
+        due_at: DateTime<Utc>,
+    ) -> Result<(), PortError> {
+        self.inner.list_waiting(m, due_at).await
+    }
+    async fn unlist_waiting(&self, m: &DeliveryMessage) -> Result<(), PortError> {
+        self.inner.unlist_waiting(m).await
+    }
+    async fn record_attempt(&self, r: &AttemptRecord) -> Result<(), PortError> {
+        self.inner.record_attempt(r).await
+    }
+    async fn record_delivered(
+        &self,
+        m: &DeliveryMessage,
+        r: &AttemptRecord,
+    ) -> Result<(), PortError> {
+        self.inner.record_delivered(m, r).await
+    }
+    async fn history(&self, e: &EventId) -> Result<Vec<AttemptRecord>, PortError> {
+        self.inner.history(e).await
+    }
+    async fn trace(&self, e: &EventId) -> Result<tern_core::trace::EventTrace, PortError> {
+        self.inner.trace(e).await
+    }
+    async fn pair_states(&self, e: &EventId) -> Result<Vec<PairState>, PortError> {
+        self.inner.pair_states(e).await
+    }
+    async fn append_endpoint_log(&self, records: &[AttemptRecord]) -> Result<(), PortError> {
+        self.inner.append_endpoint_log(records).await
+    }
+    async fn endpoint_log(&self, q: &EndpointLogQuery) -> Result<EndpointLogPage, PortError> {
+        self.inner.endpoint_log(q).await
+    }
+}
+
+/// A claim slower than the lead the slots leave for it (`CLAIM_LEAD_MS`, 250 ms) makes
+/// the batch reach its POSTs after their slots: sent at once, they would bunch up with
+/// the slots after theirs. Ten due at once to an endpoint limited to 5 a second, every
+/// claim taking a second: the batch's slots run from 0.25 s to 2.05 s, those within its
+/// send horizon (eight, up to 1.65 s) are sent by it, and the four before 1 s come late.
+/// The receiver still counts at most the limit and its tolerance in any one-second
+/// window, each delivery sent arrives once, on its first attempt, and the late ones are
+/// counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_post_late_for_its_slot_takes_a_new_one_and_the_limit_holds() {
+    const PER_SECOND: u32 = 5;
+    let local = deployment_without_pollers("rate-late", options()).await;
+    let receiver = Receiver::start().await.unwrap();
+    receiver.set("/late", Behavior::Always(Reply::status(200)));
+    let ep = add_endpoint(&local, "tnt_late", &receiver.url("/late"), &["*"], None).await;
+    limit(&local, &ep, PER_SECOND).await;
+    let mut sender = instance(&local);
+    sender.deps.ledger = Arc::new(SlowClaims {
+        inner: local.sender.ledger.clone(),
+        delay: Duration::from_secs(1),
+    });
+    let batch = messages(&ep, 10);
+    let bodies: Vec<String> = batch.iter().map(DeliveryMessage::to_body).collect();
+    let sink = metrics();
+    let (response, results) =
+        tern_handlers::sender::handle(&sender.deps, sqs_event(&bodies), &sink).await;
+    assert!(response.batch_item_failures.is_empty(), "{results:?}");
+    let sent: Vec<DeliveryMessage> = batch
+        .iter()
+        .zip(outcomes(&results))
+        .filter_map(|(m, o)| match o {
+            MessageOutcome::Delivered { attempt: 1 } => Some(m.clone()),
+            MessageOutcome::Deferred { .. } => None,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(sent.len(), 8, "{results:?}");
+    let got = receiver.requests("/late");
+    let mut ids = webhook_ids(&receiver, "/late");
+    ids.sort();
+    ids.dedup();
+    assert_eq!((got.len(), ids.len()), (8, 8), "each sent once");
+    let times: Vec<DateTime<Utc>> = got.iter().map(|r| r.at).collect();
+    let busiest = busiest_second(&times);
+    eprintln!("busiest one-second window: {busiest} requests (limit {PER_SECOND}/s)");
+    assert!(
+        busiest <= (PER_SECOND + MAX_EXTRA_PER_SECOND) as usize,
+        "{busiest} requests in one second"
+    );
+    for m in &sent {
+        let history = local.sender.ledger.history(&m.event.id).await.unwrap();
+        let attempts: Vec<u32> = history.iter().map(|r| r.attempt).collect();
+        assert_eq!(attempts, [1], "{history:?}");
+    }
+    assert!(
+        sink.snapshot().rate_late > 0,
+        "the claims were slower than the lead: some deliveries came late to their slots"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -279,6 +279,15 @@ pub enum Returning {
     Lapsed,
 }
 
+/// How late after its slot a POST may still leave on it: half an interval (50 ms at 10 a
+/// second). While every POST leaves within this of its slot, the slots being exactly one
+/// interval apart, one second at the receiver holds at most `r + 1` of them
+/// ([`MAX_EXTRA_PER_SECOND`]), with the other half interval left for the network. A
+/// later one takes a new slot instead (the sender's `wait_for_slot`).
+pub fn late_after(limit: RateLimit) -> Duration {
+    limit.interval() / 2
+}
+
 /// Decides [`Returning`] for `slot` at `now`.
 pub fn returning(slot: RateSlot, limit: Option<RateLimit>, now: DateTime<Utc>) -> Returning {
     let Some(limit) = limit else {

@@ -55,9 +55,10 @@ pub struct Counts {
     /// Of the deferred deliveries, those the endpoint's rate limit held back (a slot more
     /// than a second away, or none yet).
     pub rate_limited: u64,
-    /// POSTs that left more than one interval after their rate-limit slot (the claim
-    /// before them took longer than `tern_core::rate_limit::CLAIM_LEAD_MS`): each may put
-    /// one more request than the limit into a second at the receiver.
+    /// Deliveries that reached their POST more than half an interval after their
+    /// rate-limit slot (`tern_core::rate_limit::late_after`: the claim before them took
+    /// longer than `tern_core::rate_limit::CLAIM_LEAD_MS`): none is sent on that slot; each
+    /// takes a new one, or is not sent by this invocation.
     pub rate_late: u64,
     /// Probes sent to endpoints with an open circuit.
     pub probes: u64,

@@ -521,8 +521,24 @@ async fn process(
     let attempt_deadline = endpoint
         .timeout_ms
         .map_or(deps.policy.attempt_timeout, Duration::from_millis);
-    if let Some(at) = slot_at {
-        wait_for_slot(at, endpoint.rate_limit().ok().flatten(), &message, metrics).await;
+    if let Some(at) = slot_at
+        && !wait_for_slot(
+            deps,
+            &key,
+            at,
+            endpoint.rate_limit().ok().flatten(),
+            &message,
+            metrics,
+            deadline,
+            attempt_deadline,
+        )
+        .await
+    {
+        // Late for its slot and no later one fits this invocation: not sent, so the
+        // limit holds. The claim stays, like a message whose deadline came too near: SQS
+        // delivers it again after its visibility timeout, which outlasts the lease, and
+        // the redelivery takes the attempt over (no attempt spent).
+        return Err(PortError::Unavailable(NOT_STARTED.into()));
     }
     if !deadline.may_send(attempt_deadline) {
         // Only when a call before the POST outran its own deadline. The claim stays:
@@ -576,27 +592,87 @@ async fn usable_endpoint(
 }
 
 /// Waits for a delivery's rate-limit slot `at` (at most
-/// [`tern_core::rate_limit::SEND_HORIZON_MS`] away): sent at it, not before, so the
-/// receiver sees the limit's spacing. A slot that passed more than one interval ago (the
-/// claim before it took longer than [`tern_core::rate_limit::CLAIM_LEAD_MS`]) is counted:
-/// its POST may fall in one second with more than the limit.
+/// [`tern_core::rate_limit::SEND_HORIZON_MS`] away) and says whether it may be POSTed:
+/// sent at its slot, not before, so the receiver sees the limit's spacing. A delivery
+/// that reaches its POST later than [`tern_core::rate_limit::late_after`] its slot (the
+/// claim before it took longer than [`tern_core::rate_limit::CLAIM_LEAD_MS`]) does not
+/// go out on it: sent at once it would share a second with the slots after its own,
+/// and several such put more than the limit into one second at the receiver. It is
+/// counted (`RateLimitLate`) and takes a new slot (one more conditional write); it is
+/// sent at that slot when the invocation can wait for it and still make the attempt
+/// ([`Deadline::may_send`]), else (`false`) not at all by this invocation.
+#[allow(clippy::too_many_arguments)]
 async fn wait_for_slot(
+    deps: &SenderDeps,
+    key: &EndpointKey,
     at: chrono::DateTime<Utc>,
     limit: Option<tern_core::rate_limit::RateLimit>,
     message: &DeliveryMessage,
     metrics: &Metrics,
-) {
+    deadline: &Deadline,
+    attempt_deadline: Duration,
+) -> bool {
     let now = Utc::now();
-    match (at - now).to_std() {
-        Ok(wait) => tokio::time::sleep(wait).await,
-        Err(_) => {
-            let late = now - at;
-            if limit.is_some_and(|l| late > l.interval()) {
+    let at = match (limit, &deps.breaker) {
+        // The limit was removed meanwhile: nothing to keep to.
+        (None, _) | (_, None) => return true,
+        (Some(limit), Some(breaker)) => {
+            if at + tern_core::rate_limit::late_after(limit) >= now {
+                at
+            } else {
                 metrics.update(|c| c.rate_late += 1);
-                tracing::warn!(delivery_id = %message.delivery_id, late_ms = late.num_milliseconds(), "sent after its rate-limit slot");
+                let late_ms = (now - at).num_milliseconds();
+                match later_slot(breaker, key, limit, deadline, attempt_deadline).await {
+                    Some(again) => {
+                        tracing::info!(delivery_id = %message.delivery_id, late_ms, slot = %again, "late for its rate-limit slot; sent at a new one");
+                        again
+                    }
+                    None => {
+                        tracing::warn!(delivery_id = %message.delivery_id, late_ms, "late for its rate-limit slot and no new one fits this invocation; not sent, SQS delivers it again");
+                        return false;
+                    }
+                }
+            }
+        }
+    };
+    if let Ok(wait) = (at - Utc::now()).to_std() {
+        tokio::time::sleep(wait).await;
+    }
+    true
+}
+
+/// A new slot of `limit` for one delivery that came late to its own, when the invocation
+/// can wait for it and still make the attempt; `None` otherwise (no room, the table did
+/// not answer, or the slot lies too far ahead: it goes unused, the limit errs towards
+/// sending less). A write refused on a stale copy of the schedule is asked once more,
+/// on the store's value.
+async fn later_slot(
+    breaker: &CircuitBreaker,
+    key: &EndpointKey,
+    limit: tern_core::rate_limit::RateLimit,
+    deadline: &Deadline,
+    attempt_deadline: Duration,
+) -> Option<chrono::DateTime<Utc>> {
+    for _ in 0..2 {
+        let now = Utc::now();
+        match breaker.take_slots(key, limit, 1, now).await {
+            crate::rate_limit::Grant::Slots { first, .. } => {
+                let wait = (first - Utc::now()).to_std().unwrap_or_default();
+                let fits = deadline.remaining().is_none_or(|left| {
+                    left >= wait
+                        + attempt_deadline
+                        + deadline.reserve().to_carry()
+                        + deadline.reserve().tail()
+                });
+                return fits.then_some(first);
+            }
+            crate::rate_limit::Grant::Refused { .. } => {}
+            crate::rate_limit::Grant::Unavailable | crate::rate_limit::Grant::NotNeeded => {
+                return None;
             }
         }
     }
+    None
 }
 
 /// Puts a due delivery back, without spending an attempt, because its endpoint's circuit
