@@ -128,6 +128,33 @@ fn cost_per_million(per_delivery: &BTreeMap<String, BTreeMap<String, f64>>) -> f
     dollars
 }
 
+/// A receiver served by a runtime on a thread of its own, as a receiver is a system of its
+/// own: its clock stamps each request when it arrives, not when the benchmark's two
+/// runtime workers (busy with the pollers, the handlers and the counting proxy) get to it.
+/// The thread lives as long as the process.
+fn receiver_on_its_own_thread() -> Result<Receiver, BoxError> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("receiver".into())
+        .spawn(move || {
+            let runtime = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(r) => r,
+                Err(e) => {
+                    let _ = tx.send(Err(e));
+                    return;
+                }
+            };
+            runtime.block_on(async move {
+                let _ = tx.send(Receiver::start().await);
+                futures::future::pending::<()>().await;
+            });
+        })?;
+    Ok(rx.recv()??)
+}
+
 async fn burst(proxy: &CountingProxy, per_second: Option<u32>) -> Result<RateRun, BoxError> {
     let name = per_second.map_or_else(|| "free".to_owned(), |r| format!("r{r}"));
     let sdk = |label: &str| {
@@ -146,7 +173,7 @@ async fn burst(proxy: &CountingProxy, per_second: Option<u32>) -> Result<RateRun
         &tern_handlers::config::RelayConfig::from_env(&tern_handlers::config::Env(&lookup))?,
         &sdk("relay").await,
     ));
-    let receiver = Receiver::start().await?;
+    let receiver = receiver_on_its_own_thread()?;
     receiver.set("/hook", Behavior::Always(Reply::status(200)));
     let mut endpoint = Endpoint::new(
         EndpointId::generate(),
