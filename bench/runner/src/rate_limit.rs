@@ -60,6 +60,10 @@ pub struct RateRun {
     pub extra_attempts: usize,
     /// Most requests at the receiver in any one-second window.
     pub busiest_second: usize,
+    /// Most requests built in one whole second by the sender's clock (their
+    /// `webhook-timestamp`, taken just before the POST), against the most the receiver got
+    /// in one whole second: where the requests bunch, before or after the sender.
+    pub busiest_whole_second: (usize, usize),
     /// From the first outbox write to the last delivery, seconds.
     pub seconds_to_deliver: f64,
     /// Delivered per second over that time.
@@ -126,6 +130,15 @@ fn cost_per_million(per_delivery: &BTreeMap<String, BTreeMap<String, f64>>) -> f
         }
     }
     dollars
+}
+
+/// The most items equal to one another: requests per whole second.
+fn most_in_one(seconds: impl Iterator<Item = String>) -> usize {
+    let mut counts: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    for s in seconds {
+        *counts.entry(s).or_default() += 1;
+    }
+    counts.into_values().max().unwrap_or(0)
 }
 
 /// A receiver served by a runtime on a thread of its own, as a receiver is a system of its
@@ -281,6 +294,13 @@ async fn burst(proxy: &CountingProxy, per_second: Option<u32>) -> Result<RateRun
         duplicates: got.len() - delivered,
         extra_attempts: attempts.saturating_sub(DELIVERIES),
         busiest_second: busiest_second(&times),
+        busiest_whole_second: (
+            most_in_one(
+                got.iter()
+                    .filter_map(|r| r.header("webhook-timestamp").map(str::to_owned)),
+            ),
+            most_in_one(times.iter().map(|t| t.timestamp().to_string())),
+        ),
         seconds_to_deliver: seconds,
         deliveries_per_second: delivered as f64 / seconds.max(0.001),
         dynamodb_sqs_cost_per_million: cost_per_million(&per_delivery),
@@ -313,6 +333,11 @@ impl RateReport {
             run.duplicates,
             run.extra_attempts,
             run.dynamodb_sqs_cost_per_million
+        ));
+        s.push_str(&format!(
+            "\nIn whole seconds: at most {} requests carried the same `webhook-timestamp` (the sender's \
+             clock just before the POST), at most {} arrived in one second by the receiver's clock.\n",
+            run.busiest_whole_second.0, run.busiest_whole_second.1
         ));
         s.push_str(
             "\nRequests per delivery (`esm`: the local event source mappings' receives and deletes, \
