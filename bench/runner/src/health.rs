@@ -1005,7 +1005,7 @@ impl HealthReport {
         }
         s.push_str(
             "\n`deliveries relayed` is what the relay put on the queue (an event relayed after its endpoint was \
-             disabled creates no delivery: the relay fans out to enabled endpoints only; the event stays in the \
+             disabled is dead-lettered `endpoint_disabled` at once: the relay fans out to every subscribed endpoint, enabled or not; the event stays in the \
              outbox). `queued` is the delivery queue's approximate depth (visible + in flight + delayed), `in Step \
              Functions` the retry waits over 900 s (logical) held by the delay state machine, `DLQ` is read message \
              by message. `accounted` = queued + Step Functions + DLQ; equal to `relayed`: none lost (a batch cut \
