@@ -8,7 +8,7 @@ PYTHON ?= python3
 VENV   := .venv
 CARGO  ?= cargo
 
-.PHONY: demo test venv build test-rust test-moto test-receivers test-infra test-console chromium browser-deps console-screenshots fmt lint clean bench bench-health bench-requests bench-relay bench-reach soak package package-venv openapi bench-api
+.PHONY: demo test venv build test-rust test-moto test-receivers test-infra test-console chromium browser-deps console-screenshots fmt lint clean bench bench-health bench-requests bench-rate bench-relay bench-reach soak package package-venv openapi bench-api
 
 venv: $(VENV)/.installed
 
@@ -93,6 +93,14 @@ bench-requests: venv
 bench-relay: venv
 	$(CARGO) build --release -p tern-relay -p tern-bench
 	$(CARGO_TARGET)/release/tern-bench --bin-dir $(CARGO_TARGET)/release --out $(BENCH_OUT) relay
+
+# Only the rate limit per endpoint (also part of `make bench`): a burst of 1,000 deliveries
+# to an endpoint limited to 10 per second, 4 concurrent sender batches in local mode; the
+# busiest one-second window at the receiver, the time to deliver all, lost, requests per
+# delivery. Writes $(BENCH_OUT)/rate.md. About 2-6 minutes.
+bench-rate: venv
+	$(CARGO) build --release -p tern-bench
+	$(CARGO_TARGET)/release/tern-bench --out $(BENCH_OUT) rate
 
 # Only the Tern API (also part of `make bench`): each route's latency in local mode, p50 and
 # p95, against the same port calls made directly, and a publish's cost. Writes

@@ -2,7 +2,7 @@
 //! Lambda serves), on moto, with receivers on 127.0.0.1 and every request signed with SigV4
 //! as a client signs it. Tenant isolation on every route, idempotent publish, pagination,
 //! PATCH beside a concurrent disable, the SSRF guard, problems, secrets, authentication,
-//! resend, recover, the test send and the delivery log by endpoint.
+//! resend, recover, the test send, the delivery log by endpoint and the rate limit.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -513,6 +513,71 @@ async fn the_ssrf_guard_refuses_create_and_update() {
         );
     }
     assert_eq!(api.get(&path).await.json["url"], "http://public.test/hook");
+}
+
+/// The rate limit per endpoint (issue 20 item 7) through the API as through the CLI:
+/// set at create, read back, changed and removed (`null`) by PATCH, stored as the sender
+/// reads it; out of range it is a problem naming `max_per_second`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rate_limit_is_set_read_changed_and_removed() {
+    let (local, _rx, api) = api_deployment("api-rate-limit", options()).await;
+    let (id, _) = create(
+        &api,
+        "tnt_a",
+        json!({"url": "http://127.0.0.1:9/hook", "max_per_second": 10}),
+    )
+    .await;
+    let path = format!("/v1/tenants/tnt_a/endpoints/{id}");
+    // The table itself, not the sender's cache of it.
+    let store =
+        tern_aws::DynamoEndpointStore::new(local.dynamodb(), &local.resources.endpoints_table);
+    let stored = async || {
+        store
+            .get(
+                &TenantId::new("tnt_a").expect("tenant"),
+                &EndpointId::new(id.as_str()).expect("id"),
+            )
+            .await
+            .expect("get")
+            .expect("there")
+            .max_per_second
+    };
+    assert_eq!(api.get(&path).await.json["max_per_second"], 10);
+    assert_eq!(stored().await, Some(10));
+    let answer = api
+        .call("PATCH", &path, Some(&json!({"max_per_second": 3})))
+        .await;
+    assert_eq!(answer.status, 200, "{}", answer.text);
+    assert_eq!(answer.json["max_per_second"], 3);
+    assert_eq!(stored().await, Some(3));
+    // A PATCH without it keeps it.
+    let answer = api
+        .call("PATCH", &path, Some(&json!({"description": "billing"})))
+        .await;
+    assert_eq!(answer.json["max_per_second"], 3, "{}", answer.text);
+    let answer = api
+        .call("PATCH", &path, Some(&json!({"max_per_second": null})))
+        .await;
+    assert_eq!(answer.status, 200, "{}", answer.text);
+    assert_eq!(answer.json["max_per_second"], Value::Null);
+    assert_eq!(stored().await, None);
+    for (method, target, body) in [
+        (
+            "POST",
+            "/v1/tenants/tnt_a/endpoints".to_owned(),
+            json!({"url": "http://127.0.0.1:9/", "max_per_second": 0}),
+        ),
+        ("PATCH", path.clone(), json!({"max_per_second": 1001})),
+    ] {
+        let answer = api.call(method, &target, Some(&body)).await;
+        assert_eq!(
+            (answer.status, answer.field()),
+            (400, "max_per_second"),
+            "{method} {body}: {}",
+            answer.text
+        );
+    }
+    assert_eq!(stored().await, None, "a refused PATCH changes nothing");
 }
 
 /// Problems: `application/problem+json`, a stable type, the field at fault, no internals.

@@ -56,6 +56,7 @@ fn new_endpoint(tenant: &str, url: &str, types: &[&str]) -> NewEndpoint {
         schedule: None,
         description: None,
         payload_format: tern_core::PayloadFormat::Raw,
+        max_per_second: None,
         secret: None,
         headers: Vec::new(),
         auth: tern_core::receiver_auth::ReceiverAuth::None,

@@ -752,6 +752,18 @@ async fn a_busy_endpoints_record_stays_under_one_write_unit() {
         previous = Some(after);
     }
     let h = previous.unwrap();
+    // And rate-limited: the schedule and the token of its last write.
+    let slots = tern_core::rate_limit::request(
+        None,
+        10,
+        tern_core::rate_limit::RateLimit::new(tern_core::rate_limit::MAX_PER_SECOND).unwrap(),
+        Utc::now(),
+    )
+    .unwrap();
+    store
+        .reserve_slots(&tenant, &endpoint, &slots)
+        .await
+        .unwrap();
     assert!(h.hourly.len() <= 26, "{}", h.hourly.len());
     assert!(h.buckets.len() <= 8, "{}", h.buckets.len());
     let item = aws_sdk_dynamodb::Client::new(&local.aws)
@@ -771,7 +783,10 @@ async fn a_busy_endpoints_record_stays_under_one_write_unit() {
         .item
         .unwrap();
     assert!(
-        item.contains_key("lf_x") && item.contains_key("fs"),
+        item.contains_key("lf_x")
+            && item.contains_key("fs")
+            && item.contains_key("rt")
+            && item.contains_key("t_rl"),
         "{item:#?}"
     );
     let size: usize = item.iter().map(|(k, v)| k.len() + value_size(v)).sum();

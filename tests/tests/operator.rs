@@ -430,6 +430,7 @@ async fn show_prints_every_field_and_never_a_secret() {
         "max attempts:         3",
         "timeout (ms):         5000",
         "payload format:       standard_webhooks",
+        "rate limit:           none",
         "x-tenant: acme",
         "x-api-key: (secret, set)",
         "auth:                 bearer token=(secret, set)",
@@ -467,6 +468,7 @@ async fn show_prints_every_field_and_never_a_secret() {
         "max_attempts",
         "timeout_ms",
         "payload_format",
+        "max_per_second",
         "headers",
         "auth",
         "signatures",
@@ -484,6 +486,7 @@ async fn show_prints_every_field_and_never_a_secret() {
     assert_eq!(v["max_attempts"], 3);
     assert_eq!(v["timeout_ms"], 5000);
     assert_eq!(v["payload_format"], "standard_webhooks");
+    assert!(v["max_per_second"].is_null(), "no limit: null");
     assert_eq!(
         v["schedule_seconds"],
         serde_json::json!([60, 300, 600, 600, 1800, 3600])
@@ -592,6 +595,7 @@ async fn update_changes_only_the_named_fields_and_keeps_a_concurrent_disable_and
         schedule: Some(Some(RetrySchedule::parse("10,20").unwrap())),
         max_attempts: Some(None),
         payload_format: Some(PayloadFormat::StandardWebhooks),
+        max_per_second: Some(Some(7)),
         headers: Some(vec![
             tern_core::custom_headers::CustomHeader::new(
                 "X-Tenant",
@@ -625,6 +629,7 @@ async fn update_changes_only_the_named_fields_and_keeps_a_concurrent_disable_and
     );
     assert_eq!(after.max_attempts, None, "back to the schedule's budget");
     assert_eq!(after.payload_format, PayloadFormat::StandardWebhooks);
+    assert_eq!(after.max_per_second, Some(7));
     assert_eq!(Some(&after.headers), update.headers.as_ref());
     assert_eq!(Some(&after.auth), update.auth.as_ref());
     assert!(after.updated_at.is_some());

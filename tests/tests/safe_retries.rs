@@ -482,3 +482,52 @@ async fn a_health_change_whose_answer_comes_after_the_try_deadline_is_its_caller
     let h = store.get(&tenant, &endpoint).await.unwrap().unwrap();
     assert!(h.opened_at.is_some() && h.disabled_at.is_some(), "{h:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rate_limit_write_whose_answer_comes_after_the_try_deadline_gets_its_slots_once() {
+    use tern_core::health::HealthStore;
+    use tern_core::rate_limit::{RateLimit, SlotAnswer, request};
+    let proxy = moto_proxy().await;
+    let local = deployment_through_without_pollers(&proxy, "slots-slow", options()).await;
+    // The store as the sender wires it: the SDK's per-try deadline and retries.
+    let store = tern_aws::DynamoHealthStore::new(
+        aws_sdk_dynamodb::Client::new(&tern_aws::budget::bounded(&local.aws)),
+        &local.resources.health_table,
+    );
+    let tenant = tern_core::TenantId::new("tnt_slots").unwrap();
+    let endpoint = tern_core::EndpointId::generate();
+    let limit = RateLimit::new(10).unwrap();
+
+    // Both shapes of the write, each answer held: the SDK sends it again, the retry meets
+    // the write already made and recognises its token. The batch gets the slots of its
+    // one write, and the schedule moved once.
+    let restart = request(None, 5, limit, Utc::now()).unwrap();
+    let busy = restart.from + restart.span();
+    for (text, req, tat_before) in [
+        ("attribute_not_exists(rt) OR rt <=", restart, None),
+        (
+            "rt = rt +",
+            request(Some(busy), 3, limit, Utc::now()).unwrap(),
+            Some(busy),
+        ),
+    ] {
+        let rule = proxy.add(
+            Rule::on(
+                Service::DynamoDb,
+                "UpdateItem",
+                Fault::DelayAnswer(past_the_try_deadline()),
+            )
+            .body_contains(text)
+            .first(1),
+        );
+        let answer = store
+            .reserve_slots(&tenant, &endpoint, &req)
+            .await
+            .expect("reserve");
+        assert_eq!(proxy.fired(rule), 1, "{text}: answer held");
+        let first = tat_before.unwrap_or(req.from);
+        assert_eq!(answer, SlotAnswer::Granted { first }, "{text}");
+        let h = store.get(&tenant, &endpoint).await.unwrap().unwrap();
+        assert_eq!(h.rate_tat, Some(first + req.span()), "{text}: moved once");
+    }
+}

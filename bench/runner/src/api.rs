@@ -291,6 +291,7 @@ pub async fn run() -> Result<ApiReport, BoxError> {
                         schedule: None,
                         description: None,
                         payload_format: tern_core::PayloadFormat::Raw,
+                        max_per_second: None,
                         secret: None,
                         headers: Vec::new(),
                         auth: Default::default(),

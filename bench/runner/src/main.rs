@@ -12,6 +12,7 @@ mod cost;
 mod fakes;
 mod health;
 mod proxy;
+mod rate_limit;
 mod reach;
 mod relay;
 mod stats;
@@ -91,6 +92,11 @@ enum Command {
     /// event x 500 endpoints x 256 KiB and 100 events x 500 endpoints; writes
     /// `<out>/relay.md` (also printed) and `<out>/relay.json`.
     Relay,
+    /// Only the rate limit per endpoint (`make bench-rate`): a burst of 1,000 deliveries
+    /// to an endpoint limited to 10 per second, 4 concurrent
+    /// sender batches in local mode; writes `<out>/rate.md` (also printed) and
+    /// `<out>/rate.json`. About 2-6 minutes (local mode on moto).
+    Rate,
     /// Only the requests per delivery with OAuth2 client credentials on (`make
     /// bench-reach`): no authentication, then tokens of an hour and of 4 s, on moto
     /// behind the counting proxy with a token server on 127.0.0.1; writes `<out>/reach.md`
@@ -117,6 +123,7 @@ fn main() -> Result<(), BoxError> {
         Some(Command::Health) => runtime.block_on(health_only(&args.out)),
         Some(Command::Requests) => runtime.block_on(requests_only(&args.out, args.aws_deliveries)),
         Some(Command::Relay) => runtime.block_on(relay_only(&args)),
+        Some(Command::Rate) => runtime.block_on(rate_only(&args.out)),
         Some(Command::Reach) => runtime.block_on(reach_only(&args.out, args.aws_deliveries)),
         Some(Command::Api) => runtime.block_on(api_only(&args)),
         None => runtime.block_on(run(args)),
@@ -266,6 +273,27 @@ async fn relay_only(args: &Args) -> Result<(), BoxError> {
     Ok(())
 }
 
+async fn rate_only(out: &Path) -> Result<(), BoxError> {
+    std::fs::create_dir_all(out)?;
+    let moto = MotoServer::start().await?;
+    let proxy =
+        CountingProxy::start(&moto.url, &["relay", "sender", "esm", "app", "binary"]).await?;
+    let report = rate_limit::run(&proxy).await?;
+    let md = format!(
+        "# Tern benchmarks: rate limit
+{}",
+        report.markdown()
+    );
+    println!("\n{md}");
+    std::fs::write(out.join("rate.md"), &md)?;
+    std::fs::write(
+        out.join("rate.json"),
+        serde_json::to_string_pretty(&report)?,
+    )?;
+    eprintln!("wrote {}", out.join("rate.md").display());
+    Ok(())
+}
+
 fn progress(len: u64, what: &str) -> ProgressBar {
     let bar = ProgressBar::new(len);
     bar.set_style(
@@ -300,6 +328,7 @@ async fn run(args: Args) -> Result<(), BoxError> {
     rows.push(binary.rss.clone());
     rows.push(binary.log_row.clone());
     let aws = aws_counts(&proxy, args.aws_deliveries).await?;
+    let rate = rate_limit::run(&proxy).await?;
     rows.extend(sizes(&bin_dir, &lambda_dir));
 
     let model = cost::Inputs {
@@ -337,6 +366,7 @@ async fn run(args: Args) -> Result<(), BoxError> {
     md.push_str(&relay::markdown(&relay_runs));
     md.push_str(&api_report.markdown());
     md.push_str(&health.markdown());
+    md.push_str(&rate.markdown());
     println!("\n{md}");
     std::fs::write(args.out.join("report.md"), &md)?;
     let report = json!({
@@ -351,6 +381,7 @@ async fn run(args: Args) -> Result<(), BoxError> {
         "relay_fan_out": relay_runs,
         "api": api_report,
         "endpoint_health": health,
+        "rate_limit": rate,
     });
     std::fs::write(
         args.out.join("report.json"),

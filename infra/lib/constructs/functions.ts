@@ -25,6 +25,8 @@ export interface FunctionsProps {
 
 /** The attributes of a fan-out checkpoint item (shared/tern-aws/src/fanout.rs), the only ones the relay may touch in the attempts table. */
 export const RELAY_CHECKPOINT_ATTRIBUTES = ['event_id', 'sk', 'fanout_through', 'expires_at'];
+/** The health item's key and its rate-limit schedule (`rt`): all the console's Enable may update. */
+export const HEALTH_RATE_SCHEDULE_ATTRIBUTES = ['tenant_id', 'endpoint_id', 'rt'];
 
 /** The five binaries of the Rust workspace (crates functions/relay, functions/sender, functions/replay, functions/console, functions/api). */
 export type FunctionName = 'relay' | 'sender' | 'replay' | 'console' | 'api';
@@ -232,7 +234,9 @@ export class Functions extends Construct {
   /**
    * The console may only read (the DLQ without deleting: receive, then release with
    * ChangeMessageVisibility; endpoints; the attempt log), invoke the replay function and
-   * enable endpoints (UpdateItem, and DeleteItem of the endpoint's health record). No sqs:DeleteMessage, no sqs:SendMessage, no PutItem.
+   * enable endpoints (UpdateItem, and DeleteItem of the endpoint's health record, then an
+   * UpdateItem of its rate-limit schedule `rt` alone when that lies ahead). No sqs:DeleteMessage,
+   * no sqs:SendMessage, no PutItem.
    */
   private wireConsole(storage: Storage, queues: Queues): void {
     queues.dlq.grant(this.console, 'sqs:ReceiveMessage', 'sqs:ChangeMessageVisibility');
@@ -249,6 +253,18 @@ export class Functions extends Construct {
     );
     // Health: read; Enable deletes the endpoint's record so it starts with a closed circuit.
     storage.health.grant(this.console, 'dynamodb:GetItem', 'dynamodb:Query', 'dynamodb:Scan', 'dynamodb:DeleteItem');
+    // Enable puts a rate-limit schedule that lies ahead back (deliveries holding its slots may
+    // still be on the queue): an UpdateItem of that one attribute, nothing returned.
+    this.console.addToRolePolicy(
+      new iam.PolicyStatement({
+        actions: ['dynamodb:UpdateItem'],
+        resources: [storage.health.tableArn],
+        conditions: {
+          'ForAllValues:StringEquals': { 'dynamodb:Attributes': HEALTH_RATE_SCHEDULE_ATTRIBUTES },
+          StringEqualsIfExists: { 'dynamodb:ReturnValues': 'NONE' },
+        },
+      }),
+    );
     // The unqualified function only (grantInvoke would add every version and alias, `:*`).
     this.console.addToRolePolicy(
       new iam.PolicyStatement({ actions: ['lambda:InvokeFunction'], resources: [this.replay.functionArn] }),

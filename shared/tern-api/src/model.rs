@@ -74,6 +74,12 @@ pub struct NewEndpoint {
     /// Request body format; default `raw`.
     #[serde(default)]
     pub payload_format: Option<PayloadFormat>,
+    /// Rate limit: at most this many requests per second to the receiver, across every
+    /// sender batch, 1..=1,000 (`tern_core::rate_limit::MAX_PER_SECOND`); deliveries over
+    /// it wait on the queue without spending an attempt. Default: no limit.
+    #[serde(default)]
+    #[schema(minimum = 1, maximum = 1000)]
+    pub max_per_second: Option<u32>,
 }
 
 /// A change to an endpoint: only the fields present change. `null` returns an optional
@@ -106,6 +112,10 @@ pub struct EndpointPatch {
     /// New request body format.
     #[serde(default)]
     pub payload_format: Option<PayloadFormat>,
+    /// New rate limit, requests per second, 1..=1,000; `null` removes the limit.
+    #[serde(default, deserialize_with = "nullable")]
+    #[schema(value_type = Option<u32>, minimum = 1, maximum = 1000)]
+    pub max_per_second: Option<Option<u32>>,
 }
 
 /// One signing secret, never its value.
@@ -152,6 +162,8 @@ pub struct Endpoint {
     pub timeout_ms: Option<u64>,
     /// Request body format.
     pub payload_format: PayloadFormat,
+    /// Rate limit, requests per second across every sender batch; `null`: no limit.
+    pub max_per_second: Option<u32>,
     /// Signing secrets, newest first (fingerprints).
     pub secrets: Vec<SecretInfo>,
     /// When it was created.
@@ -177,6 +189,7 @@ impl From<tern_ops::EndpointView> for Endpoint {
             max_attempts: v.max_attempts,
             timeout_ms: v.timeout_ms,
             payload_format: v.payload_format.into(),
+            max_per_second: v.max_per_second,
             secrets: v
                 .secrets
                 .into_iter()

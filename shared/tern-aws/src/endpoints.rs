@@ -487,6 +487,12 @@ impl EndpointStore for DynamoEndpointStore {
                 Some(AttributeValue::S(f.as_str().to_owned())),
             );
         }
+        if let Some(r) = update.max_per_second {
+            field(
+                "max_per_second",
+                r.map(|r| AttributeValue::N(r.to_string())),
+            );
+        }
         if let Some(h) = &update.headers {
             field("headers", Some(value(h)?));
         }

@@ -21,7 +21,9 @@
 //! | `pu`, `pn` | paused until (ms), pauses in a row (backpressure) |
 //! | `pe`, `pa` | an operational event not yet published (JSON), its next publish attempt (ms) |
 //! | `ua` | last write (ms) |
+//! | `rt` | rate limit: end of the last slot given out (theoretical arrival time), Unix microseconds |
 //! | `t_op`, `t_pb`, `t_cl`, `t_dg`, `t_rc`, `t_da` | token of the last open, probe claim, close, degrade, recover, disable (8 bytes) |
+//! | `t_rl` | token of the last rate-limit write (8 bytes) |
 //!
 //! Counters are added with `ADD`, so concurrent sender batches never lose a count; each
 //! write removes the buckets the writer last saw that have left the window.
@@ -34,6 +36,14 @@
 //! into an attribute of its kind, and a refused retry that finds its token there (the item
 //! as it is, `ALL_OLD`) knows the change is its own. One attribute per kind: a different
 //! change landing in between (another sender's) does not hide ours.
+//!
+//! The rate limit's slots ([`HealthStore::reserve_slots`]) follow the same pattern: the
+//! write leaves its token in `t_rl` and its condition refuses a write whose token is
+//! already there, so a retry of an applied write is refused and finds its token: the
+//! slots are its own, and they are the last ones given out (`rt` minus the batch's span).
+//! When another batch's write lands between the try and its retry, the retry takes slots
+//! a second time: those of the first try go unused. The limit then sends less, never
+//! more.
 
 use std::collections::HashMap;
 
@@ -47,6 +57,7 @@ use tern_core::health::{
     LastFailure, PendingReport, bucket_start,
 };
 use tern_core::ports::PortError;
+use tern_core::rate_limit::{SlotAnswer, SlotRequest};
 use tern_core::{EndpointId, ErrorClass, TenantId};
 
 use crate::error::port_error;
@@ -96,6 +107,15 @@ fn num(item: &HashMap<String, AttributeValue>, key: &str) -> Option<i64> {
 
 fn time(item: &HashMap<String, AttributeValue>, key: &str) -> Option<DateTime<Utc>> {
     DateTime::from_timestamp_millis(num(item, key)?)
+}
+
+/// `t` in Unix microseconds: the rate limit's slots are as close as 1 ms apart.
+fn micros(t: DateTime<Utc>) -> AttributeValue {
+    n(t.timestamp_micros())
+}
+
+fn time_micros(item: &HashMap<String, AttributeValue>, key: &str) -> Option<DateTime<Utc>> {
+    DateTime::from_timestamp_micros(num(item, key)?)
 }
 
 /// Buckets stored as `<attempts><n>` / `<successes><n>` with `n` = start / `size`: an
@@ -172,6 +192,7 @@ fn from_item(item: &HashMap<String, AttributeValue>) -> Result<EndpointHealth, P
             event,
             retry_at: time(item, "pa").unwrap_or(DateTime::<Utc>::MIN_UTC),
         }),
+        rate_tat: time_micros(item, "rt"),
     })
 }
 
@@ -512,14 +533,118 @@ impl HealthStore for DynamoHealthStore {
         }
     }
 
+    async fn reserve_slots(
+        &self,
+        tenant: &TenantId,
+        endpoint: &EndpointId,
+        request: &SlotRequest,
+    ) -> Result<SlotAnswer, PortError> {
+        let mut u = Update::default();
+        let token = change_token();
+        let mine = u.value(token.clone());
+        u.set.push(format!("t_rl = {mine}"));
+        let from = u.value(micros(request.from));
+        // The same conditions as `SlotRequest::apply_to`, plus: not already applied by an
+        // earlier try of this call.
+        let condition = if request.extend {
+            let span = u.value(n(request.span().num_microseconds().unwrap_or(i64::MAX)));
+            u.set.push(format!("rt = rt + {span}"));
+            let ceiling = u.value(micros(request.ceiling()));
+            format!(
+                "rt >= {from} AND rt <= {ceiling} \
+                 AND (attribute_not_exists(t_rl) OR t_rl <> {mine})"
+            )
+        } else {
+            u.set("rt", micros(request.from + request.span()));
+            format!(
+                "(attribute_not_exists(rt) OR rt <= {from}) \
+                 AND (attribute_not_exists(t_rl) OR t_rl <> {mine})"
+            )
+        };
+        let mut call = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(key(tenant, endpoint)))
+            .update_expression(u.expression())
+            .condition_expression(condition)
+            // The TAT before the write: where an extended batch's slots begin.
+            .return_values(ReturnValue::UpdatedOld)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
+        for (name, value) in u.values {
+            call = call.expression_attribute_values(name, value);
+        }
+        match call.send().await {
+            Ok(out) => {
+                let first = if request.extend {
+                    out.attributes
+                        .as_ref()
+                        .and_then(|old| time_micros(old, "rt"))
+                        .ok_or_else(|| {
+                            PortError::Unavailable("rate-limit write returned no old rt".into())
+                        })?
+                } else {
+                    request.from
+                };
+                Ok(SlotAnswer::Granted { first })
+            }
+            Err(e) => match e.as_service_error() {
+                Some(UpdateItemError::ConditionalCheckFailedException(c)) => {
+                    let item = c.item().cloned().unwrap_or_default();
+                    let tat = time_micros(&item, "rt");
+                    match (item.get("t_rl") == Some(&token), tat) {
+                        // An earlier try of this call was applied: its slots are the last
+                        // ones given out.
+                        (true, Some(tat)) => Ok(SlotAnswer::Granted {
+                            first: tat - request.span(),
+                        }),
+                        _ => Ok(SlotAnswer::Refused { tat }),
+                    }
+                }
+                _ => Err(port_error(e)),
+            },
+        }
+    }
+
     async fn reset(&self, tenant: &TenantId, endpoint: &EndpointId) -> Result<(), PortError> {
-        self.client
+        let old = self
+            .client
             .delete_item()
             .table_name(&self.table)
             .set_key(Some(key(tenant, endpoint)))
+            .return_values(ReturnValue::AllOld)
             .send()
             .await
             .map_err(port_error)?;
+        // Deliveries holding rate-limit slots ahead may still be on the queue: a new
+        // schedule starting at now would give their slots out again. Put the schedule
+        // back unless a batch has written a later one since.
+        let ahead = old
+            .attributes
+            .as_ref()
+            .and_then(|item| time_micros(item, "rt"))
+            .filter(|tat| *tat > Utc::now());
+        if let Some(tat) = ahead {
+            let put_back = self
+                .client
+                .update_item()
+                .table_name(&self.table)
+                .set_key(Some(key(tenant, endpoint)))
+                .update_expression("SET rt = :rt")
+                .condition_expression("attribute_not_exists(rt) OR rt < :rt")
+                .expression_attribute_values(":rt", micros(tat))
+                .send()
+                .await;
+            match put_back {
+                Ok(_) => {}
+                Err(e)
+                    if matches!(
+                        e.as_service_error(),
+                        Some(UpdateItemError::ConditionalCheckFailedException(_))
+                    ) => {}
+                Err(e) => return Err(port_error(e)),
+            }
+        }
         Ok(())
     }
 }

@@ -157,9 +157,9 @@ enum Command {
         force: bool,
     },
     /// What is waiting: per endpoint, the deliveries scheduled for a later attempt (queue
-    /// delays and Step Functions waits alike, and those an open circuit or a pause holds
-    /// back), each with its attempt number and due time (UTC), and the totals. Read from the
-    /// ledger's waiting index, never by scanning SQS or Step Functions.
+    /// delays and Step Functions waits alike, and those an open circuit, a pause or a rate
+    /// limit holds back), each with its attempt number and due time (UTC), and the totals.
+    /// Read from the ledger's waiting index, never by scanning SQS or Step Functions.
     Waiting {
         /// Only this endpoint.
         #[arg(long)]
@@ -257,6 +257,11 @@ enum EndpointCommand {
         /// `{"type","timestamp","data"}`, the Standard Webhooks payload structure).
         #[arg(long, default_value = "raw", value_parser = parse_payload_format)]
         payload_format: PayloadFormat,
+        /// Rate limit: at most this many requests per second (1-1000) across every sender
+        /// batch; deliveries over it wait on the queue without spending an attempt.
+        /// Default: no limit.
+        #[arg(long)]
+        max_per_second: Option<u32>,
         #[command(flatten)]
         reach: Box<reach_args::ReachArgs>,
     },
@@ -316,6 +321,9 @@ enum EndpointCommand {
         /// New request body format: `raw` or `standard_webhooks`.
         #[arg(long, value_parser = parse_payload_format)]
         payload_format: Option<PayloadFormat>,
+        /// New rate limit in requests per second (1-1000); 0 = no limit.
+        #[arg(long)]
+        max_per_second: Option<u32>,
         /// Remove the custom header NAME (repeatable).
         #[arg(long, value_name = "NAME")]
         remove_header: Vec<String>,
@@ -994,6 +1002,7 @@ async fn endpoints(
             schedule,
             description,
             payload_format,
+            max_per_second,
             reach,
         } => {
             let destinations = DestinationSettings::from_env(&Env::process()).map_err(invalid)?;
@@ -1012,6 +1021,7 @@ async fn endpoints(
                     schedule,
                     description,
                     payload_format,
+                    max_per_second,
                     secret: None,
                     headers,
                     auth,
@@ -1128,6 +1138,7 @@ async fn endpoints(
             schedule,
             max_attempts,
             payload_format,
+            max_per_second,
             remove_header,
             clear_headers,
             reach,
@@ -1160,6 +1171,7 @@ async fn endpoints(
                     .map_err(invalid)?,
                 max_attempts: max_attempts.map(|m| Some(m).filter(|m| *m != 0)),
                 payload_format,
+                max_per_second: max_per_second.map(|r| Some(r).filter(|r| *r != 0)),
                 headers,
                 auth: reach.auth(&mut secrets)?,
                 signatures: reach.signatures,

@@ -283,3 +283,101 @@ async fn payload_format_round_trips_through_add_update_show_and_list() {
     assert_eq!(stored(&plain).await, PayloadFormat::StandardWebhooks);
     moto.stop().await;
 }
+
+/// `--max-per-second` on `endpoints add` and `update` (0 removes the limit), read back by
+/// `show` and by the store the sender reads; a value out of range is refused and changes
+/// nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rate_limit_round_trips_through_add_update_and_show() {
+    let moto = MotoServer::start()
+        .await
+        .expect("moto (the local AWS) is required for this test");
+    let aws = moto.sdk_config().await;
+    let resources = tern_local::resources::provision(&aws, "trate-", None)
+        .await
+        .expect("resources");
+    let mut env: Vec<(String, String)> = vec![
+        ("AWS_ENDPOINT_URL".into(), moto.url.clone()),
+        ("AWS_REGION".into(), "us-east-1".into()),
+        ("AWS_ACCESS_KEY_ID".into(), "testing".into()),
+        ("AWS_SECRET_ACCESS_KEY".into(), "testing".into()),
+        ("TERN_HTTPS_ONLY".into(), "false".into()),
+        ("TERN_ALLOW_DESTINATIONS".into(), "127.0.0.1/32".into()),
+    ];
+    env.extend(resources.env().into_iter().map(|(k, v)| (k.to_owned(), v)));
+    let store = tern_aws::DynamoEndpointStore::new(
+        aws_sdk_dynamodb::Client::new(&aws),
+        resources.endpoints_table.clone(),
+    );
+    let tenant = TenantId::new("tnt_rate").unwrap();
+    let stored = async |id: &str| {
+        store
+            .get(&tenant, &EndpointId::new(id).unwrap())
+            .await
+            .unwrap()
+            .expect("stored")
+            .max_per_second
+    };
+    let show = |id: &str| {
+        let out = tern(&env, &["endpoints", "show", id, "--json"]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+        v["max_per_second"].clone()
+    };
+
+    let out = tern(
+        &env,
+        &[
+            "endpoints",
+            "add",
+            "--tenant",
+            "tnt_rate",
+            "--url",
+            "http://127.0.0.1:9/hook",
+            "--max-per-second",
+            "10",
+            "--json",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    let id = v["id"].as_str().expect("an id").to_owned();
+    assert_eq!(stored(&id).await, Some(10));
+    assert_eq!(show(&id), 10);
+    let out = tern(&env, &["endpoints", "show", &id]);
+    assert!(
+        text(&out.stdout).contains("rate limit:           10 per second"),
+        "{}",
+        text(&out.stdout)
+    );
+
+    let out = tern(&env, &["endpoints", "update", &id, "--max-per-second", "3"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(stored(&id).await, Some(3));
+
+    // Out of range: refused, nothing changes.
+    let out = tern(
+        &env,
+        &["endpoints", "update", &id, "--max-per-second", "5000"],
+    );
+    assert_ne!(out.status.code(), Some(0));
+    assert!(
+        text(&out.stderr).contains("1..=1000"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(stored(&id).await, Some(3));
+
+    // 0 removes it.
+    let out = tern(&env, &["endpoints", "update", &id, "--max-per-second", "0"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(stored(&id).await, None);
+    assert_eq!(show(&id), serde_json::Value::Null);
+    let out = tern(&env, &["endpoints", "show", &id]);
+    assert!(
+        text(&out.stdout).contains("rate limit:           none"),
+        "{}",
+        text(&out.stdout)
+    );
+    moto.stop().await;
+}

@@ -243,6 +243,8 @@ pub struct EndpointRow {
     pub health: HealthRow,
     /// Its request body format: a receiver answering 400 after a format change shows here.
     pub payload_format: PayloadFormat,
+    /// Its rate limit, requests per second (`None`: no limit): why its deliveries wait.
+    pub max_per_second: Option<u32>,
     /// How it authenticates to its receiver (`none`, `basic`, `bearer`,
     /// `oauth2_client_credentials`): a receiver answering 401, or `auth_token` failures,
     /// show next to it. No credential is read into the row.
@@ -305,6 +307,7 @@ pub fn failing_endpoints(
             Some(EndpointRow {
                 health: h.clone(),
                 payload_format: e.payload_format,
+                max_per_second: e.max_per_second,
                 auth: e.auth.kind(),
                 signatures: e.signatures,
                 header_names: e
@@ -366,7 +369,7 @@ pub fn endpoints(
             } @else {
                 table {
                     thead { tr {
-                        th { "Endpoint" } th { "Tenant" } th { "URL" } th { "Payload format" } th { "Auth" } th { "Signatures" } th { "Headers" } th { "State" } th { "Reason" }
+                        th { "Endpoint" } th { "Tenant" } th { "URL" } th { "Payload format" } th { "Rate limit" } th { "Auth" } th { "Signatures" } th { "Headers" } th { "State" } th { "Reason" }
                         th { "Success 1 h" } th { "Failing since" } th { "Circuit opened" } th { "Next probe / paused until" }
                         th { "Last success" } th { "Last failure" } th { "Waiting" } th { "Next due" }
                         th { "Dead letters" } th { "Actions" }
@@ -380,6 +383,7 @@ pub fn endpoints(
                                 td { (h.tenant_id.as_str()) }
                                 td class="url" { (cut(&h.url, CELL_CHARS)) }
                                 td class="payload-format" { code { (r.payload_format.as_str()) } }
+                                td class="rate-limit" { (r.max_per_second.map_or_else(|| "-".to_owned(), |n| format!("{n}/s"))) }
                                 td class="auth" { code { (r.auth) } }
                                 td class="signatures" { code { (r.signatures.as_str()) } }
                                 td class="headers" {
@@ -433,8 +437,8 @@ pub fn waiting(report: &WaitingReport, target: &Target) -> Markup {
         div class="tern-widget" id="waiting" data-total=(report.total) data-endpoints=(report.endpoints.len())
             data-complete=(report.complete) {
             p class="help" {
-                "Deliveries scheduled for a later attempt (queue delays and Step Functions waits alike), and those an open circuit "
-                "or a receiver's pause holds back, per endpoint, soonest due first. Due times are UTC; while an endpoint is held, "
+                "Deliveries scheduled for a later attempt (queue delays and Step Functions waits alike), and those an open circuit, "
+                "a receiver's pause or a rate limit holds back, per endpoint, soonest due first. Due times are UTC; while an endpoint is held, "
                 "nothing goes before the time shown beside it. Read from the ledger's waiting index, not from SQS or Step Functions."
             }
             p class="totals" id="waiting-total" {
@@ -1200,6 +1204,28 @@ mod tests {
                 row.contains(&format!(
                     "<td class=\"payload-format\"><code>{format}</code></td>"
                 )),
+                "{row}"
+            );
+        }
+    }
+
+    #[test]
+    fn endpoint_rows_show_the_rate_limit() {
+        let mut limited = endpoint(false);
+        limited.max_per_second = Some(10);
+        let mut unlimited = endpoint_with_id("ep_free");
+        unlimited.enabled = false;
+        let all = [limited, unlimited];
+        let rows = failing_endpoints(&all, &rows_of(&all, &[None, None]), &[]);
+        let html = endpoints(&rows, true, None, &cw()).into_string();
+        assert!(html.contains("<th>Rate limit</th>"), "{html}");
+        for (id, limit) in [("ep_off", "10/s"), ("ep_free", "-")] {
+            let row = html
+                .split("<tr class=\"endpoint\"")
+                .find(|r| r.contains(&format!("data-endpoint=\"{id}\"")))
+                .unwrap_or_else(|| panic!("no row for {id}: {html}"));
+            assert!(
+                row.contains(&format!("<td class=\"rate-limit\">{limit}</td>")),
                 "{row}"
             );
         }

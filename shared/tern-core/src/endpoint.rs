@@ -61,6 +61,9 @@ pub enum EndpointError {
     /// The attempt budget is 0.
     #[error("max_attempts must be at least 1")]
     ZeroAttempts,
+    /// The rate limit is outside 1..=[`crate::rate_limit::MAX_PER_SECOND`] per second.
+    #[error(transparent)]
+    BadRateLimit(#[from] crate::rate_limit::RateLimitError),
     /// A custom header is refused.
     #[error(transparent)]
     Header(#[from] HeaderError),
@@ -132,6 +135,11 @@ pub struct Endpoint {
     /// Standard Webhooks payload structure (`standard_webhooks`).
     #[serde(default)]
     pub payload_format: PayloadFormat,
+    /// Most requests per second the receiver takes ([`crate::rate_limit`]), across every
+    /// concurrent sender batch; `None` (the default, also for endpoints stored before this
+    /// field existed) means no limit. 1..=[`crate::rate_limit::MAX_PER_SECOND`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_per_second: Option<u32>,
     /// Headers sent with every attempt after Tern's own ([`crate::custom_headers`]);
     /// none for endpoints stored before this field existed.
     #[serde(default)]
@@ -179,6 +187,8 @@ pub struct EndpointUpdate {
     pub max_attempts: Option<Option<u32>>,
     /// New request body format.
     pub payload_format: Option<PayloadFormat>,
+    /// New rate limit in requests per second; `Some(None)` removes it.
+    pub max_per_second: Option<Option<u32>>,
     /// New custom headers: the whole list, replacing the stored one (`Some(vec![])`
     /// removes them all).
     pub headers: Option<Vec<CustomHeader>>,
@@ -222,6 +232,9 @@ impl EndpointUpdate {
         }
         if let Some(f) = self.payload_format {
             endpoint.payload_format = f;
+        }
+        if let Some(r) = self.max_per_second {
+            endpoint.max_per_second = r;
         }
         if let Some(h) = &self.headers {
             endpoint.headers.clone_from(h);
@@ -304,6 +317,7 @@ impl Endpoint {
             schedule: None,
             max_attempts: None,
             payload_format: PayloadFormat::Raw,
+            max_per_second: None,
             headers: Vec::new(),
             auth: ReceiverAuth::None,
             signatures: Signatures::V1,
@@ -344,6 +358,7 @@ impl Endpoint {
         if self.max_attempts == Some(0) {
             return Err(EndpointError::ZeroAttempts);
         }
+        self.rate_limit()?;
         crate::custom_headers::validate(&self.headers)?;
         self.auth.validate()?;
         if self.auth.sends_authorization() && self.headers.iter().any(|h| h.name == "authorization")
@@ -354,6 +369,18 @@ impl Endpoint {
             return Err(EndpointError::NoActiveSigningKey);
         }
         Ok(())
+    }
+
+    /// Its rate limit ([`Self::max_per_second`]), `None` when it has none.
+    ///
+    /// # Errors
+    /// [`EndpointError::BadRateLimit`] for a value outside
+    /// 1..=[`crate::rate_limit::MAX_PER_SECOND`].
+    pub fn rate_limit(&self) -> Result<Option<crate::rate_limit::RateLimit>, EndpointError> {
+        self.max_per_second
+            .map(crate::rate_limit::RateLimit::new)
+            .transpose()
+            .map_err(EndpointError::from)
     }
 
     /// True when `event` belongs to this endpoint's tenant and one of its subscriptions.
@@ -641,6 +668,52 @@ mod tests {
             serde_json::to_value(&e).unwrap()["payload_format"],
             "standard_webhooks"
         );
+    }
+
+    #[test]
+    fn a_rate_limit_is_optional_bounded_and_updated_alone() {
+        let mut e = endpoint();
+        // Stored before the field existed, or never limited: no key, no limit.
+        let stored = serde_json::to_value(&e).unwrap();
+        assert!(stored.get("max_per_second").is_none(), "{stored}");
+        assert_eq!(e.rate_limit(), Ok(None));
+        let before = e.clone();
+        EndpointUpdate {
+            max_per_second: Some(Some(10)),
+            ..EndpointUpdate::default()
+        }
+        .apply(&mut e)
+        .unwrap();
+        assert_eq!(e.rate_limit().unwrap().map(|r| r.per_second()), Some(10));
+        assert_eq!(
+            Endpoint {
+                max_per_second: None,
+                ..e.clone()
+            },
+            before,
+            "nothing else changed"
+        );
+        let back: Endpoint = serde_json::from_value(serde_json::to_value(&e).unwrap()).unwrap();
+        assert_eq!(back.max_per_second, Some(10));
+        for bad in [0, crate::rate_limit::MAX_PER_SECOND + 1] {
+            assert_eq!(
+                EndpointUpdate {
+                    max_per_second: Some(Some(bad)),
+                    ..EndpointUpdate::default()
+                }
+                .apply(&mut endpoint()),
+                Err(EndpointError::BadRateLimit(
+                    crate::rate_limit::RateLimitError::OutOfRange(bad)
+                ))
+            );
+        }
+        EndpointUpdate {
+            max_per_second: Some(None),
+            ..EndpointUpdate::default()
+        }
+        .apply(&mut e)
+        .unwrap();
+        assert_eq!(e, before);
     }
 
     #[test]

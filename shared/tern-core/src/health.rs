@@ -365,6 +365,12 @@ pub struct EndpointHealth {
     pub pauses: u32,
     /// An operational event decided but not yet published (its owner has not been told).
     pub pending_report: Option<PendingReport>,
+    /// The endpoint's rate-limit schedule: the end of the last slot given out
+    /// ([`crate::rate_limit`], the theoretical arrival time); `None` for an endpoint never
+    /// limited. Not reset by `enable` while it lies ahead (deliveries holding slots may
+    /// still be on the queue).
+    #[serde(default)]
+    pub rate_tat: Option<DateTime<Utc>>,
 }
 
 /// An operational event waiting to be published: written with the change it reports, in
@@ -443,6 +449,7 @@ impl EndpointHealth {
             paused_until: None,
             pauses: 0,
             pending_report: None,
+            rate_tat: None,
         }
     }
 
@@ -873,7 +880,19 @@ pub trait HealthStore: Send + Sync {
         now: DateTime<Utc>,
     ) -> Result<bool, PortError>;
 
-    /// Deletes the record (`tern endpoints enable` starts the endpoint afresh).
+    /// Takes slots of the endpoint's rate limit for one batch, in one conditional write
+    /// that is safe to retry ([`crate::rate_limit::SlotRequest::apply_to`] says what it
+    /// must do). `Ok(Refused)`: the schedule was not as the caller read it; nothing
+    /// written.
+    async fn reserve_slots(
+        &self,
+        tenant: &TenantId,
+        endpoint: &EndpointId,
+        request: &crate::rate_limit::SlotRequest,
+    ) -> Result<crate::rate_limit::SlotAnswer, PortError>;
+
+    /// Deletes the record (`tern endpoints enable` starts the endpoint afresh), all but a
+    /// rate-limit schedule that lies ahead ([`EndpointHealth::rate_tat`]).
     async fn reset(&self, tenant: &TenantId, endpoint: &EndpointId) -> Result<(), PortError>;
 }
 

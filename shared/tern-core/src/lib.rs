@@ -21,6 +21,7 @@ pub mod operational;
 pub mod outbox;
 pub mod outcome;
 pub mod ports;
+pub mod rate_limit;
 pub mod receiver_auth;
 pub mod request;
 pub mod retry;

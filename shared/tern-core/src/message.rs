@@ -155,6 +155,11 @@ pub struct DeliveryMessage {
     /// held back again costs no second write.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub listed_waiting: bool,
+    /// The slot this delivery holds under its endpoint's rate limit while it waits on the
+    /// queue for it ([`crate::rate_limit`]): the sender that receives it back sends it at
+    /// that time without taking another. Cleared by every other change of the message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_slot: Option<crate::rate_limit::RateSlot>,
     /// A manual resend (the API's `resend` and `recover`): this budget may be sent to a pair
     /// that was already delivered. The ledger's claim lets it past the pair's delivered
     /// mark as long as its attempt key is above the pair's current claim
@@ -223,6 +228,7 @@ impl DeliveryMessage {
             replayed_from: None,
             budget_started_at: None,
             listed_waiting: false,
+            rate_slot: None,
             resend: false,
         }
     }
@@ -320,6 +326,7 @@ impl DeliveryMessage {
             dead_letter: None,
             // The sender lists the retry when it queues it (`finish_retrying`).
             listed_waiting: true,
+            rate_slot: None,
             ..self.clone()
         }
     }
@@ -333,6 +340,7 @@ impl DeliveryMessage {
             not_before: None,
             dead_letter: Some(dead_letter),
             listed_waiting: false,
+            rate_slot: None,
             ..self.clone()
         }
     }
@@ -357,6 +365,7 @@ impl DeliveryMessage {
                 .clone()
                 .or_else(|| self.replayed_from.clone()),
             budget_started_at: Some(Utc::now()),
+            rate_slot: None,
             ..self.clone()
         }
     }

@@ -210,6 +210,37 @@ impl CircuitBreaker {
             .map(|(_, h)| h.clone())
     }
 
+    /// The store of the records.
+    pub(crate) fn store(&self) -> &Arc<dyn HealthStore> {
+        &self.store
+    }
+
+    /// The end of the endpoint's rate-limit schedule as this instance last read or wrote
+    /// it (`None`: no record, or none cached).
+    pub(crate) fn cached_tat(&self, key: &EndpointKey) -> Option<DateTime<Utc>> {
+        self.cached(key).flatten().and_then(|h| h.rate_tat)
+    }
+
+    /// Keeps `tat` as the endpoint's rate-limit schedule in this instance's copy of its
+    /// record (a copy that said "no record" becomes a record holding only it), so the
+    /// next batch asks on what the last write said.
+    pub(crate) fn remember_tat(&self, key: &EndpointKey, tat: Option<DateTime<Utc>>) {
+        let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
+        match cache.get_mut(key) {
+            Some((_, Some(h))) => h.rate_tat = tat,
+            Some((_, record @ None)) => {
+                let mut h = EndpointHealth::empty(
+                    key.0.clone(),
+                    key.1.clone(),
+                    self.timings.bucket_seconds(),
+                );
+                h.rate_tat = tat;
+                *record = Some(h);
+            }
+            None => {}
+        }
+    }
+
     fn remember(&self, key: EndpointKey, health: Option<EndpointHealth>) {
         let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
         cache.insert(key, (Instant::now(), health));
@@ -669,7 +700,7 @@ impl CircuitBreaker {
 }
 
 /// `call`, or [`PortError::Unavailable`] once [`HEALTH_GATE_DEADLINE_MS`] have passed.
-async fn within_gate_deadline<T>(
+pub(crate) async fn within_gate_deadline<T>(
     call: impl std::future::Future<Output = Result<T, PortError>>,
     what: &str,
 ) -> Result<T, PortError> {

@@ -12,6 +12,7 @@ pub mod health;
 pub mod logging;
 pub mod markers;
 pub mod metrics;
+pub mod rate_limit;
 pub mod relay;
 pub mod relay_send;
 pub mod replay;

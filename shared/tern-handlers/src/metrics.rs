@@ -49,9 +49,17 @@ pub struct Counts {
     /// Delivery entries the relay sent again after a transient per-entry or per-call
     /// failure of `SendMessageBatch`, within one invocation.
     pub relay_send_retries: u64,
-    /// Due deliveries held back by an open circuit or a receiver's pause and put back on
-    /// the queue without spending an attempt.
+    /// Due deliveries held back by an open circuit, a receiver's pause or a rate limit and
+    /// put back on the queue without spending an attempt.
     pub deferred: u64,
+    /// Of the deferred deliveries, those the endpoint's rate limit held back (a slot more
+    /// than a second away, or none yet).
+    pub rate_limited: u64,
+    /// Deliveries that reached their POST more than half an interval after their
+    /// rate-limit slot (`tern_core::rate_limit::late_after`: the claim before them took
+    /// longer than `tern_core::rate_limit::CLAIM_LEAD_MS`): none is sent on that slot; each
+    /// takes a new one, or is not sent by this invocation.
+    pub rate_late: u64,
     /// Probes sent to endpoints with an open circuit.
     pub probes: u64,
     /// Circuits this invocation opened.
@@ -140,6 +148,8 @@ impl Metrics {
             ("RelayParked", c.relay_parked),
             ("RelaySendRetries", c.relay_send_retries),
             ("Deferred", c.deferred),
+            ("RateLimited", c.rate_limited),
+            ("RateLimitLate", c.rate_late),
             ("Probes", c.probes),
             ("CircuitsOpened", c.circuits_opened),
             ("CircuitsClosed", c.circuits_closed),

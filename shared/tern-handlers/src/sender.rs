@@ -18,6 +18,7 @@
 use std::collections::{HashMap, HashSet};
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent};
@@ -31,6 +32,7 @@ use tern_core::ports::{
     AttemptRecord, Claim, DelayScheduler, DeliveryLedger, DeliveryState, EndpointStore,
     MessageQueue, PortError, QueueEntry,
 };
+use tern_core::rate_limit::{RateSlot, delay_seconds_before};
 use tern_core::receiver_auth::ReceiverAuth;
 use tern_core::request;
 use tern_core::retry::{
@@ -42,9 +44,10 @@ use tern_http::{AttemptReport, AttemptRequest, DeliveryClient};
 use crate::config::SenderPolicy;
 use crate::deadline::Deadline;
 use crate::endpoint_log::BatchLog;
-use crate::health::{Admission, BatchGate, BatchHealth, CircuitBreaker, EndpointKey};
+use crate::health::{BatchHealth, CircuitBreaker, EndpointKey};
 use crate::markers;
 use crate::metrics::Metrics;
+use crate::rate_limit::{EndpointGate, Pass};
 
 /// Added to the longest attempt deadline to get a claim's lease, in seconds. The delivery
 /// queue's visibility timeout (360 s) must exceed deadline + margin (60 s), so a message
@@ -129,6 +132,20 @@ pub async fn handle(
     handle_within(deps, event, metrics, Deadline::none()).await
 }
 
+/// How far ahead of now a message's `not_before` may be and the message still count as
+/// due, in milliseconds: a delivery put back until a time comes back on whole seconds of
+/// `DelaySeconds`, rounded up, so a little early only by the clocks' drift.
+const DUE_SLACK_MS: i64 = 500;
+
+/// Whether `message` is due at `now`: its `not_before` has come (within
+/// [`DUE_SLACK_MS`]), or it was redriven (a replay starts a fresh budget at once).
+fn is_due(message: &DeliveryMessage, now: chrono::DateTime<Utc>) -> bool {
+    message.dead_letter.is_some()
+        || message
+            .not_before
+            .is_none_or(|t| t <= now + chrono::Duration::milliseconds(DUE_SLACK_MS))
+}
+
 /// Error text of a message the handler did not start because the invocation's deadline
 /// was too near ([`Deadline::may_start`]): reported in `batchItemFailures` untouched.
 pub const NOT_STARTED: &str = "not started: the invocation's deadline is too near";
@@ -155,10 +172,11 @@ pub async fn handle_within(
         .iter()
         .map(|m| DeliveryMessage::parse(m.body.as_deref().unwrap_or("")).map_err(|e| e.to_string()))
         .collect();
-    // One gate per endpoint the batch touches, decided before any POST; one health write
-    // per endpoint after them all.
-    let gates: HashMap<EndpointKey, BatchGate> = match &deps.breaker {
-        // No message will start: no probe is claimed for nothing.
+    // One gate per endpoint the batch touches, decided before any POST (the circuit, a
+    // pause, and for a limited endpoint the slots its due deliveries need: one write);
+    // one health write per endpoint after them all.
+    let gates: HashMap<EndpointKey, EndpointGate> = match &deps.breaker {
+        // No message will start: no probe is claimed, no slot taken for nothing.
         Some(_) if !deadline.may_start() => HashMap::new(),
         Some(breaker) => {
             let keys: HashSet<EndpointKey> = parsed
@@ -166,7 +184,16 @@ pub async fn handle_within(
                 .flatten()
                 .map(|m| (m.event.tenant_id.clone(), m.endpoint_id.clone()))
                 .collect();
-            breaker.gates(keys.into_iter().collect()).await
+            let now = Utc::now();
+            let due: Vec<&DeliveryMessage> =
+                parsed.iter().flatten().filter(|m| is_due(m, now)).collect();
+            crate::rate_limit::gates(
+                breaker,
+                deps.endpoints.as_ref(),
+                keys.into_iter().collect(),
+                &due,
+            )
+            .await
         }
         None => HashMap::new(),
     };
@@ -176,15 +203,21 @@ pub async fn handle_within(
         health: &batch,
         deferred: std::sync::Mutex::default(),
         deadline,
+        messages: event.records.len(),
+        admitted: AtomicUsize::new(0),
+        all_admitted: tokio::sync::Notify::new(),
     };
     let tasks = event.records.iter().zip(parsed).map(|(msg, parsed)| {
         let ctx = &ctx;
         async move {
             let id = msg.message_id.clone().unwrap_or_default();
             let raw = msg.body.as_deref().unwrap_or("");
-            let result = AssertUnwindSafe(process(deps, &id, raw, parsed, metrics, ctx))
+            let admitted = Admitted::new(ctx);
+            let result = AssertUnwindSafe(process(deps, &id, raw, parsed, metrics, ctx, &admitted))
                 .catch_unwind()
                 .await;
+            // Whatever became of it, it holds back no more deferrals.
+            admitted.mark();
             let result = match result {
                 Ok(Ok(outcome)) => Ok(outcome),
                 Ok(Err(e)) => Err(e.to_string()),
@@ -196,25 +229,30 @@ pub async fn handle_within(
             (id, result)
         }
     });
-    let mut results = futures::future::join_all(tasks).await;
-    let deferred = std::mem::take(
-        &mut *ctx
-            .deferred
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner),
-    );
-    // The deferrals must be put back (or reported); the health counts are for people.
-    // Both end before the answer's reserve.
-    let not_put_back = match deadline
-        .before_answer(flush_deferred(deps, &deferred, metrics))
-        .await
-    {
-        Some(failed) => failed,
-        None => deferred
-            .iter()
-            .map(|(id, ..)| (id.clone(), DEADLINE_CUT.to_owned()))
-            .collect(),
+    // The deferrals are put back as soon as every message is past its gate, while the
+    // batch's POSTs (some waiting for their rate-limit slots) go on: a delivery holding a
+    // slot comes back on time for it. They must be put back (or reported); the health
+    // counts are for people. Both end before the answer's reserve.
+    let put_back = async {
+        ctx.all_past_their_gates().await;
+        let deferred = std::mem::take(
+            &mut *ctx
+                .deferred
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        match deadline
+            .before_answer(flush_deferred(deps, &deferred, metrics))
+            .await
+        {
+            Some(failed) => failed,
+            None => deferred
+                .iter()
+                .map(|d| (d.message_id.clone(), DEADLINE_CUT.to_owned()))
+                .collect(),
+        }
     };
+    let (mut results, not_put_back) = futures::join!(futures::future::join_all(tasks), put_back);
     for (id, error) in not_put_back {
         tracing::error!(message_id = %id, %error, "deferred delivery not put back; SQS will retry it");
         if let Some((_, r)) = results.iter_mut().find(|(rid, _)| *rid == id) {
@@ -251,21 +289,86 @@ pub async fn handle_within(
 }
 
 /// What the messages of one batch share: the endpoints' gates, the health counts, and
-/// the deliveries an open circuit holds back (put back together after the batch).
+/// the deliveries the gates hold back (put back together once every message is past its
+/// gate).
 struct BatchContext<'a> {
-    gates: &'a HashMap<EndpointKey, BatchGate>,
+    gates: &'a HashMap<EndpointKey, EndpointGate>,
     health: &'a BatchHealth,
-    deferred: std::sync::Mutex<Vec<(String, DeliveryMessage, chrono::DateTime<Utc>)>>,
+    deferred: std::sync::Mutex<Vec<Deferred>>,
     deadline: Deadline,
+    /// Messages in the batch.
+    messages: usize,
+    /// Messages past their gate: deferred, or on their way to a claim, or done.
+    admitted: AtomicUsize,
+    /// Told when the last message is past its gate.
+    all_admitted: tokio::sync::Notify,
+}
+
+/// Marks one message past its gate, once: from then on it adds no deferral.
+struct Admitted<'a> {
+    done: AtomicBool,
+    batch: &'a BatchContext<'a>,
+}
+
+impl<'a> Admitted<'a> {
+    fn new(batch: &'a BatchContext<'a>) -> Self {
+        Self {
+            done: AtomicBool::new(false),
+            batch,
+        }
+    }
+
+    fn mark(&self) {
+        if !self.done.swap(true, Ordering::SeqCst) {
+            let past = self.batch.admitted.fetch_add(1, Ordering::SeqCst) + 1;
+            if past >= self.batch.messages {
+                self.batch.all_admitted.notify_one();
+            }
+        }
+    }
+}
+
+/// A due delivery held back by its endpoint's gate, to put back on the queue.
+struct Deferred {
+    /// Its SQS message id (the batch's).
+    message_id: String,
+    /// The message to put back (with `not_before`, or the rate-limit slot it holds).
+    message: DeliveryMessage,
+    /// When it is due again.
+    until: chrono::DateTime<Utc>,
+    /// Held back by the rate limit (else the circuit or a pause).
+    by_rate_limit: bool,
 }
 
 impl BatchContext<'_> {
-    fn defer(&self, message_id: &str, message: DeliveryMessage, until: chrono::DateTime<Utc>) {
+    /// Returns once every message of the batch is past its gate.
+    async fn all_past_their_gates(&self) {
+        while self.admitted.load(Ordering::SeqCst) < self.messages {
+            self.all_admitted.notified().await;
+        }
+    }
+
+    fn defer(&self, deferred: Deferred) {
         self.deferred
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .push((message_id.to_owned(), message, until));
+            .push(deferred);
     }
+}
+
+/// Why a due delivery goes back on the queue without spending an attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Deferral {
+    /// Until after `until`: its endpoint's circuit is open, its receiver asked for a
+    /// pause, or (`by_rate_limit`) it has no rate-limit slot yet.
+    Until {
+        /// When it comes back.
+        until: chrono::DateTime<Utc>,
+        /// Held back by the rate limit.
+        by_rate_limit: bool,
+    },
+    /// It holds a rate-limit slot too far ahead for this batch: it comes back for it.
+    Slot(RateSlot),
 }
 
 fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
@@ -283,6 +386,7 @@ async fn process(
     parsed: Result<DeliveryMessage, String>,
     metrics: &Metrics,
     ctx: &BatchContext<'_>,
+    admitted: &Admitted<'_>,
 ) -> Result<MessageOutcome, PortError> {
     let deadline = &ctx.deadline;
     if !deadline.may_start() {
@@ -301,7 +405,7 @@ async fn process(
         message
     };
     if let Some(until) = message.not_before
-        && until > Utc::now() + chrono::Duration::milliseconds(500)
+        && !is_due(&message, Utc::now())
     {
         // No wait Tern schedules is longer than MAX_WAIT_SECONDS: a later due time is
         // corrupt, and parking it forever would hide it from every alarm.
@@ -323,24 +427,73 @@ async fn process(
         return Ok(MessageOutcome::Waiting { until });
     }
 
-    // The schedule says the delivery is due; the endpoint's gate (its circuit, or its
-    // receiver's pause) says whether it may be sent now. Decided before the claim, so a
-    // deferred delivery keeps its attempt.
+    // The schedule says the delivery is due; the endpoint's gate (its circuit, its
+    // receiver's pause, its rate limit) says whether it may be sent now. Decided before
+    // the claim, so a deferred delivery keeps its attempt.
     let key = (message.event.tenant_id.clone(), message.endpoint_id.clone());
-    let admission = ctx
-        .gates
-        .get(&key)
-        .map_or(Admission::Send, BatchGate::admit);
-    match admission {
-        Admission::Defer(until) => {
-            return defer(deps, message_id, message, until, metrics, ctx).await;
+    let gate = ctx.gates.get(&key);
+    let pass = gate.map_or(
+        Pass::Send {
+            at: None,
+            probe: false,
+        },
+        |g| g.admit(&message),
+    );
+    let slot_at = match pass {
+        Pass::Defer {
+            until,
+            by_rate_limit,
+        } => {
+            let deferral = Deferral::Until {
+                until,
+                by_rate_limit,
+            };
+            return defer(deps, message_id, message, deferral, metrics, ctx).await;
         }
-        Admission::Probe => {
-            metrics.update(|c| c.probes += 1);
-            tracing::info!(delivery_id = %message.delivery_id, attempt = message.attempt, "probe of an open circuit");
+        Pass::Hold(slot) => {
+            return defer(
+                deps,
+                message_id,
+                message,
+                Deferral::Slot(slot),
+                metrics,
+                ctx,
+            )
+            .await;
         }
-        Admission::Send => {}
+        Pass::Send { at, probe } => {
+            if probe {
+                metrics.update(|c| c.probes += 1);
+                tracing::info!(delivery_id = %message.delivery_id, attempt = message.attempt, "probe of an open circuit");
+            }
+            at
+        }
+    };
+    if gate.is_some_and(|g| !g.limit_known) {
+        // The gate could not read the endpoint's rate limit: read it before the claim, so
+        // a limited endpoint's delivery never goes out without a slot (it waits a few
+        // seconds instead, keeping its attempt).
+        let endpoint = carry(
+            deadline,
+            "endpoint read",
+            deps.endpoints
+                .get(&message.event.tenant_id, &message.endpoint_id),
+        )
+        .await?;
+        if endpoint.is_some_and(|e| e.max_per_second.is_some()) {
+            let deferral = Deferral::Until {
+                until: tern_core::decision::deferred_until(
+                    Utc::now(),
+                    Duration::from_secs(crate::rate_limit::UNAVAILABLE_SPREAD_SECONDS),
+                    rand::random(),
+                ),
+                by_rate_limit: true,
+            };
+            return defer(deps, message_id, message, deferral, metrics, ctx).await;
+        }
     }
+    // Past its gate: the batch's deferrals need not wait for this one's POST.
+    admitted.mark();
 
     let lease = Utc::now()
         + chrono::Duration::milliseconds(i64::try_from(MAX_TIMEOUT_MS).unwrap_or(30_000))
@@ -368,6 +521,25 @@ async fn process(
     let attempt_deadline = endpoint
         .timeout_ms
         .map_or(deps.policy.attempt_timeout, Duration::from_millis);
+    if let Some(at) = slot_at
+        && !wait_for_slot(
+            deps,
+            &key,
+            at,
+            endpoint.rate_limit().ok().flatten(),
+            &message,
+            metrics,
+            deadline,
+            attempt_deadline,
+        )
+        .await
+    {
+        // Late for its slot and no later one fits this invocation: not sent, so the
+        // limit holds. The claim stays, like a message whose deadline came too near: SQS
+        // delivers it again after its visibility timeout, which outlasts the lease, and
+        // the redelivery takes the attempt over (no attempt spent).
+        return Err(PortError::Unavailable(NOT_STARTED.into()));
+    }
     if !deadline.may_send(attempt_deadline) {
         // Only when a call before the POST outran its own deadline. The claim stays:
         // the redelivery takes it over once its lease has run out.
@@ -419,15 +591,101 @@ async fn usable_endpoint(
         .map(Err)
 }
 
-/// Puts a due delivery back until `until` because its endpoint's circuit is open or its
-/// receiver asked for a pause, without spending an attempt; dead-letters it instead when
-/// the endpoint is gone or disabled, or (`exhausted`) when its retry window
-/// ([`tern_core::decision::retry_window_end`]) has passed, so nothing waits forever.
+/// Waits for a delivery's rate-limit slot `at` (at most
+/// [`tern_core::rate_limit::SEND_HORIZON_MS`] away) and says whether it may be POSTed:
+/// sent at its slot, not before, so the receiver sees the limit's spacing. A delivery
+/// that reaches its POST later than [`tern_core::rate_limit::late_after`] its slot (the
+/// claim before it took longer than [`tern_core::rate_limit::CLAIM_LEAD_MS`]) does not
+/// go out on it: sent at once it would share a second with the slots after its own,
+/// and several such put more than the limit into one second at the receiver. It is
+/// counted (`RateLimitLate`) and takes a new slot (one more conditional write); it is
+/// sent at that slot when the invocation can wait for it and still make the attempt
+/// ([`Deadline::may_send`]), else (`false`) not at all by this invocation.
+#[allow(clippy::too_many_arguments)]
+async fn wait_for_slot(
+    deps: &SenderDeps,
+    key: &EndpointKey,
+    at: chrono::DateTime<Utc>,
+    limit: Option<tern_core::rate_limit::RateLimit>,
+    message: &DeliveryMessage,
+    metrics: &Metrics,
+    deadline: &Deadline,
+    attempt_deadline: Duration,
+) -> bool {
+    let now = Utc::now();
+    let at = match (limit, &deps.breaker) {
+        // The limit was removed meanwhile: nothing to keep to.
+        (None, _) | (_, None) => return true,
+        (Some(limit), Some(breaker)) => {
+            if at + tern_core::rate_limit::late_after(limit) >= now {
+                at
+            } else {
+                metrics.update(|c| c.rate_late += 1);
+                let late_ms = (now - at).num_milliseconds();
+                match later_slot(breaker, key, limit, deadline, attempt_deadline).await {
+                    Some(again) => {
+                        tracing::info!(delivery_id = %message.delivery_id, late_ms, slot = %again, "late for its rate-limit slot; sent at a new one");
+                        again
+                    }
+                    None => {
+                        tracing::warn!(delivery_id = %message.delivery_id, late_ms, "late for its rate-limit slot and no new one fits this invocation; not sent, SQS delivers it again");
+                        return false;
+                    }
+                }
+            }
+        }
+    };
+    if let Ok(wait) = (at - Utc::now()).to_std() {
+        tokio::time::sleep(wait).await;
+    }
+    true
+}
+
+/// A new slot of `limit` for one delivery that came late to its own, when the invocation
+/// can wait for it and still make the attempt; `None` otherwise (no room, the table did
+/// not answer, or the slot lies too far ahead: it goes unused, the limit errs towards
+/// sending less). A write refused on a stale copy of the schedule is asked once more,
+/// on the store's value.
+async fn later_slot(
+    breaker: &CircuitBreaker,
+    key: &EndpointKey,
+    limit: tern_core::rate_limit::RateLimit,
+    deadline: &Deadline,
+    attempt_deadline: Duration,
+) -> Option<chrono::DateTime<Utc>> {
+    for _ in 0..2 {
+        let now = Utc::now();
+        match breaker.take_slots(key, limit, 1, now).await {
+            crate::rate_limit::Grant::Slots { first, .. } => {
+                let wait = (first - Utc::now()).to_std().unwrap_or_default();
+                let fits = deadline.remaining().is_none_or(|left| {
+                    left >= wait
+                        + attempt_deadline
+                        + deadline.reserve().to_carry()
+                        + deadline.reserve().tail()
+                });
+                return fits.then_some(first);
+            }
+            crate::rate_limit::Grant::Refused { .. } => {}
+            crate::rate_limit::Grant::Unavailable | crate::rate_limit::Grant::NotNeeded => {
+                return None;
+            }
+        }
+    }
+    None
+}
+
+/// Puts a due delivery back, without spending an attempt, because its endpoint's circuit
+/// is open, its receiver asked for a pause, or its rate limit gives it a later slot (or
+/// none yet): per `deferral`. Dead-letters it instead when the endpoint is gone or
+/// disabled, or (`exhausted`) when its retry window
+/// ([`tern_core::decision::retry_window_end`]) has passed, or would pass before its
+/// rate-limit slot, so nothing waits forever.
 async fn defer(
     deps: &SenderDeps,
     message_id: &str,
     message: DeliveryMessage,
-    until: chrono::DateTime<Utc>,
+    deferral: Deferral,
     metrics: &Metrics,
     ctx: &BatchContext<'_>,
 ) -> Result<MessageOutcome, PortError> {
@@ -454,7 +712,14 @@ async fn defer(
     let first = message.retry_window_start();
     let window_end =
         tern_core::decision::retry_window_end(first, &schedule, deps.policy.time_scale, probe);
-    if Utc::now() > window_end {
+    let (until, slot, by_rate_limit) = match deferral {
+        Deferral::Until {
+            until,
+            by_rate_limit,
+        } => (until, None, by_rate_limit),
+        Deferral::Slot(slot) => (slot.at, Some(slot), true),
+    };
+    if Utc::now() > window_end || slot.is_some_and(|s| s.at > window_end) {
         return dead_letter_unclaimed(
             deps,
             &message,
@@ -478,12 +743,20 @@ async fn defer(
         .await;
     }
     let waiting = DeliveryMessage {
-        not_before: Some(until),
+        // A delivery holding a slot comes back before it (and waits for it): it is due
+        // when it comes back.
+        not_before: slot.is_none().then_some(until),
         listed_waiting: true,
+        rate_slot: slot,
         ..message
     };
     // Put back with the batch's other deferrals, in as few calls as possible.
-    ctx.defer(message_id, waiting, until);
+    ctx.defer(Deferred {
+        message_id: message_id.to_owned(),
+        message: waiting,
+        until,
+        by_rate_limit,
+    });
     Ok(MessageOutcome::Deferred { until })
 }
 
@@ -843,32 +1116,51 @@ async fn send_delayed(
 }
 
 /// Sends the batch's deferred deliveries in `SendMessageBatch` calls of 10 (an open
-/// circuit or a pause can hold back most of a batch: one call instead of ten), all calls
-/// together. Returns each message SQS did not take, with why: the caller makes it a batch
-/// failure, so SQS delivers it again and nothing is lost.
+/// circuit, a pause or a rate limit can hold back most of a batch: one call instead of
+/// ten), all calls together. A delivery holding a rate-limit slot gets the whole seconds
+/// that bring it back ahead of its slot, counted now (the batch may have waited for other
+/// slots since it was held back: [`delay_seconds_before`]); any other, those that bring it
+/// back at or after its time. Returns each message SQS did not take, with why: the caller
+/// makes it a batch failure, so SQS delivers it again and nothing is lost.
 async fn flush_deferred(
     deps: &SenderDeps,
-    deferred: &[(String, DeliveryMessage, chrono::DateTime<Utc>)],
+    deferred: &[Deferred],
     metrics: &Metrics,
 ) -> Vec<(String, String)> {
     let calls = deferred.chunks(MAX_BATCH_ENTRIES).map(|chunk| async move {
+        let now = Utc::now();
         let entries: Vec<QueueEntry> = chunk
             .iter()
             .enumerate()
-            .map(|(i, (_, m, until))| delayed_entry(format!("d{i}"), m, delay_until(*until)))
+            .map(|(i, d)| {
+                let delay = match d.message.rate_slot {
+                    Some(slot) => delay_seconds_before(slot.at, now),
+                    None => delay_until(d.until),
+                };
+                delayed_entry(format!("d{i}"), &d.message, delay)
+            })
             .collect();
         let sent = match deps.delivery_queue.send_batch(&entries).await {
             Ok(per_entry) => per_entry,
             Err(e) => vec![Err(e); chunk.len()],
         };
         let mut failed = Vec::new();
-        for ((id, m, until), outcome) in chunk.iter().zip(sent) {
+        for (d, outcome) in chunk.iter().zip(sent) {
+            let m = &d.message;
             match outcome {
                 Ok(()) => {
-                    metrics.update(|c| c.deferred += 1);
-                    tracing::info!(delivery_id = %m.delivery_id, attempt = m.attempt, until = %until.to_rfc3339(), "held back by the endpoint's circuit or pause; deferred");
+                    metrics.update(|c| {
+                        c.deferred += 1;
+                        c.rate_limited += u64::from(d.by_rate_limit);
+                    });
+                    let by = if d.by_rate_limit {
+                        "the endpoint's rate limit"
+                    } else {
+                        "the endpoint's circuit or pause"
+                    };
+                    tracing::info!(delivery_id = %m.delivery_id, attempt = m.attempt, until = %d.until.to_rfc3339(), slot = m.rate_slot.is_some(), "held back by {by}; deferred");
                 }
-                Err(e) => failed.push((id.clone(), e.to_string())),
+                Err(e) => failed.push((d.message_id.clone(), e.to_string())),
             }
         }
         failed
@@ -983,7 +1275,7 @@ fn unsent_note(reason: DeadLetterReason) -> &'static str {
             "not sent: the endpoint has no secret or key that signs now (never sent unsigned)"
         }
         DeadLetterReason::Exhausted => {
-            "not sent: its retry window ended while the endpoint's circuit was open"
+            "not sent: its retry window ended while it was held back (the endpoint's circuit, its receiver's pause or its rate limit)"
         }
         DeadLetterReason::MalformedMessage => {
             "not sent: its due time is later than any wait Tern schedules"

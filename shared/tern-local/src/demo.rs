@@ -200,6 +200,7 @@ pub async fn run(
                 schedule: None,
                 description: Some(format!("demo: {name}")),
                 payload_format: tern_core::PayloadFormat::Raw,
+                max_per_second: None,
                 secret: None,
                 headers: Vec::new(),
                 auth: tern_core::receiver_auth::ReceiverAuth::None,

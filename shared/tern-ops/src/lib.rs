@@ -88,6 +88,8 @@ pub struct NewEndpoint {
     pub description: Option<String>,
     /// Request body format (`raw` unless set).
     pub payload_format: PayloadFormat,
+    /// Rate limit, requests per second (`None`: no limit).
+    pub max_per_second: Option<u32>,
     /// Existing secret to use (else a new one is generated).
     pub secret: Option<String>,
     /// Custom headers ([`tern_core::custom_headers`]).
@@ -141,6 +143,7 @@ pub async fn add_endpoint(
         .map_err(|e| bad(&e))?;
     endpoint.max_attempts = new.max_attempts;
     endpoint.payload_format = new.payload_format;
+    endpoint.max_per_second = new.max_per_second;
     endpoint.description = new.description;
     endpoint.headers = new.headers;
     endpoint.auth = new.auth;
@@ -367,8 +370,8 @@ pub async fn update_endpoint(
     if update.is_empty() {
         return Err(OpsError::Invalid(
             "nothing to update: pass at least one of --url, --types, --description, \
-             --timeout-ms, --schedule, --max-attempts, --payload-format, --header, \
-             --secret-header, --remove-header, --clear-headers, --auth, --signatures"
+             --timeout-ms, --schedule, --max-attempts, --payload-format, --max-per-second, \
+             --header, --secret-header, --remove-header, --clear-headers, --auth, --signatures"
                 .into(),
         ));
     }
@@ -454,6 +457,8 @@ pub struct EndpointView {
     /// Request body format: `raw` (the payload as written) or `standard_webhooks` (the
     /// payload wrapped as `{"type","timestamp","data"}`).
     pub payload_format: PayloadFormat,
+    /// Rate limit: most requests per second across every sender batch; `null`: none.
+    pub max_per_second: Option<u32>,
     /// Signing secrets, newest first.
     pub secrets: Vec<SecretView>,
     /// Signature schemes in `webhook-signature`: `v1` (HMAC), `v1a` (Ed25519) or `both`.
@@ -489,6 +494,7 @@ impl EndpointView {
             max_attempts: e.max_attempts,
             timeout_ms: e.timeout_ms,
             payload_format: e.payload_format,
+            max_per_second: e.max_per_second,
             secrets: e
                 .secrets
                 .iter()
@@ -571,6 +577,11 @@ pub fn print_endpoint(out: &mut dyn Write, e: &Endpoint, json: bool) -> std::io:
         opt(v.timeout_ms.map(|t| t.to_string()), "deployment default")
     )?;
     writeln!(out, "payload format:       {}", v.payload_format)?;
+    writeln!(
+        out,
+        "rate limit:           {}",
+        opt(v.max_per_second.map(|r| format!("{r} per second")), "none")
+    )?;
     writeln!(out, "created at:           {}", v.created_at.to_rfc3339())?;
     writeln!(
         out,

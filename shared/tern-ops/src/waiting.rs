@@ -1,10 +1,11 @@
 //! `tern waiting`: the deliveries scheduled for a later attempt, per endpoint, with the
 //! attempt number and due time of each, and the totals. Read from the ledger's waiting
 //! list ([`tern_core::waiting`]: queue delays and Step Functions waits alike, and deliveries
-//! held back by an open circuit or a pause), never from SQS or Step Functions. Each
-//! endpoint's state comes from its health record: while its circuit is open or its receiver's
-//! pause lasts, nothing goes before the next probe or the pause's end, whatever the due time
-//! ([`WaitingEndpoint::held_until`]).
+//! held back by an open circuit, a pause or a rate limit), never from SQS or Step Functions.
+//! Each endpoint's state comes from its health record: while its circuit is open or its
+//! receiver's pause lasts, nothing goes before the next probe or the pause's end, whatever
+//! the due time; while its rate limit has slots given out ahead, everything waiting is sent
+//! by the end of them ([`WaitingEndpoint::held_until`]).
 
 use std::io::Write;
 
@@ -56,9 +57,12 @@ pub struct WaitingEndpoint {
     /// The soonest due time.
     pub next_due_at: Option<DateTime<Utc>>,
     /// While the circuit is open or the receiver's pause lasts: nothing is sent before
-    /// this (the next probe, or the pause's end), whatever the due times say.
+    /// this (the next probe, or the pause's end), whatever the due times say. For a rate
+    /// limit with slots given out ahead: the end of those slots (each delivery holding one
+    /// is sent by then).
     pub held_until: Option<DateTime<Utc>>,
-    /// What holds them: `open circuit` or `paused by the receiver`.
+    /// What holds them: `open circuit`, `paused by the receiver` or
+    /// [`RATE_LIMIT_HOLD`].
     pub held_by: Option<&'static str>,
     /// The soonest ones, soonest first (at most the `--max` asked).
     pub deliveries: Vec<WaitingView>,
@@ -93,6 +97,9 @@ pub struct WaitingReport {
     pub read_at: DateTime<Utc>,
 }
 
+/// What [`WaitingEndpoint::held_by`] says of a rate limit with slots given out ahead.
+pub const RATE_LIMIT_HOLD: &str = "rate limit: slots given out up to then";
+
 /// What holds an endpoint's deliveries now, if anything: (until, by what).
 fn held(
     record: Option<&EndpointHealth>,
@@ -104,7 +111,11 @@ fn held(
     match gate(Some(record), &policy.timings(time_scale), now) {
         Gate::Wait { until, .. } if record.paused(now) => Some((until, "paused by the receiver")),
         Gate::Wait { until, .. } => Some((until, "open circuit")),
-        Gate::Send | Gate::ProbeDue { .. } | Gate::Paced { .. } => None,
+        // Slots given out ahead: every delivery held for one is sent by this time.
+        Gate::Send | Gate::ProbeDue { .. } | Gate::Paced { .. } => record
+            .rate_tat
+            .filter(|t| *t > now + chrono::Duration::seconds(1))
+            .map(|t| (t, RATE_LIMIT_HOLD)),
     }
 }
 
@@ -349,22 +360,45 @@ mod tests {
             600,
         );
         paused.paused_until = Some(t("2026-12-01T02:59:00Z"));
+        // A rate-limited endpoint whose schedule runs two minutes ahead.
+        let mut limited = EndpointHealth::empty(
+            TenantId::new("tnt_a").unwrap(),
+            EndpointId::new("ep_limited").unwrap(),
+            600,
+        );
+        limited.rate_tat = Some(t("2026-12-01T02:02:00Z"));
+        let mut read = read;
+        read.entries
+            .push(waiting("ep_limited", "evt_5", 1, "2026-12-01T02:01:30Z"));
         let r = report(
             &read,
-            &[endpoint("ep_open", true), endpoint("ep_paused", true)],
-            &[open, paused],
+            &[
+                endpoint("ep_open", true),
+                endpoint("ep_paused", true),
+                endpoint("ep_limited", true),
+            ],
+            &[open, paused, limited],
             &HealthPolicy::default(),
             1.0,
             1,
             now,
         );
-        assert_eq!(r.total, 4);
+        assert_eq!(r.total, 5);
         assert!(r.complete);
         let ids: Vec<&str> = r.endpoints.iter().map(|e| e.endpoint_id.as_str()).collect();
         assert_eq!(
             ids,
-            ["ep_open", "ep_gone", "ep_paused"],
+            ["ep_open", "ep_limited", "ep_gone", "ep_paused"],
             "soonest due first"
+        );
+        let limited = &r.endpoints[1];
+        assert_eq!(
+            (limited.state, limited.held_by, limited.held_until),
+            (
+                Some(HealthState::Healthy),
+                Some(RATE_LIMIT_HOLD),
+                Some(t("2026-12-01T02:02:00Z"))
+            )
         );
         let open = &r.endpoints[0];
         assert_eq!(
@@ -374,9 +408,9 @@ mod tests {
         assert_eq!(open.held_until, Some(t("2026-12-01T02:01:00Z")));
         assert_eq!(open.deliveries.len(), 1, "--max 1 lists one, counts all");
         assert_eq!(open.deliveries[0].attempt, 3);
-        let gone = &r.endpoints[1];
+        let gone = &r.endpoints[2];
         assert_eq!((gone.state, gone.url.as_deref()), (None, None));
-        let paused = &r.endpoints[2];
+        let paused = &r.endpoints[3];
         assert_eq!(paused.held_by, Some("paused by the receiver"));
         assert_eq!(paused.url.as_deref(), Some("https://hooks.example/in?…"));
 
@@ -391,7 +425,7 @@ mod tests {
         assert!(text.contains("ep_gone (tenant tnt_a, deleted)"), "{text}");
         assert!(
             text.trim_end()
-                .ends_with("total: 4 waiting for 3 endpoints"),
+                .ends_with("total: 5 waiting for 4 endpoints"),
             "{text}"
         );
     }

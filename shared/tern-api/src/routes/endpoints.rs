@@ -60,6 +60,7 @@ fn check_settings(
     timeout_ms: Option<u64>,
     schedule_seconds: Option<&[u64]>,
     max_attempts: Option<u32>,
+    max_per_second: Option<u32>,
     description: Option<&str>,
 ) -> Result<Option<RetrySchedule>, ApiError> {
     if let Some(url) = url {
@@ -95,6 +96,10 @@ fn check_settings(
             "max_attempts",
             EndpointError::ZeroAttempts.to_string(),
         ));
+    }
+    if let Some(r) = max_per_second {
+        tern_core::rate_limit::RateLimit::new(r)
+            .map_err(|e| ApiError::invalid("max_per_second", e.to_string()))?;
     }
     if let Some(d) = description {
         text_field("description", d)?;
@@ -160,6 +165,7 @@ pub(crate) async fn create_endpoint(
         body.timeout_ms,
         body.schedule_seconds.as_deref(),
         body.max_attempts,
+        body.max_per_second,
         body.description.as_deref(),
     )?;
     let new = tern_ops::NewEndpoint {
@@ -173,6 +179,7 @@ pub(crate) async fn create_endpoint(
             .map(|s| s.iter().map(u64::to_string).collect::<Vec<_>>().join(",")),
         description: body.description,
         payload_format: body.payload_format.map(Into::into).unwrap_or_default(),
+        max_per_second: body.max_per_second,
         secret: None,
         // Custom headers, receiver authentication and v1a signatures (issue 20) are not in
         // the API yet: an endpoint made here has none, signed v1 as before.
@@ -287,6 +294,7 @@ pub(crate) async fn update_endpoint(
         body.timeout_ms.flatten(),
         body.schedule_seconds.as_ref().and_then(|s| s.as_deref()),
         body.max_attempts.flatten(),
+        body.max_per_second.flatten(),
         body.description.as_ref().and_then(|d| d.as_deref()),
     )?;
     let update = EndpointUpdate {
@@ -297,6 +305,7 @@ pub(crate) async fn update_endpoint(
         schedule: body.schedule_seconds.map(|s| s.and(schedule)),
         max_attempts: body.max_attempts,
         payload_format: body.payload_format.map(Into::into),
+        max_per_second: body.max_per_second,
         // Not settable through the API yet (issue 20's settings): left as they are.
         ..EndpointUpdate::default()
     };

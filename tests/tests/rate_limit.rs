@@ -1,0 +1,687 @@
+//! A rate limit per endpoint (issue 20, item 7; `tern_core::rate_limit`), on moto with
+//! receivers on 127.0.0.1: the limit holds at the receiver with four concurrent sender
+//! batches (counted per one-second window, with the documented tolerance); a delivery
+//! held for a later slot spends no attempt and comes back for its slot; nothing waits past
+//! its retry window; an unlimited endpoint pays no extra write, a limited one one per
+//! batch; `enable` keeps a schedule that lies ahead.
+
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use tern_core::delivery_log::{EndpointLogPage, EndpointLogQuery, PairState};
+use tern_core::health::{EndpointHealth, HealthChange, HealthDelta, HealthPolicy, HealthStore};
+use tern_core::ports::{
+    AttemptRecord, Claim, DeliveryLedger, DeliveryState, MessageQueue, PortError, QueueEntry,
+};
+use tern_core::rate_limit::{MAX_EXTRA_PER_SECOND, SlotAnswer, SlotRequest};
+use tern_core::{
+    DeadLetterReason, DeliveryMessage, Endpoint, EndpointId, EventId, RetrySchedule, TenantId,
+};
+use tern_handlers::health::CircuitBreaker;
+use tern_handlers::metrics::{Metrics, MetricsSink};
+use tern_handlers::sender::{MessageOutcome, MessageResult, SenderDeps};
+use tern_local::{Behavior, LocalOptions, LocalTern, Receiver, Reply};
+use tern_tests::*;
+
+fn metrics() -> Metrics {
+    Metrics::new("Tern", MetricsSink::Discard)
+}
+
+fn options() -> LocalOptions {
+    LocalOptions {
+        lookup: Some(no_dns()),
+        console_port: None,
+        ..LocalOptions::default()
+    }
+}
+
+/// Sets an endpoint's rate limit, as `tern endpoints update --max-per-second` does.
+async fn limit(local: &LocalTern, endpoint: &Endpoint, per_second: u32) {
+    let update = tern_core::endpoint::EndpointUpdate {
+        max_per_second: Some(Some(per_second)),
+        ..Default::default()
+    };
+    tern_core::ports::EndpointStore::update(
+        local.sender.endpoints.as_ref(),
+        &endpoint.tenant_id,
+        &endpoint.id,
+        &update,
+    )
+    .await
+    .expect("update endpoint");
+}
+
+/// The most requests in any one-second window of `times` (a window starting at each).
+fn busiest_second(times: &[DateTime<Utc>]) -> usize {
+    let mut times = times.to_vec();
+    times.sort();
+    let mut end = 0;
+    let mut most = 0;
+    for (i, start) in times.iter().enumerate() {
+        while end < times.len() && times[end] < *start + chrono::Duration::seconds(1) {
+            end += 1;
+        }
+        most = most.max(end - i);
+    }
+    most
+}
+
+fn webhook_ids(receiver: &Receiver, path: &str) -> Vec<String> {
+    receiver
+        .requests(path)
+        .iter()
+        .filter_map(|r| r.header("webhook-id").map(str::to_owned))
+        .collect()
+}
+
+/// The health store, counting the writes each kind of call makes (one DynamoDB write
+/// request each on the paths used here).
+struct CountingHealth {
+    inner: Arc<dyn HealthStore>,
+    slot_writes: AtomicUsize,
+    other_writes: AtomicUsize,
+}
+
+#[async_trait]
+impl HealthStore for CountingHealth {
+    async fn get(
+        &self,
+        tenant: &TenantId,
+        endpoint: &EndpointId,
+    ) -> Result<Option<EndpointHealth>, PortError> {
+        self.inner.get(tenant, endpoint).await
+    }
+    async fn list(&self, tenant: Option<&TenantId>) -> Result<Vec<EndpointHealth>, PortError> {
+        self.inner.list(tenant).await
+    }
+    async fn record(
+        &self,
+        tenant: &TenantId,
+        endpoint: &EndpointId,
+        delta: &HealthDelta,
+        bucket_seconds: u64,
+        previous: Option<&EndpointHealth>,
+    ) -> Result<EndpointHealth, PortError> {
+        self.other_writes.fetch_add(1, Ordering::SeqCst);
+        self.inner
+            .record(tenant, endpoint, delta, bucket_seconds, previous)
+            .await
+    }
+    async fn apply(
+        &self,
+        tenant: &TenantId,
+        endpoint: &EndpointId,
+        change: &HealthChange,
+        now: DateTime<Utc>,
+    ) -> Result<bool, PortError> {
+        self.other_writes.fetch_add(1, Ordering::SeqCst);
+        self.inner.apply(tenant, endpoint, change, now).await
+    }
+    async fn reserve_slots(
+        &self,
+        tenant: &TenantId,
+        endpoint: &EndpointId,
+        request: &SlotRequest,
+    ) -> Result<SlotAnswer, PortError> {
+        self.slot_writes.fetch_add(1, Ordering::SeqCst);
+        self.inner.reserve_slots(tenant, endpoint, request).await
+    }
+    async fn reset(&self, tenant: &TenantId, endpoint: &EndpointId) -> Result<(), PortError> {
+        self.inner.reset(tenant, endpoint).await
+    }
+}
+
+/// The delivery queue on moto, keeping a copy of every entry sent (a delayed message is
+/// invisible to a peek until its delay is over).
+struct Tee {
+    inner: Arc<dyn MessageQueue>,
+    sent: Mutex<Vec<QueueEntry>>,
+}
+
+#[async_trait]
+impl MessageQueue for Tee {
+    async fn send_batch(
+        &self,
+        entries: &[QueueEntry],
+    ) -> Result<Vec<Result<(), PortError>>, PortError> {
+        self.sent.lock().unwrap().extend_from_slice(entries);
+        self.inner.send_batch(entries).await
+    }
+    async fn send(&self, entry: &QueueEntry) -> Result<(), PortError> {
+        self.sent.lock().unwrap().push(entry.clone());
+        self.inner.send(entry).await
+    }
+}
+
+/// A sender instance of its own (its own health cache, a counting health store, a copy
+/// of what it puts on the queue) over the deployment's tables.
+struct Instance {
+    deps: SenderDeps,
+    health: Arc<CountingHealth>,
+    queue: Arc<Tee>,
+}
+
+fn instance(local: &LocalTern) -> Instance {
+    let s = &local.sender;
+    let health = Arc::new(CountingHealth {
+        inner: Arc::new(tern_aws::DynamoHealthStore::new(
+            local.dynamodb(),
+            &local.resources.health_table,
+        )),
+        slot_writes: AtomicUsize::new(0),
+        other_writes: AtomicUsize::new(0),
+    });
+    let queue = Arc::new(Tee {
+        inner: s.delivery_queue.clone(),
+        sent: Mutex::default(),
+    });
+    let deps = SenderDeps {
+        endpoints: s.endpoints.clone(),
+        ledger: s.ledger.clone(),
+        delivery_queue: queue.clone(),
+        dlq: s.dlq.clone(),
+        scheduler: s.scheduler.clone(),
+        client: s.client.clone(),
+        policy: s.policy.clone(),
+        breaker: Some(Arc::new(CircuitBreaker::new(
+            health.clone(),
+            Arc::new(tern_core::operational::FanOut(Vec::new())),
+            HealthPolicy::default(),
+            1.0,
+            Duration::from_secs(5),
+        ))),
+    };
+    Instance {
+        deps,
+        health,
+        queue,
+    }
+}
+
+/// `n` first-attempt messages of new events to `ep`.
+fn messages(ep: &Endpoint, n: usize) -> Vec<DeliveryMessage> {
+    (0..n)
+        .map(|i| {
+            let event = tern_outbox::OutboxWriter::new("unused")
+                .prepare(
+                    "order.paid",
+                    ep.tenant_id.as_str(),
+                    format!(r#"{{"n":{i}}}"#),
+                )
+                .unwrap()
+                .event;
+            DeliveryMessage::first(event, ep.id.clone())
+        })
+        .collect()
+}
+
+async fn send(deps: &SenderDeps, batch: &[DeliveryMessage]) -> Vec<MessageResult> {
+    let bodies: Vec<String> = batch.iter().map(DeliveryMessage::to_body).collect();
+    let (response, results) =
+        tern_handlers::sender::handle(deps, sqs_event(&bodies), &metrics()).await;
+    assert!(response.batch_item_failures.is_empty(), "{results:?}");
+    results
+}
+
+fn outcomes(results: &[MessageResult]) -> Vec<MessageOutcome> {
+    results
+        .iter()
+        .map(|(_, r)| r.clone().expect("handled"))
+        .collect()
+}
+
+/// The messages a batch put back on the queue, parsed, with their `DelaySeconds`.
+fn put_back(queue: &Tee) -> Vec<(DeliveryMessage, u32)> {
+    queue
+        .sent
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|e| (DeliveryMessage::parse(&e.body).unwrap(), e.delay_seconds))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_limit_holds_with_four_concurrent_sender_batches() {
+    const PER_SECOND: u32 = 10;
+    const EVENTS: usize = 60;
+    let (local, _events) = deployment(
+        "rate-four",
+        LocalOptions {
+            sender_concurrency: 4,
+            ..options()
+        },
+    )
+    .await;
+    let receiver = Receiver::start().await.unwrap();
+    receiver.set("/limited", Behavior::Always(Reply::status(200)));
+    let ep = add_endpoint(&local, "tnt_rate", &receiver.url("/limited"), &["*"], None).await;
+    limit(&local, &ep, PER_SECOND).await;
+
+    let mut ids = Vec::new();
+    for i in 0..EVENTS {
+        ids.push(publish(&local, "order.paid", "tnt_rate", &format!(r#"{{"n":{i}}}"#)).await);
+    }
+    let got = receiver
+        .wait_for("/limited", EVENTS, Duration::from_secs(60))
+        .await;
+    assert_eq!(got.len(), EVENTS, "every delivery arrived");
+
+    // The receiver's clock: no one-second window holds more than the limit and its
+    // tolerance.
+    let times: Vec<DateTime<Utc>> = got.iter().map(|r| r.at).collect();
+    let busiest = busiest_second(&times);
+    eprintln!("busiest one-second window: {busiest} requests (limit {PER_SECOND}/s)");
+    assert!(
+        busiest <= (PER_SECOND + MAX_EXTRA_PER_SECOND) as usize,
+        "{busiest} requests in one second"
+    );
+    // Each once, none lost.
+    let mut seen = webhook_ids(&receiver, "/limited");
+    seen.sort();
+    seen.dedup();
+    assert_eq!(seen.len(), EVENTS);
+    // Held deliveries spent no attempt: each event's one attempt is its first.
+    for id in &ids {
+        let history = local.sender.ledger.history(id).await.unwrap();
+        let attempts: Vec<u32> = history.iter().map(|r| r.attempt).collect();
+        assert_eq!(attempts, [1], "{id}: {history:?}");
+    }
+}
+
+/// The ledger over a slow DynamoDB: every claim answers `delay` late (a loaded table, a
+/// throttled write retried), the rest as the ledger does. Every method is passed on.
+struct SlowClaims {
+    inner: Arc<dyn DeliveryLedger>,
+    delay: Duration,
+}
+
+#[async_trait]
+impl DeliveryLedger for SlowClaims {
+    async fn claim(&self, m: &DeliveryMessage, lease: DateTime<Utc>) -> Result<Claim, PortError> {
+        tokio::time::sleep(self.delay).await;
+        self.inner.claim(m, lease).await
+    }
+    async fn finish(&self, m: &DeliveryMessage, s: DeliveryState) -> Result<(), PortError> {
+        self.inner.finish(m, s).await
+    }
+    async fn finish_retrying(
+        &self,
+        m: &DeliveryMessage,
+        next_attempt: u32,
+        due_at: DateTime<Utc>,
+    ) -> Result<(), PortError> {
+        self.inner.finish_retrying(m, next_attempt, due_at).await
+    }
+    async fn list_waiting(
+        &self,
+        m: &DeliveryMessage,
+        due_at: DateTime<Utc>,
+    ) -> Result<(), PortError> {
+        self.inner.list_waiting(m, due_at).await
+    }
+    async fn unlist_waiting(&self, m: &DeliveryMessage) -> Result<(), PortError> {
+        self.inner.unlist_waiting(m).await
+    }
+    async fn record_attempt(&self, r: &AttemptRecord) -> Result<(), PortError> {
+        self.inner.record_attempt(r).await
+    }
+    async fn record_delivered(
+        &self,
+        m: &DeliveryMessage,
+        r: &AttemptRecord,
+    ) -> Result<(), PortError> {
+        self.inner.record_delivered(m, r).await
+    }
+    async fn history(&self, e: &EventId) -> Result<Vec<AttemptRecord>, PortError> {
+        self.inner.history(e).await
+    }
+    async fn trace(&self, e: &EventId) -> Result<tern_core::trace::EventTrace, PortError> {
+        self.inner.trace(e).await
+    }
+    async fn pair_states(&self, e: &EventId) -> Result<Vec<PairState>, PortError> {
+        self.inner.pair_states(e).await
+    }
+    async fn append_endpoint_log(&self, records: &[AttemptRecord]) -> Result<(), PortError> {
+        self.inner.append_endpoint_log(records).await
+    }
+    async fn endpoint_log(&self, q: &EndpointLogQuery) -> Result<EndpointLogPage, PortError> {
+        self.inner.endpoint_log(q).await
+    }
+}
+
+/// A claim slower than the lead the slots leave for it (`CLAIM_LEAD_MS`, 250 ms) makes
+/// the batch reach its POSTs after their slots: sent at once, they would bunch up with
+/// the slots after theirs. Ten due at once to an endpoint limited to 5 a second, every
+/// claim taking a second: the batch's slots run from 0.25 s to 2.05 s, those within its
+/// send horizon (eight, up to 1.65 s) are sent by it, and the four before 1 s come late.
+/// The receiver still counts at most the limit and its tolerance in any one-second
+/// window, each delivery sent arrives once, on its first attempt, and the late ones are
+/// counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_post_late_for_its_slot_takes_a_new_one_and_the_limit_holds() {
+    const PER_SECOND: u32 = 5;
+    let local = deployment_without_pollers("rate-late", options()).await;
+    let receiver = Receiver::start().await.unwrap();
+    receiver.set("/late", Behavior::Always(Reply::status(200)));
+    let ep = add_endpoint(&local, "tnt_late", &receiver.url("/late"), &["*"], None).await;
+    limit(&local, &ep, PER_SECOND).await;
+    let mut sender = instance(&local);
+    sender.deps.ledger = Arc::new(SlowClaims {
+        inner: local.sender.ledger.clone(),
+        delay: Duration::from_secs(1),
+    });
+    let batch = messages(&ep, 10);
+    let bodies: Vec<String> = batch.iter().map(DeliveryMessage::to_body).collect();
+    let sink = metrics();
+    let (response, results) =
+        tern_handlers::sender::handle(&sender.deps, sqs_event(&bodies), &sink).await;
+    assert!(response.batch_item_failures.is_empty(), "{results:?}");
+    let sent: Vec<DeliveryMessage> = batch
+        .iter()
+        .zip(outcomes(&results))
+        .filter_map(|(m, o)| match o {
+            MessageOutcome::Delivered { attempt: 1 } => Some(m.clone()),
+            MessageOutcome::Deferred { .. } => None,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(sent.len(), 8, "{results:?}");
+    let got = receiver.requests("/late");
+    let mut ids = webhook_ids(&receiver, "/late");
+    ids.sort();
+    ids.dedup();
+    assert_eq!((got.len(), ids.len()), (8, 8), "each sent once");
+    let times: Vec<DateTime<Utc>> = got.iter().map(|r| r.at).collect();
+    let busiest = busiest_second(&times);
+    eprintln!("busiest one-second window: {busiest} requests (limit {PER_SECOND}/s)");
+    assert!(
+        busiest <= (PER_SECOND + MAX_EXTRA_PER_SECOND) as usize,
+        "{busiest} requests in one second"
+    );
+    for m in &sent {
+        let history = local.sender.ledger.history(&m.event.id).await.unwrap();
+        let attempts: Vec<u32> = history.iter().map(|r| r.attempt).collect();
+        assert_eq!(attempts, [1], "{history:?}");
+    }
+    assert!(
+        sink.snapshot().rate_late > 0,
+        "the claims were slower than the lead: some deliveries came late to their slots"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_delivery_spends_no_attempt_and_comes_back_for_its_slot() {
+    let local = deployment_without_pollers("rate-hold", options()).await;
+    let receiver = Receiver::start().await.unwrap();
+    receiver.set("/five", Behavior::Always(Reply::status(200)));
+    let ep = add_endpoint(&local, "tnt_hold", &receiver.url("/five"), &["*"], None).await;
+    limit(&local, &ep, 5).await;
+    let sender = instance(&local);
+
+    // Twenty-five due at once, five a second: the batch sends those whose slots begin
+    // within its send horizon (1.75 s: eight, from 0.25 s on), a slot each; the other
+    // seventeen go back on the queue holding theirs (up to 5.05 s).
+    let batch = messages(&ep, 25);
+    let started = Utc::now();
+    let results = send(&sender.deps, &batch).await;
+    let sent = outcomes(&results)
+        .iter()
+        .filter(|o| matches!(o, MessageOutcome::Delivered { attempt: 1 }))
+        .count();
+    assert_eq!(sent, 8, "{results:?}");
+    assert_eq!(receiver.requests("/five").len(), 8);
+    assert_eq!(sender.health.slot_writes.load(Ordering::SeqCst), 1);
+
+    let held = put_back(&sender.queue);
+    assert_eq!(held.len(), 17, "{held:?}");
+    for (m, delay) in &held {
+        let slot = m.rate_slot.expect("holds its slot");
+        assert_eq!((m.attempt, slot.per_second), (1, 5));
+        assert!(m.listed_waiting, "listed as waiting");
+        assert!(m.not_before.is_none());
+        // Comes back ahead of its slot (by the return lead at least), never after it.
+        let lead = chrono::Duration::milliseconds(tern_core::rate_limit::RETURN_LEAD_MS);
+        assert!(
+            started + chrono::Duration::seconds(i64::from(*delay)) <= slot.at - lead,
+            "delay {delay} s for a slot at {}",
+            slot.at
+        );
+        assert!(slot.at >= started + chrono::Duration::milliseconds(1750));
+        assert!(
+            local
+                .sender
+                .ledger
+                .history(&m.event.id)
+                .await
+                .unwrap()
+                .is_empty(),
+            "a held delivery spends no attempt"
+        );
+    }
+
+    // Those whose slots come between 0.5 s and 1.6 s from now, received back as SQS
+    // would hand them over: each sent at its slot, without another write; none spent a
+    // second attempt.
+    let now = Utc::now();
+    let back: Vec<DeliveryMessage> = held
+        .into_iter()
+        .map(|(m, _)| m)
+        .filter(|m| {
+            let at = m.rate_slot.unwrap().at;
+            at >= now + chrono::Duration::milliseconds(500)
+                && at < now + chrono::Duration::milliseconds(1600)
+        })
+        .collect();
+    assert!(
+        back.len() >= 5,
+        "{} slots in 1.1 s at 5 a second",
+        back.len()
+    );
+    let results = send(&sender.deps, &back).await;
+    assert!(
+        outcomes(&results)
+            .iter()
+            .all(|o| matches!(o, MessageOutcome::Delivered { attempt: 1 })),
+        "{results:?}"
+    );
+    assert_eq!(
+        sender.health.slot_writes.load(Ordering::SeqCst),
+        1,
+        "a held slot needs no second write"
+    );
+    let got = receiver.requests("/five");
+    assert_eq!(got.len(), 8 + back.len());
+    for m in &back {
+        let slot = m.rate_slot.unwrap().at;
+        let arrived = got
+            .iter()
+            .find(|r| r.header("webhook-id") == Some(m.event.id.as_str()))
+            .expect("arrived")
+            .at;
+        assert!(arrived >= slot, "{arrived} before its slot {slot}");
+    }
+    let times: Vec<DateTime<Utc>> = got.iter().map(|r| r.at).collect();
+    let busiest = busiest_second(&times);
+    assert!(busiest <= 5 + MAX_EXTRA_PER_SECOND as usize, "{busiest}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_waits_past_its_retry_window_for_a_slot() {
+    let local = deployment_without_pollers("rate-window", options()).await;
+    let receiver = Receiver::start().await.unwrap();
+    receiver.set("/one", Behavior::Always(Reply::status(200)));
+    let mut ep = add_endpoint(&local, "tnt_window", &receiver.url("/one"), &["*"], None).await;
+    // One a second, and a one-minute schedule: 66 s with its jitter plus one probe
+    // interval (60 s) is the window of a first attempt, from its event's creation.
+    ep.max_per_second = Some(1);
+    ep.schedule = Some(RetrySchedule::new(vec![60]).unwrap());
+    local.sender.endpoints.put(&ep).await.unwrap();
+    let sender = instance(&local);
+
+    // Events written 122.5 s ago: their windows end 3.5 s from now. Of ten due at once
+    // (slots from 0.25 s on, one a second), the two within the send horizon are sent, the
+    // next two are held for slots within the window, and the six whose slots come after
+    // it are dead-lettered now, not parked.
+    let mut batch = messages(&ep, 10);
+    let written = Utc::now() - chrono::Duration::milliseconds(122_500);
+    for m in &mut batch {
+        m.event.created_at = written;
+    }
+    let results = outcomes(&send(&sender.deps, &batch).await);
+    let count = |f: &dyn Fn(&MessageOutcome) -> bool| results.iter().filter(|o| f(o)).count();
+    assert_eq!(
+        count(&|o| matches!(o, MessageOutcome::Delivered { .. })),
+        2,
+        "{results:?}"
+    );
+    assert_eq!(
+        count(&|o| matches!(o, MessageOutcome::Deferred { .. })),
+        2,
+        "{results:?}"
+    );
+    assert_eq!(
+        count(&|o| matches!(
+            o,
+            MessageOutcome::DeadLettered {
+                reason: DeadLetterReason::Exhausted,
+                attempts: 0
+            }
+        )),
+        6,
+        "{results:?}"
+    );
+    let dead = dead_letters(&local).await;
+    assert_eq!(dead.len(), 6);
+    for m in &dead {
+        assert_eq!(
+            m.dead_letter.as_ref().unwrap().reason,
+            DeadLetterReason::Exhausted
+        );
+        // The attempt log says why.
+        let history = local.sender.ledger.history(&m.event.id).await.unwrap();
+        assert!(
+            history
+                .iter()
+                .any(|r| r.error.as_deref().is_some_and(|e| e.contains("rate limit"))),
+            "{history:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unlimited_endpoint_pays_no_extra_write_and_a_limited_one_one_per_batch() {
+    let local = deployment_without_pollers("rate-cost", options()).await;
+    let receiver = Receiver::start().await.unwrap();
+    receiver.set("/free", Behavior::Always(Reply::status(200)));
+    receiver.set("/capped", Behavior::Always(Reply::status(200)));
+    let free = add_endpoint(&local, "tnt_cost", &receiver.url("/free"), &["*"], None).await;
+    let capped = add_endpoint(&local, "tnt_cost", &receiver.url("/capped"), &["*"], None).await;
+    limit(&local, &capped, 100).await;
+    let sender = instance(&local);
+    let writes = |i: &Instance| {
+        (
+            i.health.slot_writes.load(Ordering::SeqCst),
+            i.health.other_writes.load(Ordering::SeqCst),
+        )
+    };
+
+    // Three batches of five to the unlimited endpoint: the health write of each batch,
+    // and not one write more.
+    for _ in 0..3 {
+        send(&sender.deps, &messages(&free, 5)).await;
+    }
+    assert_eq!(receiver.requests("/free").len(), 15);
+    assert_eq!(writes(&sender), (0, 3));
+
+    // The same to the limited one (100 a second: every slot within the batch's second):
+    // one conditional write per batch more.
+    for _ in 0..3 {
+        send(&sender.deps, &messages(&capped, 5)).await;
+    }
+    assert_eq!(receiver.requests("/capped").len(), 15);
+    assert_eq!(writes(&sender), (3, 6));
+
+    // A batch mixing both: one slot write, for the limited endpoint only.
+    let mut mixed = messages(&free, 4);
+    mixed.extend(messages(&capped, 4));
+    send(&sender.deps, &mixed).await;
+    assert_eq!(writes(&sender), (4, 8));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn enable_keeps_a_schedule_that_lies_ahead() {
+    let local = deployment_without_pollers("rate-enable", options()).await;
+    let store = tern_aws::DynamoHealthStore::new(local.dynamodb(), &local.resources.health_table);
+    let tenant = TenantId::new("tnt_enable").unwrap();
+    let endpoint = EndpointId::generate();
+    // The store keeps microseconds.
+    let now = DateTime::from_timestamp_micros(Utc::now().timestamp_micros()).unwrap();
+    // Slots given out for the next 100 s (held deliveries are on the queue for them).
+    let request = SlotRequest {
+        count: 100,
+        interval: chrono::Duration::seconds(1),
+        from: now,
+        extend: false,
+    };
+    let answer = store
+        .reserve_slots(&tenant, &endpoint, &request)
+        .await
+        .unwrap();
+    assert_eq!(answer, SlotAnswer::Granted { first: now });
+    let mut delta = HealthDelta::new(now);
+    delta.add(tern_core::health::HealthSignal::Success { at: now });
+    store
+        .record(&tenant, &endpoint, &delta, 600, None)
+        .await
+        .unwrap();
+
+    store.reset(&tenant, &endpoint).await.unwrap();
+    let after = store.get(&tenant, &endpoint).await.unwrap().expect("kept");
+    assert_eq!(after.rate_tat, Some(now + chrono::Duration::seconds(100)));
+    assert!(
+        after.buckets.is_empty() && after.last_success_at.is_none(),
+        "{after:?}"
+    );
+    // A batch after the enable follows the old schedule, not now.
+    let next = store
+        .reserve_slots(
+            &tenant,
+            &endpoint,
+            &SlotRequest {
+                count: 1,
+                extend: true,
+                from: Utc::now(),
+                ..request
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        next,
+        SlotAnswer::Granted {
+            first: now + chrono::Duration::seconds(100)
+        }
+    );
+    // A schedule already over is reset with the rest.
+    let other = EndpointId::generate();
+    store
+        .reserve_slots(
+            &tenant,
+            &other,
+            &SlotRequest {
+                count: 1,
+                interval: chrono::Duration::milliseconds(1),
+                from: Utc::now() - chrono::Duration::seconds(10),
+                extend: false,
+            },
+        )
+        .await
+        .unwrap();
+    store.reset(&tenant, &other).await.unwrap();
+    assert_eq!(store.get(&tenant, &other).await.unwrap(), None);
+}
