@@ -14,6 +14,7 @@ pub mod health;
 pub mod ledger;
 pub mod operational;
 pub mod outbox_reader;
+pub mod portal;
 pub mod sfn;
 pub mod sqs;
 #[cfg(feature = "streams")]
