@@ -203,7 +203,8 @@ pub fn router() -> Router<ApiDeps> {
             post(h::resend),
         )
         .route("/portal/events", get(h::operational_events))
-        .fallback(h::not_found)
+        // Any other path under /portal: the portal's own 404 page (never the API's).
+        .route("/portal/{*rest}", axum::routing::any(h::not_found))
 }
 
 /// An authenticated portal request: the grant, the ring that verified it, its CSRF token.
