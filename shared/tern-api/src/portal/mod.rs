@@ -306,7 +306,9 @@ pub fn content_security_policy(grant: Option<&Grant>, frame_ancestors: &[String]
 }
 
 /// A page with the portal's headers: the CSP, `no-store` (pages hold tenant data and
-/// secrets), `no-referrer` (a link's token never leaves in a `Referer`), `nosniff`.
+/// secrets), `Referrer-Policy: same-origin` (no portal address, a link's token included,
+/// leaves in a `Referer` to another origin; `no-referrer` would also make the browser send
+/// `Origin: null` on the portal's own form posts, Fetch §3.2.5), `nosniff`.
 pub fn respond(
     status: StatusCode,
     markup: Markup,
@@ -329,7 +331,7 @@ pub fn respond(
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     h.insert(
         header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
+        HeaderValue::from_static("same-origin"),
     );
     h.insert(
         header::X_CONTENT_TYPE_OPTIONS,
