@@ -7,6 +7,7 @@ import { Dashboard } from './constructs/dashboard';
 import { DelayedDelivery } from './constructs/delayed-delivery';
 import { Functions, retentionDays } from './constructs/functions';
 import { AttemptInsights, OperationalTopic } from './constructs/operational';
+import { Portal } from './constructs/portal';
 import { Queues } from './constructs/queues';
 import { Storage } from './constructs/storage';
 import { applyNagSuppressions } from './nag-suppressions';
@@ -33,6 +34,8 @@ export class TernStack extends Stack {
   public readonly insights: AttemptInsights;
   /** The Tern API: an HTTP API with IAM authorization in front of the api function. */
   public readonly api: TernApi;
+  /** The customer portal's table and key ring. */
+  public readonly portal: Portal;
 
   constructor(scope: Construct, id: string, props: TernStackProps = {}) {
     super(scope, id, props);
@@ -53,6 +56,7 @@ export class TernStack extends Stack {
     this.delayedDelivery = new DelayedDelivery(this, 'DelayedDelivery', { deliveryQueue: this.queues.delivery });
     const stateMachine = this.delayedDelivery.stateMachine;
     this.operational = new OperationalTopic(this, 'Operational');
+    this.portal = new Portal(this, 'Portal', { settings });
     this.functions = new Functions(this, 'Functions', {
       settings,
       config,
@@ -60,6 +64,7 @@ export class TernStack extends Stack {
       queues: this.queues,
       stateMachine,
       operationalTopic: this.operational.topic,
+      portal: this.portal,
     });
     this.api = new TernApi(this, 'Api', {
       config,
@@ -98,6 +103,8 @@ export class TernStack extends Stack {
     out('ApiUrl', this.api.url, 'The Tern API base URL (SigV4 for execute-api; paths /v1/tenants/{tenant_id}/...)', true);
     out('EndpointsTableName', this.storage.endpoints.tableName, 'Endpoints and subscriptions');
     out('AttemptsTableName', this.storage.attempts.tableName, 'Delivery attempt log');
+    out('PortalTableName', this.portal.table.tableName, 'Customer portal: used links and rate-limit windows (TTL)');
+    out('PortalKeySecretArn', this.portal.keys.secretArn, 'Customer portal: the key ring signing portal links and sessions');
     out('HealthTableName', this.storage.health.tableName, 'Per-endpoint health (circuit state, rolling success rate)');
     out('DeliveryQueueUrl', this.queues.delivery.queueUrl, 'Delivery queue');
     out('DeliveryQueueArn', this.queues.delivery.queueArn, 'Delivery queue ARN (console redrive destination)');

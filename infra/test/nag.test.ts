@@ -30,12 +30,14 @@ describe('cdk-nag AwsSolutions', () => {
     expect(violations(provisioned)).toEqual([]);
   });
 
-  test('the acknowledged findings are exactly these four, each with a reason', () => {
+  test('the acknowledged findings are exactly these six, each with a reason', () => {
     const acks = nagAcknowledgments(stack);
     expect(acks.map((a) => `${a.id} on ${a.scope.node.path}`).sort()).toEqual([
+      'AwsSolutions-APIG4 on Tern/Api/Http/ANY--portal--{proxy+}',
       'AwsSolutions-IAM5[Resource::*] on Tern/Functions/RelayRole',
       'AwsSolutions-SF1 on Tern/DelayedDelivery/StateMachine',
       'AwsSolutions-SF2 on Tern/DelayedDelivery/StateMachine',
+      'AwsSolutions-SMG4 on Tern/Portal/Keys',
       'AwsSolutions-SQS3 on Tern/Queues/RelayFailures',
     ]);
     for (const a of acks) expect(a.reason.length).toBeGreaterThan(60);
@@ -51,7 +53,14 @@ describe('cdk-nag AwsSolutions', () => {
       node._metadata = node._metadata.filter((m) => m.type !== Validations.ACKNOWLEDGED_RULES_METADATA_KEY);
     }
     const found = violations(bare).map((v) => v.split(' at ')[0]).sort();
-    expect(found).toEqual(['AwsSolutions-IAM5[Resource::*]', 'AwsSolutions-SF1', 'AwsSolutions-SF2', 'AwsSolutions-SQS3']);
+    expect(found).toEqual([
+      'AwsSolutions-APIG4',
+      'AwsSolutions-IAM5[Resource::*]',
+      'AwsSolutions-SF1',
+      'AwsSolutions-SF2',
+      'AwsSolutions-SMG4',
+      'AwsSolutions-SQS3',
+    ]);
   });
 
   test('the app synthesizes with the pack registered as a validation plugin', () => {
