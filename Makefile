@@ -106,6 +106,11 @@ bench-rate: venv
 # Only the Tern API (also part of `make bench`): each route's latency in local mode, p50 and
 # p95, against the same port calls made directly, and a publish's cost. Writes
 # $(BENCH_OUT)/api.md. About two minutes.
+# The customer portal's pages: weight (HTML+CSS+JS, gzip), render time, AWS calls per view.
+bench-portal: venv
+	$(CARGO) build --release -p tern-bench
+	$(CARGO_TARGET)/release/tern-bench --out $(BENCH_OUT) portal
+
 bench-api: venv
 	$(CARGO) build --release -p tern-bench
 	$(CARGO_TARGET)/release/tern-bench --out $(BENCH_OUT) api
