@@ -601,3 +601,77 @@ async fn a_portal_cookie_opens_no_v1_route_in_aws_mode() {
         );
     }
 }
+
+/// A rotation of the key ring (`tern portal-rotate-key`: `SecretsManagerKeys::rotate`)
+/// leaves a live session and an unused link valid on a function instance that read the
+/// new ring, signs new links with the new key, and a second rotation retires the first key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_rotation_keeps_live_sessions_and_links() {
+    let receiver = Receiver::start().await.expect("receiver");
+    let (local, _rx, api) = portal_deployment("portal-rotation", &[]).await;
+    create(&api, "tnt_a", &receiver.url("/a"), "A").await;
+    let mut browser = PortalClient::new(&api.base);
+    browser
+        .open(
+            mint(&api, "tnt_a", &json!({})).await["url"]
+                .as_str()
+                .unwrap(),
+        )
+        .await;
+    let unused = mint(&api, "tnt_a", &json!({})).await["url"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let first_key = ring(&local).await.current().id.clone();
+    let keys = tern_aws::portal::SecretsManagerKeys::new(
+        aws_sdk_secretsmanager::Client::new(&local.aws),
+        &local.resources.portal_key_secret,
+    );
+    let second_key = keys.rotate().await.expect("rotate");
+    assert_ne!(second_key, first_key);
+
+    // A fresh instance (its own key cache) of the same deployment.
+    let fresh = async || {
+        let deps = tern_local::api::deps(&local).expect("deps");
+        let auth = tern_local::api::authenticator(&deps, tern_local::api::local_credentials());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        (
+            base,
+            tern_local::api::spawn(listener, tern_api::router(deps, auth)),
+        )
+    };
+    let (base, _server) = fresh().await;
+    let mut after = browser.clone();
+    after.base = base.clone();
+    assert_eq!(
+        after.get("/portal/endpoints").await.status,
+        200,
+        "the live session goes on"
+    );
+    let path = unused
+        .split_once("/portal/")
+        .map(|(_, p)| format!("/portal/{p}"))
+        .unwrap();
+    assert_eq!(
+        PortalClient::new(&base).get(&path).await.status,
+        303,
+        "the unused link opens"
+    );
+    let new_api = ApiClient::new(&base, tern_local::api::local_credentials().remove(0));
+    let new_link = mint(&new_api, "tnt_a", &json!({})).await["url"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        new_link.contains(&format!("token=v1.{second_key}.")),
+        "{new_link}"
+    );
+
+    // A second rotation drops the first key: its session ends.
+    keys.rotate().await.expect("rotate again");
+    let (base, _server2) = fresh().await;
+    let mut later = browser.clone();
+    later.base = base;
+    assert_eq!(later.get("/portal/endpoints").await.status, 401);
+}

@@ -205,9 +205,11 @@ impl SecretsManagerKeys {
     }
 }
 
-/// A new key named after its creation time (`k<unix seconds>`).
+/// A new key named after its creation time and 4 random hex digits
+/// (`k<unix seconds>-<hex>`: two rotations in one second still get two names).
 fn new_key(now: DateTime<Utc>) -> Result<PortalKey, PortError> {
-    PortalKey::generate(format!("k{}", now.timestamp()))
+    let salt: u16 = rand::random();
+    PortalKey::generate(format!("k{}-{salt:04x}", now.timestamp()))
         .map_err(|e| PortError::Rejected(e.to_string()))
 }
 
