@@ -4,9 +4,13 @@
  * zone, DynamoDB through a gateway endpoint, outputs the addresses, and passes cdk-nag; template.yaml
  * deploys the same network resource by resource for 1, 2 and 3 zones, and nothing in shared mode.
  */
-import { CfnElement } from 'aws-cdk-lib';
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
+import { CfnElement, Validations } from 'aws-cdk-lib';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import { StaticEgress } from '../lib/constructs/egress';
+import { createApp } from '../lib/app';
 import { nagAcknowledgments } from '../lib/nag-suppressions';
 import { TernStack } from '../lib/tern-stack';
 import { CfnTemplate, defaultStack, samTemplate, settings, synth, Synthesized } from './helpers';
@@ -227,7 +231,7 @@ describe('egress: static', () => {
   test('cdk-nag: no unacknowledged finding; the four extra acknowledgments are the network-interface grants', () => {
     const { stack } = staticStack();
     const report = new AwsSolutionsChecks(stack, { verbose: true }).validateScope(stack);
-    expect(report.violations.flatMap((v) => v.violatingResources.map((r) => `${v.ruleName} at ${r.resourceLogicalId}`))).toEqual([]);
+    expect(report.violations.flatMap((v) => v.violatingResources.map((r) => `${v.ruleName} at ${r.constructPath}`))).toEqual([]);
     const extra = nagAcknowledgments(stack).filter((a) => !nagAcknowledgments(defaultStack().stack).some((d) => d.id === a.id && d.scope.node.path === a.scope.node.path));
     expect(extra.map((a) => `${a.id} on ${a.scope.node.path}`).sort()).toEqual([
       'AwsSolutions-IAM5[Resource::*] on Tern/Functions/ApiRole',
@@ -236,6 +240,27 @@ describe('egress: static', () => {
       'AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:network-interface/*] on Tern/Functions/SenderRole',
     ]);
     for (const a of extra) expect(a.reason.length).toBeGreaterThan(60);
+  });
+
+  test('cdk-nag: every static-egress acknowledgment is needed (without them the same four findings come back)', () => {
+    const app = createApp({ skipBundling: true, nag: false, outdir: fs.mkdtempSync(path.join(os.tmpdir(), 'tern-egress-nag-')) });
+    const bare = new TernStack(app, 'Tern', { egress: 'static' });
+    for (const a of nagAcknowledgments(bare)) {
+      const node = a.scope.node as unknown as { _metadata: Array<{ type: string }> };
+      node._metadata = node._metadata.filter((m) => m.type !== Validations.ACKNOWLEDGED_RULES_METADATA_KEY);
+    }
+    const report = new AwsSolutionsChecks(bare, { verbose: true }).validateScope(bare);
+    const found = report.violations
+      .flatMap((v) => v.violatingResources.map((r) => `${v.ruleName} at ${r.constructPath}`))
+      .filter((f) => /Functions\/(Sender|Api)Role/.test(f))
+      .map((f) => f.replace(/ at Tern\/Functions\/(Sender|Api)Role\/DefaultPolicy.*$/, ' at $1'))
+      .sort();
+    expect(found).toEqual([
+      'AwsSolutions-IAM5[Resource::*] at Api',
+      'AwsSolutions-IAM5[Resource::*] at Sender',
+      'AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:network-interface/*] at Api',
+      'AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:network-interface/*] at Sender',
+    ]);
   });
 });
 
