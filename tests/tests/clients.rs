@@ -87,7 +87,7 @@ async fn run(
             tern_local::api::LOCAL_SECRET_ACCESS_KEY,
         )
         .env("AWS_REGION", tern_local::api::LOCAL_REGION)
-        .env("TERN_DYNAMODB_ENDPOINT", moto_url())
+        .env("AWS_ENDPOINT_URL", moto_url())
         .env("TERN_OUTBOX_TABLE", &local.resources.outbox_table)
         .env("TERN_E2E_TENANT", tenant)
         .env("TERN_E2E_OTHER_TENANT", "tnt_someone_else")

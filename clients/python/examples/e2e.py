@@ -84,7 +84,7 @@ def main() -> None:
         webhook = Webhook(created.secret)
 
         # 3. The order row and the event in one transaction.
-        dynamodb = boto3.client("dynamodb", region_name=region, endpoint_url=env("TERN_DYNAMODB_ENDPOINT"),
+        dynamodb = boto3.client("dynamodb", region_name=region, endpoint_url=env("AWS_ENDPOINT_URL"),
                                 aws_access_key_id=credentials.access_key,
                                 aws_secret_access_key=credentials.secret_key)
         orders = env("TERN_E2E_ORDERS_TABLE")

@@ -77,7 +77,7 @@ async function main(): Promise<void> {
     const webhook = new Webhook(created.secret);
 
     // 3. The order row and the event in one transaction.
-    const dynamodb = new DynamoDBClient({ region, endpoint: env("TERN_DYNAMODB_ENDPOINT"), credentials });
+    const dynamodb = new DynamoDBClient({ region, endpoint: env("AWS_ENDPOINT_URL"), credentials });
     const orders = env("TERN_E2E_ORDERS_TABLE");
     await dynamodb.send(
       new CreateTableCommand({

@@ -9,6 +9,10 @@
 //! escaped as `JSON.stringify` does), as its SHA-256 and length and, for literal
 //! payloads, the object itself.
 //!
+//! Every item the writer builds is also valid under the schema
+//! (`clients/outbox/outbox-item.v1.schema.json`, draft 2020-12, checked with the
+//! `jsonschema` crate), as the other builders check it with ajv and Python's jsonschema.
+//!
 //! `TERN_WRITE_VECTORS=1 cargo test -p tern-outbox --test vectors` writes the expected
 //! output of the valid vectors from this writer (after a deliberate change of the item
 //! format, which also needs a new schema version); review the diff.
@@ -22,8 +26,30 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use tern_outbox::{EventId, OutboxWriteError, OutboxWriter};
 
+fn outbox_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../clients/outbox")
+}
+
 fn vectors_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../clients/outbox/vectors")
+    outbox_dir().join("vectors")
+}
+
+fn schema() -> Value {
+    let text = std::fs::read_to_string(outbox_dir().join("outbox-item.v1.schema.json"))
+        .expect("read the schema");
+    serde_json::from_str(&text).expect("schema JSON")
+}
+
+/// Validators of the item (the schema's root) and of the whole `TransactWriteItem`
+/// (`$defs/transactWriteItem`, whose `Item` refers back to the root).
+fn validators() -> (jsonschema::Validator, jsonschema::Validator) {
+    let schema = schema();
+    let item = jsonschema::draft202012::new(&schema).expect("the schema compiles");
+    let mut put_schema = schema["$defs"]["transactWriteItem"].clone();
+    put_schema["$defs"] = schema["$defs"].clone();
+    put_schema["properties"]["Put"]["properties"]["Item"] = schema.clone();
+    let put = jsonschema::draft202012::new(&put_schema).expect("the Put schema compiles");
+    (item, put)
 }
 
 /// The payload text of a vector: literal, or `prefix + unit x count + suffix`.
@@ -144,6 +170,7 @@ fn the_rust_writer_reproduces_every_vector_byte_for_byte() {
     );
     let mut failures = Vec::new();
     let (mut valid, mut refused) = (0, 0);
+    let (item_schema, put_schema) = validators();
     for path in &files {
         let name = path
             .file_name()
@@ -171,6 +198,19 @@ fn the_rust_writer_reproduces_every_vector_byte_for_byte() {
             }
         };
         let bytes = canonical(&item);
+        let built_json: Value = serde_json::from_str(&bytes).expect("canonical JSON parses");
+        for (what, validator, value) in [
+            ("item", &item_schema, &built_json["Put"]["Item"]),
+            ("TransactWriteItem", &put_schema, &built_json),
+        ] {
+            let errors: Vec<String> = validator
+                .iter_errors(value)
+                .map(|e| e.to_string())
+                .collect();
+            if !errors.is_empty() {
+                failures.push(format!("{name}: the {what} breaks the schema: {errors:?}"));
+            }
+        }
         let mut expected = serde_json::Map::new();
         expected.insert(
             "canonical_sha256".into(),
@@ -208,6 +248,39 @@ fn the_rust_writer_reproduces_every_vector_byte_for_byte() {
         valid >= 10 && refused >= 10,
         "valid {valid}, refused {refused}"
     );
+}
+
+/// The schema refuses items no builder writes: it is not a schema that accepts anything.
+#[test]
+fn the_schema_refuses_items_no_builder_writes() {
+    let (item_schema, put_schema) = validators();
+    let good = OutboxWriter::new("t")
+        .prepare("a.b", "tnt_a", "{}")
+        .expect("valid event")
+        .transact_item()
+        .expect("item");
+    let good: Value = serde_json::from_str(&canonical(&good)).expect("json");
+    assert!(put_schema.is_valid(&good));
+    let item = &good["Put"]["Item"];
+    assert!(item_schema.is_valid(item));
+    for (attribute, value) in [
+        ("schema_version", json!({"N": "2"})),
+        ("event_id", json!({"S": "evt.1"})),
+        ("payload", json!({"S": "[1]"})),
+        ("expires_at", json!({"S": "1"})),
+        ("created_at", json!({"S": "2026-12-01T14:35:00Z"})),
+        ("extra", json!({"S": "x"})),
+    ] {
+        let mut broken = item.clone();
+        broken[attribute] = value;
+        assert!(!item_schema.is_valid(&broken), "{attribute}");
+    }
+    let mut unconditional = good.clone();
+    unconditional["Put"]
+        .as_object_mut()
+        .expect("Put")
+        .remove("ConditionExpression");
+    assert!(!put_schema.is_valid(&unconditional));
 }
 
 /// Every error code a vector names is one the writer can return: the vectors cover
