@@ -215,7 +215,7 @@ clients: venv clients-deps
 # end-to-end runs against local mode are tests/tests/clients.rs (test-rust).
 test-clients: venv clients-deps
 	cd clients/typescript && npm test
-	$(VENV)/bin/python -m pytest -q clients/python
+	$(VENV)/bin/python -m pytest -q clients/python/tests
 	$(CARGO) test -p tern-outbox --test vectors
 
 fmt:

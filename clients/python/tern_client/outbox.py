@@ -156,12 +156,17 @@ class OutboxWriter:
     :param max_payload_bytes: payload limit, bytes; must match the relay's
         TERN_MAX_PAYLOAD_BYTES (default 262,144)
     :param ttl_days: days an item is kept, clamped to 1..=3650 (default 7)
+    :raises ValueError: when either is not a whole number
     """
 
     def __init__(self, table: str, *, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES, ttl_days: int = DEFAULT_TTL_DAYS) -> None:
+        if isinstance(max_payload_bytes, bool) or not isinstance(max_payload_bytes, int) or max_payload_bytes < 0:
+            raise ValueError(f"max_payload_bytes must be a whole number of bytes, got {max_payload_bytes!r}")
+        if isinstance(ttl_days, bool) or not isinstance(ttl_days, int):
+            raise ValueError(f"ttl_days must be a whole number of days, got {ttl_days!r}")
         self.table = table
         self.max_payload_bytes = max_payload_bytes
-        self.ttl_days = min(max(int(ttl_days), 1), MAX_TTL_DAYS)
+        self.ttl_days = min(max(ttl_days, 1), MAX_TTL_DAYS)
 
     def prepare(
         self,

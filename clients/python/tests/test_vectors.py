@@ -107,3 +107,21 @@ def test_a_new_event_gets_a_time_ordered_id() -> None:
     assert a.id != b.id
     assert a.id.startswith("evt_") and len(a.id) == 36 and a.id[16] == "7"
     assert before - 1 <= int(a.id[4:16], 16) <= int(time.time() * 1000)
+
+
+def test_what_the_vectors_cannot_hold() -> None:
+    """A lone surrogate in the text (no UTF-8 form), a time datetime cannot hold, a
+    non-integer option, a time of another type."""
+    writer = OutboxWriter("t")
+    with pytest.raises(OutboxError) as lone:
+        writer.prepare(type="a.b", tenant_id="tnt_a", payload='{"a":"\ud800"}')
+    assert lone.value.code == "payload_not_json"
+    with pytest.raises(OutboxError) as far:
+        writer.prepare(type="a.b", tenant_id="tnt_a", payload="{}", created_at=253402300800000)
+    assert far.value.code == "bad_created_at"
+    with pytest.raises(OutboxError) as wrong_type:
+        writer.prepare(type="a.b", tenant_id="tnt_a", payload="{}", created_at="2026-12-01")  # type: ignore[arg-type]
+    assert wrong_type.value.code == "bad_created_at"
+    for bad in ({"ttl_days": 1.5}, {"ttl_days": True}, {"max_payload_bytes": -1}, {"max_payload_bytes": 2.0}):
+        with pytest.raises(ValueError):
+            OutboxWriter("t", **bad)

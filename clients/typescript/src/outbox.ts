@@ -168,13 +168,20 @@ export class OutboxWriter {
    * @param options.maxPayloadBytes payload limit, bytes; must match the relay's
    *   TERN_MAX_PAYLOAD_BYTES (default 262,144)
    * @param options.ttlDays days an item is kept, clamped to 1..=3650 (default 7)
+   * @throws RangeError when either option is not a whole number
    */
   constructor(
     readonly table: string,
     options: { maxPayloadBytes?: number; ttlDays?: number } = {},
   ) {
     this.maxPayloadBytes = options.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES;
-    const days = Math.trunc(options.ttlDays ?? DEFAULT_TTL_DAYS);
+    if (!Number.isSafeInteger(this.maxPayloadBytes) || this.maxPayloadBytes < 0) {
+      throw new RangeError(`maxPayloadBytes must be a whole number of bytes, got ${options.maxPayloadBytes}`);
+    }
+    const days = options.ttlDays ?? DEFAULT_TTL_DAYS;
+    if (!Number.isSafeInteger(days)) {
+      throw new RangeError(`ttlDays must be a whole number of days, got ${options.ttlDays}`);
+    }
     this.ttlDays = Math.min(Math.max(days, 1), MAX_TTL_DAYS);
   }
 
@@ -185,8 +192,7 @@ export class OutboxWriter {
    */
   prepare(event: NewOutboxEvent): PreparedEvent {
     const createdAt = event.createdAt ?? new Date();
-    const id = event.id ?? generateEventId(createdAt.getTime());
-    checkId(id, "event id");
+    if (event.id !== undefined) checkId(event.id, "event id");
     if (
       event.type.length === 0 ||
       event.type.length > MAX_ID_LEN ||
@@ -203,6 +209,7 @@ export class OutboxWriter {
     if (Number.isNaN(ms) || year < 1 || year > 9999) {
       throw new OutboxError("bad_created_at", `created_at is outside the years 0001-9999 that RFC 3339 can write`);
     }
+    const id = event.id ?? generateEventId(ms);
     checkPayload(event.payload, this.maxPayloadBytes);
     // Rust: (created_at + ttl).timestamp(), whole seconds rounded down.
     const expiresAt = Math.floor(ms / 1000) + this.ttlDays * 86_400;

@@ -107,3 +107,19 @@ test("a new event gets a time-ordered evt_ id and now as its time", () => {
   assert.ok(a.createdAt.getTime() >= before && a.createdAt.getTime() <= Date.now());
   assert.equal(parseInt(a.id.slice(4, 16), 16), a.createdAt.getTime());
 });
+
+test("what the vectors cannot hold: a lone surrogate in the text, a non-integer option", () => {
+  const writer = new OutboxWriter("t");
+  assert.throws(
+    // The TypeScript escape makes the lone surrogate itself (not JSON's six-character escape).
+    () => writer.prepare({ type: "a.b", tenantId: "tnt_a", payload: '{"a":"\ud800"}' }),
+    (e: unknown) => e instanceof OutboxError && e.code === "payload_not_json",
+  );
+  assert.throws(() => new OutboxWriter("t", { ttlDays: Number.NaN }), RangeError);
+  assert.throws(() => new OutboxWriter("t", { ttlDays: 1.5 }), RangeError);
+  assert.throws(() => new OutboxWriter("t", { maxPayloadBytes: -1 }), RangeError);
+  assert.throws(
+    () => writer.prepare({ type: "a.b", tenantId: "tnt_a", payload: "{}", createdAt: new Date(Number.NaN) }),
+    (e: unknown) => e instanceof OutboxError && e.code === "bad_created_at",
+  );
+});
