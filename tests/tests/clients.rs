@@ -167,6 +167,8 @@ async fn check_independently(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn typescript_and_python_clients_publish_through_the_outbox_and_read_the_api() {
+    // Both programs first, so a missing toolchain is reported before anything starts.
+    let (node, python) = (node_program(), python_program());
     let (mut local, _rx) = deployment(
         "clients",
         LocalOptions {
@@ -181,9 +183,6 @@ async fn typescript_and_python_clients_publish_through_the_outbox_and_read_the_a
         .start_api(0, tern_local::api::local_credentials())
         .expect("the local API starts");
     let api = ApiClient::of(&local);
-
-    // Both programs first, so a missing toolchain is reported before any run.
-    let (node, python) = (node_program(), python_program());
 
     let ts = run(node, "typescript", &api, &local, "tnt_node_app").await;
     eprintln!("typescript: {ts}");
