@@ -21,12 +21,12 @@ import os
 import sys
 import threading
 import time
-from typing import Any, Callable, Optional, TypeVar
+from collections.abc import Callable
+from typing import Any, ClassVar, TypeVar
 
 import boto3
 from botocore.credentials import Credentials
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
-
 from tern_api.api.endpoints import create_endpoint, get_endpoint, list_endpoint_attempts
 from tern_api.api.events import get_event, list_event_attempts
 from tern_api.models import DeliveryState, NewEndpoint, OutcomeFilter, Problem
@@ -42,7 +42,7 @@ def env(name: str) -> str:
     return value
 
 
-def eventually(what: str, seconds: float, probe: Callable[[], Optional[T]]) -> T:
+def eventually(what: str, seconds: float, probe: Callable[[], T | None]) -> T:
     deadline = time.monotonic() + seconds
     while True:
         value = probe()
@@ -54,11 +54,13 @@ def eventually(what: str, seconds: float, probe: Callable[[], Optional[T]]) -> T
 
 
 class Receiver(http.server.BaseHTTPRequestHandler):
-    received: list[dict[str, Any]] = []
+    received: ClassVar[list[dict[str, Any]]] = []
 
-    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+    def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers.get("content-length", "0")))
-        Receiver.received.append({"headers": {k.lower(): v for k, v in self.headers.items()}, "body": body})
+        Receiver.received.append(
+            {"headers": {k.lower(): v for k, v in self.headers.items()}, "body": body}
+        )
         self.send_response(204)
         self.end_headers()
 
@@ -78,35 +80,69 @@ def main() -> None:
     try:
         # 2. The endpoint, through the API.
         tern = create_client(env("TERN_API_URL"), region, credentials)
-        created = unwrap(create_endpoint.sync_detailed(tenant, client=tern, body=NewEndpoint(
-            url=f"http://127.0.0.1:{port}/hooks/py", event_types=["order.paid"], description="python e2e")))
+        created = unwrap(
+            create_endpoint.sync_detailed(
+                tenant,
+                client=tern,
+                body=NewEndpoint(
+                    url=f"http://127.0.0.1:{port}/hooks/py",
+                    event_types=["order.paid"],
+                    description="python e2e",
+                ),
+            )
+        )
         endpoint_id = created.endpoint.id
         webhook = Webhook(created.secret)
 
         # 3. The order row and the event in one transaction.
-        dynamodb = boto3.client("dynamodb", region_name=region, endpoint_url=env("AWS_ENDPOINT_URL"),
-                                aws_access_key_id=credentials.access_key,
-                                aws_secret_access_key=credentials.secret_key)
+        dynamodb = boto3.client(
+            "dynamodb",
+            region_name=region,
+            endpoint_url=env("AWS_ENDPOINT_URL"),
+            aws_access_key_id=credentials.access_key,
+            aws_secret_access_key=credentials.secret_key,
+        )
         orders = env("TERN_E2E_ORDERS_TABLE")
-        dynamodb.create_table(TableName=orders, BillingMode="PAY_PER_REQUEST",
-                              AttributeDefinitions=[{"AttributeName": "order_id", "AttributeType": "S"}],
-                              KeySchema=[{"AttributeName": "order_id", "KeyType": "HASH"}])
-        dynamodb.get_waiter("table_exists").wait(TableName=orders, WaiterConfig={"Delay": 1, "MaxAttempts": 30})
+        dynamodb.create_table(
+            TableName=orders,
+            BillingMode="PAY_PER_REQUEST",
+            AttributeDefinitions=[{"AttributeName": "order_id", "AttributeType": "S"}],
+            KeySchema=[{"AttributeName": "order_id", "KeyType": "HASH"}],
+        )
+        dynamodb.get_waiter("table_exists").wait(
+            TableName=orders, WaiterConfig={"Delay": 1, "MaxAttempts": 30}
+        )
         writer = OutboxWriter(env("TERN_OUTBOX_TABLE"))
         order_id = f"o_py_{time.time_ns()}"
         # Text, not a dict: the bytes the receiver gets, including a number no float holds.
         payload = f'{{"order_id":"{order_id}","amount_cents":4200,"ledger_ref":12345678901234567890123,"note":"Zoë ✓"}}'
         event = writer.prepare(type="order.paid", tenant_id=tenant, payload=payload)
-        order_put = {"Put": {
-            "TableName": orders,
-            "Item": {"order_id": {"S": order_id}, "status": {"S": "paid"}, "event_id": {"S": event.id}},
-            "ConditionExpression": "attribute_not_exists(order_id)",
-        }}
+        order_put = {
+            "Put": {
+                "TableName": orders,
+                "Item": {
+                    "order_id": {"S": order_id},
+                    "status": {"S": "paid"},
+                    "event_id": {"S": event.id},
+                },
+                "ConditionExpression": "attribute_not_exists(order_id)",
+            }
+        }
         dynamodb.transact_write_items(TransactItems=[order_put, event.transact_item])
 
         # 4. Delivered and verified by an independent library.
-        hit = eventually("the webhook", 30, lambda: next(
-            (r for r in Receiver.received if r["headers"].get("webhook-id") == event.id), None))
+        hit = eventually(
+            "the webhook",
+            30,
+            lambda: next(
+                (
+                    r
+                    for r in Receiver.received
+                    if r["headers"].get("webhook-id") == event.id
+                ),
+                None,
+            ),
+        )
         webhook.verify(hit["body"], hit["headers"])  # raises WebhookVerificationError
         if hit["body"] != payload.encode("utf-8"):
             raise RuntimeError(f"body differs from the payload: {hit['body']!r}")
@@ -127,37 +163,62 @@ def main() -> None:
             raise RuntimeError(f"event type {got.type_}")
 
         def attempted() -> Any:
-            found = unwrap(list_event_attempts.sync_detailed(tenant, event.id, client=tern))
-            ok = any(a.endpoint_id == endpoint_id and a.outcome == "delivered" for a in found.attempts)
+            found = unwrap(
+                list_event_attempts.sync_detailed(tenant, event.id, client=tern)
+            )
+            ok = any(
+                a.endpoint_id == endpoint_id and a.outcome == "delivered"
+                for a in found.attempts
+            )
             return found if ok else None
 
         attempts = eventually("the attempt", 30, attempted)
 
         # The endpoint's delivery log over a time range, filtered by outcome: the query
         # (with the ':' and '+' of a timestamp) is signed too.
-        since = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(minutes=10)
+        since = datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=10)
 
         def logged() -> Any:
-            page = unwrap(list_endpoint_attempts.sync_detailed(
-                tenant, endpoint_id, client=tern, since=since, outcome=OutcomeFilter.DELIVERED, limit=10))
+            page = unwrap(
+                list_endpoint_attempts.sync_detailed(
+                    tenant,
+                    endpoint_id,
+                    client=tern,
+                    since=since,
+                    outcome=OutcomeFilter.DELIVERED,
+                    limit=10,
+                )
+            )
             return page if any(a.event_id == event.id for a in page.items) else None
 
         log = eventually("the endpoint's delivery log", 30, logged)
 
         # 6a. An error answer: RFC 9457 problem naming the field.
-        bad = create_endpoint.sync_detailed(tenant, client=tern, body=NewEndpoint(url="not a url"))
+        bad = create_endpoint.sync_detailed(
+            tenant, client=tern, body=NewEndpoint(url="not a url")
+        )
         content_type = bad.headers.get("content-type", "")
-        if not (bad.status_code == 400 and content_type.startswith("application/problem+json")
-                and isinstance(bad.parsed, Problem) and bad.parsed.field == "url"):
-            raise RuntimeError(f"expected a 400 problem naming url, got {bad.status_code} {content_type} {bad.content!r}")
+        if not (
+            bad.status_code == 400
+            and content_type.startswith("application/problem+json")
+            and isinstance(bad.parsed, Problem)
+            and bad.parsed.field == "url"
+        ):
+            raise RuntimeError(
+                f"expected a 400 problem naming url, got {bad.status_code} {content_type} {bad.content!r}"
+            )
         # 6b. Another tenant's view of this endpoint: 404, never 403.
         foreign = get_endpoint.sync_detailed(other_tenant, endpoint_id, client=tern)
         if foreign.status_code != 404:
             raise RuntimeError(f"another tenant got {foreign.status_code}")
         # 6c. Atomicity: the same order again fails its condition, so its event never exists.
-        again = writer.prepare(type="order.paid", tenant_id=tenant, payload=f'{{"order_id":"{order_id}"}}')
+        again = writer.prepare(
+            type="order.paid", tenant_id=tenant, payload=f'{{"order_id":"{order_id}"}}'
+        )
         try:
-            dynamodb.transact_write_items(TransactItems=[order_put, again.transact_item])
+            dynamodb.transact_write_items(
+                TransactItems=[order_put, again.transact_item]
+            )
             raise RuntimeError("a duplicate order was written")
         except dynamodb.exceptions.TransactionCanceledException:
             pass
@@ -168,19 +229,23 @@ def main() -> None:
         if row.get("Item", {}).get("event_id", {}).get("S") != event.id:
             raise RuntimeError("the order row is not the first transaction's")
 
-        print(json.dumps({
-            "client": "python",
-            "endpoint_id": endpoint_id,
-            "event_id": event.id,
-            "order_id": order_id,
-            "orders_table": orders,
-            "verified": "standardwebhooks",
-            "attempts": len(attempts.attempts),
-            "endpoint_log": len(log.items),
-            "problem_field": bad.parsed.field,
-            "other_tenant_status": int(foreign.status_code),
-            "canceled_event_status": int(ghost.status_code),
-        }))
+        print(
+            json.dumps(
+                {
+                    "client": "python",
+                    "endpoint_id": endpoint_id,
+                    "event_id": event.id,
+                    "order_id": order_id,
+                    "orders_table": orders,
+                    "verified": "standardwebhooks",
+                    "attempts": len(attempts.attempts),
+                    "endpoint_log": len(log.items),
+                    "problem_field": bad.parsed.field,
+                    "other_tenant_status": int(foreign.status_code),
+                    "canceled_event_status": int(ghost.status_code),
+                }
+            )
+        )
     finally:
         server.shutdown()
 

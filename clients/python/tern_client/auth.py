@@ -4,7 +4,7 @@ authorization in AWS; ``tern local`` checks the same signatures)."""
 
 from __future__ import annotations
 
-from typing import Generator, Optional
+from collections.abc import Generator
 
 import httpx
 from botocore.auth import SigV4Auth
@@ -32,7 +32,7 @@ class SigV4HttpxAuth(httpx.Auth):
 
     requires_request_body = True
 
-    def __init__(self, region: str, credentials: Optional[Credentials] = None) -> None:
+    def __init__(self, region: str, credentials: Credentials | None = None) -> None:
         self.region = region
         self._credentials = credentials
         self._session = Session() if credentials is None else None
@@ -43,14 +43,23 @@ class SigV4HttpxAuth(httpx.Auth):
         assert self._session is not None
         found = self._session.get_credentials()
         if found is None:
-            raise MissingCredentials("no AWS credentials: pass them, or set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY")
+            raise MissingCredentials(
+                "no AWS credentials: pass them, or set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
+            )
         return found.get_frozen_credentials()  # type: ignore[return-value]
 
-    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+    def auth_flow(
+        self, request: httpx.Request
+    ) -> Generator[httpx.Request, httpx.Response, None]:
         signed_headers = {"host": request.headers["host"]}
         if "content-type" in request.headers:
             signed_headers["content-type"] = request.headers["content-type"]
-        aws = AWSRequest(method=request.method, url=str(request.url), data=request.content, headers=signed_headers)
+        aws = AWSRequest(
+            method=request.method,
+            url=str(request.url),
+            data=request.content,
+            headers=signed_headers,
+        )
         SigV4Auth(self._current(), SERVICE, self.region).add_auth(aws)
         for name in ("Authorization", "X-Amz-Date", "X-Amz-Security-Token"):
             if name in aws.headers:

@@ -12,4 +12,6 @@ def canonical_json(value: Any) -> bytes:
     ``JSON.stringify`` and serde_json write). For documents of objects and strings, as a
     DynamoDB Put is, this is RFC 8785 (JCS): the item's keys are ASCII, so code-point
     order is UTF-16 order."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True).encode("utf-8")
+    return json.dumps(
+        value, ensure_ascii=False, separators=(",", ":"), sort_keys=True
+    ).encode("utf-8")

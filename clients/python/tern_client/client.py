@@ -3,11 +3,10 @@ shared/tern-api/openapi.json) with every request SigV4-signed."""
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import httpx
 from botocore.credentials import Credentials
-
 from tern_api import AuthenticatedClient
 from tern_api.models.problem import Problem
 from tern_api.types import Response
@@ -18,7 +17,7 @@ from .auth import SigV4HttpxAuth
 def create_client(
     base_url: str,
     region: str,
-    credentials: Optional[Credentials] = None,
+    credentials: Credentials | None = None,
     *,
     timeout_seconds: float = 30.0,
     **httpx_args: Any,
@@ -47,9 +46,17 @@ class TernApiError(RuntimeError):
     """An error answer of the API, with its RFC 9457 problem (``None`` when the body was
     not one)."""
 
-    def __init__(self, status: int, problem: Optional[Problem]) -> None:
-        detail = f"{problem.title}: {problem.detail}" if problem is not None else "no problem document"
-        field = problem.field if problem is not None and isinstance(problem.field, str) else None
+    def __init__(self, status: int, problem: Problem | None) -> None:
+        detail = (
+            f"{problem.title}: {problem.detail}"
+            if problem is not None
+            else "no problem document"
+        )
+        field = (
+            problem.field
+            if problem is not None and isinstance(problem.field, str)
+            else None
+        )
         super().__init__(f"{status} {detail}" + (f" (field {field})" if field else ""))
         self.status = status
         self.problem = problem

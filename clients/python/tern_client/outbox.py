@@ -22,7 +22,7 @@ import os
 import re
 import time
 from dataclasses import dataclass
-from typing import Any, Optional, Union
+from typing import Any
 
 from .json_text import JsonTextError, check_json_text
 
@@ -44,7 +44,7 @@ _TYPE_RE = re.compile(r"[A-Za-z0-9._:-]+")
 # Characters that count as padding around a payload: Rust's u8::is_ascii_whitespace.
 _PADDING = " \t\n\r\f"
 _UNSENDABLE = re.compile("[\ufffe\uffff]")
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
 class OutboxError(ValueError):
@@ -77,7 +77,7 @@ class PreparedEvent:
         return {"Put": self.put}
 
 
-def generate_event_id(now_ms: Optional[int] = None) -> str:
+def generate_event_id(now_ms: int | None = None) -> str:
     """A new event id: ``evt_`` and a UUIDv7 (RFC 9562 §5.7: 48-bit Unix milliseconds,
     version, variant, random) in hex."""
     ms = int(time.time() * 1000) if now_ms is None else now_ms
@@ -92,28 +92,41 @@ def _check_id(value: str, kind: str, code: str) -> None:
         raise OutboxError(code, f"{kind} is empty")
     size = len(value.encode("utf-8", "surrogatepass"))
     if size > MAX_ID_LEN:
-        raise OutboxError(code, f"{kind} is {size} bytes long; the limit is {MAX_ID_LEN}")
+        raise OutboxError(
+            code, f"{kind} is {size} bytes long; the limit is {MAX_ID_LEN}"
+        )
     if not _ID_RE.fullmatch(value):
-        raise OutboxError(code, f"{kind} may only hold ASCII letters, digits, '_' and '-'")
+        raise OutboxError(
+            code, f"{kind} may only hold ASCII letters, digits, '_' and '-'"
+        )
 
 
-def _utc_millis(created_at: Union[dt.datetime, int, None]) -> dt.datetime:
+def _utc_millis(created_at: dt.datetime | int | None) -> dt.datetime:
     """``created_at`` in UTC, truncated to the millisecond; raises bad_created_at."""
     try:
         if created_at is None:
-            when = dt.datetime.now(dt.timezone.utc)
+            when = dt.datetime.now(dt.UTC)
         elif isinstance(created_at, dt.datetime):
             if created_at.tzinfo is None or created_at.utcoffset() is None:
-                raise OutboxError("bad_created_at", "created_at must be timezone-aware (e.g. datetime.now(timezone.utc))")
-            when = created_at.astimezone(dt.timezone.utc)
+                raise OutboxError(
+                    "bad_created_at",
+                    "created_at must be timezone-aware (e.g. datetime.now(timezone.utc))",
+                )
+            when = created_at.astimezone(dt.UTC)
         elif isinstance(created_at, int) and not isinstance(created_at, bool):
             when = _EPOCH + dt.timedelta(milliseconds=created_at)
         else:
-            raise OutboxError("bad_created_at", "created_at must be a datetime or Unix milliseconds (int)")
+            raise OutboxError(
+                "bad_created_at",
+                "created_at must be a datetime or Unix milliseconds (int)",
+            )
     except (OverflowError, ValueError) as e:
         if isinstance(e, OutboxError):
             raise
-        raise OutboxError("bad_created_at", "created_at is outside the years 0001-9999 that RFC 3339 can write") from e
+        raise OutboxError(
+            "bad_created_at",
+            "created_at is outside the years 0001-9999 that RFC 3339 can write",
+        ) from e
     return when.replace(microsecond=when.microsecond // 1000 * 1000)
 
 
@@ -121,7 +134,9 @@ def _check_payload(text: str, limit: int) -> None:
     try:
         size = len(text.encode("utf-8"))
     except UnicodeEncodeError as e:
-        raise OutboxError("payload_not_json", "payload holds a lone surrogate: it has no UTF-8 form") from e
+        raise OutboxError(
+            "payload_not_json", "payload holds a lone surrogate: it has no UTF-8 form"
+        ) from e
     if size > limit:
         raise OutboxError(
             "payload_too_large",
@@ -156,14 +171,26 @@ class OutboxWriter:
     :param max_payload_bytes: payload limit, bytes; must match the relay's
         TERN_MAX_PAYLOAD_BYTES (default 262,144)
     :param ttl_days: days an item is kept, clamped to 1..=3650 (default 7)
-    :raises ValueError: when either is not a whole number
+    :raises TypeError: when either is not a whole number (ValueError: a negative limit)
     """
 
-    def __init__(self, table: str, *, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES, ttl_days: int = DEFAULT_TTL_DAYS) -> None:
-        if isinstance(max_payload_bytes, bool) or not isinstance(max_payload_bytes, int) or max_payload_bytes < 0:
-            raise ValueError(f"max_payload_bytes must be a whole number of bytes, got {max_payload_bytes!r}")
-        if isinstance(ttl_days, bool) or not isinstance(ttl_days, int):
-            raise ValueError(f"ttl_days must be a whole number of days, got {ttl_days!r}")
+    def __init__(
+        self,
+        table: str,
+        *,
+        max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+        ttl_days: int = DEFAULT_TTL_DAYS,
+    ) -> None:
+        for name, value in (
+            ("max_payload_bytes", max_payload_bytes),
+            ("ttl_days", ttl_days),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"{name} must be a whole number, got {value!r}")
+        if max_payload_bytes < 0:
+            raise ValueError(
+                f"max_payload_bytes must not be negative, got {max_payload_bytes}"
+            )
         self.table = table
         self.max_payload_bytes = max_payload_bytes
         self.ttl_days = min(max(ttl_days, 1), MAX_TTL_DAYS)
@@ -171,11 +198,11 @@ class OutboxWriter:
     def prepare(
         self,
         *,
-        type: str,  # noqa: A002 - the field's name in Tern's vocabulary
+        type: str,
         tenant_id: str,
         payload: str,
-        id: Optional[str] = None,  # noqa: A002
-        created_at: Union[dt.datetime, int, None] = None,
+        id: str | None = None,
+        created_at: dt.datetime | int | None = None,
     ) -> PreparedEvent:
         """Validates an event and builds its conditional Put.
 
@@ -197,7 +224,11 @@ class OutboxWriter:
         _check_id(tenant_id, "tenant id", "bad_tenant_id")
         when = _utc_millis(created_at)
         seconds = calendar.timegm(when.utctimetuple())
-        event_id = generate_event_id(seconds * 1000 + when.microsecond // 1000) if id is None else id
+        event_id = (
+            generate_event_id(seconds * 1000 + when.microsecond // 1000)
+            if id is None
+            else id
+        )
         _check_payload(payload, self.max_payload_bytes)
         # Rust: (created_at + ttl).timestamp(), whole seconds rounded down; timegm reads the
         # UTC time tuple, which has no fraction.
@@ -220,4 +251,11 @@ class OutboxWriter:
             },
             "ConditionExpression": CONDITION_EXPRESSION,
         }
-        return PreparedEvent(id=event_id, type=type, tenant_id=tenant_id, created_at=when, payload=payload, put=put)
+        return PreparedEvent(
+            id=event_id,
+            type=type,
+            tenant_id=tenant_id,
+            created_at=when,
+            payload=payload,
+            put=put,
+        )
