@@ -90,6 +90,7 @@ export interface TernOptions {
    * comma-separated `https://host[:port]`, e.g. `https://app.example.com`. Default: none.
    */
   readonly portalFrameAncestors?: string;
+  /**
    * Where the sender and the api function send from: `shared` (outside a VPC, AWS's shared
    * Lambda address ranges) or `static` (private subnets behind one NAT gateway with an Elastic
    * IP per availability zone: the EgressIps output). Default: egress.mode.
