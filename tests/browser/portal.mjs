@@ -5,6 +5,7 @@
 //        | {"screenshot": file} | {"capture": name} | {"eval": js-expression, "as": name}
 //        | {"frames": name} (each child frame: url, and its text when readable)
 //        | {"tab": n, "as": name} (presses Tab n times, recording each focused element)
+//        | {"cookies": name} (every cookie of the browser, with its partition key)
 // Prints one JSON object: {"captures": {...}, "dialogs": [...], "console": [...]}. Any
 // alert() from page content is recorded (and dismissed), so the test can assert none ran;
 // console messages (a CSP violation among them) are recorded too.
@@ -64,6 +65,8 @@ try {
       };
     } else if (step.eval !== undefined) {
       captures[step.as] = await page.evaluate(step.eval);
+    } else if (step.cookies !== undefined) {
+      captures[step.cookies] = await context.cookies();
     } else if (step.frames !== undefined) {
       const out = [];
       for (const f of page.frames()) {

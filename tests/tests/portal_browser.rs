@@ -311,6 +311,7 @@ async fn browser_portal_customer_adds_tests_sees_failures_recovers_and_embeds() 
         json!([
             {"goto": format!("{allowed}/")},
             {"frames": "allowed"},
+            {"cookies": "framed_cookies"},
             {"screenshot": "iframe.png"},
             {"goto": format!("{refused}/")},
             {"frames": "refused"},
@@ -335,6 +336,23 @@ async fn browser_portal_customer_adds_tests_sees_failures_recovers_and_embeds() 
                 .unwrap_or("")
                 .contains("Orders <b>hook</b>"),
         "the portal works inside the allowed parent (its cookie set and sent in the frame): {allowed_frames:?}"
+    );
+    // The session cookie set inside the cross-site frame: partitioned under the parent's site.
+    let framed: Vec<&serde_json::Value> = report["captures"]["framed_cookies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["name"] == "__Host-tern-portal")
+        .collect();
+    assert!(
+        framed.iter().any(|c| c["partitionKey"]
+            .as_str()
+            .unwrap_or("")
+            .contains("localhost")
+            && c["sameSite"] == "None"
+            && c["httpOnly"] == true
+            && c["secure"] == true),
+        "a partitioned SameSite=None cookie keyed to the parent's site: {framed:?}"
     );
     let refused_frames = report["captures"]["refused"].as_array().unwrap();
     assert!(
