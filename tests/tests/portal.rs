@@ -675,3 +675,63 @@ async fn a_key_rotation_keeps_live_sessions_and_links() {
     later.base = base;
     assert_eq!(later.get("/portal/endpoints").await.status, 401);
 }
+
+/// Revealing and rotating a secret in the portal are logged as actions of the session,
+/// never with the value (every target at TRACE, behind the SDK guard as in the functions).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revealed_secret_is_logged_as_an_action_never_as_a_value() {
+    let logs = capture_logs();
+    let receiver = Receiver::start().await.expect("receiver");
+    let (_local, _rx, api) = portal_deployment("portal-logs", &[]).await;
+    let created = api
+        .post(
+            "/v1/tenants/tnt_a/endpoints",
+            &json!({"url": receiver.url("/a")}),
+        )
+        .await;
+    let id = created.json["endpoint"]["id"].as_str().unwrap().to_owned();
+    let first = created.json["secret"].as_str().unwrap().to_owned();
+    let mut browser = PortalClient::new(&api.base);
+    browser
+        .open(
+            mint(&api, "tnt_a", &json!({})).await["url"]
+                .as_str()
+                .unwrap(),
+        )
+        .await;
+    let csrf = browser.csrf().await;
+    let page = browser
+        .post(
+            &format!("/portal/endpoints/{id}/reveal"),
+            &[("csrf", &csrf)],
+            None,
+        )
+        .await;
+    assert!(
+        page.html.contains(&first),
+        "the secret is revealed on the page"
+    );
+    let page = browser
+        .post(
+            &format!("/portal/endpoints/{id}/rotate"),
+            &[("csrf", &csrf), ("overlap_hours", "1")],
+            None,
+        )
+        .await;
+    let at = page
+        .html
+        .find("class=\"secret\">")
+        .expect("the new secret is shown")
+        + 15;
+    let second = page.html[at..at + page.html[at..].find('<').unwrap()].to_owned();
+    assert!(second.starts_with("whsec_") && second != first);
+    let text = logs.text();
+    assert!(
+        text.contains("reveal-secret") && text.contains("portal action"),
+        "the reveal is logged"
+    );
+    for secret in [&first, &second] {
+        let key = secret.trim_start_matches("whsec_");
+        assert!(!text.contains(key), "a secret in the logs");
+    }
+}
