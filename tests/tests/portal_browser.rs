@@ -92,9 +92,14 @@ async fn browser_portal_customer_adds_tests_sees_failures_recovers_and_embeds() 
         lookup: Some(no_dns()),
         console_port: None,
         schedule: Some(RetrySchedule::new(vec![1, 1]).unwrap()),
+        // Health windows are scaled too: the longest (24 h) is 86 s here, so the failures are
+        // still in it when the page is read; no auto-disable, so the state the customer sees
+        // is "degraded" and nothing but the customer's recovery moves.
         health: Some(HealthPolicy {
             failure_threshold: 1000,
             min_attempts: 3,
+            window_seconds: 86_400,
+            disable_below: 0.0,
             ..HealthPolicy::default()
         }),
         ..LocalOptions::default()
@@ -247,7 +252,7 @@ async fn browser_portal_customer_adds_tests_sees_failures_recovers_and_embeds() 
     );
     let health = html(&report, "health");
     assert!(
-        health.contains("class=\"state degraded\"") || health.contains("class=\"state disabled\""),
+        health.contains("class=\"state degraded\""),
         "{}",
         text(&report, "health")
     );
@@ -302,6 +307,73 @@ async fn browser_portal_customer_adds_tests_sees_failures_recovers_and_embeds() 
             "{e} delivered exactly once: {delivered:?}"
         );
     }
+
+    // 3b. Reused, altered and foreign links; another tenant's ids; a forged form.
+    let other = api
+        .post(
+            "/v1/tenants/tnt_other/endpoints",
+            &json!({"url": receiver.url("/other"), "description": "other tenant's hook"}),
+        )
+        .await;
+    let other_id = other.json["endpoint"]["id"].as_str().unwrap().to_owned();
+    let used = link_for(&api, tenant).await;
+    let token_at = used.find("token=").unwrap() + "token=".len() + 12;
+    let mut altered = used.clone().into_bytes();
+    altered[token_at] = if altered[token_at] == b'A' {
+        b'B'
+    } else {
+        b'A'
+    };
+    let altered = String::from_utf8(altered).unwrap();
+    let (evil, _e) = attacker(format!("{}{base}/disable", api.base)).await;
+    let report = browse(
+        &api.base,
+        json!([
+            {"goto": altered},
+            {"capture": "altered"},
+            {"goto": used},
+            {"goto": used},
+            {"capture": "reused"},
+            {"screenshot": "link-used.png"},
+            {"goto": format!("/portal/endpoints/{other_id}")},
+            {"capture": "forged"},
+            {"goto": format!("/portal/endpoints/{other_id}/log")},
+            {"capture": "forged-log"},
+            {"goto": format!("{evil}/")},
+            {"click": "#evil button"},
+            {"capture": "csrf"},
+        ]),
+    )
+    .await;
+    assert!(
+        text(&report, "altered").contains("This link is not valid"),
+        "{}",
+        text(&report, "altered")
+    );
+    assert!(
+        text(&report, "reused").contains("This link was used already"),
+        "{}",
+        text(&report, "reused")
+    );
+    assert!(
+        text(&report, "forged").contains("No such endpoint"),
+        "{}",
+        text(&report, "forged")
+    );
+    assert!(text(&report, "forged-log").contains("No such endpoint"));
+    assert!(!html(&report, "forged").contains("other tenant"));
+    assert!(
+        text(&report, "csrf").contains("Request refused"),
+        "{}",
+        text(&report, "csrf")
+    );
+    let still = api
+        .get(&format!("/v1/tenants/{tenant}/endpoints/{endpoint_id}"))
+        .await;
+    assert_eq!(
+        still.json["enabled"], true,
+        "the forged form changed nothing"
+    );
 
     // 4. Embedded: an allowed parent (another site) and a refused one; narrow; keyboard.
     let (allowed, _a) = parent_on(allowed_port, link_for(&api, tenant).await).await;
@@ -385,6 +457,30 @@ async fn browser_portal_customer_adds_tests_sees_failures_recovers_and_embeds() 
         .map(|v| v.as_str().unwrap())
         .collect();
     assert!(focus[0].starts_with("a#|Skip to content"), "{focus:?}");
+}
+
+/// A page at `127.0.0.1:<port>` (the portal's site, another origin) whose form posts to
+/// `action` without the portal's CSRF token.
+async fn attacker(action: String) -> (String, tokio::task::JoinHandle<()>) {
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+        .await
+        .unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let page = format!(
+        "<!doctype html><html><body><form id=\"evil\" method=\"post\" action=\"{action}\">\
+         <input type=\"hidden\" name=\"reason\" value=\"forged\"><button type=\"submit\">Win a prize</button></form></body></html>"
+    );
+    let app = axum::Router::new().route(
+        "/",
+        axum::routing::get(move || {
+            let page = page.clone();
+            async move { axum::response::Html(page) }
+        }),
+    );
+    let task = tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    (format!("http://127.0.0.1:{port}"), task)
 }
 
 /// A fresh link (each opens once) for another browser run.
