@@ -39,6 +39,10 @@ pub const MAX_SESSION_ENDPOINTS: usize = 20;
 /// Most event types a session may offer for subscription: 50 (same cookie bound).
 pub const MAX_SESSION_EVENT_TYPES: usize = 50;
 
+/// Longest session cookie value, bytes: 3,800. Browsers keep a cookie's name and value up to
+/// 4,096 bytes (RFC 6265 §6.1) and drop a longer one silently; this leaves room for the name.
+pub const MAX_SESSION_TOKEN_BYTES: usize = 3800;
+
 /// Longest logo URL, bytes: 512 (same cookie bound).
 pub const MAX_LOGO_URL_BYTES: usize = 512;
 
@@ -133,6 +137,11 @@ pub enum GrantError {
     /// Too many event types, or an invalid one.
     #[error("event_types must list at most {MAX_SESSION_EVENT_TYPES} valid event types")]
     BadEventTypes,
+    /// Everything together does not fit in a cookie.
+    #[error(
+        "the session's endpoint_ids, event_types and logo_url together are too long for a browser cookie ({MAX_SESSION_TOKEN_BYTES} bytes); name fewer"
+    )]
+    TooLarge,
 }
 
 /// Checks a brand colour: `#` and six hex digits.

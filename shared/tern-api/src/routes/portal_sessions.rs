@@ -6,7 +6,8 @@ use axum::http::{HeaderMap, StatusCode, header};
 use chrono::Utc;
 use tern_core::portal::{
     DEFAULT_SESSION_SECONDS, Grant, MAX_SESSION_ENDPOINTS, MAX_SESSION_EVENT_TYPES,
-    MAX_SESSION_SECONDS, MIN_SESSION_SECONDS, Purpose, check_color, check_logo, new_session_id,
+    MAX_SESSION_SECONDS, MAX_SESSION_TOKEN_BYTES, MIN_SESSION_SECONDS, Purpose, check_color,
+    check_logo, new_session_id,
 };
 use tern_core::{EventType, portal::GrantError};
 
@@ -109,6 +110,22 @@ pub(crate) async fn create_portal_session(
         }
     };
     let now = Utc::now();
+    let grant = Grant {
+        session_id: new_session_id(),
+        tenant: tenant.clone(),
+        endpoints,
+        read_only: body.read_only,
+        expires_at: now.timestamp() + life,
+        brand_color: body.brand_color,
+        logo_url: body.logo_url,
+        event_types,
+    };
+    let ring = portal.keys.ring().await?;
+    if ring.sign(Purpose::Session, &grant).len() > MAX_SESSION_TOKEN_BYTES {
+        return Err(grant_error("event_types", &GrantError::TooLarge));
+    }
+    let base = base_url(portal.settings.public_url.as_deref(), &headers)?;
+    // Counted only once the request is valid: a refused one spends nothing.
     let allowed = portal
         .ledger
         .take(
@@ -127,19 +144,7 @@ pub(crate) async fn create_portal_session(
             ),
         ));
     }
-    let grant = Grant {
-        session_id: new_session_id(),
-        tenant,
-        endpoints,
-        read_only: body.read_only,
-        expires_at: now.timestamp() + life,
-        brand_color: body.brand_color,
-        logo_url: body.logo_url,
-        event_types,
-    };
-    let ring = portal.keys.ring().await?;
     let token = ring.sign(Purpose::Link, &grant);
-    let base = base_url(portal.settings.public_url.as_deref(), &headers)?;
     tracing::info!(session_id = %grant.session_id, tenant = %grant.tenant, read_only = grant.read_only, "portal link minted");
     Ok((
         StatusCode::CREATED,
