@@ -220,7 +220,7 @@ fn banner(b: Option<&Banner>) -> Markup {
             div class=(if t.delivered { "banner ok" } else { "banner error" }) role="status" id="test-result"
                 data-delivered=(t.delivered) {
                 h2 { "Test event " (if t.delivered { "delivered" } else { "not delivered" }) }
-                dl {
+                dl class="facts" {
                     dt { "Event" } dd { code { (t.event_id) } " (" (t.event_type) ")" }
                     dt { "Status" } dd id="test-status" { (t.status.map_or_else(|| "no answer".to_owned(), |s| s.to_string())) }
                     dt { "Latency" } dd { (t.latency_ms) " ms" }
