@@ -529,8 +529,7 @@ async fn the_rate_limit_is_set_read_changed_and_removed() {
     .await;
     let path = format!("/v1/tenants/tnt_a/endpoints/{id}");
     // The table itself, not the sender's cache of it.
-    let store =
-        tern_aws::DynamoEndpointStore::new(local.dynamodb(), &local.resources.endpoints_table);
+    let store = local.endpoint_table();
     let stored = async || {
         store
             .get(

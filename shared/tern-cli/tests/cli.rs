@@ -42,10 +42,16 @@ async fn endpoint_commands_exit_codes_and_json() {
     ];
     env.extend(resources.env().into_iter().map(|(k, v)| (k.to_owned(), v)));
 
+    // Sealed with the deployment's key, as the sender reads it.
     let store = tern_aws::DynamoEndpointStore::new(
         aws_sdk_dynamodb::Client::new(&aws),
         resources.endpoints_table.clone(),
-    );
+    )
+    .with_secrets(tern_aws::kms::secrets_at_rest(
+        &aws,
+        Some(&resources.secrets_key_arn),
+        std::time::Duration::ZERO,
+    ));
     let secret = Secret::generate();
     let ep = Endpoint::new(
         EndpointId::generate(),
@@ -166,10 +172,16 @@ async fn payload_format_round_trips_through_add_update_show_and_list() {
         ("TERN_ALLOW_DESTINATIONS".into(), "127.0.0.1/32".into()),
     ];
     env.extend(resources.env().into_iter().map(|(k, v)| (k.to_owned(), v)));
+    // Sealed with the deployment's key, as the sender reads it.
     let store = tern_aws::DynamoEndpointStore::new(
         aws_sdk_dynamodb::Client::new(&aws),
         resources.endpoints_table.clone(),
-    );
+    )
+    .with_secrets(tern_aws::kms::secrets_at_rest(
+        &aws,
+        Some(&resources.secrets_key_arn),
+        std::time::Duration::ZERO,
+    ));
     let tenant = TenantId::new("tnt_fmt").unwrap();
     let stored = async |id: &str| {
         store
@@ -305,10 +317,16 @@ async fn rate_limit_round_trips_through_add_update_and_show() {
         ("TERN_ALLOW_DESTINATIONS".into(), "127.0.0.1/32".into()),
     ];
     env.extend(resources.env().into_iter().map(|(k, v)| (k.to_owned(), v)));
+    // Sealed with the deployment's key, as the sender reads it.
     let store = tern_aws::DynamoEndpointStore::new(
         aws_sdk_dynamodb::Client::new(&aws),
         resources.endpoints_table.clone(),
-    );
+    )
+    .with_secrets(tern_aws::kms::secrets_at_rest(
+        &aws,
+        Some(&resources.secrets_key_arn),
+        std::time::Duration::ZERO,
+    ));
     let tenant = TenantId::new("tnt_rate").unwrap();
     let stored = async |id: &str| {
         store

@@ -91,10 +91,16 @@ async fn reach_flags_store_secrets_from_env_file_and_stdin_and_never_print_them(
     assert_eq!(added["signatures"], "both");
 
     // What the sender will read.
+    // Sealed with the deployment's key, as the sender reads it.
     let store = tern_aws::DynamoEndpointStore::new(
         aws_sdk_dynamodb::Client::new(&s.aws),
         s.resources.endpoints_table.clone(),
-    );
+    )
+    .with_secrets(tern_aws::kms::secrets_at_rest(
+        &s.aws,
+        Some(&s.resources.secrets_key_arn),
+        std::time::Duration::ZERO,
+    ));
     let tenant = TenantId::new("tnt_cli").expect("tenant");
     let endpoint_id = EndpointId::new(&id).expect("id");
     let stored = store

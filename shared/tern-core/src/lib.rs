@@ -25,6 +25,7 @@ pub mod rate_limit;
 pub mod receiver_auth;
 pub mod request;
 pub mod retry;
+pub mod sealed;
 pub mod secret_value;
 pub mod signing;
 pub mod signing_key;
