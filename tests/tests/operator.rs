@@ -608,6 +608,7 @@ async fn update_changes_only_the_named_fields_and_keeps_a_concurrent_disable_and
             password: tern_core::SecretValue::new("pw"),
         }),
         signatures: Some(tern_core::Signatures::V1),
+        client_certificate: None,
     };
     let after = ops::update_endpoint(
         &store,

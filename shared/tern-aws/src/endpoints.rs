@@ -742,6 +742,9 @@ impl EndpointStore for DynamoEndpointStore {
         if let Some(s) = update.signatures {
             field("signatures", Some(AttributeValue::S(s.as_str().to_owned())));
         }
+        if let Some(c) = &update.client_certificate {
+            field("client_certificate", c.as_ref().map(value).transpose()?);
+        }
         let mut expression = format!("SET {}", set.join(", "));
         if !remove.is_empty() {
             expression.push_str(&format!(" REMOVE {}", remove.join(", ")));

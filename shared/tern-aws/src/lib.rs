@@ -5,6 +5,7 @@
 #![warn(missing_docs)]
 
 pub mod budget;
+pub mod certificates;
 pub mod endpoint_log;
 pub mod endpoints;
 pub mod error;

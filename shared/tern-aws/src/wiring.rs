@@ -74,7 +74,13 @@ pub fn sender_deps(
         },
         lookup: lookup.unwrap_or_else(|| Arc::new(DnsResolver::system())),
         ..ClientOptions::default()
-    })?;
+    })?
+    // Client certificates for mutual TLS, read from Secrets Manager when an endpoint has one.
+    .with_certificate_secrets(Arc::new(
+        crate::certificates::SecretsManagerCertificates::new(aws_sdk_secretsmanager::Client::new(
+            aws,
+        )),
+    ));
     // KMS is called on an endpoint cache miss only, and then at most once per data key per
     // SENDER_DATA_KEY_TTL (never less than the endpoint cache's lifetime).
     let secrets = crate::kms::secrets_at_rest(

@@ -1043,6 +1043,7 @@ async fn endpoints(
                     headers,
                     auth,
                     signatures: reach.signatures.unwrap_or_default(),
+                    client_certificate: reach.client_certificate()?.flatten(),
                 },
                 &destinations.policy(),
                 &DnsResolver::system(),
@@ -1192,6 +1193,7 @@ async fn endpoints(
                 headers,
                 auth: reach.auth(&mut secrets)?,
                 signatures: reach.signatures,
+                client_certificate: reach.client_certificate()?,
             };
             let destinations = DestinationSettings::from_env(&Env::process()).map_err(invalid)?;
             let ep = ops::update_endpoint(

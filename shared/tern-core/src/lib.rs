@@ -6,6 +6,7 @@
 
 #![warn(missing_docs)]
 
+pub mod client_certificate;
 pub mod custom_headers;
 pub mod decision;
 pub mod delivery_log;
