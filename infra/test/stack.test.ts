@@ -421,6 +421,8 @@ describe('least-privilege IAM', () => {
         'dynamodb:PutItem on outbox',
         // Endpoint secrets at rest: it opens them, never seals (it writes no secret).
         'kms:Decrypt on secretsKey',
+        // Mutual TLS: client certificate secrets under the settings' prefix only.
+        `secretsmanager:GetSecretValue on arn:AWS::Partition:secretsmanager:AWS::Region:AWS::AccountId:secret:${settings.delivery.mtlsSecretPrefix}*`,
         'logs:CreateLogStream on own log group',
         'logs:PutLogEvents on own log group',
       ].sort(),

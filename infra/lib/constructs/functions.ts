@@ -1,5 +1,5 @@
 import * as path from 'path';
-import { Duration, RemovalPolicy } from 'aws-cdk-lib';
+import { ArnFormat, Duration, RemovalPolicy, Stack } from 'aws-cdk-lib';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import * as sources from 'aws-cdk-lib/aws-lambda-event-sources';
@@ -365,6 +365,15 @@ export class Functions extends Construct {
     storage.outbox.grant(this.sender, 'dynamodb:PutItem');
     // Endpoint secrets at rest: the sender only opens them (it never writes a secret).
     storage.secretsKey.grant(this.sender, 'kms:Decrypt');
+    // Mutual TLS: client certificates live in Secrets Manager under settings.json's
+    // delivery.mtlsSecretPrefix (tern/mtls/; endpoints can name no other secret).
+    // The trailing wildcard covers the six characters Secrets Manager appends to each ARN.
+    this.sender.addToRolePolicy(
+      new iam.PolicyStatement({
+        actions: ['secretsmanager:GetSecretValue'],
+        resources: [Stack.of(this).formatArn({ service: 'secretsmanager', resource: 'secret', resourceName: `${s.delivery.mtlsSecretPrefix}*`, arnFormat: ArnFormat.COLON_RESOURCE_NAME })],
+      }),
+    );
   }
 
   private rustFunction(c: TernConfig, spec: FunctionSpec): lambda.Function {
