@@ -8,7 +8,7 @@ PYTHON ?= python3
 VENV   := .venv
 CARGO  ?= cargo
 
-.PHONY: demo test venv build test-rust test-moto test-receivers test-infra test-console chromium browser-deps console-screenshots fmt lint clean bench bench-health bench-requests bench-rate bench-relay bench-reach soak package package-venv openapi bench-api
+.PHONY: demo test venv build clients clients-deps test-clients test-rust test-moto test-receivers test-infra test-console chromium browser-deps console-screenshots fmt lint clean bench bench-health bench-requests bench-rate bench-relay bench-reach soak package package-venv openapi bench-api
 
 venv: $(VENV)/.installed
 
@@ -36,11 +36,13 @@ test: venv
 	$(MAKE) --no-print-directory test-receivers || status=1; \
 	$(MAKE) --no-print-directory test-infra || status=1; \
 	$(MAKE) --no-print-directory test-console || status=1; \
+	$(MAKE) --no-print-directory test-clients || status=1; \
 	if [ $$status -ne 0 ]; then echo "make test: FAILED (see above)"; fi; \
 	exit $$status
 
 # The browser test runs in test-console (it needs Chromium), not twice.
-test-rust: venv
+# clients-deps: tests/tests/clients.rs runs the TypeScript client's end-to-end program.
+test-rust: venv clients-deps
 	# The real Lambda binaries, for tests/tests/real_binaries.rs (run under the Runtime API emulator),
 	# and the `tern` tool, for tests/tests/fair_queue.rs (`tern replay`).
 	$(CARGO) build -p tern-sender -p tern-relay -p tern-replay -p tern-api-fn
@@ -185,9 +187,36 @@ console-screenshots: venv chromium browser-deps
 	TERN_SCREENSHOTS_DIR=$(CURDIR)/docs/console $(CARGO) test -p tern-tests --test console_browser
 
 # Writes shared/tern-api/openapi.json again from the code (the Tern API's document, which
-# `cargo test -p tern-api --test openapi` checks and the clients are generated from).
+# `cargo test -p tern-api --test openapi` checks), then the clients generated from it.
 openapi:
 	TERN_WRITE_OPENAPI=1 $(CARGO) test -p tern-api --test openapi
+	$(MAKE) --no-print-directory clients
+
+# The clients in clients/ (clients/README.md): npm packages of the TypeScript one.
+clients-deps: clients/typescript/node_modules/.installed
+
+clients/typescript/node_modules/.installed: clients/typescript/package.json clients/typescript/package-lock.json
+	cd clients/typescript && npm ci --no-audit --no-fund
+	@touch $@
+
+# Generates the clients' code from shared/tern-api/openapi.json again: the TypeScript types
+# (openapi-typescript) and the Python package tern_api (openapi-python-client, pinned in
+# requirements-dev.txt with the ruff its post hooks run). Both are committed; test-clients
+# fails while they differ from what these commands make.
+clients: venv clients-deps
+	cd clients/typescript && npm run --silent generate
+	cd clients/python && PATH="$(CURDIR)/$(VENV)/bin:$$PATH" openapi-python-client generate \
+	  --path ../../shared/tern-api/openapi.json --meta none --config openapi-python-client.yaml \
+	  --output-path tern_api --overwrite
+
+# The clients' own tests: each outbox builder reproduces clients/outbox/vectors byte for
+# byte and validates them against the schema (Rust, node:test + ajv, pytest + jsonschema);
+# the generated code matches the spec; the TypeScript sources type-check against it. Their
+# end-to-end runs against local mode are tests/tests/clients.rs (test-rust).
+test-clients: venv clients-deps
+	cd clients/typescript && npm test
+	$(VENV)/bin/python -m pytest -q clients/python/tests
+	$(CARGO) test -p tern-outbox --test vectors
 
 fmt:
 	$(CARGO) fmt --all
@@ -198,4 +227,4 @@ lint:
 
 clean:
 	$(CARGO) clean
-	rm -rf $(VENV) .tern infra/node_modules infra/.test-out examples/receivers/node/node_modules tests/browser/node_modules
+	rm -rf $(VENV) .tern infra/node_modules clients/typescript/node_modules infra/.test-out examples/receivers/node/node_modules tests/browser/node_modules

@@ -3,7 +3,7 @@
  * stack prop > CDK context (`-c tern:<name>=<value>` or cdk.json) > infra/settings.json.
  */
 import { Node } from 'constructs';
-import { TableCapacityMode, TernSettings } from './settings';
+import { EgressMode, MAX_EGRESS_AVAILABILITY_ZONES, TableCapacityMode, TernSettings } from './settings';
 
 /**
  * The tunable settings of a Tern stack. Every one is optional; the default
@@ -86,6 +86,14 @@ export interface TernOptions {
   /** Requests the Tern API's stage accepts at once above the rate (1-5000, API Gateway's account burst quota). Default: api.throttlingBurstLimit. */
   readonly apiThrottlingBurstLimit?: number;
   /**
+   * Where the sender and the api function send from: `shared` (outside a VPC, AWS's shared
+   * Lambda address ranges) or `static` (private subnets behind one NAT gateway with an Elastic
+   * IP per availability zone: the EgressIps output). Default: egress.mode.
+   */
+  readonly egress?: EgressMode;
+  /** Availability zones of the static egress (1-3), so NAT gateways and Elastic IPs. Default: egress.availabilityZones. */
+  readonly egressAvailabilityZones?: number;
+  /**
    * Folder of prebuilt functions laid out as `cargo lambda build --release --arm64` writes them
    * (`<dir>/relay/bootstrap`, ...), usually `../target/lambda`. When set, the stack uses these files
    * and does not run cargo-lambda. Default: unset, so `RustFunction` builds each binary at synth.
@@ -125,6 +133,8 @@ export interface TernConfig {
   readonly healthMaxPauseSeconds: number;
   readonly apiThrottlingRateLimit: number;
   readonly apiThrottlingBurstLimit: number;
+  readonly egress: EgressMode;
+  readonly egressAvailabilityZones: number;
   readonly prebuiltArtifactsDir?: string;
 }
 
@@ -169,6 +179,8 @@ const KINDS: { [K in keyof Required<TernOptions>]: Kind } = {
   healthMaxPauseSeconds: 'number',
   apiThrottlingRateLimit: 'number',
   apiThrottlingBurstLimit: 'number',
+  egress: 'string',
+  egressAvailabilityZones: 'number',
   prebuiltArtifactsDir: 'string',
 };
 
@@ -244,6 +256,8 @@ export function resolveConfig(node: Node, settings: TernSettings, props: TernOpt
     healthMaxPauseSeconds: pick('healthMaxPauseSeconds', settings.health.maxPauseSeconds)!,
     apiThrottlingRateLimit: pick('apiThrottlingRateLimit', settings.api.throttlingRateLimit)!,
     apiThrottlingBurstLimit: pick('apiThrottlingBurstLimit', settings.api.throttlingBurstLimit)!,
+    egress: pick('egress', settings.egress.mode)!,
+    egressAvailabilityZones: pick('egressAvailabilityZones', settings.egress.availabilityZones)!,
     prebuiltArtifactsDir: pick('prebuiltArtifactsDir', undefined),
   };
   validate(config, minVisibility);
@@ -269,6 +283,11 @@ function validate(c: TernConfig, minVisibility: number): void {
   if (c.tableCapacityMode !== 'on-demand' && c.tableCapacityMode !== 'provisioned') {
     fail(`tableCapacityMode must be "on-demand" or "provisioned", got ${JSON.stringify(c.tableCapacityMode)}`);
   }
+  if (c.egress !== 'shared' && c.egress !== 'static') {
+    fail(`egress must be "shared" or "static", got ${JSON.stringify(c.egress)}`);
+  }
+  // template.yaml writes out each zone's subnets, NAT gateway and address under a condition.
+  intIn('egressAvailabilityZones', c.egressAvailabilityZones, 1, MAX_EGRESS_AVAILABILITY_ZONES);
   // SNS accepts any string as an e-mail endpoint at deploy time and the subscription then
   // never confirms: the alarms would go nowhere. Same rule as the SAM AlarmEmail pattern.
   if (c.alarmEmail !== undefined && !ALARM_EMAIL.test(c.alarmEmail)) {

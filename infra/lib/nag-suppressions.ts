@@ -17,6 +17,7 @@ export interface NagAcknowledgment {
  */
 export function nagAcknowledgments(stack: TernStack): NagAcknowledgment[] {
   return [
+    ...staticEgressAcknowledgments(stack),
     {
       scope: stack.queues.relayFailures,
       id: 'AwsSolutions-SQS3',
@@ -54,6 +55,32 @@ export function nagAcknowledgments(stack: TernStack): NagAcknowledgment[] {
         'SendMessage has nothing worth tracing, and failed executions are alarmed.',
     },
   ];
+}
+
+/**
+ * `egress: static` only: the network-interface actions Lambda needs for a function in a VPC
+ * (the actions of AWSLambdaVPCAccessExecutionRole, granted inline instead of the managed policy).
+ */
+function staticEgressAcknowledgments(stack: TernStack): NagAcknowledgment[] {
+  if (!stack.egress) return [];
+  return [stack.functions.roles.sender, stack.functions.roles.api].flatMap((role) => [
+    {
+      scope: role,
+      id: 'AwsSolutions-IAM5[Resource::*]',
+      reason:
+        'ec2:DescribeNetworkInterfaces and ec2:DescribeSubnets, which Lambda calls to manage the function\'s network ' +
+        'interfaces in the static-egress VPC, have no resource-level permissions (Lambda developer guide, VPC access: ' +
+        'DescribeNetworkInterfaces works only on "*"); they read, and change nothing.',
+    },
+    {
+      scope: role,
+      id: 'AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:network-interface/*]',
+      reason:
+        'Lambda creates, re-addresses and deletes the function\'s Hyperplane network interfaces, whose ids are not known ' +
+        'before they exist; the grant is limited to network interfaces of this account and Region (creation further to the ' +
+        'egress subnets and security group).',
+    },
+  ]);
 }
 
 export function applyNagSuppressions(stack: TernStack): void {

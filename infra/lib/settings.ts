@@ -79,6 +79,25 @@ export interface ApiSettings {
   readonly throttlingBurstLimit: number;
 }
 
+/** Where the sender and the api function send from: AWS's shared Lambda ranges, or a VPC's NAT gateways. */
+export type EgressMode = 'shared' | 'static';
+
+/**
+ * settings.json `egress` (issue 20, fixed source IPs). In `static` mode the sender and the api
+ * function run in private subnets behind one NAT gateway with an Elastic IP per availability zone.
+ */
+export interface EgressSettings {
+  /** `shared` (default: no VPC) or `static`. */
+  readonly mode: EgressMode;
+  /** Availability zones, so NAT gateways and Elastic IPs, in static mode: 1-3 (template.yaml writes three out). */
+  readonly availabilityZones: number;
+  /** The VPC's IPv4 range in static mode: a /16, cut into /20 subnets (Fn::Cidr with 12 host bits). */
+  readonly vpcCidr: string;
+}
+
+/** Most availability zones the static egress spans: template.yaml writes each out under a condition. */
+export const MAX_EGRESS_AVAILABILITY_ZONES = 3;
+
 export interface TernSettings {
   readonly tables: {
     readonly outbox: TableSettings;
@@ -162,6 +181,8 @@ export interface TernSettings {
   readonly health: HealthSettings;
   /** The Tern API's HTTP API stage (settings.json `api`). */
   readonly api: ApiSettings;
+  /** Fixed source IPs (settings.json `egress`). */
+  readonly egress: EgressSettings;
   readonly metrics: { readonly namespace: string };
   /** Added by the infra: CloudWatch Logs retention of every log group, days. */
   readonly logs: { readonly retentionDays: number };
@@ -287,6 +308,18 @@ export function loadSettings(file: string = path.join(INFRA_DIR, 'settings.json'
       `settings.json: functions.api.timeoutSeconds must be a whole number of seconds above the API's ${API_REQUEST_DEADLINE_SECONDS} s ` +
         `request deadline and below API Gateway's ${HTTP_API_INTEGRATION_TIMEOUT_SECONDS} s integration timeout, got ${JSON.stringify(apiTimeout)}`,
     );
+  }
+  const e = s.egress;
+  if (e?.mode !== 'shared' && e?.mode !== 'static') {
+    throw new Error(`settings.json: egress.mode must be "shared" or "static", got ${JSON.stringify(e?.mode)}`);
+  }
+  if (!Number.isInteger(e.availabilityZones) || e.availabilityZones < 1 || e.availabilityZones > MAX_EGRESS_AVAILABILITY_ZONES) {
+    throw new Error(
+      `settings.json: egress.availabilityZones must be a whole number in 1..${MAX_EGRESS_AVAILABILITY_ZONES}, got ${JSON.stringify(e.availabilityZones)}`,
+    );
+  }
+  if (typeof e.vpcCidr !== 'string' || !/^(\d{1,3}\.){3}\d{1,3}\/16$/.test(e.vpcCidr)) {
+    throw new Error(`settings.json: egress.vpcCidr must be an IPv4 /16 (it is cut into /20 subnets), got ${JSON.stringify(e.vpcCidr)}`);
   }
   if (typeof s.delivery?.nat64 !== 'boolean') {
     throw new Error(`settings.json: delivery.nat64 must be true or false, got ${JSON.stringify(s.delivery?.nat64)}`);

@@ -1,10 +1,11 @@
-import { CfnOutput, Stack, StackProps } from 'aws-cdk-lib';
+import { CfnOutput, Fn, Stack, StackProps } from 'aws-cdk-lib';
 import { Construct } from 'constructs';
 import { resolveConfig, TernConfig, TernOptions } from './config';
 import { Alarms } from './constructs/alarms';
 import { TernApi } from './constructs/api';
 import { Dashboard } from './constructs/dashboard';
 import { DelayedDelivery } from './constructs/delayed-delivery';
+import { StaticEgress } from './constructs/egress';
 import { Functions, retentionDays } from './constructs/functions';
 import { AttemptInsights, OperationalTopic } from './constructs/operational';
 import { Queues } from './constructs/queues';
@@ -33,6 +34,8 @@ export class TernStack extends Stack {
   public readonly insights: AttemptInsights;
   /** The Tern API: an HTTP API with IAM authorization in front of the api function. */
   public readonly api: TernApi;
+  /** `egress: static` only: the VPC, NAT gateways and Elastic IPs the sender and api send from. */
+  public readonly egress?: StaticEgress;
 
   constructor(scope: Construct, id: string, props: TernStackProps = {}) {
     super(scope, id, props);
@@ -61,6 +64,17 @@ export class TernStack extends Stack {
       stateMachine,
       operationalTopic: this.operational.topic,
     });
+    if (config.egress === 'static') {
+      // The two functions that open connections to receivers: the sender (deliveries, OAuth
+      // token fetches) and the api (test sends), so a receiver's firewall sees the same addresses.
+      this.egress = new StaticEgress(this, 'Egress', {
+        availabilityZones: config.egressAvailabilityZones,
+        vpcCidr: settings.egress.vpcCidr,
+        logRetention: retentionDays(config.logRetentionDays),
+      });
+      this.egress.attach(this.functions.sender, this.functions.roles.sender);
+      this.egress.attach(this.functions.api, this.functions.roles.api);
+    }
     this.api = new TernApi(this, 'Api', {
       config,
       handler: this.functions.api,
@@ -110,6 +124,12 @@ export class TernStack extends Stack {
     out('ConsoleFunctionName', this.functions.console.functionName, "The operator's console: the dashboard's custom widgets");
     out('DashboardUrl', this.dashboard.url, 'The dashboard: DLQ graph, dead letters with Replay, endpoints with Enable, event lookup');
     out('AlarmTopicArn', this.alarms.topic.topicArn, 'Alarm notifications');
+    if (this.egress) {
+      // The addresses to give receivers for their firewalls (`tern egress-ips` prints them).
+      const ips = this.egress.addresses.map((eip) => eip.attrPublicIp);
+      ips.forEach((ip, i) => out(`EgressIp${i + 1}`, ip, `Fixed source IP ${i + 1}: the NAT gateway of availability zone ${i + 1}`));
+      out('EgressIps', Fn.join(',', ips), 'Every fixed source IP of the sender and the api, comma-separated: give them all to receivers');
+    }
     out(
       'OperationalTopicArn',
       this.operational.topic.topicArn,

@@ -62,7 +62,7 @@ export function only(t: CfnTemplate, type: string, prefix = ''): { id: string; p
 }
 
 /** CloudFormation short-form tags (!Ref, !GetAtt, !Sub, ...) as their long-form objects. */
-const cfnTags: YAML.Tags = ['Ref', 'GetAtt', 'Sub', 'Join', 'If', 'Not', 'Equals', 'And', 'Or', 'Select', 'Split', 'FindInMap', 'ImportValue', 'GetAZs', 'Base64', 'Condition'].flatMap((name) => {
+const cfnTags: YAML.Tags = ['Ref', 'GetAtt', 'Sub', 'Join', 'If', 'Not', 'Equals', 'And', 'Or', 'Select', 'Split', 'FindInMap', 'ImportValue', 'GetAZs', 'Base64', 'Cidr', 'Condition'].flatMap((name) => {
   const key = name === 'Ref' || name === 'Condition' ? name : `Fn::${name}`;
   const toValue = (v: unknown) => (name === 'GetAtt' && typeof v === 'string' ? v.split('.') : v);
   return (['scalar', 'seq', 'map'] as const).map((collection) => ({

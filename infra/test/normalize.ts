@@ -22,8 +22,11 @@ function evalCondition(c: unknown, names: Names, t: CfnTemplate): boolean {
   switch (key) {
     case 'Condition':
       return conditionHolds(String(o.Condition), names, t);
-    case 'Fn::Equals':
-      return JSON.stringify(normalizeValue(args[0], names, t)) === JSON.stringify(normalizeValue(args[1], names, t));
+    case 'Fn::Equals': {
+      // CloudFormation compares text: a Number parameter's 2 equals '2'.
+      const text = (v: unknown) => (typeof v === 'number' || typeof v === 'string' ? String(v) : JSON.stringify(v));
+      return text(normalizeValue(args[0], names, t)) === text(normalizeValue(args[1], names, t));
+    }
     case 'Fn::Not':
       return !evalCondition(args[0], names, t);
     case 'Fn::And':
@@ -231,7 +234,7 @@ export function critical(
     .sort((a, b) => JSON.stringify(a).localeCompare(JSON.stringify(b)));
 
   const logRetentionDays = Object.values(t.Resources)
-    .filter((r) => r.Type === 'AWS::Logs::LogGroup')
+    .filter((r) => r.Type === 'AWS::Logs::LogGroup' && deployed(r))
     .map((r) => num(r.Properties?.RetentionInDays));
 
   const exportedOutputs = Object.entries(t.Outputs ?? {})

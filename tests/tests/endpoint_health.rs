@@ -95,13 +95,19 @@ fn instance_at(
             time_scale,
             ..s.policy.clone()
         },
-        breaker: Some(Arc::new(CircuitBreaker::new(
-            store,
-            events,
-            policy.clone(),
-            time_scale,
-            Duration::from_secs(5),
-        ))),
+        // Gate calls get 15 s instead of the deployed 1 s: moto on a loaded 2-core machine
+        // can take over a second, and a gate that passes a slow table over (by design)
+        // would send what these tests expect held back.
+        breaker: Some(Arc::new(
+            CircuitBreaker::new(
+                store,
+                events,
+                policy.clone(),
+                time_scale,
+                Duration::from_secs(5),
+            )
+            .with_gate_deadline(Duration::from_secs(15)),
+        )),
     }
 }
 

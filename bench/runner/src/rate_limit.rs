@@ -60,6 +60,11 @@ pub struct RateRun {
     pub extra_attempts: usize,
     /// Most requests at the receiver in any one-second window.
     pub busiest_second: usize,
+    /// Most attempts started in any one-second window by the sender's clock (the attempt
+    /// log's `started_at`, taken just before the request is built and POSTed, in
+    /// milliseconds): against [`Self::busiest_second`] it says whether requests bunch in
+    /// the sender's decisions or on their way to the receiver's clock.
+    pub busiest_second_sent: usize,
     /// Most requests built in one whole second by the sender's clock (their
     /// `webhook-timestamp`, taken just before the POST), against the most the receiver got
     /// in one whole second: where the requests bunch, before or after the sender.
@@ -264,8 +269,11 @@ async fn burst(proxy: &CountingProxy, per_second: Option<u32>) -> Result<RateRun
     let times: Vec<DateTime<Utc>> = got.iter().map(|r| r.at).collect();
     let last = times.iter().max().copied().unwrap_or(started);
     let mut attempts = 0;
+    let mut sent_at = Vec::with_capacity(DELIVERIES);
     for id in &ids {
-        attempts += local.sender.ledger.history(id).await?.len();
+        let history = local.sender.ledger.history(id).await?;
+        attempts += history.len();
+        sent_at.extend(history.iter().map(|a| a.started_at));
     }
     drop(local);
     let mut counts: Counts = proxy.counts();
@@ -294,6 +302,7 @@ async fn burst(proxy: &CountingProxy, per_second: Option<u32>) -> Result<RateRun
         duplicates: got.len() - delivered,
         extra_attempts: attempts.saturating_sub(DELIVERIES),
         busiest_second: busiest_second(&times),
+        busiest_second_sent: busiest_second(&sent_at),
         busiest_whole_second: (
             most_in_one(
                 got.iter()
@@ -316,8 +325,8 @@ impl RateReport {
              A burst of {DELIVERIES} deliveries (1 KiB-size outbox writes, {WRITERS} in flight) to one endpoint, \
              {SENDER_CONCURRENCY} concurrent sender batches in local mode, moto behind the counting proxy, \
              a receiver on 127.0.0.1. Tolerance: the limit + {} request per one-second window.\n\n\
-             | endpoint | busiest 1-s window | time to deliver all | delivered / s | lost | duplicates | attempts beyond one each | DynamoDB + SQS $ per million |\n\
-             | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+             | endpoint | busiest 1-s window (receiver) | busiest 1-s window (sender's attempt starts) | time to deliver all | delivered / s | lost | duplicates | attempts beyond one each | DynamoDB + SQS $ per million |\n\
+             | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
             self.tolerance
         );
         let run = &self.limited;
@@ -325,8 +334,9 @@ impl RateReport {
             .per_second
             .map_or_else(|| "unlimited".to_owned(), |r| format!("limited to {r}/s"));
         s.push_str(&format!(
-            "| {name} | {} | {:.1} s | {:.1} | {} | {} | {} | {:.2} |\n",
+            "| {name} | {} | {} | {:.1} s | {:.1} | {} | {} | {} | {:.2} |\n",
             run.busiest_second,
+            run.busiest_second_sent,
             run.seconds_to_deliver,
             run.deliveries_per_second,
             run.lost,

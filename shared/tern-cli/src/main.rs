@@ -23,6 +23,7 @@ use tern_http::DnsResolver;
 use tern_ops::{self as ops, NewEndpoint, OpsError};
 
 mod audit;
+mod egress_ips;
 #[cfg(feature = "local")]
 mod local_mode;
 mod reach_args;
@@ -211,6 +212,10 @@ enum Command {
         #[arg(long, default_value_t = ops::audit::DEFAULT_MAX_LISTED)]
         max_listed: usize,
     },
+    /// The fixed source IPs of a stack deployed with egress static (its EgressIps output),
+    /// one per line: give every one to receivers whose firewalls admit listed addresses.
+    /// Needs --stack (or TERN_STACK); a stack with shared egress has none (exit 1).
+    EgressIps,
     /// The relay-failure queue: outbox items the relay could not relay, by Tern event id
     /// and reason. --retry relays one again once the cause is fixed.
     RelayFailures {
@@ -628,6 +633,16 @@ async fn run(cli: Cli) -> Result<(), OpsError> {
             request.concurrency = usize::try_from(concurrency).unwrap_or(1);
             request.max_listed = max_listed;
             audit::audit(&ctx, &request, grace, scan_segments, &mut out).await
+        }
+        Command::EgressIps => {
+            if cli.stack.is_none() {
+                // Before any AWS call: the addresses exist only as a deployed stack's output.
+                return Err(OpsError::Invalid(
+                    "tern egress-ips reads a deployed stack's outputs: pass --stack <name> (or set TERN_STACK)".into(),
+                ));
+            }
+            let ctx = Ctx::new(cli.stack.as_deref(), cli.json).await?;
+            egress_ips::print(&ctx, &mut out)
         }
         Command::RelayFailures { max, retry } => {
             let ctx = Ctx::new(cli.stack.as_deref(), cli.json).await?;

@@ -72,6 +72,13 @@ impl Names {
         })
     }
 
+    /// The stack named by `--stack` and all its outputs (none without `--stack`).
+    pub fn stack_outputs(&self) -> Option<(&str, &HashMap<String, String>)> {
+        self.stack
+            .as_ref()
+            .map(|(name, outputs)| (name.as_str(), outputs))
+    }
+
     /// The value for `var`: the stack's output that feeds it when `--stack` was given,
     /// else the variable.
     ///

@@ -62,6 +62,9 @@ pub struct CircuitBreaker {
     /// Reports seen pending (and due another publish attempt) on records read for a gate;
     /// the batch's settle publishes them.
     pending: Mutex<HashMap<EndpointKey, PendingReport>>,
+    /// Longest wait for a gate's call ([`HEALTH_GATE_DEADLINE_MS`] unless
+    /// [`CircuitBreaker::with_gate_deadline`] says otherwise).
+    gate_deadline: Duration,
 }
 
 /// What one batch may do with one endpoint's deliveries.
@@ -183,7 +186,24 @@ impl CircuitBreaker {
             policy,
             cache: Mutex::new(HashMap::new()),
             pending: Mutex::new(HashMap::new()),
+            gate_deadline: Duration::from_millis(HEALTH_GATE_DEADLINE_MS),
         }
+    }
+
+    /// The same breaker with gate calls (health read, probe claim, rate-limit read and
+    /// slots) cut at `deadline` instead of [`HEALTH_GATE_DEADLINE_MS`]. For tests on the
+    /// local AWS, whose answers on a loaded machine can take longer than DynamoDB's
+    /// milliseconds: they test what the gate decides, not that a stalled table is passed
+    /// over (the deployed functions keep the 1 s the sender's deadline plan counts on).
+    #[must_use]
+    pub fn with_gate_deadline(mut self, deadline: Duration) -> Self {
+        self.gate_deadline = deadline;
+        self
+    }
+
+    /// Longest wait for one of a gate's calls.
+    pub(crate) fn gate_deadline(&self) -> Duration {
+        self.gate_deadline
     }
 
     /// The model's durations at this deployment's time scale.
@@ -262,7 +282,12 @@ impl CircuitBreaker {
     async fn snapshot(&self, key: &EndpointKey, now: DateTime<Utc>) -> Option<EndpointHealth> {
         let health = match self.cached(key) {
             Some(h) => h,
-            None => match within_gate_deadline(self.store.get(&key.0, &key.1), "health read").await
+            None => match within_gate_deadline(
+                self.gate_deadline,
+                self.store.get(&key.0, &key.1),
+                "health read",
+            )
+            .await
             {
                 Ok(h) => {
                     self.remember(key.clone(), h.clone());
@@ -322,7 +347,7 @@ impl CircuitBreaker {
             next_probe_at,
         };
         let claim = self.store.apply(&key.0, &key.1, &change, now);
-        match within_gate_deadline(claim, "probe claim").await {
+        match within_gate_deadline(self.gate_deadline, claim, "probe claim").await {
             Ok(true) => {
                 self.update_cached(key, |h| h.next_probe_at = Some(next_probe_at));
                 tracing::info!(endpoint_id = %key.1, "circuit open; this batch sends the probe");
@@ -699,12 +724,14 @@ impl CircuitBreaker {
     }
 }
 
-/// `call`, or [`PortError::Unavailable`] once [`HEALTH_GATE_DEADLINE_MS`] have passed.
+/// `call`, or [`PortError::Unavailable`] once `deadline` (a breaker's gate deadline,
+/// [`HEALTH_GATE_DEADLINE_MS`] by default) has passed.
 pub(crate) async fn within_gate_deadline<T>(
+    deadline: Duration,
     call: impl std::future::Future<Output = Result<T, PortError>>,
     what: &str,
 ) -> Result<T, PortError> {
-    tokio::time::timeout(Duration::from_millis(HEALTH_GATE_DEADLINE_MS), call)
+    tokio::time::timeout(deadline, call)
         .await
         .unwrap_or_else(|_| Err(PortError::Unavailable(format!("{what} timed out"))))
 }

@@ -238,6 +238,7 @@ pub async fn gates(
             }
         };
         let limit = match crate::health::within_gate_deadline(
+            breaker.gate_deadline(),
             endpoints.get(&key.0, &key.1),
             "endpoint read",
         )
@@ -288,7 +289,7 @@ impl CircuitBreaker {
     /// schedule on its health item: at most one conditional write
     /// ([`tern_core::rate_limit::request`]), none when the schedule has no room by this
     /// instance's last read of it. The write is bounded by
-    /// [`crate::health::HEALTH_GATE_DEADLINE_MS`]; a failed or late one is
+    /// the breaker's gate deadline ([`crate::health::HEALTH_GATE_DEADLINE_MS`]); a failed or late one is
     /// [`Grant::Unavailable`].
     pub async fn take_slots(
         &self,
@@ -302,7 +303,9 @@ impl CircuitBreaker {
             return Grant::Refused { tat: seen };
         };
         let write = self.store().reserve_slots(&key.0, &key.1, &request);
-        match crate::health::within_gate_deadline(write, "rate-limit slots").await {
+        match crate::health::within_gate_deadline(self.gate_deadline(), write, "rate-limit slots")
+            .await
+        {
             Ok(SlotAnswer::Granted { first }) => {
                 self.remember_tat(key, Some(first + request.span()));
                 Grant::Slots {

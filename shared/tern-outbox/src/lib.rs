@@ -24,7 +24,7 @@
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
-use chrono::Utc;
+use chrono::{DateTime, Datelike, Utc};
 use tern_core::event::DEFAULT_MAX_PAYLOAD_BYTES;
 use tern_core::outbox::OutboxRecord;
 use tern_core::{EventType, Payload, TenantId};
@@ -35,7 +35,7 @@ use tern_core::{EventType, Payload, TenantId};
 pub use tern_core::Event;
 
 /// An event id: the `webhook-id` receivers see and dedupe on. [`EventId::new`] checks
-/// your own id (1-128 characters of `[A-Za-z0-9_.:-]`, see `tern_core::ids`) for
+/// your own id (1-128 characters of `[A-Za-z0-9_-]`, see `tern_core::ids`) for
 /// [`OutboxWriter::prepare_with_id`]; [`EventId::generate`] makes a new `evt_` id.
 pub use tern_core::EventId;
 
@@ -63,9 +63,46 @@ pub enum OutboxWriteError {
     /// The event id or tenant id is invalid.
     #[error(transparent)]
     Id(#[from] IdError),
+    /// `created_at` is outside the years 0001-9999: RFC 3339 (§5.6, `date-fullyear` is
+    /// four digits) cannot write it, so the relay could not read the item back.
+    #[error("created_at {0} is outside the years 0001-9999 that RFC 3339 can write")]
+    CreatedAt(String),
     /// The item could not be encoded for DynamoDB.
     #[error("outbox item cannot be encoded: {0}")]
     Encode(String),
+}
+
+impl OutboxWriteError {
+    /// The stable code of this error, the same in every outbox builder (Rust, TypeScript,
+    /// Python; `clients/outbox/README.md`): `bad_event_id`, `bad_tenant_id`,
+    /// `bad_event_type`, `bad_created_at`, `payload_not_json`, `payload_not_object`,
+    /// `payload_too_large`, `payload_padded`, `payload_unsendable_character`, or
+    /// `encode` (not expected for valid events).
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Id(
+                IdError::Empty { kind }
+                | IdError::TooLong { kind, .. }
+                | IdError::BadCharacter { kind, .. },
+            ) => {
+                if *kind == "tenant id" {
+                    "bad_tenant_id"
+                } else {
+                    "bad_event_id"
+                }
+            }
+            Self::Payload(p) => match p {
+                PayloadError::NotJson(_) => "payload_not_json",
+                PayloadError::NotAnObject { .. } => "payload_not_object",
+                PayloadError::TooLarge { .. } => "payload_too_large",
+                PayloadError::Padded => "payload_padded",
+                PayloadError::UnsendableCharacter { .. } => "payload_unsendable_character",
+                PayloadError::BadEventType(_) => "bad_event_type",
+            },
+            Self::CreatedAt(_) => "bad_created_at",
+            Self::Encode(_) => "encode",
+        }
+    }
 }
 
 /// Builds outbox items for one outbox table.
@@ -141,11 +178,35 @@ impl OutboxWriter {
         tenant_id: &str,
         payload: impl Into<String>,
     ) -> Result<PreparedEvent, OutboxWriteError> {
+        self.prepare_at(id, event_type, tenant_id, Utc::now(), payload)
+    }
+
+    /// Like [`Self::prepare_with_id`] with the event's creation time given (for example
+    /// the business change's own time, or a fixed time in a test). The item keeps it to
+    /// the millisecond (`created_at`, RFC 3339, truncated) and expires the TTL after its
+    /// whole second (`expires_at`, Unix seconds, rounded down).
+    ///
+    /// # Errors
+    /// As [`Self::prepare`], and [`OutboxWriteError::CreatedAt`] for a time outside the
+    /// years 0001-9999.
+    pub fn prepare_at(
+        &self,
+        id: EventId,
+        event_type: &str,
+        tenant_id: &str,
+        created_at: DateTime<Utc>,
+        payload: impl Into<String>,
+    ) -> Result<PreparedEvent, OutboxWriteError> {
+        let event_type = EventType::new(event_type)?;
+        let tenant_id = TenantId::new(tenant_id)?;
+        if !(1..=9999).contains(&created_at.year()) {
+            return Err(OutboxWriteError::CreatedAt(created_at.to_rfc3339()));
+        }
         let event = Event {
             id,
-            event_type: EventType::new(event_type)?,
-            tenant_id: TenantId::new(tenant_id)?,
-            created_at: Utc::now(),
+            event_type,
+            tenant_id,
+            created_at,
             payload: Payload::parse(payload, self.max_payload_bytes)?,
         };
         let record = OutboxRecord::from_event(&event, self.ttl);

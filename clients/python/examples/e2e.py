@@ -1,0 +1,261 @@
+"""End to end against ``tern local`` (run by tests/tests/clients.rs, also by hand: see
+clients/README.md). What a Python backend does with Tern:
+
+1. runs its own webhook receiver on 127.0.0.1 (a stand-in for its customer's);
+2. creates an endpoint for it through the Tern API (SigV4-signed), keeping the secret;
+3. writes an order row (its own table) and the event in ONE TransactWriteItems;
+4. sees the event delivered, verified by the independent ``standardwebhooks`` library;
+5. reads the delivery back through the API (event, attempts);
+6. checks an error answer (problem+json naming the field), tenant isolation (another
+   tenant's endpoint id is a 404) and atomicity (a failed transaction publishes nothing).
+
+Prints one JSON line with what it saw; exits 1 with the reason on any failure.
+"""
+
+from __future__ import annotations
+
+import datetime
+import http.server
+import json
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, ClassVar, TypeVar
+
+import boto3
+from botocore.credentials import Credentials
+from standardwebhooks.webhooks import Webhook, WebhookVerificationError
+from tern_api.api.endpoints import create_endpoint, get_endpoint, list_endpoint_attempts
+from tern_api.api.events import get_event, list_event_attempts
+from tern_api.models import DeliveryState, NewEndpoint, OutcomeFilter, Problem
+from tern_client import OutboxWriter, create_client, unwrap
+
+T = TypeVar("T")
+
+
+def env(name: str) -> str:
+    value = os.environ.get(name)
+    if not value:
+        raise RuntimeError(f"{name} is not set")
+    return value
+
+
+def eventually(what: str, seconds: float, probe: Callable[[], T | None]) -> T:
+    deadline = time.monotonic() + seconds
+    while True:
+        value = probe()
+        if value is not None:
+            return value
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"timed out after {seconds} s waiting for {what}")
+        time.sleep(0.1)
+
+
+class Receiver(http.server.BaseHTTPRequestHandler):
+    received: ClassVar[list[dict[str, Any]]] = []
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("content-length", "0")))
+        Receiver.received.append(
+            {"headers": {k.lower(): v for k, v in self.headers.items()}, "body": body}
+        )
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def main() -> None:
+    tenant, other_tenant = env("TERN_E2E_TENANT"), env("TERN_E2E_OTHER_TENANT")
+    region = env("AWS_REGION")
+    credentials = Credentials(env("AWS_ACCESS_KEY_ID"), env("AWS_SECRET_ACCESS_KEY"))
+
+    # 1. The receiver.
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    try:
+        # 2. The endpoint, through the API.
+        tern = create_client(env("TERN_API_URL"), region, credentials)
+        created = unwrap(
+            create_endpoint.sync_detailed(
+                tenant,
+                client=tern,
+                body=NewEndpoint(
+                    url=f"http://127.0.0.1:{port}/hooks/py",
+                    event_types=["order.paid"],
+                    description="python e2e",
+                ),
+            )
+        )
+        endpoint_id = created.endpoint.id
+        webhook = Webhook(created.secret)
+
+        # 3. The order row and the event in one transaction.
+        dynamodb = boto3.client(
+            "dynamodb",
+            region_name=region,
+            endpoint_url=env("AWS_ENDPOINT_URL"),
+            aws_access_key_id=credentials.access_key,
+            aws_secret_access_key=credentials.secret_key,
+        )
+        orders = env("TERN_E2E_ORDERS_TABLE")
+        dynamodb.create_table(
+            TableName=orders,
+            BillingMode="PAY_PER_REQUEST",
+            AttributeDefinitions=[{"AttributeName": "order_id", "AttributeType": "S"}],
+            KeySchema=[{"AttributeName": "order_id", "KeyType": "HASH"}],
+        )
+        dynamodb.get_waiter("table_exists").wait(
+            TableName=orders, WaiterConfig={"Delay": 1, "MaxAttempts": 30}
+        )
+        writer = OutboxWriter(env("TERN_OUTBOX_TABLE"))
+        order_id = f"o_py_{time.time_ns()}"
+        # Text, not a dict: the bytes the receiver gets, including a number no float holds.
+        payload = f'{{"order_id":"{order_id}","amount_cents":4200,"ledger_ref":12345678901234567890123,"note":"Zoë ✓"}}'
+        event = writer.prepare(type="order.paid", tenant_id=tenant, payload=payload)
+        order_put = {
+            "Put": {
+                "TableName": orders,
+                "Item": {
+                    "order_id": {"S": order_id},
+                    "status": {"S": "paid"},
+                    "event_id": {"S": event.id},
+                },
+                "ConditionExpression": "attribute_not_exists(order_id)",
+            }
+        }
+        dynamodb.transact_write_items(TransactItems=[order_put, event.transact_item])
+
+        # 4. Delivered and verified by an independent library.
+        hit = eventually(
+            "the webhook",
+            30,
+            lambda: next(
+                (
+                    r
+                    for r in Receiver.received
+                    if r["headers"].get("webhook-id") == event.id
+                ),
+                None,
+            ),
+        )
+        webhook.verify(hit["body"], hit["headers"])  # raises WebhookVerificationError
+        if hit["body"] != payload.encode("utf-8"):
+            raise RuntimeError(f"body differs from the payload: {hit['body']!r}")
+        try:
+            webhook.verify(hit["body"].replace(b"4200", b"4201"), hit["headers"])
+            raise RuntimeError("the verifier accepted a changed body")
+        except WebhookVerificationError:
+            pass
+
+        # 5. The delivery, read back through the API.
+        def delivered() -> Any:
+            got = unwrap(get_event.sync_detailed(tenant, event.id, client=tern))
+            mine = [d for d in got.deliveries if d.endpoint_id == endpoint_id]
+            return got if mine and mine[0].state == DeliveryState.DELIVERED else None
+
+        got = eventually("the delivery state", 30, delivered)
+        if got.type_ != "order.paid":
+            raise RuntimeError(f"event type {got.type_}")
+
+        def attempted() -> Any:
+            found = unwrap(
+                list_event_attempts.sync_detailed(tenant, event.id, client=tern)
+            )
+            ok = any(
+                a.endpoint_id == endpoint_id and a.outcome == "delivered"
+                for a in found.attempts
+            )
+            return found if ok else None
+
+        attempts = eventually("the attempt", 30, attempted)
+
+        # The endpoint's delivery log over a time range, filtered by outcome: the query
+        # (with the ':' and '+' of a timestamp) is signed too.
+        since = datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=10)
+
+        def logged() -> Any:
+            page = unwrap(
+                list_endpoint_attempts.sync_detailed(
+                    tenant,
+                    endpoint_id,
+                    client=tern,
+                    since=since,
+                    outcome=OutcomeFilter.DELIVERED,
+                    limit=10,
+                )
+            )
+            return page if any(a.event_id == event.id for a in page.items) else None
+
+        log = eventually("the endpoint's delivery log", 30, logged)
+
+        # 6a. An error answer: RFC 9457 problem naming the field.
+        bad = create_endpoint.sync_detailed(
+            tenant, client=tern, body=NewEndpoint(url="not a url")
+        )
+        content_type = bad.headers.get("content-type", "")
+        if not (
+            bad.status_code == 400
+            and content_type.startswith("application/problem+json")
+            and isinstance(bad.parsed, Problem)
+            and bad.parsed.field == "url"
+        ):
+            raise RuntimeError(
+                f"expected a 400 problem naming url, got {bad.status_code} {content_type} {bad.content!r}"
+            )
+        # 6b. Another tenant's view of this endpoint: 404, never 403.
+        foreign = get_endpoint.sync_detailed(other_tenant, endpoint_id, client=tern)
+        if foreign.status_code != 404:
+            raise RuntimeError(f"another tenant got {foreign.status_code}")
+        # 6c. Atomicity: the same order again fails its condition, so its event never exists.
+        again = writer.prepare(
+            type="order.paid", tenant_id=tenant, payload=f'{{"order_id":"{order_id}"}}'
+        )
+        try:
+            dynamodb.transact_write_items(
+                TransactItems=[order_put, again.transact_item]
+            )
+            raise RuntimeError("a duplicate order was written")
+        except dynamodb.exceptions.TransactionCanceledException:
+            pass
+        ghost = get_event.sync_detailed(tenant, again.id, client=tern)
+        if ghost.status_code != 404:
+            raise RuntimeError(f"the canceled event exists: {ghost.status_code}")
+        row = dynamodb.get_item(TableName=orders, Key={"order_id": {"S": order_id}})
+        if row.get("Item", {}).get("event_id", {}).get("S") != event.id:
+            raise RuntimeError("the order row is not the first transaction's")
+
+        print(
+            json.dumps(
+                {
+                    "client": "python",
+                    "endpoint_id": endpoint_id,
+                    "event_id": event.id,
+                    "order_id": order_id,
+                    "orders_table": orders,
+                    "verified": "standardwebhooks",
+                    "attempts": len(attempts.attempts),
+                    "endpoint_log": len(log.items),
+                    "problem_field": bad.parsed.field,
+                    "other_tenant_status": int(foreign.status_code),
+                    "canceled_event_status": int(ghost.status_code),
+                }
+            )
+        )
+    finally:
+        server.shutdown()
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except Exception as e:  # noqa: BLE001 - the program's whole job is to report
+        import traceback
+
+        traceback.print_exc()
+        print(f"e2e failed: {e}", file=sys.stderr)
+        sys.exit(1)

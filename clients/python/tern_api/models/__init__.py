@@ -1,0 +1,79 @@
+"""Contains all the data models used in inputs/outputs"""
+
+from .attempt import Attempt
+from .dead_letter import DeadLetter
+from .dead_letter_group import DeadLetterGroup
+from .dead_letter_groups import DeadLetterGroups
+from .dead_lettered_budget import DeadLetteredBudget
+from .delivery_state import DeliveryState
+from .delivery_status import DeliveryStatus
+from .disable_request import DisableRequest
+from .endpoint import Endpoint
+from .endpoint_attempt import EndpointAttempt
+from .endpoint_attempt_list import EndpointAttemptList
+from .endpoint_created import EndpointCreated
+from .endpoint_health import EndpointHealth
+from .endpoint_list import EndpointList
+from .endpoint_patch import EndpointPatch
+from .endpoint_state_filter import EndpointStateFilter
+from .event import Event
+from .event_attempts import EventAttempts
+from .event_payload_type_0 import EventPayloadType0
+from .last_failure import LastFailure
+from .new_endpoint import NewEndpoint
+from .new_event import NewEvent
+from .new_event_payload import NewEventPayload
+from .outcome_filter import OutcomeFilter
+from .payload_format import PayloadFormat
+from .problem import Problem
+from .published_event import PublishedEvent
+from .recover_report import RecoverReport
+from .recover_request import RecoverRequest
+from .replay_report import ReplayReport
+from .replay_request import ReplayRequest
+from .resend import Resend
+from .rotate_secret_request import RotateSecretRequest
+from .rotated_secret import RotatedSecret
+from .secret_info import SecretInfo
+from .test_send import TestSend
+from .waiting_report import WaitingReport
+
+__all__ = (
+    "Attempt",
+    "DeadLetter",
+    "DeadLetterGroup",
+    "DeadLetterGroups",
+    "DeadLetteredBudget",
+    "DeliveryState",
+    "DeliveryStatus",
+    "DisableRequest",
+    "Endpoint",
+    "EndpointAttempt",
+    "EndpointAttemptList",
+    "EndpointCreated",
+    "EndpointHealth",
+    "EndpointList",
+    "EndpointPatch",
+    "EndpointStateFilter",
+    "Event",
+    "EventAttempts",
+    "EventPayloadType0",
+    "LastFailure",
+    "NewEndpoint",
+    "NewEvent",
+    "NewEventPayload",
+    "OutcomeFilter",
+    "PayloadFormat",
+    "Problem",
+    "PublishedEvent",
+    "RecoverReport",
+    "RecoverRequest",
+    "ReplayReport",
+    "ReplayRequest",
+    "Resend",
+    "RotateSecretRequest",
+    "RotatedSecret",
+    "SecretInfo",
+    "TestSend",
+    "WaitingReport",
+)

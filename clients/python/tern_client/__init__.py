@@ -1,0 +1,18 @@
+"""tern-client: the Tern API (generated, SigV4-signed) and the transactional outbox builder."""
+
+from .auth import SigV4HttpxAuth
+from .canonical import canonical_json
+from .client import TernApiError, create_client, unwrap
+from .outbox import OutboxError, OutboxWriter, PreparedEvent, generate_event_id
+
+__all__ = [
+    "OutboxError",
+    "OutboxWriter",
+    "PreparedEvent",
+    "SigV4HttpxAuth",
+    "TernApiError",
+    "canonical_json",
+    "create_client",
+    "generate_event_id",
+    "unwrap",
+]
