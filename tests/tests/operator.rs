@@ -474,6 +474,7 @@ async fn show_prints_every_field_and_never_a_secret() {
         "signatures",
         "signing_keys",
         "secrets",
+        "client_certificate_arn",
         "created_at",
         "updated_at",
     ];
