@@ -1,4 +1,4 @@
-"""moto server for Tern's local mode and tests, with seven fixes applied.
+"""moto server for Tern's local mode and tests, with eight fixes applied.
 
 1. `sfn-copy`: moto 5.2.x deep-copies a state machine on every StartExecution, including
    its list of running executions, whose worker threads hold locks that cannot be copied:
@@ -41,6 +41,15 @@
    time. Here a send to a standard queue sees no attributes, which is what it read from
    them; FIFO queues are left as they are.
 
+8. `dynamodb-return-old`: moto's UpdateItem and PutItem handlers read the item they will
+   return as `UPDATED_OLD` / `ALL_OLD` before, and apart from, the write (the lock of 2
+   covers each backend call on its own). Two concurrent `SET n = n + :k` writes both apply
+   (n grows by 2k) yet both return the same old n. Real DynamoDB returns the value each
+   write replaced; Tern's rate limit takes its slots that way (the TAT before the write
+   is where a batch's slots begin), and here two batches were handed the same slots
+   (`make bench-rate`: two POSTs 2-6 ms apart at each of them). The handlers run under the
+   lock of 2, so the read, the write and the answer are one step.
+
 `TERN_MOTO_STOCK=<name>[,<name>...]` leaves the named fixes out (to compare with stock
 moto in tests). Everything else is stock `moto_server`; arguments are passed through.
 """
@@ -56,13 +65,23 @@ import time
 from moto.core.exceptions import ServiceException
 from moto.core.utils import unix_time
 from moto.dynamodb.models import DynamoDBBackend
+from moto.dynamodb.responses import DynamoHandler
 from moto.dynamodbstreams.models import DynamoDBStreamsBackend
 from moto.sqs import responses as sqs_responses
 from moto.sqs.models import Queue, SQSBackend
 from moto.stepfunctions import models as sfn_models
 
 _STOCK = {name.strip() for name in os.environ.get("TERN_MOTO_STOCK", "").split(",") if name.strip()}
-FIXES = ("sfn-copy", "dynamodb-lock", "stream-rollback", "sqs-lock", "sqs-contents", "sqs-retention", "sqs-send")
+FIXES = (
+    "sfn-copy",
+    "dynamodb-lock",
+    "stream-rollback",
+    "sqs-lock",
+    "sqs-contents",
+    "sqs-retention",
+    "sqs-send",
+    "dynamodb-return-old",
+)
 _unknown = _STOCK - set(FIXES)
 if _unknown:
     sys.exit(f"TERN_MOTO_STOCK names unknown fixes {sorted(_unknown)}; known: {', '.join(FIXES)}")
@@ -131,6 +150,13 @@ if "dynamodb-lock" not in _STOCK:
     # A stream read must not see records of a transaction that is about to be rolled back.
     for _name in ("describe_stream", "get_shard_iterator", "get_records"):
         setattr(DynamoDBStreamsBackend, _name, _serialized_by(_dynamodb_lock, getattr(DynamoDBStreamsBackend, _name)))
+
+# 8. dynamodb-return-old (the same lock as 2; it is re-entrant, so the backend calls
+# inside the handler take it again)
+
+if "dynamodb-return-old" not in _STOCK:
+    for _name in ("update_item", "put_item", "delete_item"):
+        setattr(DynamoHandler, _name, _serialized_by(_dynamodb_lock, getattr(DynamoHandler, _name)))
 
 # 4. sqs-lock
 
