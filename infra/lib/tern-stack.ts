@@ -111,6 +111,7 @@ export class TernStack extends Stack {
     // The application's backend calls the API here (signed with SigV4 for execute-api).
     out('ApiUrl', this.api.url, 'The Tern API base URL (SigV4 for execute-api; paths /v1/tenants/{tenant_id}/...)', true);
     out('EndpointsTableName', this.storage.endpoints.tableName, 'Endpoints and subscriptions');
+    out('SecretsKeyArn', this.storage.secretsKey.keyArn, 'KMS key that seals endpoint secrets at rest (tern reads it as TERN_SECRETS_KEY_ID)');
     out('AttemptsTableName', this.storage.attempts.tableName, 'Delivery attempt log');
     out('HealthTableName', this.storage.health.tableName, 'Per-endpoint health (circuit state, rolling success rate)');
     out('DeliveryQueueUrl', this.queues.delivery.queueUrl, 'Delivery queue');

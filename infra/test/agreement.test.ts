@@ -16,6 +16,7 @@ function cdkCritical(mode?: 'on-demand' | 'provisioned'): Critical {
     [id(stack.storage.endpoints)]: 'endpoints',
     [id(stack.storage.attempts)]: 'attempts',
     [id(stack.storage.health)]: 'health',
+    [id(stack.storage.secretsKey)]: 'secretsKey',
     [id(stack.operational.topic)]: 'operationalTopic',
     [id(stack.queues.delivery)]: 'delivery',
     [id(stack.queues.dlq)]: 'dlq',
@@ -46,6 +47,7 @@ function samCritical(mode?: 'on-demand' | 'provisioned'): Critical {
     EndpointsTable: 'endpoints',
     AttemptsTable: 'attempts',
     HealthTable: 'health',
+    EndpointSecretsKey: 'secretsKey',
     OperationalTopic: 'operationalTopic',
     DeliveryQueue: 'delivery',
     Dlq: 'dlq',
@@ -228,6 +230,7 @@ describe('CDK and SAM templates agree', () => {
       [lid(stack.queues.delivery)]: 'delivery',
       [lid(stack.queues.dlq)]: 'dlq',
       [lid(stack.delayedDelivery.stateMachine)]: 'stateMachine',
+      [lid(stack.storage.secretsKey)]: 'secretsKey',
     };
     const pairs = (statements: any[], n: Names, t: CfnTemplate) =>
       statements
@@ -250,6 +253,7 @@ describe('CDK and SAM templates agree', () => {
       DeliveryQueue: 'delivery',
       Dlq: 'dlq',
       DelayedDeliveryStateMachine: 'stateMachine',
+      EndpointSecretsKey: 'secretsKey',
     };
     expect(pairs(samStatements, samNames, t)).toEqual(pairs(cdkStatements, names, json));
   });
@@ -301,6 +305,7 @@ describe('CDK and SAM templates agree', () => {
       [lid(stack.storage.health)]: 'health',
       [lid(stack.queues.delivery)]: 'delivery',
       [lid(stack.queues.dlq)]: 'dlq',
+      [lid(stack.storage.secretsKey)]: 'secretsKey',
     };
     const pairs = (statements: any[], n: Names, t: CfnTemplate) =>
       statements
@@ -319,9 +324,10 @@ describe('CDK and SAM templates agree', () => {
       HealthTable: 'health',
       DeliveryQueue: 'delivery',
       Dlq: 'dlq',
+      EndpointSecretsKey: 'secretsKey',
     };
     const sam = pairs(samStatements, samNames, t);
-    expect(sam).toHaveLength(14);
+    expect(sam).toHaveLength(16);
     expect(sam).toEqual(pairs(cdkStatements, names, json));
   });
 

@@ -30,10 +30,11 @@ describe('cdk-nag AwsSolutions', () => {
     expect(violations(provisioned)).toEqual([]);
   });
 
-  test('the acknowledged findings are exactly these four, each with a reason', () => {
+  test('the acknowledged findings are exactly these five, each with a reason', () => {
     const acks = nagAcknowledgments(stack);
     expect(acks.map((a) => `${a.id} on ${a.scope.node.path}`).sort()).toEqual([
       'AwsSolutions-IAM5[Resource::*] on Tern/Functions/RelayRole',
+      'AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:secretsmanager:<AWS::Region>:<AWS::AccountId>:secret:tern/mtls/*] on Tern/Functions/SenderRole',
       'AwsSolutions-SF1 on Tern/DelayedDelivery/StateMachine',
       'AwsSolutions-SF2 on Tern/DelayedDelivery/StateMachine',
       'AwsSolutions-SQS3 on Tern/Queues/RelayFailures',
@@ -51,7 +52,13 @@ describe('cdk-nag AwsSolutions', () => {
       node._metadata = node._metadata.filter((m) => m.type !== Validations.ACKNOWLEDGED_RULES_METADATA_KEY);
     }
     const found = violations(bare).map((v) => v.split(' at ')[0]).sort();
-    expect(found).toEqual(['AwsSolutions-IAM5[Resource::*]', 'AwsSolutions-SF1', 'AwsSolutions-SF2', 'AwsSolutions-SQS3']);
+    expect(found).toEqual([
+      'AwsSolutions-IAM5[Resource::*]',
+      'AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:secretsmanager:<AWS::Region>:<AWS::AccountId>:secret:tern/mtls/*]',
+      'AwsSolutions-SF1',
+      'AwsSolutions-SF2',
+      'AwsSolutions-SQS3',
+    ]);
   });
 
   test('the app synthesizes with the pack registered as a validation plugin', () => {

@@ -567,7 +567,13 @@ impl CircuitBreaker {
         };
         match self.store.apply(&key.0, &key.1, &change, now).await {
             Ok(true) => {}
-            Ok(false) => return, // another sender made this change (and reports it)
+            // Another sender made this change (and reports it). Our copy of the record
+            // misses it: forget it, so this instance's next gate reads the change (a pause
+            // another instance wrote first must hold this one back too).
+            Ok(false) => {
+                self.forget(key);
+                return;
+            }
             Err(e) => {
                 tracing::warn!(error = %e, endpoint_id = %key.1, ?transition, "health change not recorded");
                 return;

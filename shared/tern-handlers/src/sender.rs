@@ -798,6 +798,27 @@ async fn attempt(
         let reason = DeadLetterReason::NoActiveSecret;
         return dead_letter_unsent(deps, &message, reason, takeover, metrics, invocation).await;
     };
+    // A client certificate (mutual TLS) is read from its secret (or this process's memory)
+    // before anything is sent. Failing that is our failure, never the receiver's: the
+    // message is left for SQS to retry (a batch failure), no attempt is recorded, the
+    // endpoint's health is not touched.
+    let with_certificate;
+    let client = match &endpoint.client_certificate {
+        None => &deps.client,
+        Some(certificate) => {
+            with_certificate = deps
+                .client
+                .for_certificate(certificate)
+                .await
+                .map_err(|e| {
+                    PortError::Unavailable(format!(
+                        "endpoint {} of tenant {}: client certificate: {e}",
+                        endpoint.id, endpoint.tenant_id
+                    ))
+                })?;
+            &with_certificate
+        }
+    };
     let request = AttemptRequest {
         url: &endpoint.url,
         body,
@@ -808,11 +829,11 @@ async fn attempt(
     // the same deadline; basic and bearer are already among the headers.
     let report = match &endpoint.auth {
         ReceiverAuth::Oauth2ClientCredentials(grant) => {
-            deps.client
+            client
                 .attempt_oauth(request, &endpoint.tenant_id, &endpoint.id, grant)
                 .await
         }
-        _ => deps.client.attempt(request).await,
+        _ => client.attempt(request).await,
     };
     // From here on, receiver-controlled text (Location, Retry-After, error detail, excerpt)
     // goes into queue messages, attributes, the attempt log and log lines: reduced once, here,

@@ -52,6 +52,8 @@ pub struct Resources {
     pub health_table: String,
     /// Operational-events SNS topic ARN (`endpoint.disabled`, ...).
     pub operational_topic_arn: String,
+    /// ARN of the KMS key that seals endpoint secrets at rest (`tern_core::sealed`).
+    pub secrets_key_arn: String,
 }
 
 impl Resources {
@@ -76,6 +78,7 @@ impl Resources {
                 "TERN_OPERATIONAL_TOPIC_ARN",
                 self.operational_topic_arn.clone(),
             ),
+            ("TERN_SECRETS_KEY_ID", self.secrets_key_arn.clone()),
         ]
     }
 }
@@ -346,6 +349,25 @@ pub async fn provision(
         .topic_arn
         .ok_or_else(|| err(&topic_name)("no topic ARN returned".into()))?;
 
+    // The key that seals endpoint secrets, as in the stacks: symmetric, rotation on
+    // (moto keeps the setting; it does not rotate).
+    let key_name = format!("{prefix}endpoint-secrets");
+    let kms = aws_sdk_kms::Client::new(aws);
+    let secrets_key_arn = kms
+        .create_key()
+        .description(format!("Tern {key_name}: seals endpoint secrets at rest"))
+        .send()
+        .await
+        .map_err(|e| err(&key_name)(aws_sdk_kms::error::DisplayErrorContext(e).to_string()))?
+        .key_metadata
+        .and_then(|m| m.arn)
+        .ok_or_else(|| err(&key_name)("no key ARN returned".into()))?;
+    kms.enable_key_rotation()
+        .key_id(&secrets_key_arn)
+        .send()
+        .await
+        .map_err(|e| err(&key_name)(aws_sdk_kms::error::DisplayErrorContext(e).to_string()))?;
+
     Ok(Resources {
         outbox_table,
         outbox_stream_arn,
@@ -357,5 +379,6 @@ pub async fn provision(
         state_machine_arn,
         health_table,
         operational_topic_arn,
+        secrets_key_arn,
     })
 }
