@@ -165,6 +165,11 @@ export interface TernSettings {
     readonly attemptLogTtlDays: number;
     readonly httpsOnly: boolean;
     /**
+     * Mutual TLS: the name prefix of the Secrets Manager secrets holding endpoints' client
+     * certificates (tern_core::client_certificate::MTLS_SECRET_PREFIX); the sender may read those only.
+     */
+    readonly mtlsSecretPrefix: string;
+    /**
      * Judge a NAT64 address (64:ff9b::/96, RFC 6052) by the IPv4 it embeds instead of refusing it:
      * for senders in an IPv6-only or DNS64 network. The sender's TERN_NAT64; default false.
      */

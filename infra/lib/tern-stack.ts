@@ -116,6 +116,7 @@ export class TernStack extends Stack {
     // The application's backend calls the API here (signed with SigV4 for execute-api).
     out('ApiUrl', this.api.url, 'The Tern API base URL (SigV4 for execute-api; paths /v1/tenants/{tenant_id}/...)', true);
     out('EndpointsTableName', this.storage.endpoints.tableName, 'Endpoints and subscriptions');
+    out('SecretsKeyArn', this.storage.secretsKey.keyArn, 'KMS key that seals endpoint secrets at rest (tern reads it as TERN_SECRETS_KEY_ID)');
     out('AttemptsTableName', this.storage.attempts.tableName, 'Delivery attempt log');
     out('PortalTableName', this.portal.table.tableName, 'Customer portal: used links and rate-limit windows (TTL)');
     out('PortalKeySecretArn', this.portal.keys.secretArn, 'Customer portal: the key ring signing portal links and sessions');

@@ -18,6 +18,7 @@ function cdkCritical(mode?: 'on-demand' | 'provisioned'): Critical {
     [id(stack.storage.health)]: 'health',
     [id(stack.portal.table)]: 'portal',
     [id(stack.portal.keys)]: 'portalKeys',
+    [id(stack.storage.secretsKey)]: 'secretsKey',
     [id(stack.operational.topic)]: 'operationalTopic',
     [id(stack.queues.delivery)]: 'delivery',
     [id(stack.queues.dlq)]: 'dlq',
@@ -50,6 +51,7 @@ function samCritical(mode?: 'on-demand' | 'provisioned'): Critical {
     HealthTable: 'health',
     PortalTable: 'portal',
     PortalKeySecret: 'portalKeys',
+    EndpointSecretsKey: 'secretsKey',
     OperationalTopic: 'operationalTopic',
     DeliveryQueue: 'delivery',
     Dlq: 'dlq',
@@ -232,6 +234,7 @@ describe('CDK and SAM templates agree', () => {
       [lid(stack.queues.delivery)]: 'delivery',
       [lid(stack.queues.dlq)]: 'dlq',
       [lid(stack.delayedDelivery.stateMachine)]: 'stateMachine',
+      [lid(stack.storage.secretsKey)]: 'secretsKey',
     };
     const pairs = (statements: any[], n: Names, t: CfnTemplate) =>
       statements
@@ -254,6 +257,7 @@ describe('CDK and SAM templates agree', () => {
       DeliveryQueue: 'delivery',
       Dlq: 'dlq',
       DelayedDeliveryStateMachine: 'stateMachine',
+      EndpointSecretsKey: 'secretsKey',
     };
     expect(pairs(samStatements, samNames, t)).toEqual(pairs(cdkStatements, names, json));
   });
@@ -307,6 +311,7 @@ describe('CDK and SAM templates agree', () => {
       [lid(stack.portal.keys)]: 'portalKeys',
       [lid(stack.queues.delivery)]: 'delivery',
       [lid(stack.queues.dlq)]: 'dlq',
+      [lid(stack.storage.secretsKey)]: 'secretsKey',
     };
     const pairs = (statements: any[], n: Names, t: CfnTemplate) =>
       statements
@@ -327,9 +332,10 @@ describe('CDK and SAM templates agree', () => {
       PortalKeySecret: 'portalKeys',
       DeliveryQueue: 'delivery',
       Dlq: 'dlq',
+      EndpointSecretsKey: 'secretsKey',
     };
     const sam = pairs(samStatements, samNames, t);
-    expect(sam).toHaveLength(17);
+    expect(sam).toHaveLength(19);
     expect(sam).toEqual(pairs(cdkStatements, names, json));
   });
 

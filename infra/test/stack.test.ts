@@ -9,7 +9,7 @@ import { CfnElement, Stack } from 'aws-cdk-lib';
 import { Match } from 'aws-cdk-lib/assertions';
 import { API_ACCESS_LOG_FORMAT, PORTAL_ROUTE_KEY } from '../lib/constructs/api';
 import { API_REQUEST_DEADLINE_SECONDS, HTTP_API_INTEGRATION_TIMEOUT_SECONDS, STATE_MACHINE_DEFINITION_FILE } from '../lib/settings';
-import { dashboardWidgets, defaultStack, only, settings } from './helpers';
+import { dashboardWidgets, defaultStack, only, samTemplate, settings } from './helpers';
 
 const { stack, template, json, outdir } = defaultStack();
 const logicalId = (c: { node: { defaultChild?: unknown } }) => stack.getLogicalId(c.node.defaultChild as CfnElement);
@@ -204,6 +204,7 @@ function permissions(roleId: string): string[] {
     [logicalId(stack.queues.relayFailures), 'relayFailures'],
     [logicalId(stack.delayedDelivery.stateMachine), 'stateMachine'],
     [logicalId(stack.functions.replay), 'replayFunction'],
+    [logicalId(stack.storage.secretsKey), 'secretsKey'],
   ]);
   const resName = (r: any): string => {
     if (r === '*') return '*';
@@ -287,6 +288,7 @@ describe('functions', () => {
       TERN_HEALTH_MAX_PAUSE_SECONDS: '3600',
       TERN_OPERATIONAL_TOPIC_ARN: ref(stack.operational.topic),
       TERN_OUTBOX_TABLE: ref(stack.storage.outbox),
+      TERN_SECRETS_KEY_ID: arn(stack.storage.secretsKey),
     });
     expect(settings.health).toMatchObject({
       failureThreshold: 5,
@@ -356,6 +358,7 @@ describe('functions', () => {
       TERN_HEALTH_DEGRADED_BELOW_PERCENT: String(settings.health.degradedBelowPercent),
       TERN_HEALTH_MIN_ATTEMPTS: String(settings.health.minAttempts),
       TERN_HEALTH_MAX_PAUSE_SECONDS: String(settings.health.maxPauseSeconds),
+      TERN_SECRETS_KEY_ID: arn(stack.storage.secretsKey),
       TERN_PORTAL_TABLE: ref(stack.portal.table),
       TERN_PORTAL_KEY_SECRET: ref(stack.portal.keys),
       TERN_PORTAL_FRAME_ANCESTORS: '',
@@ -443,6 +446,10 @@ describe('least-privilege IAM', () => {
         // Operational events: the topic, and tern.endpoint.* outbox events (conditional put).
         'sns:Publish on operationalTopic',
         'dynamodb:PutItem on outbox',
+        // Endpoint secrets at rest: it opens them, never seals (it writes no secret).
+        'kms:Decrypt on secretsKey',
+        // Mutual TLS: client certificate secrets under the settings' prefix only.
+        `secretsmanager:GetSecretValue on arn:AWS::Partition:secretsmanager:AWS::Region:AWS::AccountId:secret:${settings.delivery.mtlsSecretPrefix}*`,
         'logs:CreateLogStream on own log group',
         'logs:PutLogEvents on own log group',
       ].sort(),
@@ -519,6 +526,9 @@ describe('least-privilege IAM', () => {
         'sqs:ReceiveMessage on dlq',
         'sqs:ChangeMessageVisibility on dlq',
         'sqs:DeleteMessage on dlq',
+        // Endpoint secrets at rest: seal what it writes, open what it reads.
+        'kms:GenerateDataKey on secretsKey',
+        'kms:Decrypt on secretsKey',
         // The customer portal: a link's one use, a rate-limit window (both conditional writes),
         // and the key ring (read only).
         'dynamodb:PutItem on portal',
@@ -546,10 +556,26 @@ describe('least-privilege IAM', () => {
     ]);
   });
 
-  test('no function may use a KMS key: the operational topic uses the AWS managed SNS key', () => {
-    for (const fn of [stack.functions.relay, stack.functions.sender, stack.functions.replay, stack.functions.console, stack.functions.api]) {
-      expect(permissions(roleOf(fn)).filter((p) => p.startsWith('kms:'))).toEqual([]);
+  test('KMS: only the secrets key, Decrypt by the sender and the api alone; the operational topic uses the AWS managed SNS key', () => {
+    const kms = (fn: Parameters<typeof roleOf>[0]) => permissions(roleOf(fn)).filter((p) => p.startsWith('kms:'));
+    for (const fn of [stack.functions.relay, stack.functions.replay, stack.functions.console]) {
+      expect(kms(fn)).toEqual([]);
     }
+    expect(kms(stack.functions.sender)).toEqual(['kms:Decrypt on secretsKey']);
+    expect(kms(stack.functions.api).sort()).toEqual(['kms:Decrypt on secretsKey', 'kms:GenerateDataKey on secretsKey']);
+  });
+
+  test('the secrets key: symmetric, rotation on, kept with the endpoints table, its ARN an output', () => {
+    const key = json.Resources[logicalId(stack.storage.secretsKey)];
+    expect(key.Type).toBe('AWS::KMS::Key');
+    expect(key.Properties.EnableKeyRotation).toBe(true);
+    expect(key.Properties.KeySpec ?? 'SYMMETRIC_DEFAULT').toBe('SYMMETRIC_DEFAULT');
+    expect(key.DeletionPolicy).toBe(json.Resources[logicalId(stack.storage.endpoints)].DeletionPolicy);
+    expect(json.Outputs!.SecretsKeyArn.Value).toEqual(arn(stack.storage.secretsKey));
+    const sam = samTemplate();
+    expect(sam.Resources.EndpointSecretsKey.Properties.EnableKeyRotation).toBe(true);
+    expect(sam.Resources.EndpointSecretsKey.DeletionPolicy).toBe('Retain');
+    expect(sam.Outputs!.SecretsKeyArn.Value).toEqual({ 'Fn::GetAtt': ['EndpointSecretsKey', 'Arn'] });
   });
 });
 

@@ -529,8 +529,7 @@ async fn the_rate_limit_is_set_read_changed_and_removed() {
     .await;
     let path = format!("/v1/tenants/tnt_a/endpoints/{id}");
     // The table itself, not the sender's cache of it.
-    let store =
-        tern_aws::DynamoEndpointStore::new(local.dynamodb(), &local.resources.endpoints_table);
+    let store = local.endpoint_table();
     let stored = async || {
         store
             .get(
@@ -578,6 +577,83 @@ async fn the_rate_limit_is_set_read_changed_and_removed() {
         );
     }
     assert_eq!(stored().await, None, "a refused PATCH changes nothing");
+}
+
+/// Mutual TLS: the client certificate's secret ARN is set at creation, changed, shown and
+/// removed; an ARN outside `tern/mtls/` or not a Secrets Manager ARN is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_client_certificate_arn_is_set_shown_changed_and_removed() {
+    let (local, _rx, api) = api_deployment("api-mtls", options()).await;
+    let arn = "arn:aws:secretsmanager:us-east-1:123456789012:secret:tern/mtls/acme-AbCdEf";
+    let (id, _) = create(
+        &api,
+        "tnt_a",
+        json!({"url": "http://127.0.0.1:9/hook", "client_certificate_arn": arn}),
+    )
+    .await;
+    let path = format!("/v1/tenants/tnt_a/endpoints/{id}");
+    let store = local.endpoint_table();
+    let stored = async || {
+        store
+            .get(
+                &TenantId::new("tnt_a").expect("tenant"),
+                &EndpointId::new(id.as_str()).expect("id"),
+            )
+            .await
+            .expect("get")
+            .expect("there")
+            .client_certificate
+            .map(|c| c.secret_arn)
+    };
+    assert_eq!(api.get(&path).await.json["client_certificate_arn"], arn);
+    assert_eq!(stored().await.as_deref(), Some(arn));
+    let other = "arn:aws:secretsmanager:us-east-1:123456789012:secret:tern/mtls/acme-2-XyZ123";
+    let answer = api
+        .call(
+            "PATCH",
+            &path,
+            Some(&json!({"client_certificate_arn": other})),
+        )
+        .await;
+    assert_eq!(answer.status, 200, "{}", answer.text);
+    assert_eq!(answer.json["client_certificate_arn"], other);
+    for bad in [
+        "arn:aws:secretsmanager:us-east-1:123456789012:secret:prod/database",
+        "tern/mtls/acme",
+    ] {
+        let answer = api
+            .call(
+                "PATCH",
+                &path,
+                Some(&json!({"client_certificate_arn": bad})),
+            )
+            .await;
+        assert_eq!(
+            (answer.status, answer.field()),
+            (400, "client_certificate_arn"),
+            "{bad}: {}",
+            answer.text
+        );
+    }
+    assert_eq!(
+        stored().await.as_deref(),
+        Some(other),
+        "a refused PATCH changes nothing"
+    );
+    let answer = api
+        .call(
+            "PATCH",
+            &path,
+            Some(&json!({"client_certificate_arn": null})),
+        )
+        .await;
+    assert_eq!(
+        answer.json["client_certificate_arn"],
+        Value::Null,
+        "{}",
+        answer.text
+    );
+    assert_eq!(stored().await, None);
 }
 
 /// Problems: `application/problem+json`, a stable type, the field at fault, no internals.

@@ -61,6 +61,7 @@ fn new_endpoint(tenant: &str, url: &str, types: &[&str]) -> NewEndpoint {
         headers: Vec::new(),
         auth: tern_core::receiver_auth::ReceiverAuth::None,
         signatures: tern_core::Signatures::V1,
+        client_certificate: None,
     }
 }
 

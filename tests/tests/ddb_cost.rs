@@ -170,10 +170,7 @@ struct Counted {
 fn counted(local: &LocalTern) -> Counted {
     let s = &local.sender;
     let store = Arc::new(CountingStore {
-        inner: Arc::new(tern_aws::DynamoEndpointStore::new(
-            local.dynamodb(),
-            &local.resources.endpoints_table,
-        )),
+        inner: Arc::new(local.endpoint_table()),
         reads: AtomicUsize::new(0),
     });
     let ledger = Arc::new(CountingLedger {

@@ -50,7 +50,7 @@ fn fast() -> LocalOptions {
 /// The endpoint registry as the `tern` CLI reaches it: straight to the table, past the
 /// sender's cache.
 fn cli_store(local: &tern_local::LocalTern) -> tern_aws::DynamoEndpointStore {
-    tern_aws::DynamoEndpointStore::new(local.dynamodb(), &local.resources.endpoints_table)
+    local.endpoint_table()
 }
 
 /// Distinct `webhook-id`s the receiver got on `path`, and how many requests in all.

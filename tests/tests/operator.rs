@@ -474,6 +474,7 @@ async fn show_prints_every_field_and_never_a_secret() {
         "signatures",
         "signing_keys",
         "secrets",
+        "client_certificate_arn",
         "created_at",
         "updated_at",
     ];
@@ -608,6 +609,7 @@ async fn update_changes_only_the_named_fields_and_keeps_a_concurrent_disable_and
             password: tern_core::SecretValue::new("pw"),
         }),
         signatures: Some(tern_core::Signatures::V1),
+        client_certificate: None,
     };
     let after = ops::update_endpoint(
         &store,

@@ -84,6 +84,8 @@ struct CountingHealth {
     inner: Arc<dyn HealthStore>,
     slot_writes: AtomicUsize,
     other_writes: AtomicUsize,
+    /// Added before each slot write is answered (a loaded table; zero by default).
+    slot_delay: Mutex<Duration>,
 }
 
 #[async_trait]
@@ -128,7 +130,10 @@ impl HealthStore for CountingHealth {
         request: &SlotRequest,
     ) -> Result<SlotAnswer, PortError> {
         self.slot_writes.fetch_add(1, Ordering::SeqCst);
-        self.inner.reserve_slots(tenant, endpoint, request).await
+        let answer = self.inner.reserve_slots(tenant, endpoint, request).await;
+        let delay = *self.slot_delay.lock().unwrap();
+        tokio::time::sleep(delay).await;
+        answer
     }
     async fn reset(&self, tenant: &TenantId, endpoint: &EndpointId) -> Result<(), PortError> {
         self.inner.reset(tenant, endpoint).await
@@ -174,6 +179,7 @@ fn instance(local: &LocalTern) -> Instance {
         )),
         slot_writes: AtomicUsize::new(0),
         other_writes: AtomicUsize::new(0),
+        slot_delay: Mutex::new(Duration::ZERO),
     });
     let queue = Arc::new(Tee {
         inner: s.delivery_queue.clone(),
@@ -412,6 +418,57 @@ async fn a_post_late_for_its_slot_takes_a_new_one_and_the_limit_holds() {
         sink.snapshot().rate_late > 0,
         "the claims were slower than the lead: some deliveries came late to their slots"
     );
+}
+
+/// A slot write answered later than the lead (700 ms against `CLAIM_LEAD_MS`' 250) hands
+/// out a slot that is already behind the sender's clock when the answer arrives. Sent
+/// then, the request would go out at no slot of the schedule, where a later slot's
+/// request can join it. It is not used: the sender learns the table's delay, asks again
+/// that much further ahead, and sends at the slot it gets. Checked against the
+/// schedule itself: the POST starts at the last slot given out (the TAT minus one
+/// interval), not after it. Before: it started 450 ms after its slot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slot_handed_out_behind_the_clock_is_not_used() {
+    const PER_SECOND: u32 = 5;
+    let local = deployment_without_pollers("rate-behind", options()).await;
+    let receiver = Receiver::start().await.unwrap();
+    receiver.set("/behind", Behavior::Always(Reply::status(200)));
+    let ep = add_endpoint(&local, "tnt_behind", &receiver.url("/behind"), &["*"], None).await;
+    limit(&local, &ep, PER_SECOND).await;
+    let sender = instance(&local);
+    *sender.health.slot_delay.lock().unwrap() = Duration::from_millis(700);
+    let batch = messages(&ep, 1);
+    let sink = metrics();
+    let bodies: Vec<String> = batch.iter().map(DeliveryMessage::to_body).collect();
+    let (response, results) =
+        tern_handlers::sender::handle(&sender.deps, sqs_event(&bodies), &sink).await;
+    assert!(response.batch_item_failures.is_empty(), "{results:?}");
+    assert_eq!(
+        outcomes(&results),
+        [MessageOutcome::Delivered { attempt: 1 }]
+    );
+    let history = local
+        .sender
+        .ledger
+        .history(&batch[0].event.id)
+        .await
+        .unwrap();
+    assert_eq!(history.len(), 1, "{history:?}");
+    let started = history[0].started_at;
+    let health = sender
+        .health
+        .get(&ep.tenant_id, &ep.id)
+        .await
+        .unwrap()
+        .expect("health item");
+    let slot = health.rate_tat.expect("a schedule") - chrono::Duration::milliseconds(200);
+    let late = started - slot;
+    eprintln!("POST {late} after the last slot given out");
+    assert!(
+        late >= chrono::Duration::milliseconds(-5) && late <= chrono::Duration::milliseconds(100),
+        "the POST started {late} after the last slot given out ({slot}): not at a slot of the schedule"
+    );
+    assert!(sink.snapshot().rate_late > 0, "the first slot came late");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

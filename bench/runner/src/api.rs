@@ -298,6 +298,7 @@ pub async fn run() -> Result<ApiReport, BoxError> {
                         headers: Vec::new(),
                         auth: Default::default(),
                         signatures: Default::default(),
+                        client_certificate: None,
                     },
                     &d.settings.destinations,
                     d.lookup.as_ref(),

@@ -273,7 +273,14 @@ async fn burst(proxy: &CountingProxy, per_second: Option<u32>) -> Result<RateRun
     for id in &ids {
         let history = local.sender.ledger.history(id).await?;
         attempts += history.len();
-        sent_at.extend(history.iter().map(|a| a.started_at));
+        // Attempts that POSTed (an answer or an error class); a takeover's `abandoned` row
+        // records a claim that lapsed, not a request.
+        sent_at.extend(
+            history
+                .iter()
+                .filter(|a| a.status.is_some() || a.error_class.is_some())
+                .map(|a| a.started_at),
+        );
     }
     drop(local);
     let mut counts: Counts = proxy.counts();

@@ -168,10 +168,7 @@ impl Soak {
             self.local.dynamodb(),
             &self.local.resources.outbox_table,
         );
-        let endpoints = tern_aws::DynamoEndpointStore::new(
-            self.local.dynamodb(),
-            &self.local.resources.endpoints_table,
-        );
+        let endpoints = self.local.endpoint_table();
         let health = tern_aws::DynamoHealthStore::new(
             self.local.dynamodb(),
             &self.local.resources.health_table,
@@ -534,10 +531,7 @@ async fn run(args: Args) -> Result<bool, BoxError> {
     let before_replay = soak.settle("settling", grace, limit).await?;
 
     // Enable what was disabled, then replay the DLQ until it is empty.
-    let store = tern_aws::DynamoEndpointStore::new(
-        soak.local.dynamodb(),
-        &soak.local.resources.endpoints_table,
-    );
+    let store = soak.local.endpoint_table();
     let health =
         tern_aws::DynamoHealthStore::new(soak.local.dynamodb(), &soak.local.resources.health_table);
     let mut enabled = 0;

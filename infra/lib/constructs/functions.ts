@@ -1,5 +1,5 @@
 import * as path from 'path';
-import { Duration, RemovalPolicy } from 'aws-cdk-lib';
+import { ArnFormat, Duration, RemovalPolicy, Stack } from 'aws-cdk-lib';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import * as sources from 'aws-cdk-lib/aws-lambda-event-sources';
@@ -118,6 +118,8 @@ export class Functions extends Construct {
         TERN_OPERATIONAL_TOPIC_ARN: props.operationalTopic.topicArn,
         // Operational events are also written to the outbox as tern.endpoint.* events.
         TERN_OUTBOX_TABLE: storage.outbox.tableName,
+        // Opens the endpoints' sealed secrets (kms:Decrypt, on an endpoint cache miss).
+        TERN_SECRETS_KEY_ID: storage.secretsKey.keyArn,
       },
     });
     this.replay = this.rustFunction(c, {
@@ -181,6 +183,8 @@ export class Functions extends Construct {
         TERN_OUTBOX_TTL_DAYS: String(s.delivery.outboxTtlDays),
         // The health view names the states the sender acts on.
         ...healthEnv,
+        // Seals the secrets it writes (kms:GenerateDataKey) and opens the ones it reads back (kms:Decrypt).
+        TERN_SECRETS_KEY_ID: storage.secretsKey.keyArn,
         // The customer portal (tern_api::portal): its table, its key ring, who may frame it,
         // and its per-tenant rate limits (settings.json portal).
         TERN_PORTAL_TABLE: props.portal.table.tableName,
@@ -219,6 +223,8 @@ export class Functions extends Construct {
       'dynamodb:UpdateItem',
       'dynamodb:DeleteItem',
     );
+    // Endpoint secrets at rest: a write that sets secrets makes one data key; a read opens them.
+    storage.secretsKey.grant(this.api, 'kms:GenerateDataKey', 'kms:Decrypt');
     // Attempts (DynamoLedger): Query only, on the table (not storage.attempts.grant, which adds
     // `index/*`): an event's attempts (history), its pair states (the event view, resend,
     // recover) and an endpoint's log (the delivery log, recover).
@@ -374,6 +380,17 @@ export class Functions extends Construct {
       new iam.PolicyStatement({ actions: ['sns:Publish'], resources: [operationalTopic.topicArn] }),
     );
     storage.outbox.grant(this.sender, 'dynamodb:PutItem');
+    // Endpoint secrets at rest: the sender only opens them (it never writes a secret).
+    storage.secretsKey.grant(this.sender, 'kms:Decrypt');
+    // Mutual TLS: client certificates live in Secrets Manager under settings.json's
+    // delivery.mtlsSecretPrefix (tern/mtls/; endpoints can name no other secret).
+    // The trailing wildcard covers the six characters Secrets Manager appends to each ARN.
+    this.sender.addToRolePolicy(
+      new iam.PolicyStatement({
+        actions: ['secretsmanager:GetSecretValue'],
+        resources: [Stack.of(this).formatArn({ service: 'secretsmanager', resource: 'secret', resourceName: `${s.delivery.mtlsSecretPrefix}*`, arnFormat: ArnFormat.COLON_RESOURCE_NAME })],
+      }),
+    );
   }
 
   private rustFunction(c: TernConfig, spec: FunctionSpec): lambda.Function {

@@ -1,5 +1,6 @@
 import { RemovalPolicy } from 'aws-cdk-lib';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import * as kms from 'aws-cdk-lib/aws-kms';
 import { Construct } from 'constructs';
 import { TableCapacity, TableCapacityMode, TableSettings, TernSettings } from '../settings';
 
@@ -29,6 +30,13 @@ export class Storage extends Construct {
   public readonly attempts: dynamodb.Table;
   /** Per-endpoint health, one item per endpoint: rolling-window counters, circuit state, next probe time. */
   public readonly health: dynamodb.Table;
+  /**
+   * Seals endpoint secrets at rest (docs/security.md): the endpoint store encrypts each
+   * secret with AES-256-GCM under a data key from GenerateDataKey, bound to tenant and
+   * endpoint by the encryption context. Only the sender and the api function may Decrypt;
+   * the table alone reveals no secret. Rotation on (yearly, by KMS).
+   */
+  public readonly secretsKey: kms.Key;
 
   constructor(scope: Construct, id: string, props: StorageProps) {
     super(scope, id);
@@ -42,6 +50,12 @@ export class Storage extends Construct {
     this.attempts = this.table('Attempts', t.attempts, removalPolicy, capacity(c.tables.attempts));
     this.health = this.table('Health', t.health, removalPolicy, capacity(c.tables.health));
     this.waitingIndexName = this.waitingIndex(t.attempts, capacity(c.tables.attempts));
+    this.secretsKey = new kms.Key(this, 'EndpointSecretsKey', {
+      description: 'Tern: seals endpoint secrets at rest (a data key per write, bound to tenant and endpoint)',
+      enableKeyRotation: true,
+      // Without the key the sealed secrets cannot be read: it lives as long as the endpoints table.
+      removalPolicy,
+    });
   }
 
   /** Name of the attempts table's index of waiting deliveries (settings.json tables.attempts.waitingIndex). */

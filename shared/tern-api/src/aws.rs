@@ -5,9 +5,9 @@
 //! `TERN_OUTBOX_TABLE`, `TERN_HEALTH_TABLE`, `TERN_DELIVERY_QUEUE_URL`, `TERN_DLQ_URL`
 //! (required); `TERN_MAX_PAYLOAD_BYTES`, `TERN_ATTEMPT_TIMEOUT_MS`, `TERN_HTTPS_ONLY`,
 //! `TERN_ALLOW_DESTINATIONS`, `TERN_NAT64`, `TERN_HEALTH_*`, `TERN_ATTEMPT_LOG_TTL_DAYS`,
-//! `TERN_OUTBOX_TTL_DAYS` (optional, the other functions' defaults). The customer portal
-//! is on when both `TERN_PORTAL_TABLE` and `TERN_PORTAL_KEY_SECRET` (the key ring's
-//! secret, a name or an ARN) are set; its other settings are
+//! `TERN_OUTBOX_TTL_DAYS`, `TERN_SECRETS_KEY_ID` (optional, the other functions' defaults).
+//! The customer portal is on when both `TERN_PORTAL_TABLE` and `TERN_PORTAL_KEY_SECRET`
+//! (the key ring's secret, a name or an ARN) are set; its other settings are
 //! [`crate::portal::PortalSettings::from_env`]'s.
 
 use std::sync::Arc;
@@ -42,6 +42,9 @@ pub struct ApiConfig {
     pub attempt_log_ttl_days: u32,
     /// `TERN_OUTBOX_TTL_DAYS`, days, default 7 (`tern_outbox::DEFAULT_TTL_DAYS`).
     pub outbox_ttl_days: i64,
+    /// `TERN_SECRETS_KEY_ID`: the KMS key that seals endpoint secrets at rest; `None`
+    /// keeps them as plain text.
+    pub secrets_key_id: Option<String>,
     /// The rest of what the routes apply.
     pub settings: ApiSettings,
     /// The customer portal: its table, its key secret and settings, when configured.
@@ -58,6 +61,11 @@ pub struct PortalConfig {
     /// The rest.
     pub settings: crate::portal::PortalSettings,
 }
+
+/// How long the API keeps an unwrapped data key, in seconds: 300. It reads an endpoint
+/// on every request that names one (no endpoint cache), so without this each would cost
+/// a KMS `Decrypt`; a data key opens its own endpoint's values only.
+pub const API_DATA_KEY_TTL_SECONDS: u64 = 300;
 
 /// Why the settings were refused.
 #[derive(Debug, thiserror::Error)]
@@ -127,6 +135,7 @@ impl ApiConfig {
             )
             .unwrap_or(30),
             outbox_ttl_days: number("TERN_OUTBOX_TTL_DAYS", tern_outbox::DEFAULT_TTL_DAYS)?,
+            secrets_key_id: get("TERN_SECRETS_KEY_ID").filter(|v| !v.trim().is_empty()),
             settings: ApiSettings {
                 destinations: DestinationSettings::from_env(&env)?.policy(),
                 max_payload_bytes,
@@ -182,10 +191,15 @@ pub fn api_deps(
         ..ClientOptions::default()
     })?;
     Ok(ApiDeps {
-        endpoints: Arc::new(DynamoEndpointStore::new(
-            ddb.clone(),
-            &config.endpoints_table,
-        )),
+        endpoints: Arc::new(
+            DynamoEndpointStore::new(ddb.clone(), &config.endpoints_table).with_secrets(
+                tern_aws::kms::secrets_at_rest(
+                    aws,
+                    config.secrets_key_id.as_deref(),
+                    std::time::Duration::from_secs(API_DATA_KEY_TTL_SECONDS),
+                ),
+            ),
+        ),
         ledger: Arc::new(DynamoLedger::new(
             ddb.clone(),
             &config.attempts_table,

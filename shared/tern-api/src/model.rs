@@ -80,6 +80,12 @@ pub struct NewEndpoint {
     #[serde(default)]
     #[schema(minimum = 1, maximum = 1000)]
     pub max_per_second: Option<u32>,
+    /// Mutual TLS: the ARN of the Secrets Manager secret holding the client certificate
+    /// chain (leaf first) and its private key as PEM text; its name must start with
+    /// `tern/mtls/`. Offered to a receiver that asks for a client certificate. Default:
+    /// none.
+    #[serde(default)]
+    pub client_certificate_arn: Option<String>,
 }
 
 /// A change to an endpoint: only the fields present change. `null` returns an optional
@@ -116,6 +122,11 @@ pub struct EndpointPatch {
     #[serde(default, deserialize_with = "nullable")]
     #[schema(value_type = Option<u32>, minimum = 1, maximum = 1000)]
     pub max_per_second: Option<Option<u32>>,
+    /// New client certificate secret (ARN, name under `tern/mtls/`) for mutual TLS;
+    /// `null` removes it.
+    #[serde(default, deserialize_with = "nullable")]
+    #[schema(value_type = Option<String>)]
+    pub client_certificate_arn: Option<Option<String>>,
 }
 
 /// One signing secret, never its value.
@@ -166,6 +177,9 @@ pub struct Endpoint {
     pub max_per_second: Option<u32>,
     /// Signing secrets, newest first (fingerprints).
     pub secrets: Vec<SecretInfo>,
+    /// Mutual TLS: the Secrets Manager secret (ARN) of its client certificate; `null`
+    /// for none. The certificate and key themselves are never read by the API.
+    pub client_certificate_arn: Option<String>,
     /// When it was created.
     pub created_at: DateTime<Utc>,
     /// When its settings last changed.
@@ -200,6 +214,7 @@ impl From<tern_ops::EndpointView> for Endpoint {
                     expires_at: s.expires_at,
                 })
                 .collect(),
+            client_certificate_arn: v.client_certificate_arn,
             created_at: v.created_at,
             updated_at: v.updated_at,
         }

@@ -14,6 +14,8 @@ use tern_core::signing_key::EndpointSigningKey;
 use tern_core::{Endpoint, EndpointId, TenantId};
 
 use crate::error::port_error;
+use crate::sealed_item::{self, SecretsAtRest};
+use tern_core::sealed::{SealContext, SealError};
 
 /// Most Query calls one [`EndpointStore::list_page`] makes: 10. With a state filter a read
 /// can return fewer items than asked; the page then ends early, with a cursor.
@@ -24,15 +26,252 @@ pub const MAX_PAGE_READS: usize = 10;
 pub struct DynamoEndpointStore {
     client: Client,
     table: String,
+    secrets: SecretsAtRest,
 }
 
 impl DynamoEndpointStore {
-    /// The registry in `table`.
+    /// The registry in `table`, secrets written as plain text ([`SecretsAtRest::Plain`]);
+    /// set how they are kept with [`Self::with_secrets`].
     pub fn new(client: Client, table: impl Into<String>) -> Self {
         Self {
             client,
             table: table.into(),
+            secrets: SecretsAtRest::Plain,
         }
+    }
+
+    /// The same registry, keeping secrets as `secrets` says (sealed with the stack's
+    /// KMS key, or hidden from a process that needs none).
+    #[must_use]
+    pub fn with_secrets(mut self, secrets: SecretsAtRest) -> Self {
+        self.secrets = secrets;
+        self
+    }
+
+    /// Turns a raw item into an endpoint, its secrets opened, hidden or checked as
+    /// [`SecretsAtRest`] says.
+    async fn read_item(
+        &self,
+        mut item: HashMap<String, AttributeValue>,
+    ) -> Result<Endpoint, PortError> {
+        let opened = match &self.secrets {
+            SecretsAtRest::Plain => sealed_item::refuse_sealed(&mut item),
+            SecretsAtRest::Hidden => {
+                sealed_item::hide(&mut item);
+                Ok(())
+            }
+            SecretsAtRest::Sealed(keys) => match sealed_item::item_context(&item) {
+                Ok(context) => sealed_item::open(keys.as_ref(), &context, &mut item).await,
+                Err(e) => Err(e),
+            },
+        };
+        if let Err(e) = opened {
+            return Err(unsealing_error(&item, &e));
+        }
+        from_item(item)
+    }
+
+    /// [`Self::read_item`] for the items of a listing: an item that does not parse or
+    /// whose secrets do not open is logged and left out (one bad endpoint must not hide
+    /// the others), but a key service outage fails the listing.
+    async fn read_listed(
+        &self,
+        item: HashMap<String, AttributeValue>,
+        endpoints: &mut Vec<Endpoint>,
+    ) -> Result<(), PortError> {
+        match self.read_item(item).await {
+            Ok(e) => endpoints.push(e),
+            Err(PortError::Unavailable(e)) => return Err(PortError::Unavailable(e)),
+            Err(e) => tracing::error!(error = %e, "skipping unreadable endpoint item"),
+        }
+        Ok(())
+    }
+
+    /// Seals the secret-holding attributes among `attributes` (an item, or the values of
+    /// an update) for endpoint `id` of `tenant`, as [`SecretsAtRest`] says.
+    async fn seal_attributes(
+        &self,
+        tenant: &TenantId,
+        id: &EndpointId,
+        attributes: &mut HashMap<String, AttributeValue>,
+    ) -> Result<(), PortError> {
+        match &self.secrets {
+            SecretsAtRest::Plain => Ok(()),
+            SecretsAtRest::Hidden => {
+                if attributes
+                    .keys()
+                    .any(|k| sealed_item::SECRET_ATTRIBUTES.contains(&k.as_str()))
+                {
+                    Err(PortError::Rejected(
+                        "this process reads endpoints without their secrets and may not write them"
+                            .into(),
+                    ))
+                } else {
+                    Ok(())
+                }
+            }
+            SecretsAtRest::Sealed(keys) => {
+                let context = SealContext::new(tenant, id);
+                sealed_item::seal(keys.as_ref(), &context, attributes)
+                    .await
+                    .map_err(|e| seal_port_error(tenant, id, &e))
+            }
+        }
+    }
+
+    /// A value of the update of attribute `name`, sealed when it holds secrets.
+    async fn sealed_value(
+        &self,
+        tenant: &TenantId,
+        id: &EndpointId,
+        name: &str,
+        value: AttributeValue,
+    ) -> Result<AttributeValue, PortError> {
+        let mut one = HashMap::from([(name.to_owned(), value)]);
+        self.seal_attributes(tenant, id, &mut one).await?;
+        one.remove(name)
+            .ok_or_else(|| PortError::Rejected(format!("{name} lost while sealing")))
+    }
+}
+
+/// What [`DynamoEndpointStore::seal_stored`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct SealReport {
+    /// Endpoint items read.
+    pub scanned: usize,
+    /// Items whose plain-text secrets it sealed.
+    pub sealed: usize,
+    /// Items that held no plain-text secret.
+    pub already_sealed: usize,
+    /// Items changed by another write while it worked: left as that write made them
+    /// (which sealed what it wrote); run it again to seal what remains.
+    pub changed_meanwhile: usize,
+}
+
+impl DynamoEndpointStore {
+    /// Seals every plain-text secret still stored (`tern endpoints encrypt-secrets`, once
+    /// after a deployment that held plain text gets its key): a scan, and for each item
+    /// that holds plain text one `GenerateDataKey` and one conditional `UpdateItem` of
+    /// its secret-holding attributes, applied only if they are still as read (a rotation
+    /// that lands meanwhile wins). Values already sealed stay as they are. Safe to run
+    /// again; it changes no setting, state or time of an endpoint.
+    ///
+    /// # Errors
+    /// [`PortError::Rejected`] when this store has no key ([`SecretsAtRest::Sealed`]);
+    /// a DynamoDB or KMS error stops it (what it sealed so far stays sealed).
+    pub async fn seal_stored(&self) -> Result<SealReport, PortError> {
+        let SecretsAtRest::Sealed(keys) = &self.secrets else {
+            return Err(PortError::Rejected(
+                "no key to seal with: set TERN_SECRETS_KEY_ID (the stack's SecretsKeyArn output)"
+                    .into(),
+            ));
+        };
+        let mut report = SealReport::default();
+        let mut start = None;
+        loop {
+            let out = self
+                .client
+                .scan()
+                .table_name(&self.table)
+                .consistent_read(true)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(port_error)?;
+            for mut item in out.items.unwrap_or_default() {
+                report.scanned += 1;
+                if !sealed_item::has_plain_slots(&mut item) {
+                    report.already_sealed += 1;
+                    continue;
+                }
+                let context = match sealed_item::item_context(&item) {
+                    Ok(c) => c,
+                    Err(e) => {
+                        tracing::error!(error = %e, "skipping an endpoint item without valid keys");
+                        continue;
+                    }
+                };
+                let old: HashMap<String, AttributeValue> = sealed_item::SECRET_ATTRIBUTES
+                    .iter()
+                    .filter_map(|name| item.remove(*name).map(|v| ((*name).to_owned(), v)))
+                    .collect();
+                let mut new = old.clone();
+                sealed_item::seal(keys.as_ref(), &context, &mut new)
+                    .await
+                    .map_err(|e| seal_port_error(&context.tenant, &context.endpoint, &e))?;
+                let mut set = Vec::new();
+                let mut condition = vec!["attribute_exists(endpoint_id)".to_owned()];
+                let mut request = self
+                    .client
+                    .update_item()
+                    .table_name(&self.table)
+                    .key("tenant_id", AttributeValue::S(context.tenant.to_string()))
+                    .key(
+                        "endpoint_id",
+                        AttributeValue::S(context.endpoint.to_string()),
+                    );
+                for (name, value) in new {
+                    set.push(format!("#{name} = :new_{name}"));
+                    condition.push(format!("#{name} = :old_{name}"));
+                    request = request
+                        .expression_attribute_names(format!("#{name}"), &name)
+                        .expression_attribute_values(format!(":new_{name}"), value);
+                    if let Some(before) = old.get(&name) {
+                        request = request
+                            .expression_attribute_values(format!(":old_{name}"), before.clone());
+                    }
+                }
+                match request
+                    .update_expression(format!("SET {}", set.join(", ")))
+                    .condition_expression(condition.join(" AND "))
+                    .send()
+                    .await
+                {
+                    Ok(_) => report.sealed += 1,
+                    Err(e)
+                        if matches!(
+                            e.as_service_error(),
+                            Some(UpdateItemError::ConditionalCheckFailedException(_))
+                        ) =>
+                    {
+                        report.changed_meanwhile += 1;
+                    }
+                    Err(e) => return Err(port_error(e)),
+                }
+            }
+            start = out.last_evaluated_key;
+            if start.is_none() {
+                return Ok(report);
+            }
+        }
+    }
+}
+
+/// A [`SealError`] of endpoint `id` as a port error: the key service's outage or refusal
+/// is [`PortError::Unavailable`] (ours, retried; never the receiver's), the rest
+/// [`PortError::Rejected`]. Never holds a secret.
+fn seal_port_error(tenant: &TenantId, id: &EndpointId, e: &SealError) -> PortError {
+    let text = format!("endpoint {id} of tenant {tenant}: secrets: {e}");
+    match e {
+        SealError::Unavailable(_) | SealError::Refused(_) => PortError::Unavailable(text),
+        _ => PortError::Rejected(text),
+    }
+}
+
+/// [`seal_port_error`] for an item read.
+fn unsealing_error(item: &HashMap<String, AttributeValue>, e: &SealError) -> PortError {
+    let text = |name: &str| match item.get(name) {
+        Some(AttributeValue::S(s)) => s.clone(),
+        _ => "?".to_owned(),
+    };
+    let text = format!(
+        "endpoint {} of tenant {}: secrets: {e}",
+        text("endpoint_id"),
+        text("tenant_id")
+    );
+    match e {
+        SealError::Unavailable(_) | SealError::Refused(_) => PortError::Unavailable(text),
+        _ => PortError::Rejected(text),
     }
 }
 
@@ -182,7 +421,10 @@ impl EndpointStore for DynamoEndpointStore {
             .send()
             .await
             .map_err(port_error)?;
-        out.item.map(from_item).transpose()
+        match out.item {
+            Some(item) => self.read_item(item).await.map(Some),
+            None => Ok(None),
+        }
     }
 
     async fn list_for_tenant(&self, tenant: &TenantId) -> Result<Vec<Endpoint>, PortError> {
@@ -199,14 +441,9 @@ impl EndpointStore for DynamoEndpointStore {
                 .send()
                 .await
                 .map_err(port_error)?;
+            // One corrupt endpoint must not stop delivery to the others.
             for item in out.items.unwrap_or_default() {
-                match from_item(item) {
-                    Ok(e) => endpoints.push(e),
-                    // One corrupt endpoint must not stop delivery to the others.
-                    Err(e) => {
-                        tracing::error!(error = %e, %tenant, "skipping unreadable endpoint item")
-                    }
-                }
+                self.read_listed(item, &mut endpoints).await?;
             }
             start = out.last_evaluated_key;
             if start.is_none() {
@@ -253,12 +490,7 @@ impl EndpointStore for DynamoEndpointStore {
             }
             let out = request.send().await.map_err(port_error)?;
             for item in out.items.unwrap_or_default() {
-                match from_item(item) {
-                    Ok(e) => endpoints.push(e),
-                    Err(e) => {
-                        tracing::error!(error = %e, %tenant, "skipping unreadable endpoint item")
-                    }
-                }
+                self.read_listed(item, &mut endpoints).await?;
             }
             start = out.last_evaluated_key;
             if start.is_none() || endpoints.len() >= limit {
@@ -284,12 +516,9 @@ impl EndpointStore for DynamoEndpointStore {
                 .send()
                 .await
                 .map_err(port_error)?;
+            // As in list_for_tenant: one corrupt item must not hide the others.
             for item in out.items.unwrap_or_default() {
-                match from_item(item) {
-                    Ok(e) => endpoints.push(e),
-                    // As in list_for_tenant: one corrupt item must not hide the others.
-                    Err(e) => tracing::error!(error = %e, "skipping unreadable endpoint item"),
-                }
+                self.read_listed(item, &mut endpoints).await?;
             }
             start = out.last_evaluated_key;
             if start.is_none() {
@@ -300,10 +529,13 @@ impl EndpointStore for DynamoEndpointStore {
     }
 
     async fn put(&self, endpoint: &Endpoint) -> Result<(), PortError> {
+        let mut item = to_item(endpoint)?;
+        self.seal_attributes(&endpoint.tenant_id, &endpoint.id, &mut item)
+            .await?;
         self.client
             .put_item()
             .table_name(&self.table)
-            .set_item(Some(to_item(endpoint)?))
+            .set_item(Some(item))
             .send()
             .await
             .map_err(port_error)?;
@@ -493,14 +725,25 @@ impl EndpointStore for DynamoEndpointStore {
                 r.map(|r| AttributeValue::N(r.to_string())),
             );
         }
+        // Headers and authentication together under one data key.
+        let mut secret_values = HashMap::new();
         if let Some(h) = &update.headers {
-            field("headers", Some(value(h)?));
+            secret_values.insert("headers".to_owned(), value(h)?);
         }
         if let Some(a) = &update.auth {
-            field("auth", Some(value(a)?));
+            secret_values.insert("auth".to_owned(), value(a)?);
+        }
+        self.seal_attributes(tenant, id, &mut secret_values).await?;
+        for name in ["headers", "auth"] {
+            if let Some(v) = secret_values.remove(name) {
+                field(name, Some(v));
+            }
         }
         if let Some(s) = update.signatures {
             field("signatures", Some(AttributeValue::S(s.as_str().to_owned())));
+        }
+        if let Some(c) = &update.client_certificate {
+            field("client_certificate", c.as_ref().map(value).transpose()?);
         }
         let mut expression = format!("SET {}", set.join(", "));
         if !remove.is_empty() {
@@ -519,6 +762,7 @@ impl EndpointStore for DynamoEndpointStore {
     ) -> Result<(), PortError> {
         let value: AttributeValue = serde_dynamo::to_attribute_value(secrets)
             .map_err(|e| PortError::Rejected(format!("secrets do not serialize: {e}")))?;
+        let value = self.sealed_value(tenant, id, "secrets", value).await?;
         self.update_existing(tenant, id, "SET secrets = :s", vec![(":s", value)])
             .await
     }
@@ -531,6 +775,7 @@ impl EndpointStore for DynamoEndpointStore {
     ) -> Result<(), PortError> {
         let value: AttributeValue = serde_dynamo::to_attribute_value(keys)
             .map_err(|e| PortError::Rejected(format!("signing keys do not serialize: {e}")))?;
+        let value = self.sealed_value(tenant, id, "signing_keys", value).await?;
         self.update_existing(tenant, id, "SET signing_keys = :k", vec![(":k", value)])
             .await
     }

@@ -5,16 +5,19 @@
 #![warn(missing_docs)]
 
 pub mod budget;
+pub mod certificates;
 pub mod endpoint_log;
 pub mod endpoints;
 pub mod error;
 pub mod event_store;
 pub mod fanout;
 pub mod health;
+pub mod kms;
 pub mod ledger;
 pub mod operational;
 pub mod outbox_reader;
 pub mod portal;
+pub mod sealed_item;
 pub mod sfn;
 pub mod sqs;
 #[cfg(feature = "streams")]
@@ -27,8 +30,10 @@ pub use endpoints::DynamoEndpointStore;
 pub use event_store::DynamoEventStore;
 pub use fanout::DynamoFanOutCheckpoints;
 pub use health::DynamoHealthStore;
+pub use kms::KmsDataKeys;
 pub use ledger::DynamoLedger;
 pub use operational::{OutboxEventSink, SnsEventSink};
 pub use outbox_reader::DynamoOutboxReader;
+pub use sealed_item::SecretsAtRest;
 pub use sfn::StepFunctionsScheduler;
 pub use sqs::SqsQueue;

@@ -18,7 +18,7 @@ use tern_handlers::health::CircuitBreaker;
 
 use crate::{
     DynamoEndpointStore, DynamoFanOutCheckpoints, DynamoHealthStore, DynamoLedger, OutboxEventSink,
-    SnsEventSink, SqsQueue, StepFunctionsScheduler,
+    SecretsAtRest, SnsEventSink, SqsQueue, StepFunctionsScheduler,
 };
 
 /// The relay's dependencies.
@@ -26,10 +26,11 @@ pub fn relay_deps(config: &RelayConfig, aws: &SdkConfig) -> RelayDeps {
     let aws = &crate::budget::bounded(aws);
     let sqs = aws_sdk_sqs::Client::new(aws);
     RelayDeps {
-        endpoints: Arc::new(DynamoEndpointStore::new(
-            aws_sdk_dynamodb::Client::new(aws),
-            &config.endpoints_table,
-        )),
+        // The relay needs subscriptions only: it never reads a secret, and never calls KMS.
+        endpoints: Arc::new(
+            DynamoEndpointStore::new(aws_sdk_dynamodb::Client::new(aws), &config.endpoints_table)
+                .with_secrets(SecretsAtRest::Hidden),
+        ),
         delivery_queue: Arc::new(SqsQueue::new(sqs.clone(), &config.delivery_queue_url)),
         failure_queue: Arc::new(SqsQueue::new(sqs, &config.relay_failure_queue_url)),
         max_payload_bytes: config.max_payload_bytes,
@@ -39,6 +40,15 @@ pub fn relay_deps(config: &RelayConfig, aws: &SdkConfig) -> RelayDeps {
         ))),
     }
 }
+
+/// How long a warm sender keeps an unwrapped data key of endpoint secrets: 15 minutes.
+/// Longer than the endpoint cache (30 s), which bounds how stale a setting may be: a data
+/// key never goes stale (a write that changes a secret brings a new wrapped key, unwrapped
+/// on first sight), so only a revocation (the key disabled, `kms:Decrypt` removed) waits
+/// for it. At 30 s, an endpoint that gets a delivery per sender instance less than twice a
+/// minute would cost a `Decrypt` per delivery; at 15 minutes, at most 4 per hour per data
+/// key per instance (docs/cost.md, "Secrets at rest").
+pub const SENDER_DATA_KEY_TTL: std::time::Duration = std::time::Duration::from_secs(15 * 60);
 
 /// The sender's dependencies. `lookup` is the name resolver behind the SSRF guard:
 /// `None` for [`DnsResolver::system`] (one per sender process: its cache keeps each
@@ -64,15 +74,28 @@ pub fn sender_deps(
         },
         lookup: lookup.unwrap_or_else(|| Arc::new(DnsResolver::system())),
         ..ClientOptions::default()
-    })?;
+    })?
+    // Client certificates for mutual TLS, read from Secrets Manager when an endpoint has one.
+    .with_certificate_secrets(Arc::new(
+        crate::certificates::SecretsManagerCertificates::new(aws_sdk_secretsmanager::Client::new(
+            aws,
+        )),
+    ));
+    // KMS is called on an endpoint cache miss only, and then at most once per data key per
+    // SENDER_DATA_KEY_TTL (never less than the endpoint cache's lifetime).
+    let secrets = crate::kms::secrets_at_rest(
+        aws,
+        config.secrets_key_id.as_deref(),
+        SENDER_DATA_KEY_TTL.max(config.endpoint_cache_ttl()),
+    );
     Ok(SenderDeps {
         // Warm instances serve endpoints from memory for `endpoint_cache` (30 s default,
         // times the time scale).
         endpoints: Arc::new(CachedEndpoints::new(
-            Arc::new(DynamoEndpointStore::new(
-                ddb.clone(),
-                &config.endpoints_table,
-            )),
+            Arc::new(
+                DynamoEndpointStore::new(ddb.clone(), &config.endpoints_table)
+                    .with_secrets(secrets),
+            ),
             config.endpoint_cache_ttl(),
         )),
         ledger: Arc::new(DynamoLedger::new(

@@ -373,6 +373,11 @@ enum EndpointCommand {
         #[arg(long)]
         tenant: Option<String>,
     },
+    /// Seal every endpoint secret still stored as plain text with the stack's KMS key
+    /// (once, after upgrading a deployment from before secrets were sealed; every later
+    /// write seals what it writes). Needs TERN_SECRETS_KEY_ID or --stack, and
+    /// kms:GenerateDataKey. Safe to run again.
+    EncryptSecrets,
     /// New Ed25519 key for v1a signatures; the old one keeps signing during the overlap.
     /// Prints the new public key (whpk_) for the receiver; the secret key is never shown.
     RotateSigningKey {
@@ -490,6 +495,10 @@ async fn check_endpoint_url() -> Result<(), OpsError> {
     }
 }
 
+/// How long one `tern` command keeps an unwrapped data key: 60 s (a command reads an
+/// endpoint, then writes it; a listing opens each endpoint's keys once).
+const CLI_DATA_KEY_TTL: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// What every AWS command needs: the SDK configuration and where the names come from.
 struct Ctx {
     aws: SdkConfig,
@@ -516,11 +525,19 @@ impl Ctx {
         aws_sdk_dynamodb::Client::new(&self.aws)
     }
 
+    /// The endpoint registry, its secrets sealed with the stack's KMS key
+    /// (`TERN_SECRETS_KEY_ID`, the `SecretsKeyArn` output) when there is one. Writing a
+    /// secret needs `kms:GenerateDataKey`; commands that read one back to write the list
+    /// again (rotations, header and authentication changes) need `kms:Decrypt` too.
     fn endpoints(&self) -> Result<DynamoEndpointStore, OpsError> {
-        Ok(DynamoEndpointStore::new(
-            self.dynamodb(),
-            self.names.get("TERN_ENDPOINTS_TABLE")?,
-        ))
+        Ok(
+            DynamoEndpointStore::new(self.dynamodb(), self.names.get("TERN_ENDPOINTS_TABLE")?)
+                .with_secrets(tern_aws::kms::secrets_at_rest(
+                    &self.aws,
+                    self.names.optional("TERN_SECRETS_KEY_ID").as_deref(),
+                    CLI_DATA_KEY_TTL,
+                )),
+        )
     }
 
     fn health(&self) -> Result<tern_aws::DynamoHealthStore, OpsError> {
@@ -1065,6 +1082,7 @@ async fn endpoints(
                     headers,
                     auth,
                     signatures: reach.signatures.unwrap_or_default(),
+                    client_certificate: reach.client_certificate()?.flatten(),
                 },
                 &destinations.policy(),
                 &DnsResolver::system(),
@@ -1214,6 +1232,7 @@ async fn endpoints(
                 headers,
                 auth: reach.auth(&mut secrets)?,
                 signatures: reach.signatures,
+                client_certificate: reach.client_certificate()?,
             };
             let destinations = DestinationSettings::from_env(&Env::process()).map_err(invalid)?;
             let ep = ops::update_endpoint(
@@ -1265,6 +1284,28 @@ async fn endpoints(
                 out,
                 "Its dead letters stay in the DLQ until replayed: tern replay --endpoint {} --dry-run, then without --dry-run.",
                 ep.id
+            )
+            .map_err(write_err)
+        }
+        EndpointCommand::EncryptSecrets => {
+            let report = store.seal_stored().await?;
+            if json {
+                return print_json(out, &report);
+            }
+            writeln!(
+                out,
+                "read {} endpoints: sealed the plain-text secrets of {}, {} held none{}",
+                report.scanned,
+                report.sealed,
+                report.already_sealed,
+                if report.changed_meanwhile > 0 {
+                    format!(
+                        "; {} changed meanwhile: run it again",
+                        report.changed_meanwhile
+                    )
+                } else {
+                    String::new()
+                }
             )
             .map_err(write_err)
         }

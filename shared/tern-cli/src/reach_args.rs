@@ -81,6 +81,18 @@ pub struct ReachArgs {
     /// (Ed25519: the receiver verifies with a public key, shown by `show`) or both.
     #[arg(long, value_parser = parse_signatures)]
     pub signatures: Option<Signatures>,
+    /// Mutual TLS: the Secrets Manager secret (its ARN; the name must start with
+    /// tern/mtls/) holding the client certificate chain and key as PEM, offered to a
+    /// receiver that asks for a client certificate.
+    #[arg(
+        long,
+        value_name = "SECRET_ARN",
+        conflicts_with = "no_client_certificate"
+    )]
+    pub client_certificate_arn: Option<String>,
+    /// Mutual TLS: offer no client certificate any more (update only).
+    #[arg(long)]
+    pub no_client_certificate: bool,
 }
 
 /// Reads secret values, allowing standard input once.
@@ -160,6 +172,28 @@ fn split_pair<'a>(pair: &'a str, what: &str) -> Result<(&'a str, &'a str), OpsEr
 }
 
 impl ReachArgs {
+    /// The client certificate change `--client-certificate-arn` or
+    /// `--no-client-certificate` gives: `None` for no change, `Some(None)` to remove it.
+    ///
+    /// # Errors
+    /// [`OpsError::Invalid`] for an ARN that is not a Secrets Manager secret under
+    /// `tern/mtls/`.
+    pub fn client_certificate(
+        &self,
+    ) -> Result<Option<Option<tern_core::client_certificate::ClientCertificate>>, OpsError> {
+        if self.no_client_certificate {
+            return Ok(Some(None));
+        }
+        self.client_certificate_arn
+            .as_deref()
+            .map(|arn| {
+                tern_core::client_certificate::ClientCertificate::new(arn)
+                    .map(Some)
+                    .map_err(|e| OpsError::Invalid(e.to_string()))
+            })
+            .transpose()
+    }
+
     /// The headers `--header` and `--secret-header` give, checked.
     ///
     /// # Errors

@@ -8,7 +8,7 @@ use tern_ops::OpsError;
 
 /// Which stack output feeds which `TERN_*` variable. The output names are those of
 /// `infra/lib/tern-stack.ts` and `infra/template.yaml` (both define the same outputs).
-pub const OUTPUTS: [(&str, &str); 9] = [
+pub const OUTPUTS: [(&str, &str); 10] = [
     ("OutboxTableName", "TERN_OUTBOX_TABLE"),
     ("EndpointsTableName", "TERN_ENDPOINTS_TABLE"),
     ("AttemptsTableName", "TERN_ATTEMPTS_TABLE"),
@@ -18,6 +18,7 @@ pub const OUTPUTS: [(&str, &str); 9] = [
     ("RelayFailureQueueUrl", "TERN_RELAY_FAILURE_QUEUE_URL"),
     ("DelayStateMachineArn", "TERN_DELAY_STATE_MACHINE_ARN"),
     ("PortalKeySecretArn", "TERN_PORTAL_KEY_SECRET"),
+    ("SecretsKeyArn", "TERN_SECRETS_KEY_ID"),
 ];
 
 /// Where the commands find table and queue names.
@@ -95,5 +96,11 @@ impl Names {
             });
         }
         tern_ops::var(var)
+    }
+
+    /// [`Self::get`] for a setting that may be absent (a stack deployed before it had
+    /// the output, a variable not set): `None` then.
+    pub fn optional(&self, var: &'static str) -> Option<String> {
+        self.get(var).ok().filter(|v| !v.trim().is_empty())
     }
 }

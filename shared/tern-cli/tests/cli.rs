@@ -42,10 +42,16 @@ async fn endpoint_commands_exit_codes_and_json() {
     ];
     env.extend(resources.env().into_iter().map(|(k, v)| (k.to_owned(), v)));
 
+    // Sealed with the deployment's key, as the sender reads it.
     let store = tern_aws::DynamoEndpointStore::new(
         aws_sdk_dynamodb::Client::new(&aws),
         resources.endpoints_table.clone(),
-    );
+    )
+    .with_secrets(tern_aws::kms::secrets_at_rest(
+        &aws,
+        Some(&resources.secrets_key_arn),
+        std::time::Duration::ZERO,
+    ));
     let secret = Secret::generate();
     let ep = Endpoint::new(
         EndpointId::generate(),
@@ -166,10 +172,16 @@ async fn payload_format_round_trips_through_add_update_show_and_list() {
         ("TERN_ALLOW_DESTINATIONS".into(), "127.0.0.1/32".into()),
     ];
     env.extend(resources.env().into_iter().map(|(k, v)| (k.to_owned(), v)));
+    // Sealed with the deployment's key, as the sender reads it.
     let store = tern_aws::DynamoEndpointStore::new(
         aws_sdk_dynamodb::Client::new(&aws),
         resources.endpoints_table.clone(),
-    );
+    )
+    .with_secrets(tern_aws::kms::secrets_at_rest(
+        &aws,
+        Some(&resources.secrets_key_arn),
+        std::time::Duration::ZERO,
+    ));
     let tenant = TenantId::new("tnt_fmt").unwrap();
     let stored = async |id: &str| {
         store
@@ -305,10 +317,16 @@ async fn rate_limit_round_trips_through_add_update_and_show() {
         ("TERN_ALLOW_DESTINATIONS".into(), "127.0.0.1/32".into()),
     ];
     env.extend(resources.env().into_iter().map(|(k, v)| (k.to_owned(), v)));
+    // Sealed with the deployment's key, as the sender reads it.
     let store = tern_aws::DynamoEndpointStore::new(
         aws_sdk_dynamodb::Client::new(&aws),
         resources.endpoints_table.clone(),
-    );
+    )
+    .with_secrets(tern_aws::kms::secrets_at_rest(
+        &aws,
+        Some(&resources.secrets_key_arn),
+        std::time::Duration::ZERO,
+    ));
     let tenant = TenantId::new("tnt_rate").unwrap();
     let stored = async |id: &str| {
         store
@@ -378,6 +396,84 @@ async fn rate_limit_round_trips_through_add_update_and_show() {
         text(&out.stdout).contains("rate limit:           none"),
         "{}",
         text(&out.stdout)
+    );
+    moto.stop().await;
+}
+
+/// `tern endpoints encrypt-secrets`: an endpoint stored in plain text (before the stack had
+/// its key) is sealed, a second run finds nothing to do, and the secret no longer appears
+/// in the table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn encrypt_secrets_seals_plain_text_endpoints_once() {
+    let moto = MotoServer::start()
+        .await
+        .expect("moto (the local AWS) is required for this test");
+    let aws = moto.sdk_config().await;
+    let resources = tern_local::resources::provision(&aws, "tenc-", None)
+        .await
+        .expect("resources");
+    let mut env: Vec<(String, String)> = vec![
+        ("AWS_ENDPOINT_URL".into(), moto.url.clone()),
+        ("AWS_REGION".into(), "us-east-1".into()),
+        ("AWS_ACCESS_KEY_ID".into(), "testing".into()),
+        ("AWS_SECRET_ACCESS_KEY".into(), "testing".into()),
+    ];
+    env.extend(resources.env().into_iter().map(|(k, v)| (k.to_owned(), v)));
+    // Written without a key, as a deployment before sealing did.
+    let plain = tern_aws::DynamoEndpointStore::new(
+        aws_sdk_dynamodb::Client::new(&aws),
+        resources.endpoints_table.clone(),
+    );
+    let secret = Secret::generate();
+    let ep = Endpoint::new(
+        EndpointId::generate(),
+        TenantId::new("tnt_enc").unwrap(),
+        "http://127.0.0.1:9/hook",
+        vec!["*".into()],
+        secret.clone(),
+        chrono::Utc::now(),
+    );
+    plain.put(&ep).await.expect("plain put");
+    let scan = async || {
+        let out = aws_sdk_dynamodb::Client::new(&aws)
+            .scan()
+            .table_name(&resources.endpoints_table)
+            .send()
+            .await
+            .expect("scan");
+        format!("{:?}", out.items.unwrap_or_default())
+    };
+    assert!(scan().await.contains(secret.expose()), "plain before");
+
+    let out = tern(&env, &["endpoints", "encrypt-secrets", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(
+        (report["scanned"].as_u64(), report["sealed"].as_u64()),
+        (Some(1), Some(1)),
+        "{report}"
+    );
+    assert!(!scan().await.contains(secret.expose()), "sealed after");
+    let out = tern(&env, &["endpoints", "encrypt-secrets"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("sealed the plain-text secrets of 0, 1 held none"),
+        "{}",
+        text(&out.stdout)
+    );
+    // What the sender reads is still the same endpoint.
+    let sealed = tern_aws::DynamoEndpointStore::new(
+        aws_sdk_dynamodb::Client::new(&aws),
+        resources.endpoints_table.clone(),
+    )
+    .with_secrets(tern_aws::kms::secrets_at_rest(
+        &aws,
+        Some(&resources.secrets_key_arn),
+        std::time::Duration::ZERO,
+    ));
+    assert_eq!(
+        sealed.get(&ep.tenant_id, &ep.id).await.expect("get"),
+        Some(ep)
     );
     moto.stop().await;
 }

@@ -91,10 +91,16 @@ async fn reach_flags_store_secrets_from_env_file_and_stdin_and_never_print_them(
     assert_eq!(added["signatures"], "both");
 
     // What the sender will read.
+    // Sealed with the deployment's key, as the sender reads it.
     let store = tern_aws::DynamoEndpointStore::new(
         aws_sdk_dynamodb::Client::new(&s.aws),
         s.resources.endpoints_table.clone(),
-    );
+    )
+    .with_secrets(tern_aws::kms::secrets_at_rest(
+        &s.aws,
+        Some(&s.resources.secrets_key_arn),
+        std::time::Duration::ZERO,
+    ));
     let tenant = TenantId::new("tnt_cli").expect("tenant");
     let endpoint_id = EndpointId::new(&id).expect("id");
     let stored = store
@@ -280,6 +286,54 @@ async fn reach_flags_store_secrets_from_env_file_and_stdin_and_never_print_them(
         shown.contains(&format!("{public_key}  previous")),
         "{shown}"
     );
+
+    // Mutual TLS: a client certificate secret set, shown, refused outside tern/mtls/,
+    // then removed.
+    let arn = "arn:aws:secretsmanager:us-east-1:123456789012:secret:tern/mtls/acme-AbCdEf";
+    let updated = expect(
+        &env,
+        &["endpoints", "update", &id, "--client-certificate-arn", arn],
+        0,
+    );
+    assert!(
+        updated.contains(&format!("client certificate:   {arn}")),
+        "{updated}"
+    );
+    let stored = store
+        .get(&tenant, &endpoint_id)
+        .await
+        .expect("get")
+        .expect("stored");
+    assert_eq!(
+        stored.client_certificate.map(|c| c.secret_arn).as_deref(),
+        Some(arn)
+    );
+    assert_eq!(
+        json(&env, &["endpoints", "show", &id, "--json"])["client_certificate_arn"],
+        arn
+    );
+    let out = tern(
+        &env,
+        &[
+            "endpoints",
+            "update",
+            &id,
+            "--client-certificate-arn",
+            "arn:aws:secretsmanager:us-east-1:123456789012:secret:prod/db",
+        ],
+    );
+    assert_ne!(out.status.code(), Some(0));
+    assert!(
+        text(&out.stderr).contains("tern/mtls/"),
+        "{}",
+        text(&out.stderr)
+    );
+    let updated = expect(
+        &env,
+        &["endpoints", "update", &id, "--no-client-certificate"],
+        0,
+    );
+    assert!(updated.contains("client certificate:   none"), "{updated}");
 
     for secret in [api_key, bearer, password, client_secret] {
         assert!(

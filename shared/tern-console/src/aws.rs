@@ -143,10 +143,12 @@ pub fn console_deps(config: &ConsoleConfig, aws: &SdkConfig) -> ConsoleDeps {
     let sqs = aws_sdk_sqs::Client::new(&bounded);
     ConsoleDeps {
         dlq: Arc::new(SqsQueue::new(sqs.clone(), &config.dlq_url)),
-        endpoints: Arc::new(DynamoEndpointStore::new(
-            ddb.clone(),
-            &config.endpoints_table,
-        )),
+        // The console shows states and header names, never a secret: it reads endpoints
+        // without them and never calls KMS.
+        endpoints: Arc::new(
+            DynamoEndpointStore::new(ddb.clone(), &config.endpoints_table)
+                .with_secrets(tern_aws::SecretsAtRest::Hidden),
+        ),
         health: Some(Arc::new(tern_aws::DynamoHealthStore::new(
             ddb.clone(),
             &config.health_table,

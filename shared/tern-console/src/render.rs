@@ -253,6 +253,9 @@ pub struct EndpointRow {
     pub signatures: tern_core::Signatures,
     /// The names of its custom headers, a secret one marked `(secret)`; never a value.
     pub header_names: Vec<String>,
+    /// The name of the Secrets Manager secret holding its client certificate (mutual
+    /// TLS; `None`: none): `tls` failures show next to it. Read-only here.
+    pub client_certificate: Option<String>,
     /// Why it is listed, in words: the disabled reason, and its dead letters' reasons.
     pub reason: String,
     /// Its dead letters in the DLQ.
@@ -321,6 +324,13 @@ pub fn failing_endpoints(
                         }
                     })
                     .collect(),
+                client_certificate: e.client_certificate.as_ref().map(|c| {
+                    // The secret's name: the ARN after `:secret:` (not a secret itself).
+                    c.secret_arn
+                        .split_once(":secret:")
+                        .map_or(c.secret_arn.as_str(), |(_, name)| name)
+                        .to_owned()
+                }),
                 reason,
                 dead_letters,
                 newest_dead_letter: mine.iter().filter_map(|g| g.newest).max(),
@@ -369,7 +379,7 @@ pub fn endpoints(
             } @else {
                 table {
                     thead { tr {
-                        th { "Endpoint" } th { "Tenant" } th { "URL" } th { "Payload format" } th { "Rate limit" } th { "Auth" } th { "Signatures" } th { "Headers" } th { "State" } th { "Reason" }
+                        th { "Endpoint" } th { "Tenant" } th { "URL" } th { "Payload format" } th { "Rate limit" } th { "Auth" } th { "Signatures" } th { "Headers" } th { "Client certificate" } th { "State" } th { "Reason" }
                         th { "Success 1 h" } th { "Failing since" } th { "Circuit opened" } th { "Next probe / paused until" }
                         th { "Last success" } th { "Last failure" } th { "Waiting" } th { "Next due" }
                         th { "Dead letters" } th { "Actions" }
@@ -388,6 +398,9 @@ pub fn endpoints(
                                 td class="signatures" { code { (r.signatures.as_str()) } }
                                 td class="headers" {
                                     @if r.header_names.is_empty() { "-" } @else { (cut(&r.header_names.join(", "), CELL_CHARS)) }
+                                }
+                                td class="client-certificate" {
+                                    @if let Some(name) = &r.client_certificate { code { (cut(name, CELL_CHARS)) } } @else { "-" }
                                 }
                                 td class=(format!("state {}", h.state)) { (h.state.to_string()) }
                                 td class="error-text" { (cut(&r.reason, CELL_CHARS)) }
@@ -1161,9 +1174,27 @@ mod tests {
             username: "tern".into(),
             password: tern_core::SecretValue::new("basic-password-456"),
         };
-        let all = [e];
-        let rows = failing_endpoints(&all, &rows_of(&all, &[None]), &[]);
+        e.client_certificate = Some(
+            tern_core::client_certificate::ClientCertificate::new(
+                "arn:aws:secretsmanager:us-east-1:123456789012:secret:tern/mtls/acme-AbCdEf",
+            )
+            .unwrap(),
+        );
+        let mut without = endpoint(false);
+        without.id = EndpointId::new("ep_plain").unwrap();
+        let all = [e, without];
+        let rows = failing_endpoints(&all, &rows_of(&all, &[None, None]), &[]);
         let html = endpoints(&rows, true, None, &cw()).into_string();
+        assert!(
+            html.contains(
+                "<td class=\"client-certificate\"><code>tern/mtls/acme-AbCdEf</code></td>"
+            ),
+            "{html}"
+        );
+        assert!(
+            html.contains("<td class=\"client-certificate\">-</td>"),
+            "{html}"
+        );
         assert!(
             html.contains("<td class=\"auth\"><code>basic</code></td>"),
             "{html}"

@@ -4,6 +4,7 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::client_certificate::{ClientCertificate, ClientCertificateError};
 use crate::custom_headers::{CustomHeader, HeaderError};
 use crate::event::{Event, EventType};
 use crate::ids::{EndpointId, TenantId};
@@ -75,6 +76,9 @@ pub enum EndpointError {
         "a custom authorization header cannot go with authentication {0}: the request would carry two"
     )]
     AuthorizationTwice(&'static str),
+    /// The client certificate reference is refused.
+    #[error(transparent)]
+    ClientCertificate(#[from] ClientCertificateError),
     /// `v1a` signatures without a current Ed25519 key.
     #[error("v1a signatures need a current signing key (one without an expiry)")]
     NoActiveSigningKey,
@@ -158,6 +162,11 @@ pub struct Endpoint {
     /// on again keeps the receiver's public key.
     #[serde(default)]
     pub signing_keys: Vec<EndpointSigningKey>,
+    /// The client certificate offered to a receiver that asks for one (mutual TLS,
+    /// [`crate::client_certificate`]): a Secrets Manager secret's ARN; `None` (the
+    /// default, also for endpoints stored before this field existed) offers none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_certificate: Option<ClientCertificate>,
     /// Free text for operators.
     #[serde(default)]
     pub description: Option<String>,
@@ -197,6 +206,8 @@ pub struct EndpointUpdate {
     /// New signature schemes. `v1a` needs a current Ed25519 key: add one with
     /// [`Endpoint::rotate_signing_key`] (the store's `set_signing_keys`) first.
     pub signatures: Option<Signatures>,
+    /// New client certificate for mutual TLS; `Some(None)` removes it.
+    pub client_certificate: Option<Option<ClientCertificate>>,
 }
 
 impl EndpointUpdate {
@@ -244,6 +255,9 @@ impl EndpointUpdate {
         }
         if let Some(s) = self.signatures {
             endpoint.signatures = s;
+        }
+        if let Some(c) = &self.client_certificate {
+            endpoint.client_certificate.clone_from(c);
         }
         endpoint.validate()
     }
@@ -322,6 +336,7 @@ impl Endpoint {
             auth: ReceiverAuth::None,
             signatures: Signatures::V1,
             signing_keys: Vec::new(),
+            client_certificate: None,
             description: None,
             created_at: now,
             updated_at: None,
@@ -361,6 +376,9 @@ impl Endpoint {
         self.rate_limit()?;
         crate::custom_headers::validate(&self.headers)?;
         self.auth.validate()?;
+        if let Some(c) = &self.client_certificate {
+            c.validate()?;
+        }
         if self.auth.sends_authorization() && self.headers.iter().any(|h| h.name == "authorization")
         {
             return Err(EndpointError::AuthorizationTwice(self.auth.kind()));

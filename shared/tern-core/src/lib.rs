@@ -6,6 +6,7 @@
 
 #![warn(missing_docs)]
 
+pub mod client_certificate;
 pub mod custom_headers;
 pub mod decision;
 pub mod delivery_log;
@@ -26,6 +27,7 @@ pub mod rate_limit;
 pub mod receiver_auth;
 pub mod request;
 pub mod retry;
+pub mod sealed;
 pub mod secret_value;
 pub mod signing;
 pub mod signing_key;

@@ -3,12 +3,11 @@
 //! secret), so none of them is ever a bare `String` that a log line, a `Debug` print or
 //! a `show` could print.
 //!
-//! Where they live: in the endpoint item of the endpoints table, as plain text, like the
-//! `whsec_` signing secrets ([`crate::Secret`]) and the `whsk_` signing keys
-//! ([`crate::signing_key::SigningKey`]). Read access to that table reveals them; the
-//! stores that write them are the only code that sees the text besides the sender. A
-//! later envelope encryption (a KMS data key per item) wraps exactly the values of these
-//! three types, at the store adapter, without touching the model.
+//! Where they live: in the endpoint item of the endpoints table, sealed like the `whsec_`
+//! signing secrets ([`crate::Secret`]) and the `whsk_` signing keys
+//! ([`crate::signing_key::SigningKey`]): the store adapter encrypts exactly the values of
+//! these three types with KMS data keys ([`crate::sealed`]) and the model holds them as
+//! text only in the memory of the processes allowed to open them (the sender, the API).
 
 use serde::{Deserialize, Serialize};
 

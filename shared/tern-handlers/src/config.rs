@@ -159,6 +159,10 @@ pub struct SenderConfig {
     pub health_cache: Duration,
     /// Where health changes are reported ([`OperationalConfig`]).
     pub operational: OperationalConfig,
+    /// `TERN_SECRETS_KEY_ID`: the KMS key (id, ARN or alias) that seals endpoint secrets
+    /// at rest (`tern_core::sealed`); `None` reads and writes them as plain text (a
+    /// deployment before the key existed). Both stacks set it.
+    pub secrets_key_id: Option<String>,
 }
 
 /// Reads the `TERN_HEALTH_*` thresholds.
@@ -324,6 +328,7 @@ impl SenderConfig {
             health: health_policy(env)?,
             health_cache: health_cache(env)?,
             operational: OperationalConfig::from_env(env)?,
+            secrets_key_id: env.get("TERN_SECRETS_KEY_ID"),
         })
     }
 }

@@ -65,6 +65,11 @@ pub struct CircuitBreaker {
     /// Longest wait for a gate's call ([`HEALTH_GATE_DEADLINE_MS`] unless
     /// [`CircuitBreaker::with_gate_deadline`] says otherwise).
     gate_deadline: Duration,
+    /// Lead added to [`tern_core::rate_limit::CLAIM_LEAD_MS`] when this instance takes
+    /// rate-limit slots, in milliseconds: learnt from deliveries that reached their slot
+    /// late (a slow table), so the next slots lie far enough ahead to be kept
+    /// (`crate::rate_limit`).
+    pub(crate) slot_lead_ms: std::sync::atomic::AtomicI64,
 }
 
 /// What one batch may do with one endpoint's deliveries.
@@ -187,6 +192,7 @@ impl CircuitBreaker {
             cache: Mutex::new(HashMap::new()),
             pending: Mutex::new(HashMap::new()),
             gate_deadline: Duration::from_millis(HEALTH_GATE_DEADLINE_MS),
+            slot_lead_ms: std::sync::atomic::AtomicI64::new(0),
         }
     }
 
@@ -561,7 +567,13 @@ impl CircuitBreaker {
         };
         match self.store.apply(&key.0, &key.1, &change, now).await {
             Ok(true) => {}
-            Ok(false) => return, // another sender made this change (and reports it)
+            // Another sender made this change (and reports it). Our copy of the record
+            // misses it: forget it, so this instance's next gate reads the change (a pause
+            // another instance wrote first must hold this one back too).
+            Ok(false) => {
+                self.forget(key);
+                return;
+            }
             Err(e) => {
                 tracing::warn!(error = %e, endpoint_id = %key.1, ?transition, "health change not recorded");
                 return;

@@ -299,6 +299,9 @@ impl CircuitBreaker {
         now: DateTime<Utc>,
     ) -> Grant {
         let seen = self.cached_tat(key);
+        // The lead learnt from late deliveries: slots that lie ahead of this instance's
+        // own delays are kept, slots that lie behind them would go out late, together.
+        let now = now + self.slot_lead();
         let Some(request) = tern_core::rate_limit::request(seen, wanted, limit, now) else {
             return Grant::Refused { tat: seen };
         };
@@ -325,7 +328,41 @@ impl CircuitBreaker {
             }
         }
     }
+
+    /// The lead this instance adds to [`tern_core::rate_limit::CLAIM_LEAD_MS`] when it
+    /// takes slots (0 until a delivery reached its slot late).
+    pub fn slot_lead(&self) -> chrono::Duration {
+        chrono::Duration::milliseconds(self.slot_lead_ms.load(Ordering::Relaxed))
+    }
+
+    /// A delivery reached its slot `late` after it (past
+    /// [`tern_core::rate_limit::late_after`]): the slots this instance takes from now on
+    /// lie that much further ahead, plus [`SLOT_LEAD_MARGIN_MS`], at most
+    /// [`MAX_SLOT_LEAD_MS`].
+    pub fn learn_lateness(&self, late: chrono::Duration) {
+        let want = (late.num_milliseconds() + SLOT_LEAD_MARGIN_MS).clamp(0, MAX_SLOT_LEAD_MS);
+        self.slot_lead_ms.fetch_max(want, Ordering::Relaxed);
+    }
+
+    /// A delivery reached its slot on time: the learnt lead shrinks by an eighth, so it
+    /// follows the table's delays down again.
+    pub fn relax_slot_lead(&self) {
+        let _ = self
+            .slot_lead_ms
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |ms| {
+                (ms > 0).then_some(ms - (ms + 7) / 8)
+            });
+    }
 }
+
+/// Margin over a late delivery's lateness when the lead is learnt, in milliseconds.
+pub const SLOT_LEAD_MARGIN_MS: i64 = 100;
+
+/// Most lead learnt, in milliseconds: a first slot this far ahead (plus
+/// [`tern_core::rate_limit::CLAIM_LEAD_MS`]) still lies within
+/// [`tern_core::rate_limit::SEND_HORIZON_MS`], so the batch sends it rather than putting
+/// it back on the queue.
+pub const MAX_SLOT_LEAD_MS: i64 = 1_000;
 
 #[cfg(test)]
 mod tests {

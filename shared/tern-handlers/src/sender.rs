@@ -618,9 +618,11 @@ async fn wait_for_slot(
         (None, _) | (_, None) => return true,
         (Some(limit), Some(breaker)) => {
             if at + tern_core::rate_limit::late_after(limit) >= now {
+                breaker.relax_slot_lead();
                 at
             } else {
                 metrics.update(|c| c.rate_late += 1);
+                breaker.learn_lateness(now - at);
                 let late_ms = (now - at).num_milliseconds();
                 match later_slot(breaker, key, limit, deadline, attempt_deadline).await {
                     Some(again) => {
@@ -645,7 +647,9 @@ async fn wait_for_slot(
 /// can wait for it and still make the attempt; `None` otherwise (no room, the table did
 /// not answer, or the slot lies too far ahead: it goes unused, the limit errs towards
 /// sending less). A write refused on a stale copy of the schedule is asked once more,
-/// on the store's value.
+/// on the store's value; so is a slot already behind the clock when the write is answered
+/// (a write slower than the lead): it goes unused, and the instance's learnt lead
+/// ([`CircuitBreaker::learn_lateness`]) puts the next ask further ahead.
 async fn later_slot(
     breaker: &CircuitBreaker,
     key: &EndpointKey,
@@ -657,7 +661,15 @@ async fn later_slot(
         let now = Utc::now();
         match breaker.take_slots(key, limit, 1, now).await {
             crate::rate_limit::Grant::Slots { first, .. } => {
-                let wait = (first - Utc::now()).to_std().unwrap_or_default();
+                // A write slower than the lead hands out a slot already behind: sent
+                // now, it would go out together with the slots after it. Not used (the
+                // limit errs towards sending less); the next ask lies further ahead.
+                let returned = Utc::now();
+                if first + tern_core::rate_limit::late_after(limit) < returned {
+                    breaker.learn_lateness(returned - first);
+                    continue;
+                }
+                let wait = (first - returned).to_std().unwrap_or_default();
                 let fits = deadline.remaining().is_none_or(|left| {
                     left >= wait
                         + attempt_deadline
@@ -786,6 +798,27 @@ async fn attempt(
         let reason = DeadLetterReason::NoActiveSecret;
         return dead_letter_unsent(deps, &message, reason, takeover, metrics, invocation).await;
     };
+    // A client certificate (mutual TLS) is read from its secret (or this process's memory)
+    // before anything is sent. Failing that is our failure, never the receiver's: the
+    // message is left for SQS to retry (a batch failure), no attempt is recorded, the
+    // endpoint's health is not touched.
+    let with_certificate;
+    let client = match &endpoint.client_certificate {
+        None => &deps.client,
+        Some(certificate) => {
+            with_certificate = deps
+                .client
+                .for_certificate(certificate)
+                .await
+                .map_err(|e| {
+                    PortError::Unavailable(format!(
+                        "endpoint {} of tenant {}: client certificate: {e}",
+                        endpoint.id, endpoint.tenant_id
+                    ))
+                })?;
+            &with_certificate
+        }
+    };
     let request = AttemptRequest {
         url: &endpoint.url,
         body,
@@ -796,11 +829,11 @@ async fn attempt(
     // the same deadline; basic and bearer are already among the headers.
     let report = match &endpoint.auth {
         ReceiverAuth::Oauth2ClientCredentials(grant) => {
-            deps.client
+            client
                 .attempt_oauth(request, &endpoint.tenant_id, &endpoint.id, grant)
                 .await
         }
-        _ => deps.client.attempt(request).await,
+        _ => client.attempt(request).await,
     };
     // From here on, receiver-controlled text (Location, Retry-After, error detail, excerpt)
     // goes into queue messages, attributes, the attempt log and log lines: reduced once, here,

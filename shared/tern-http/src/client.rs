@@ -19,8 +19,14 @@ use tokio::time::timeout_at;
 use crate::classify::{Unprocessed, classify_error, error_detail, unprocessed};
 use crate::dns::DnsResolver;
 use crate::guard::{DestinationPolicy, HostLookup};
+use crate::identity::{
+    CERTIFICATE_CACHE_SECONDS, CertificateCache, CertificateError, ClientIdentity, IdentityError,
+    MAX_CACHED_IDENTITIES,
+};
 use crate::oauth::TokenCache;
 use crate::transport::{ATTEMPT_DEADLINE, CapturedHead, ConnState, ConnTag, Connector};
+use std::collections::HashMap;
+use tern_core::client_certificate::{CertificateSecrets, ClientCertificate};
 
 /// Bytes of the response body kept in the attempt log: 1 KiB. The rest is never read, so
 /// memory stays flat whatever the receiver sends.
@@ -85,6 +91,9 @@ pub(crate) fn bounded_text(bytes: &[u8]) -> String {
 
 type Http = Client<Connector, Full<Bytes>>;
 
+/// The pooled and fresh clients of each client certificate, by [`ClientIdentity`] id.
+type IdentityClients = HashMap<[u8; 32], (Http, Http)>;
+
 /// One attempt to make.
 #[derive(Debug, Clone)]
 pub struct AttemptRequest<'a> {
@@ -126,6 +135,19 @@ pub struct DeliveryClient {
     excerpt_bytes: usize,
     /// OAuth2 access tokens of this process's endpoints ([`crate::oauth`]).
     pub(crate) tokens: Arc<TokenCache>,
+    /// What builds the clients of a client certificate ([`Self::with_identity`]).
+    tls_base: Arc<TlsBase>,
+    /// Pooled and fresh clients per client certificate, by [`ClientIdentity`] id.
+    identities: Arc<std::sync::Mutex<IdentityClients>>,
+    /// Where endpoints' client certificates are read, and the ones read lately.
+    certificates: Option<Arc<CertificateCache>>,
+}
+
+/// The parts of the client a client certificate's clients share with it.
+struct TlsBase {
+    provider: Arc<rustls::crypto::CryptoProvider>,
+    roots: Arc<rustls::RootCertStore>,
+    connector: Connector,
 }
 
 /// What sending produced before the body is read.
@@ -163,9 +185,10 @@ impl DeliveryClient {
         for root in hooks.extra_roots {
             roots.add(root)?;
         }
-        let mut tls = rustls::ClientConfig::builder_with_provider(provider)
+        let roots = Arc::new(roots);
+        let mut tls = rustls::ClientConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()?
-            .with_root_certificates(roots)
+            .with_root_certificates(roots.clone())
             .with_no_client_auth();
         tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         let connector = Connector {
@@ -174,6 +197,104 @@ impl DeliveryClient {
             tls: tokio_rustls::TlsConnector::from(Arc::new(tls)),
             translate: hooks.translate,
         };
+        let tls_base = Arc::new(TlsBase {
+            provider,
+            roots,
+            connector: connector.clone(),
+        });
+        Ok(Self {
+            pooled: http_client(&connector, usize::MAX),
+            fresh: http_client(&connector, 0),
+            policy,
+            excerpt_bytes: options.excerpt_bytes,
+            tokens: Arc::new(TokenCache::default()),
+            tls_base,
+            identities: Arc::default(),
+            certificates: None,
+        })
+    }
+
+    /// This client, reading endpoints' client certificates from `secrets` (kept
+    /// [`CERTIFICATE_CACHE_SECONDS`] per certificate) for [`Self::for_certificate`].
+    #[must_use]
+    pub fn with_certificate_secrets(mut self, secrets: Arc<dyn CertificateSecrets>) -> Self {
+        self.certificates = Some(Arc::new(CertificateCache::new(
+            secrets,
+            Duration::from_secs(CERTIFICATE_CACHE_SECONDS),
+        )));
+        self
+    }
+
+    /// The client that offers `certificate` (mutual TLS): its secret read (or taken from
+    /// this process's memory), parsed, and its clients built once
+    /// ([`Self::with_identity`]).
+    ///
+    /// # Errors
+    /// [`CertificateError`]: no secret store, the store's failure, or a secret that is
+    /// not a usable certificate and key. Never the secret's text.
+    pub async fn for_certificate(
+        &self,
+        certificate: &ClientCertificate,
+    ) -> Result<Self, CertificateError> {
+        let cache = self
+            .certificates
+            .as_ref()
+            .ok_or(CertificateError::NoStore)?;
+        let identity = cache.identity(certificate).await?;
+        Ok(self.with_identity(&identity)?)
+    }
+
+    /// This client, offering `identity` to receivers that ask for a client certificate
+    /// (mutual TLS): the same SSRF guard, roots, limits, OAuth2 tokens and settings, on
+    /// connections of their own (a pooled connection never carries another identity).
+    /// The clients of an identity are built once per process and kept.
+    ///
+    /// # Errors
+    /// [`IdentityError::Refused`] when rustls refuses the certificate and key (the key
+    /// does not match the leaf, or its algorithm is not supported).
+    pub fn with_identity(&self, identity: &ClientIdentity) -> Result<Self, IdentityError> {
+        let mut cache = self
+            .identities
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (pooled, fresh) = match cache.get(&identity.id()) {
+            Some(clients) => clients.clone(),
+            None => {
+                let base = &self.tls_base;
+                let mut tls = rustls::ClientConfig::builder_with_provider(base.provider.clone())
+                    .with_safe_default_protocol_versions()
+                    .map_err(|e| IdentityError::Refused(e.to_string()))?
+                    .with_root_certificates(base.roots.clone())
+                    .with_client_auth_cert(identity.chain.clone(), identity.key.clone_key())
+                    .map_err(|e| IdentityError::Refused(e.to_string()))?;
+                tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+                let connector = Connector {
+                    tls: tokio_rustls::TlsConnector::from(Arc::new(tls)),
+                    ..base.connector.clone()
+                };
+                let clients = (
+                    http_client(&connector, usize::MAX),
+                    http_client(&connector, 0),
+                );
+                if cache.len() >= MAX_CACHED_IDENTITIES {
+                    cache.clear();
+                }
+                cache.insert(identity.id(), clients.clone());
+                clients
+            }
+        };
+        Ok(Self {
+            pooled,
+            fresh,
+            ..self.clone()
+        })
+    }
+}
+
+/// A hyper client over `connector` keeping up to `max_idle` idle connections per host
+/// (0: a fresh connection for every request).
+fn http_client(connector: &Connector, max_idle: usize) -> Http {
+    {
         let build = |max_idle: usize| {
             Client::builder(TokioExecutor::new())
                 .pool_timer(TokioTimer::new())
@@ -191,15 +312,11 @@ impl DeliveryClient {
                 .http2_max_header_list_size(MAX_HEAD_BYTES as u32)
                 .build(connector.clone())
         };
-        Ok(Self {
-            pooled: build(usize::MAX),
-            fresh: build(0),
-            policy,
-            excerpt_bytes: options.excerpt_bytes,
-            tokens: Arc::new(TokenCache::default()),
-        })
+        build(max_idle)
     }
+}
 
+impl DeliveryClient {
     /// The destination policy in force.
     pub fn policy(&self) -> &DestinationPolicy {
         &self.policy

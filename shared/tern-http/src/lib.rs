@@ -10,6 +10,7 @@ pub mod client;
 pub mod dns;
 pub mod eyeballs;
 pub mod guard;
+pub mod identity;
 pub mod oauth;
 #[cfg(feature = "test-support")]
 pub mod test_support;
@@ -21,3 +22,4 @@ pub use guard::{
     BlockedError, DestinationPolicy, EndpointCheckError, HostLookup, StaticLookup,
     check_endpoint_url,
 };
+pub use identity::{CertificateError, ClientIdentity, IdentityError};

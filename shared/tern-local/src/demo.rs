@@ -211,6 +211,7 @@ pub async fn run(
                 headers: Vec::new(),
                 auth: tern_core::receiver_auth::ReceiverAuth::None,
                 signatures: tern_core::Signatures::V1,
+                client_certificate: None,
             },
             &tern_http::DestinationPolicy {
                 https_only: false,

@@ -368,4 +368,15 @@ impl LocalTern {
     pub fn sqs(&self) -> aws_sdk_sqs::Client {
         aws_sdk_sqs::Client::new(&self.aws)
     }
+
+    /// The endpoints table as the `tern` CLI reaches it: past the sender's cache, secrets
+    /// sealed and opened with this deployment's key (unwrapped data keys kept 60 s).
+    pub fn endpoint_table(&self) -> tern_aws::DynamoEndpointStore {
+        tern_aws::DynamoEndpointStore::new(self.dynamodb(), &self.resources.endpoints_table)
+            .with_secrets(tern_aws::kms::secrets_at_rest(
+                &self.aws,
+                Some(&self.resources.secrets_key_arn),
+                Duration::from_secs(60),
+            ))
+    }
 }

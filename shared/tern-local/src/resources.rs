@@ -56,6 +56,8 @@ pub struct Resources {
     pub portal_table: String,
     /// The customer portal's key ring secret (Secrets Manager name).
     pub portal_key_secret: String,
+    /// ARN of the KMS key that seals endpoint secrets at rest (`tern_core::sealed`).
+    pub secrets_key_arn: String,
 }
 
 impl Resources {
@@ -82,6 +84,7 @@ impl Resources {
             ),
             ("TERN_PORTAL_TABLE", self.portal_table.clone()),
             ("TERN_PORTAL_KEY_SECRET", self.portal_key_secret.clone()),
+            ("TERN_SECRETS_KEY_ID", self.secrets_key_arn.clone()),
         ]
     }
 }
@@ -374,6 +377,25 @@ pub async fn provision(
         .topic_arn
         .ok_or_else(|| err(&topic_name)("no topic ARN returned".into()))?;
 
+    // The key that seals endpoint secrets, as in the stacks: symmetric, rotation on
+    // (moto keeps the setting; it does not rotate).
+    let key_name = format!("{prefix}endpoint-secrets");
+    let kms = aws_sdk_kms::Client::new(aws);
+    let secrets_key_arn = kms
+        .create_key()
+        .description(format!("Tern {key_name}: seals endpoint secrets at rest"))
+        .send()
+        .await
+        .map_err(|e| err(&key_name)(aws_sdk_kms::error::DisplayErrorContext(e).to_string()))?
+        .key_metadata
+        .and_then(|m| m.arn)
+        .ok_or_else(|| err(&key_name)("no key ARN returned".into()))?;
+    kms.enable_key_rotation()
+        .key_id(&secrets_key_arn)
+        .send()
+        .await
+        .map_err(|e| err(&key_name)(aws_sdk_kms::error::DisplayErrorContext(e).to_string()))?;
+
     Ok(Resources {
         outbox_table,
         outbox_stream_arn,
@@ -387,5 +409,6 @@ pub async fn provision(
         operational_topic_arn,
         portal_table,
         portal_key_secret,
+        secrets_key_arn,
     })
 }

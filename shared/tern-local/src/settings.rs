@@ -211,6 +211,9 @@ pub struct Delivery {
     pub max_payload_bytes: usize,
     /// Days.
     pub attempt_log_ttl_days: u32,
+    /// Name prefix of the client certificate secrets (mutual TLS), the one the sender's
+    /// IAM policy allows.
+    pub mtls_secret_prefix: String,
 }
 
 /// The parsed settings. The file is part of the build, so a parse failure is a bug
@@ -245,6 +248,16 @@ mod tests {
         assert_eq!(
             w.projected_attributes,
             vec![tern_aws::waiting::WAIT_ATTEMPT.to_owned()]
+        );
+    }
+
+    /// The secrets an endpoint may name for mutual TLS are the ones the stacks let the
+    /// sender read (one source: settings.json).
+    #[test]
+    fn the_mtls_secret_prefix_is_the_models() {
+        assert_eq!(
+            super::infra_settings().delivery.mtls_secret_prefix,
+            tern_core::client_certificate::MTLS_SECRET_PREFIX
         );
     }
 

@@ -99,6 +99,8 @@ pub struct NewEndpoint {
     /// Signature schemes; with `v1a` an Ed25519 key is generated (its public key is in
     /// the returned endpoint's `signing_keys`).
     pub signatures: Signatures,
+    /// Client certificate for mutual TLS (a Secrets Manager secret's ARN), if any.
+    pub client_certificate: Option<tern_core::client_certificate::ClientCertificate>,
 }
 
 /// Validates and stores a new endpoint; returns it (with its secret, to show once). The URL
@@ -148,6 +150,7 @@ pub async fn add_endpoint(
     endpoint.headers = new.headers;
     endpoint.auth = new.auth;
     endpoint.signatures = new.signatures;
+    endpoint.client_certificate = new.client_certificate;
     if new.signatures.v1a() {
         endpoint
             .rotate_signing_key(SigningKey::generate(), Utc::now(), chrono::Duration::zero())
@@ -470,6 +473,9 @@ pub struct EndpointView {
     pub headers: Vec<reach::HeaderView>,
     /// Authentication to the receiver, secrets named but not shown.
     pub auth: reach::AuthView,
+    /// The Secrets Manager secret (ARN) of its client certificate for mutual TLS; `null`
+    /// for none. The ARN is not a secret; the certificate and key stay in the secret.
+    pub client_certificate_arn: Option<String>,
     /// When it was created (RFC 3339).
     pub created_at: DateTime<Utc>,
     /// When its settings were last updated (RFC 3339).
@@ -513,6 +519,7 @@ impl EndpointView {
             signing_keys: reach::signing_key_views(e, now),
             headers: reach::header_views(e),
             auth: reach::AuthView::of(&e.auth),
+            client_certificate_arn: e.client_certificate.as_ref().map(|c| c.secret_arn.clone()),
             created_at: e.created_at,
             updated_at: e.updated_at,
         }
@@ -590,6 +597,11 @@ pub fn print_endpoint(out: &mut dyn Write, e: &Endpoint, json: bool) -> std::io:
     )?;
     writeln!(out, "auth:                 {}", v.auth.line())?;
     writeln!(out, "signatures:           {}", v.signatures)?;
+    writeln!(
+        out,
+        "client certificate:   {}",
+        v.client_certificate_arn.as_deref().unwrap_or("none")
+    )?;
     writeln!(out, "secrets (newest first, never shown):")?;
     for s in &v.secrets {
         writeln!(

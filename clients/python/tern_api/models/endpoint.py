@@ -30,6 +30,9 @@ class Endpoint:
         secrets (list[SecretInfo]): Signing secrets, newest first (fingerprints).
         tenant_id (str): Owning tenant.
         url (str): Receiver URL.
+        client_certificate_arn (None | str | Unset): Mutual TLS: the Secrets Manager secret (ARN) of its client
+            certificate; `null`
+            for none. The certificate and key themselves are never read by the API.
         description (None | str | Unset): Free text.
         disabled_at (datetime.datetime | None | Unset): When it was disabled.
         disabled_reason (None | str | Unset): Why it is disabled.
@@ -52,6 +55,7 @@ class Endpoint:
     secrets: list[SecretInfo]
     tenant_id: str
     url: str
+    client_certificate_arn: None | str | Unset = UNSET
     description: None | str | Unset = UNSET
     disabled_at: datetime.datetime | None | Unset = UNSET
     disabled_reason: None | str | Unset = UNSET
@@ -83,6 +87,12 @@ class Endpoint:
         tenant_id = self.tenant_id
 
         url = self.url
+
+        client_certificate_arn: None | str | Unset
+        if isinstance(self.client_certificate_arn, Unset):
+            client_certificate_arn = UNSET
+        else:
+            client_certificate_arn = self.client_certificate_arn
 
         description: None | str | Unset
         if isinstance(self.description, Unset):
@@ -167,6 +177,8 @@ class Endpoint:
                 "url": url,
             }
         )
+        if client_certificate_arn is not UNSET:
+            field_dict["client_certificate_arn"] = client_certificate_arn
         if description is not UNSET:
             field_dict["description"] = description
         if disabled_at is not UNSET:
@@ -215,6 +227,17 @@ class Endpoint:
         tenant_id = d.pop("tenant_id")
 
         url = d.pop("url")
+
+        def _parse_client_certificate_arn(data: object) -> None | str | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(None | str | Unset, data)
+
+        client_certificate_arn = _parse_client_certificate_arn(
+            d.pop("client_certificate_arn", UNSET)
+        )
 
         def _parse_description(data: object) -> None | str | Unset:
             if data is None:
@@ -349,6 +372,7 @@ class Endpoint:
             secrets=secrets,
             tenant_id=tenant_id,
             url=url,
+            client_certificate_arn=client_certificate_arn,
             description=description,
             disabled_at=disabled_at,
             disabled_reason=disabled_reason,

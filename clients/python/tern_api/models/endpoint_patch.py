@@ -17,6 +17,9 @@ class EndpointPatch:
     setting to its default.
 
         Attributes:
+            client_certificate_arn (None | str | Unset): New client certificate secret (ARN, name under `tern/mtls/`) for
+                mutual TLS;
+                `null` removes it.
             description (None | str | Unset): New description; `null` removes it.
             event_types (list[str] | None | Unset): New subscriptions.
             max_attempts (int | None | Unset): New attempt budget; `null`: the schedule's length + 1.
@@ -27,6 +30,7 @@ class EndpointPatch:
             url (None | str | Unset): New receiver URL (checked as at creation).
     """
 
+    client_certificate_arn: None | str | Unset = UNSET
     description: None | str | Unset = UNSET
     event_types: list[str] | None | Unset = UNSET
     max_attempts: int | None | Unset = UNSET
@@ -37,6 +41,12 @@ class EndpointPatch:
     url: None | str | Unset = UNSET
 
     def to_dict(self) -> dict[str, Any]:
+        client_certificate_arn: None | str | Unset
+        if isinstance(self.client_certificate_arn, Unset):
+            client_certificate_arn = UNSET
+        else:
+            client_certificate_arn = self.client_certificate_arn
+
         description: None | str | Unset
         if isinstance(self.description, Unset):
             description = UNSET
@@ -96,6 +106,8 @@ class EndpointPatch:
         field_dict: dict[str, Any] = {}
 
         field_dict.update({})
+        if client_certificate_arn is not UNSET:
+            field_dict["client_certificate_arn"] = client_certificate_arn
         if description is not UNSET:
             field_dict["description"] = description
         if event_types is not UNSET:
@@ -118,6 +130,17 @@ class EndpointPatch:
     @classmethod
     def from_dict(cls, src_dict: Mapping[str, Any]) -> Self:
         d = dict(src_dict)
+
+        def _parse_client_certificate_arn(data: object) -> None | str | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(None | str | Unset, data)
+
+        client_certificate_arn = _parse_client_certificate_arn(
+            d.pop("client_certificate_arn", UNSET)
+        )
 
         def _parse_description(data: object) -> None | str | Unset:
             if data is None:
@@ -216,6 +239,7 @@ class EndpointPatch:
         url = _parse_url(d.pop("url", UNSET))
 
         endpoint_patch = cls(
+            client_certificate_arn=client_certificate_arn,
             description=description,
             event_types=event_types,
             max_attempts=max_attempts,

@@ -23,6 +23,11 @@ class NewEndpoint:
         url (str): Receiver URL: `https://` (plain `http://` only where the deployment allows it), at
             most 2,048 bytes, no credentials; its host must not resolve to a private, loopback
             or metadata address (the SSRF guard).
+        client_certificate_arn (None | str | Unset): Mutual TLS: the ARN of the Secrets Manager secret holding the
+            client certificate
+            chain (leaf first) and its private key as PEM text; its name must start with
+            `tern/mtls/`. Offered to a receiver that asks for a client certificate. Default:
+            none.
         description (None | str | Unset): Free text.
         event_types (list[str] | None | Unset): Event types delivered (`*`: all of the tenant's own types). Default
             `["*"]`.
@@ -41,6 +46,7 @@ class NewEndpoint:
     """
 
     url: str
+    client_certificate_arn: None | str | Unset = UNSET
     description: None | str | Unset = UNSET
     event_types: list[str] | None | Unset = UNSET
     max_attempts: int | None | Unset = UNSET
@@ -51,6 +57,12 @@ class NewEndpoint:
 
     def to_dict(self) -> dict[str, Any]:
         url = self.url
+
+        client_certificate_arn: None | str | Unset
+        if isinstance(self.client_certificate_arn, Unset):
+            client_certificate_arn = UNSET
+        else:
+            client_certificate_arn = self.client_certificate_arn
 
         description: None | str | Unset
         if isinstance(self.description, Unset):
@@ -109,6 +121,8 @@ class NewEndpoint:
                 "url": url,
             }
         )
+        if client_certificate_arn is not UNSET:
+            field_dict["client_certificate_arn"] = client_certificate_arn
         if description is not UNSET:
             field_dict["description"] = description
         if event_types is not UNSET:
@@ -130,6 +144,17 @@ class NewEndpoint:
     def from_dict(cls, src_dict: Mapping[str, Any]) -> Self:
         d = dict(src_dict)
         url = d.pop("url")
+
+        def _parse_client_certificate_arn(data: object) -> None | str | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(None | str | Unset, data)
+
+        client_certificate_arn = _parse_client_certificate_arn(
+            d.pop("client_certificate_arn", UNSET)
+        )
 
         def _parse_description(data: object) -> None | str | Unset:
             if data is None:
@@ -220,6 +245,7 @@ class NewEndpoint:
 
         new_endpoint = cls(
             url=url,
+            client_certificate_arn=client_certificate_arn,
             description=description,
             event_types=event_types,
             max_attempts=max_attempts,

@@ -517,6 +517,11 @@ export interface components {
         /** @description An endpoint. Its secrets appear as fingerprints only. */
         Endpoint: {
             /**
+             * @description Mutual TLS: the Secrets Manager secret (ARN) of its client certificate; `null`
+             *     for none. The certificate and key themselves are never read by the API.
+             */
+            client_certificate_arn?: string | null;
+            /**
              * Format: date-time
              * @description When it was created.
              */
@@ -704,6 +709,11 @@ export interface components {
          *     setting to its default.
          */
         EndpointPatch: {
+            /**
+             * @description New client certificate secret (ARN, name under `tern/mtls/`) for mutual TLS;
+             *     `null` removes it.
+             */
+            client_certificate_arn?: string | null;
             /** @description New description; `null` removes it. */
             description?: string | null;
             /** @description New subscriptions. */
@@ -789,6 +799,13 @@ export interface components {
          *     }
          */
         NewEndpoint: {
+            /**
+             * @description Mutual TLS: the ARN of the Secrets Manager secret holding the client certificate
+             *     chain (leaf first) and its private key as PEM text; its name must start with
+             *     `tern/mtls/`. Offered to a receiver that asks for a client certificate. Default:
+             *     none.
+             */
+            client_certificate_arn?: string | null;
             /** @description Free text. */
             description?: string | null;
             /** @description Event types delivered (`*`: all of the tenant's own types). Default `["*"]`. */

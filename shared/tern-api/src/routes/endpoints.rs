@@ -54,6 +54,17 @@ fn text_field(field: &str, text: &str) -> Result<(), ApiError> {
 
 /// Checks each setting on its own, naming the field at fault, with the domain's own rules
 /// (`tern_core::endpoint`): what `Endpoint::validate` checks as a whole.
+/// The client certificate an `client_certificate_arn` names, checked.
+fn client_certificate(
+    arn: Option<&str>,
+) -> Result<Option<tern_core::client_certificate::ClientCertificate>, ApiError> {
+    arn.map(|a| {
+        tern_core::client_certificate::ClientCertificate::new(a)
+            .map_err(|e| ApiError::invalid("client_certificate_arn", e.to_string()))
+    })
+    .transpose()
+}
+
 fn check_settings(
     url: Option<&str>,
     event_types: Option<&[String]>,
@@ -168,6 +179,7 @@ pub(crate) async fn create_endpoint(
         body.max_per_second,
         body.description.as_deref(),
     )?;
+    let certificate = client_certificate(body.client_certificate_arn.as_deref())?;
     let new = tern_ops::NewEndpoint {
         tenant: tenant.to_string(),
         url: body.url,
@@ -186,6 +198,7 @@ pub(crate) async fn create_endpoint(
         headers: Vec::new(),
         auth: Default::default(),
         signatures: Default::default(),
+        client_certificate: certificate,
     };
     // Every field but the URL's destination was checked above: what add_endpoint still
     // refuses is the SSRF guard's verdict on the URL.
@@ -306,7 +319,11 @@ pub(crate) async fn update_endpoint(
         max_attempts: body.max_attempts,
         payload_format: body.payload_format.map(Into::into),
         max_per_second: body.max_per_second,
-        // Not settable through the API yet (issue 20's settings): left as they are.
+        client_certificate: body
+            .client_certificate_arn
+            .map(|arn| client_certificate(arn.as_deref()))
+            .transpose()?,
+        // Not settable through the API yet (issue 20's other settings): left as they are.
         ..EndpointUpdate::default()
     };
     if update.is_empty() {

@@ -1,0 +1,362 @@
+//! Issue 20, item 3: mutual TLS. A receiver on 127.0.0.1 (rustls) that REQUIRES a client
+//! certificate issued by its own certificate authority (made here with rcgen); the
+//! endpoint's certificate and key live in Secrets Manager (moto), referenced by ARN; the
+//! sender handler reads it and offers it.
+//!
+//! - With the certificate: delivered, the receiver saw that certificate, the signature
+//!   verifies with the reference verifier.
+//! - Without one, or with a certificate from another authority: the attempt fails with the
+//!   `tls` error class (the receiver's refusal), retried on the schedule.
+//! - The secret store failing (a secret that does not exist) is our failure: no attempt,
+//!   the message left for SQS to retry.
+//! - The PEM (certificate and key) never appears in a log line at TRACE.
+
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use http_body_util::BodyExt as _;
+use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair, KeyUsagePurpose};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use tern_core::client_certificate::ClientCertificate;
+use tern_core::ports::EndpointStore as _;
+use tern_core::{DeliveryMessage, Endpoint, EndpointId, ErrorClass, Secret, TenantId};
+use tern_handlers::metrics::{Metrics, MetricsSink};
+use tern_handlers::sender::{MessageOutcome, SenderDeps};
+use tern_http::{ClientOptions, DestinationPolicy, StaticLookup};
+use tern_local::LocalOptions;
+use tern_local::receiver::Captured;
+use tern_tests::*;
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+
+const HOST: &str = "mtls.test";
+
+/// A certificate authority made for this test.
+fn authority(name: &str) -> CertifiedIssuer<'static, KeyPair> {
+    let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, name);
+    CertifiedIssuer::self_signed(params, KeyPair::generate().expect("key")).expect("CA")
+}
+
+/// A client certificate issued by `ca`, as the PEM text a Secrets Manager secret holds:
+/// the chain (leaf, then the CA), then the PKCS #8 key.
+fn client_pem(
+    ca: &CertifiedIssuer<'static, KeyPair>,
+    name: &str,
+) -> (String, CertificateDer<'static>) {
+    let key = KeyPair::generate().expect("key");
+    let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, name);
+    params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+    let cert = params.signed_by(&key, ca).expect("client certificate");
+    let pem = format!("{}{}{}", cert.pem(), ca.pem(), key.serialize_pem());
+    (pem, cert.der().clone())
+}
+
+/// What the receiver saw: each request, with the client certificate of its connection.
+#[derive(Default)]
+struct Seen {
+    requests: Mutex<Vec<(Captured, Option<CertificateDer<'static>>)>>,
+    handshakes_refused: std::sync::atomic::AtomicUsize,
+}
+
+/// An HTTPS receiver on 127.0.0.1 for [`HOST`] that requires a client certificate issued
+/// by `client_ca`; answers 200 to every request.
+async fn mtls_receiver(
+    server_ca: &CertifiedIssuer<'static, KeyPair>,
+    client_ca: &CertifiedIssuer<'static, KeyPair>,
+) -> (u16, Arc<Seen>) {
+    let leaf_key = KeyPair::generate().expect("key");
+    let leaf = CertificateParams::new(vec![HOST.to_owned()])
+        .expect("params")
+        .signed_by(&leaf_key, server_ca)
+        .expect("server certificate");
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let mut client_roots = rustls::RootCertStore::empty();
+    client_roots
+        .add(client_ca.der().clone())
+        .expect("client CA");
+    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+        Arc::new(client_roots),
+        provider.clone(),
+    )
+    .build()
+    .expect("verifier that requires a client certificate");
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(
+            vec![leaf.der().clone()],
+            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(leaf_key.serialize_der())),
+        )
+        .expect("server config");
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let acceptor = TlsAcceptor::from(Arc::new(config));
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let seen = Arc::new(Seen::default());
+    let state = seen.clone();
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let acceptor = acceptor.clone();
+            let seen = state.clone();
+            tokio::spawn(async move {
+                let Ok(tls) = acceptor.accept(tcp).await else {
+                    seen.handshakes_refused
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    return;
+                };
+                let peer = tls
+                    .get_ref()
+                    .1
+                    .peer_certificates()
+                    .and_then(|c| c.first().cloned())
+                    .map(CertificateDer::into_owned);
+                let service = hyper::service::service_fn(
+                    move |req: hyper::Request<hyper::body::Incoming>| {
+                        let seen = seen.clone();
+                        let peer = peer.clone();
+                        async move {
+                            let (parts, body) = req.into_parts();
+                            let body = body
+                                .collect()
+                                .await
+                                .map(|b| b.to_bytes())
+                                .unwrap_or_default();
+                            let captured = Captured {
+                                method: parts.method.to_string(),
+                                path: parts.uri.path().to_owned(),
+                                headers: parts
+                                    .headers
+                                    .iter()
+                                    .map(|(n, v)| {
+                                        (
+                                            n.as_str().to_owned(),
+                                            v.to_str().unwrap_or_default().to_owned(),
+                                        )
+                                    })
+                                    .collect(),
+                                body,
+                                at: chrono::Utc::now(),
+                                answered: 200,
+                            };
+                            seen.requests.lock().expect("lock").push((captured, peer));
+                            Ok::<_, std::convert::Infallible>(hyper::Response::new(
+                                http_body_util::Full::new(Bytes::from_static(b"ok")),
+                            ))
+                        }
+                    },
+                );
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
+                    .await;
+            });
+        }
+    });
+    (port, seen)
+}
+
+/// The deployment's sender, its client trusting the test authority and resolving
+/// [`HOST`] to 127.0.0.1, reading client certificates from moto's Secrets Manager.
+fn sender(
+    local: &tern_local::LocalTern,
+    server_ca: &CertifiedIssuer<'static, KeyPair>,
+) -> SenderDeps {
+    let client = tern_http::test_support::client_trusting(
+        ClientOptions {
+            policy: DestinationPolicy {
+                https_only: true,
+                allow: vec!["127.0.0.1/32".parse().expect("net")],
+                nat64: false,
+            },
+            lookup: Arc::new(StaticLookup {
+                hosts: vec![(HOST.to_owned(), vec!["127.0.0.1".parse().expect("ip")])],
+            }),
+            ..ClientOptions::default()
+        },
+        vec![server_ca.der().clone()],
+    )
+    .expect("client")
+    .with_certificate_secrets(Arc::new(
+        tern_aws::certificates::SecretsManagerCertificates::new(
+            aws_sdk_secretsmanager::Client::new(&local.aws),
+        ),
+    ));
+    SenderDeps {
+        client,
+        ..(*local.sender).clone()
+    }
+}
+
+async fn put_secret(local: &tern_local::LocalTern, name: &str, pem: &str) -> String {
+    aws_sdk_secretsmanager::Client::new(&local.aws)
+        .create_secret()
+        .name(name)
+        .secret_string(pem)
+        .send()
+        .await
+        .expect("create secret")
+        .arn
+        .expect("arn")
+}
+
+async fn endpoint(local: &tern_local::LocalTern, port: u16, certificate: Option<&str>) -> Endpoint {
+    let mut e = Endpoint::new(
+        EndpointId::generate(),
+        TenantId::new("tnt_mtls").expect("tenant"),
+        format!("https://{HOST}:{port}/hook"),
+        vec!["*".into()],
+        Secret::generate(),
+        chrono::Utc::now(),
+    );
+    e.max_attempts = Some(3);
+    e.client_certificate = certificate.map(|arn| ClientCertificate::new(arn).expect("valid ARN"));
+    e.validate().expect("valid endpoint");
+    local.endpoint_table().put(&e).await.expect("put");
+    e
+}
+
+/// One delivery of a new event to `endpoint` through the sender handler.
+async fn deliver(
+    deps: &SenderDeps,
+    endpoint: &Endpoint,
+) -> (tern_core::EventId, Result<MessageOutcome, String>) {
+    let event = tern_outbox::OutboxWriter::new("unused")
+        .prepare(
+            "order.paid",
+            endpoint.tenant_id.as_str(),
+            r#"{"n":1}"#.to_owned(),
+        )
+        .expect("event")
+        .event;
+    let id = event.id.clone();
+    let body = DeliveryMessage::first(event, endpoint.id.clone()).to_body();
+    let metrics = Metrics::new("Tern", MetricsSink::Discard);
+    let (_, mut results) = tern_handlers::sender::handle(deps, sqs_event(&[body]), &metrics).await;
+    (id, results.remove(0).1)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_receiver_that_requires_a_client_certificate_gets_it_and_refuses_others() {
+    let logs = capture_logs();
+    let local = deployment_without_pollers("mtls", LocalOptions::default()).await;
+    let (server_ca, client_ca, stranger_ca) = (
+        authority("receiver CA"),
+        authority("receiver's client CA"),
+        authority("someone else's CA"),
+    );
+    let (port, seen) = mtls_receiver(&server_ca, &client_ca).await;
+    let (pem, leaf) = client_pem(&client_ca, "tern-client");
+    let (stranger_pem, _) = client_pem(&stranger_ca, "tern-client");
+    let good_arn = put_secret(&local, "tern/mtls/acme", &pem).await;
+    let stranger_arn = put_secret(&local, "tern/mtls/stranger", &stranger_pem).await;
+    let deps = sender(&local, &server_ca);
+
+    // With its certificate: delivered; the receiver saw that certificate.
+    let ep = endpoint(&local, port, Some(&good_arn)).await;
+    assert_eq!(
+        deliver(&deps, &ep).await.1,
+        Ok(MessageOutcome::Delivered { attempt: 1 })
+    );
+    let requests = seen.requests.lock().expect("lock").clone();
+    assert_eq!(requests.len(), 1);
+    let (request, peer) = &requests[0];
+    assert_eq!(
+        peer.as_ref(),
+        Some(&leaf),
+        "the endpoint's certificate was offered"
+    );
+    verify_reference(&ep.secrets[0].secret, request).expect("the signature verifies");
+
+    // Without a certificate, and with one the receiver does not trust: refused in the TLS
+    // handshake, a `tls` failure of the attempt, retried on the schedule.
+    for (what, certificate) in [
+        ("none", None),
+        ("a stranger's", Some(stranger_arn.as_str())),
+    ] {
+        let ep = endpoint(&local, port, certificate).await;
+        let (event, outcome) = deliver(&deps, &ep).await;
+        assert!(
+            matches!(outcome, Ok(MessageOutcome::Retrying { attempt: 1, .. })),
+            "{what}: {outcome:?}"
+        );
+        let history = attempts_of(&local, &event, &ep).await;
+        assert_eq!(history.len(), 1, "{what}: {history:?}");
+        assert_eq!(
+            history[0].error_class,
+            Some(ErrorClass::Tls),
+            "{what}: the receiver's refusal is a TLS failure: {:?}",
+            history[0].error
+        );
+    }
+    assert_eq!(
+        seen.requests.lock().expect("lock").len(),
+        1,
+        "nothing got past the handshake"
+    );
+    assert!(
+        seen.handshakes_refused
+            .load(std::sync::atomic::Ordering::Relaxed)
+            >= 2,
+        "the receiver refused the handshakes"
+    );
+
+    // The PEM never reaches a log line (the key's base64 body, the certificate's).
+    let text = logs.text();
+    for line in pem
+        .lines()
+        .filter(|l| !l.starts_with("-----") && l.len() > 40)
+    {
+        assert!(
+            !text.contains(line),
+            "a line of the client certificate secret is in the logs"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_secret_store_is_our_failure_not_the_receivers() {
+    let local = deployment_without_pollers("mtls-missing", LocalOptions::default()).await;
+    let (server_ca, client_ca) = (authority("receiver CA"), authority("client CA"));
+    let (port, seen) = mtls_receiver(&server_ca, &client_ca).await;
+    let deps = sender(&local, &server_ca);
+    // A valid ARN under the prefix whose secret does not exist.
+    let ep = endpoint(
+        &local,
+        port,
+        Some("arn:aws:secretsmanager:us-east-1:123456789012:secret:tern/mtls/missing-AbCdEf"),
+    )
+    .await;
+    let (event, outcome) = deliver(&deps, &ep).await;
+    let error = outcome.expect_err("a batch failure: SQS retries it");
+    assert!(
+        error.contains("client certificate") && error.contains(ep.id.as_str()),
+        "{error}"
+    );
+    assert!(seen.requests.lock().expect("lock").is_empty());
+    assert_eq!(
+        seen.handshakes_refused
+            .load(std::sync::atomic::Ordering::Relaxed),
+        0,
+        "no connection"
+    );
+    assert!(
+        attempts_of(&local, &event, &ep).await.is_empty(),
+        "no attempt recorded: none was made"
+    );
+    let health = tern_aws::DynamoHealthStore::new(local.dynamodb(), &local.resources.health_table);
+    let record = tern_core::health::HealthStore::get(&health, &ep.tenant_id, &ep.id)
+        .await
+        .expect("health read");
+    assert!(
+        record.is_none_or(|h| h.consecutive_failures == 0 && h.last_failure.is_none()),
+        "the receiver's health is not charged"
+    );
+}
