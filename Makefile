@@ -8,7 +8,7 @@ PYTHON ?= python3
 VENV   := .venv
 CARGO  ?= cargo
 
-.PHONY: demo test venv build clients clients-deps test-clients test-rust test-moto test-receivers test-infra test-console chromium browser-deps console-screenshots fmt lint clean bench bench-health bench-requests bench-rate bench-relay bench-reach soak package package-venv openapi bench-api
+.PHONY: demo test venv build clients clients-deps test-clients test-rust test-moto test-receivers test-infra test-console test-portal chromium browser-deps console-screenshots portal-screenshots bench-portal fmt lint clean bench bench-health bench-requests bench-rate bench-relay bench-reach soak package package-venv openapi bench-api
 
 venv: $(VENV)/.installed
 
@@ -36,18 +36,19 @@ test: venv
 	$(MAKE) --no-print-directory test-receivers || status=1; \
 	$(MAKE) --no-print-directory test-infra || status=1; \
 	$(MAKE) --no-print-directory test-console || status=1; \
+	$(MAKE) --no-print-directory test-portal || status=1; \
 	$(MAKE) --no-print-directory test-clients || status=1; \
 	if [ $$status -ne 0 ]; then echo "make test: FAILED (see above)"; fi; \
 	exit $$status
 
-# The browser test runs in test-console (it needs Chromium), not twice.
+# The browser tests run in test-console and test-portal (they need Chromium), not twice.
 # clients-deps: tests/tests/clients.rs runs the TypeScript client's end-to-end program.
 test-rust: venv clients-deps
 	# The real Lambda binaries, for tests/tests/real_binaries.rs (run under the Runtime API emulator),
 	# and the `tern` tool, for tests/tests/fair_queue.rs (`tern replay`).
 	$(CARGO) build -p tern-sender -p tern-relay -p tern-replay -p tern-api-fn
 	$(CARGO) build -p tern-cli --bin tern
-	$(CARGO) test --workspace --all-targets --no-fail-fast -- --skip browser_console
+	$(CARGO) test --workspace --all-targets --no-fail-fast -- --skip browser_console --skip browser_portal
 	# tern local / tern demo are behind tern-cli's `local` feature: their tests too.
 	$(CARGO) test -p tern-cli --features local --test local_mode
 	$(CARGO) test --workspace --doc
@@ -107,6 +108,11 @@ bench-rate: venv
 # Only the Tern API (also part of `make bench`): each route's latency in local mode, p50 and
 # p95, against the same port calls made directly, and a publish's cost. Writes
 # $(BENCH_OUT)/api.md. About two minutes.
+# The customer portal's pages: weight (HTML+CSS+JS, gzip), render time, AWS calls per view.
+bench-portal: venv
+	$(CARGO) build --release -p tern-bench
+	$(CARGO_TARGET)/release/tern-bench --out $(BENCH_OUT) portal
+
 bench-api: venv
 	$(CARGO) build --release -p tern-bench
 	$(CARGO_TARGET)/release/tern-bench --out $(BENCH_OUT) api
@@ -185,6 +191,15 @@ test-console: venv chromium browser-deps
 # Re-makes docs/operating.md's console screenshots (docs/console/*.png) with the same test.
 console-screenshots: venv chromium browser-deps
 	TERN_SCREENSHOTS_DIR=$(CURDIR)/docs/console $(CARGO) test -p tern-tests --test console_browser
+
+# The customer portal in a real browser: a customer adds an endpoint, tests it, sees the
+# failures, recovers the window; the portal in an iframe of an allowed and a refused parent.
+test-portal: venv chromium browser-deps
+	$(CARGO) test -p tern-tests --test portal_browser
+
+# Re-makes the portal's screenshots (docs/portal/*.png, docs/portal.md) with the same test.
+portal-screenshots: venv chromium browser-deps
+	TERN_SCREENSHOTS_DIR=$(CURDIR)/docs/portal $(CARGO) test -p tern-tests --test portal_browser
 
 # Writes shared/tern-api/openapi.json again from the code (the Tern API's document, which
 # `cargo test -p tern-api --test openapi` checks), then the clients generated from it.

@@ -86,6 +86,11 @@ export interface TernOptions {
   /** Requests the Tern API's stage accepts at once above the rate (1-5000, API Gateway's account burst quota). Default: api.throttlingBurstLimit. */
   readonly apiThrottlingBurstLimit?: number;
   /**
+   * Origins allowed to show the customer portal in an iframe (the CSP's frame-ancestors),
+   * comma-separated `https://host[:port]`, e.g. `https://app.example.com`. Default: none.
+   */
+  readonly portalFrameAncestors?: string;
+  /**
    * Where the sender and the api function send from: `shared` (outside a VPC, AWS's shared
    * Lambda address ranges) or `static` (private subnets behind one NAT gateway with an Elastic
    * IP per availability zone: the EgressIps output). Default: egress.mode.
@@ -133,10 +138,14 @@ export interface TernConfig {
   readonly healthMaxPauseSeconds: number;
   readonly apiThrottlingRateLimit: number;
   readonly apiThrottlingBurstLimit: number;
+  readonly portalFrameAncestors: string;
   readonly egress: EgressMode;
   readonly egressAvailabilityZones: number;
   readonly prebuiltArtifactsDir?: string;
 }
+
+/** One origin of portalFrameAncestors (also template.yaml's PortalFrameAncestors AllowedPattern, as a list). */
+export const PORTAL_ORIGIN = /^https:\/\/[A-Za-z0-9.-]+(:[0-9]{1,5})?$/;
 
 /** Seconds the replay function keeps an examined DLQ message hidden (Rust constant DRAIN_VISIBILITY_SECONDS). */
 export const REPLAY_DRAIN_VISIBILITY_SECONDS = 330;
@@ -179,6 +188,7 @@ const KINDS: { [K in keyof Required<TernOptions>]: Kind } = {
   healthMaxPauseSeconds: 'number',
   apiThrottlingRateLimit: 'number',
   apiThrottlingBurstLimit: 'number',
+  portalFrameAncestors: 'string',
   egress: 'string',
   egressAvailabilityZones: 'number',
   prebuiltArtifactsDir: 'string',
@@ -256,6 +266,7 @@ export function resolveConfig(node: Node, settings: TernSettings, props: TernOpt
     healthMaxPauseSeconds: pick('healthMaxPauseSeconds', settings.health.maxPauseSeconds)!,
     apiThrottlingRateLimit: pick('apiThrottlingRateLimit', settings.api.throttlingRateLimit)!,
     apiThrottlingBurstLimit: pick('apiThrottlingBurstLimit', settings.api.throttlingBurstLimit)!,
+    portalFrameAncestors: pick('portalFrameAncestors', '') ?? '',
     egress: pick('egress', settings.egress.mode)!,
     egressAvailabilityZones: pick('egressAvailabilityZones', settings.egress.availabilityZones)!,
     prebuiltArtifactsDir: pick('prebuiltArtifactsDir', undefined),
@@ -331,6 +342,10 @@ function validate(c: TernConfig, minVisibility: number): void {
   // stage; the same ranges as the SAM ApiThrottling* parameters.
   intIn('apiThrottlingRateLimit', c.apiThrottlingRateLimit, 1, 10000);
   intIn('apiThrottlingBurstLimit', c.apiThrottlingBurstLimit, 1, 5000);
+  // The portal's frame-ancestors: whole https origins only, nothing a CSP would read as more.
+  for (const o of c.portalFrameAncestors.split(',').map((x) => x.trim()).filter((x) => x !== '')) {
+    if (!PORTAL_ORIGIN.test(o)) fail(`portalFrameAncestors: ${JSON.stringify(o)} is not an https origin (https://host[:port])`);
+  }
   // Disabling is the stronger verdict: an endpoint is reported degraded before it is disabled.
   if (c.healthDisableBelowPercent > c.healthDegradedBelowPercent) {
     fail(

@@ -41,6 +41,20 @@ export function nagAcknowledgments(stack: TernStack): NagAcknowledgment[] {
         'Secrets Manager appends to every secret ARN, and the action is GetSecretValue alone.',
     },
     {
+      scope: stack.portal.keys,
+      id: 'AwsSolutions-SMG4',
+      reason:
+        'The portal key ring is rotated by Tern itself (tern_aws::portal::SecretsManagerKeys::rotate puts a new key in front and keeps ' +
+        'the previous one verifying, so live portal sessions survive); a Secrets Manager rotation Lambda would replace the ring and end them.',
+    },
+    ...stack.api.portalRoutes.map((route) => ({
+      scope: route,
+      id: 'AwsSolutions-APIG4',
+      reason:
+        "The customer portal's pages are opened by a customer's browser, which cannot sign SigV4: the api function authenticates " +
+        '/portal/* itself (an HMAC-signed single-use link, then a signed HttpOnly session cookie) and refuses /v1 without an IAM caller.',
+    })),
+    {
       scope: stack.delayedDelivery.stateMachine,
       id: 'AwsSolutions-SF1',
       reason:

@@ -79,6 +79,14 @@ export interface ApiSettings {
   readonly throttlingBurstLimit: number;
 }
 
+/** The customer portal (settings.json `portal`): its per-tenant rate limits, per minute. */
+export interface PortalSettings {
+  /** Portal links a tenant may mint per minute (TERN_PORTAL_SESSIONS_PER_MINUTE). */
+  readonly sessionsPerMinute: number;
+  /** Test events a tenant may send from the portal per minute (TERN_PORTAL_TEST_SENDS_PER_MINUTE). */
+  readonly testSendsPerMinute: number;
+}
+
 /** Where the sender and the api function send from: AWS's shared Lambda ranges, or a VPC's NAT gateways. */
 export type EgressMode = 'shared' | 'static';
 
@@ -105,6 +113,8 @@ export interface TernSettings {
     readonly attempts: TableSettings;
     /** Per-endpoint health: one item per endpoint (rolling-window counters, circuit state, next probe). */
     readonly health: TableSettings;
+    /** The customer portal: used links and rate-limit windows, each item with a TTL. */
+    readonly portal: TableSettings;
   };
   readonly queues: {
     readonly delivery: {
@@ -181,6 +191,8 @@ export interface TernSettings {
   readonly health: HealthSettings;
   /** The Tern API's HTTP API stage (settings.json `api`). */
   readonly api: ApiSettings;
+  /** The customer portal (settings.json `portal`). */
+  readonly portal: PortalSettings;
   /** Fixed source IPs (settings.json `egress`). */
   readonly egress: EgressSettings;
   readonly metrics: { readonly namespace: string };
@@ -246,6 +258,8 @@ export function loadSettings(file: string = path.join(INFRA_DIR, 'settings.json'
     ['functions.api.memoryMb', s.functions?.api?.memoryMb],
     ['api.throttlingRateLimit', s.api?.throttlingRateLimit],
     ['api.throttlingBurstLimit', s.api?.throttlingBurstLimit],
+    ['portal.sessionsPerMinute', s.portal?.sessionsPerMinute],
+    ['portal.testSendsPerMinute', s.portal?.testSendsPerMinute],
     ['eventSources.relay.batchSize', s.eventSources?.relay?.batchSize],
     ['eventSources.sender.batchSize', s.eventSources?.sender?.batchSize],
     ['delivery.attemptTimeoutMs', s.delivery?.attemptTimeoutMs],

@@ -8,6 +8,7 @@ import { DelayedDelivery } from './constructs/delayed-delivery';
 import { StaticEgress } from './constructs/egress';
 import { Functions, retentionDays } from './constructs/functions';
 import { AttemptInsights, OperationalTopic } from './constructs/operational';
+import { Portal } from './constructs/portal';
 import { Queues } from './constructs/queues';
 import { Storage } from './constructs/storage';
 import { applyNagSuppressions } from './nag-suppressions';
@@ -34,6 +35,8 @@ export class TernStack extends Stack {
   public readonly insights: AttemptInsights;
   /** The Tern API: an HTTP API with IAM authorization in front of the api function. */
   public readonly api: TernApi;
+  /** The customer portal's table and key ring. */
+  public readonly portal: Portal;
   /** `egress: static` only: the VPC, NAT gateways and Elastic IPs the sender and api send from. */
   public readonly egress?: StaticEgress;
 
@@ -56,6 +59,7 @@ export class TernStack extends Stack {
     this.delayedDelivery = new DelayedDelivery(this, 'DelayedDelivery', { deliveryQueue: this.queues.delivery });
     const stateMachine = this.delayedDelivery.stateMachine;
     this.operational = new OperationalTopic(this, 'Operational');
+    this.portal = new Portal(this, 'Portal', { settings });
     this.functions = new Functions(this, 'Functions', {
       settings,
       config,
@@ -63,6 +67,7 @@ export class TernStack extends Stack {
       queues: this.queues,
       stateMachine,
       operationalTopic: this.operational.topic,
+      portal: this.portal,
     });
     if (config.egress === 'static') {
       // The two functions that open connections to receivers: the sender (deliveries, OAuth
@@ -113,6 +118,8 @@ export class TernStack extends Stack {
     out('EndpointsTableName', this.storage.endpoints.tableName, 'Endpoints and subscriptions');
     out('SecretsKeyArn', this.storage.secretsKey.keyArn, 'KMS key that seals endpoint secrets at rest (tern reads it as TERN_SECRETS_KEY_ID)');
     out('AttemptsTableName', this.storage.attempts.tableName, 'Delivery attempt log');
+    out('PortalTableName', this.portal.table.tableName, 'Customer portal: used links and rate-limit windows (TTL)');
+    out('PortalKeySecretArn', this.portal.keys.secretArn, 'Customer portal: the key ring signing portal links and sessions');
     out('HealthTableName', this.storage.health.tableName, 'Per-endpoint health (circuit state, rolling success rate)');
     out('DeliveryQueueUrl', this.queues.delivery.queueUrl, 'Delivery queue');
     out('DeliveryQueueArn', this.queues.delivery.queueArn, 'Delivery queue ARN (console redrive destination)');

@@ -16,6 +16,8 @@ function cdkCritical(mode?: 'on-demand' | 'provisioned'): Critical {
     [id(stack.storage.endpoints)]: 'endpoints',
     [id(stack.storage.attempts)]: 'attempts',
     [id(stack.storage.health)]: 'health',
+    [id(stack.portal.table)]: 'portal',
+    [id(stack.portal.keys)]: 'portalKeys',
     [id(stack.storage.secretsKey)]: 'secretsKey',
     [id(stack.operational.topic)]: 'operationalTopic',
     [id(stack.queues.delivery)]: 'delivery',
@@ -47,6 +49,8 @@ function samCritical(mode?: 'on-demand' | 'provisioned'): Critical {
     EndpointsTable: 'endpoints',
     AttemptsTable: 'attempts',
     HealthTable: 'health',
+    PortalTable: 'portal',
+    PortalKeySecret: 'portalKeys',
     EndpointSecretsKey: 'secretsKey',
     OperationalTopic: 'operationalTopic',
     DeliveryQueue: 'delivery',
@@ -79,7 +83,7 @@ describe('CDK and SAM templates agree', () => {
     expect(sam.functions[fn]).toEqual(cdk.functions[fn]);
   });
 
-  test.each(['outbox', 'endpoints', 'attempts', 'health'])('table %s: keys, stream, TTL, PITR, SSE, retention policy', (tbl) => {
+  test.each(['outbox', 'endpoints', 'attempts', 'health', 'portal'])('table %s: keys, stream, TTL, PITR, SSE, retention policy', (tbl) => {
     expect(sam.tables[tbl]).toEqual(cdk.tables[tbl]);
   });
 
@@ -303,6 +307,8 @@ describe('CDK and SAM templates agree', () => {
       [lid(stack.storage.endpoints)]: 'endpoints',
       [lid(stack.storage.attempts)]: 'attempts',
       [lid(stack.storage.health)]: 'health',
+      [lid(stack.portal.table)]: 'portal',
+      [lid(stack.portal.keys)]: 'portalKeys',
       [lid(stack.queues.delivery)]: 'delivery',
       [lid(stack.queues.dlq)]: 'dlq',
       [lid(stack.storage.secretsKey)]: 'secretsKey',
@@ -322,12 +328,14 @@ describe('CDK and SAM templates agree', () => {
       EndpointsTable: 'endpoints',
       AttemptsTable: 'attempts',
       HealthTable: 'health',
+      PortalTable: 'portal',
+      PortalKeySecret: 'portalKeys',
       DeliveryQueue: 'delivery',
       Dlq: 'dlq',
       EndpointSecretsKey: 'secretsKey',
     };
     const sam = pairs(samStatements, samNames, t);
-    expect(sam).toHaveLength(16);
+    expect(sam).toHaveLength(19);
     expect(sam).toEqual(pairs(cdkStatements, names, json));
   });
 
@@ -373,7 +381,11 @@ describe('CDK and SAM templates agree', () => {
     const sam = summary(samTemplate(), { HttpApi: 'httpApi', ApiFunction: 'api' });
     const withStackName = JSON.parse(JSON.stringify(sam).split('${AWS::StackName}').join('Tern'));
     expect(withStackName).toEqual(cdk);
-    expect(cdk.routes).toEqual([{ ApiId: 'ref:httpApi', RouteKey: 'ANY /{proxy+}', AuthorizationType: 'AWS_IAM', Target: 'integrations/${integration}' }]);
+    expect(cdk.routes).toEqual([
+      { ApiId: 'ref:httpApi', RouteKey: 'ANY /{proxy+}', AuthorizationType: 'AWS_IAM', Target: 'integrations/${integration}' },
+      // The customer portal's pages: the function authenticates them by its own signed cookie.
+      { ApiId: 'ref:httpApi', RouteKey: 'ANY /portal/{proxy+}', AuthorizationType: 'NONE', Target: 'integrations/${integration}' },
+    ]);
     expect(cdk.stages[0].DefaultRouteSettings).toEqual({ ThrottlingRateLimit: settings.api.throttlingRateLimit, ThrottlingBurstLimit: settings.api.throttlingBurstLimit });
     expect(cdk.apiUrl).toBe('httpApi.ApiEndpoint');
   });

@@ -170,6 +170,31 @@ describe('refused settings', () => {
     expect(t.Parameters.ApiThrottlingBurstLimit).toMatchObject({ Type: 'Number', Default: s.throttlingBurstLimit, MinValue: 1, MaxValue: 5000 });
   });
 
+  test('portal frame ancestors: none by default, https origins from props or context, anything else refused; SAM has the same parameter', () => {
+    const ancestorsOf = (props: TernStackProps, context: Record<string, unknown>) => {
+      const fns = Object.values((Template.fromStack(build(props, context)).toJSON() as any).Resources).filter(
+        (r: any) => r.Type === 'AWS::Lambda::Function' && r.Properties.Environment?.Variables?.TERN_PORTAL_TABLE,
+      ) as any[];
+      expect(fns).toHaveLength(1);
+      return fns[0].Properties.Environment.Variables.TERN_PORTAL_FRAME_ANCESTORS;
+    };
+    expect(ancestorsOf({}, {})).toBe('');
+    expect(ancestorsOf({}, { 'tern:portalFrameAncestors': 'https://app.example.com,https://b.example:8443' })).toBe(
+      'https://app.example.com,https://b.example:8443',
+    );
+    for (const bad of ['http://app.example.com', 'https://app.example.com/path', "https://a.example; script-src *", '*']) {
+      expect(() => build({ portalFrameAncestors: bad })).toThrow(/portalFrameAncestors/);
+    }
+    const { samTemplate } = require('./helpers');
+    const p = samTemplate().Parameters.PortalFrameAncestors;
+    expect(p).toMatchObject({ Type: 'String', Default: '' });
+    const pattern = new RegExp(p.AllowedPattern);
+    expect(pattern.test('https://app.example.com,https://b.example:8443')).toBe(true);
+    expect(pattern.test('')).toBe(true);
+    expect(pattern.test('http://app.example.com')).toBe(false);
+    expect(pattern.test('https://a.example; script-src *')).toBe(false);
+  });
+
   test.each([25, 30, 26.5])("settings.json: an api function timeout of %s s is refused (it must outlive the router's 25 s and end before API Gateway's 30 s)", (timeout) => {
     const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'tern-settings-')), 'settings.json');
     const s = JSON.parse(fs.readFileSync(path.join(__dirname, '..', 'settings.json'), 'utf-8'));

@@ -30,13 +30,15 @@ describe('cdk-nag AwsSolutions', () => {
     expect(violations(provisioned)).toEqual([]);
   });
 
-  test('the acknowledged findings are exactly these five, each with a reason', () => {
+  test('the acknowledged findings are exactly these seven, each with a reason', () => {
     const acks = nagAcknowledgments(stack);
     expect(acks.map((a) => `${a.id} on ${a.scope.node.path}`).sort()).toEqual([
+      'AwsSolutions-APIG4 on Tern/Api/Http/ANY--portal--{proxy+}',
       'AwsSolutions-IAM5[Resource::*] on Tern/Functions/RelayRole',
       'AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:secretsmanager:<AWS::Region>:<AWS::AccountId>:secret:tern/mtls/*] on Tern/Functions/SenderRole',
       'AwsSolutions-SF1 on Tern/DelayedDelivery/StateMachine',
       'AwsSolutions-SF2 on Tern/DelayedDelivery/StateMachine',
+      'AwsSolutions-SMG4 on Tern/Portal/Keys',
       'AwsSolutions-SQS3 on Tern/Queues/RelayFailures',
     ]);
     for (const a of acks) expect(a.reason.length).toBeGreaterThan(60);
@@ -53,10 +55,12 @@ describe('cdk-nag AwsSolutions', () => {
     }
     const found = violations(bare).map((v) => v.split(' at ')[0]).sort();
     expect(found).toEqual([
+      'AwsSolutions-APIG4',
       'AwsSolutions-IAM5[Resource::*]',
       'AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:secretsmanager:<AWS::Region>:<AWS::AccountId>:secret:tern/mtls/*]',
       'AwsSolutions-SF1',
       'AwsSolutions-SF2',
+      'AwsSolutions-SMG4',
       'AwsSolutions-SQS3',
     ]);
   });

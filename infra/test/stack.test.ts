@@ -7,7 +7,7 @@ import * as fs from 'fs';
 import * as path from 'path';
 import { CfnElement, Stack } from 'aws-cdk-lib';
 import { Match } from 'aws-cdk-lib/assertions';
-import { API_ACCESS_LOG_FORMAT } from '../lib/constructs/api';
+import { API_ACCESS_LOG_FORMAT, PORTAL_ROUTE_KEY } from '../lib/constructs/api';
 import { API_REQUEST_DEADLINE_SECONDS, HTTP_API_INTEGRATION_TIMEOUT_SECONDS, STATE_MACHINE_DEFINITION_FILE } from '../lib/settings';
 import { dashboardWidgets, defaultStack, only, samTemplate, settings } from './helpers';
 
@@ -46,7 +46,27 @@ describe('tables', () => {
     });
   });
 
-  test('exactly four tables', () => template.resourceCountIs('AWS::DynamoDB::Table', 4));
+  test('exactly five tables (the four of the pipeline and the portal\'s)', () => template.resourceCountIs('AWS::DynamoDB::Table', 5));
+
+  test('portal: one string key, a TTL, on-demand, encrypted, point-in-time recovery (settings.json tables.portal)', () => {
+    const t = settings.tables.portal;
+    expect(resource(stack.portal.table).Properties).toMatchObject({
+      KeySchema: [{ AttributeName: t.partitionKey, KeyType: 'HASH' }],
+      TimeToLiveSpecification: { AttributeName: t.ttlAttribute, Enabled: true },
+      BillingMode: 'PAY_PER_REQUEST',
+      SSESpecification: { SSEEnabled: true },
+      PointInTimeRecoverySpecification: { PointInTimeRecoveryEnabled: true },
+    });
+  });
+
+  test("portal key ring: a generated secret of one key {id, secret} (what tern_core::portal::KeyRing reads)", () => {
+    expect(resource(stack.portal.keys).Properties.GenerateSecretString).toMatchObject({
+      SecretStringTemplate: JSON.stringify({ id: 'k1' }),
+      GenerateStringKey: 'secret',
+      PasswordLength: 64,
+      ExcludePunctuation: true,
+    });
+  });
 
   test('attempts: the sparse waiting index of settings.json (string endpoint key, number due time, INCLUDE)', () => {
     const w = settings.tables.attempts.waitingIndex!;
@@ -176,6 +196,8 @@ function permissions(roleId: string): string[] {
     [logicalId(stack.storage.endpoints), 'endpoints'],
     [logicalId(stack.storage.attempts), 'attempts'],
     [logicalId(stack.storage.health), 'health'],
+    [logicalId(stack.portal.table), 'portal'],
+    [logicalId(stack.portal.keys), 'portalKeys'],
     [logicalId(stack.operational.topic), 'operationalTopic'],
     [logicalId(stack.queues.delivery), 'delivery'],
     [logicalId(stack.queues.dlq), 'dlq'],
@@ -337,6 +359,11 @@ describe('functions', () => {
       TERN_HEALTH_MIN_ATTEMPTS: String(settings.health.minAttempts),
       TERN_HEALTH_MAX_PAUSE_SECONDS: String(settings.health.maxPauseSeconds),
       TERN_SECRETS_KEY_ID: arn(stack.storage.secretsKey),
+      TERN_PORTAL_TABLE: ref(stack.portal.table),
+      TERN_PORTAL_KEY_SECRET: ref(stack.portal.keys),
+      TERN_PORTAL_FRAME_ANCESTORS: '',
+      TERN_PORTAL_SESSIONS_PER_MINUTE: String(settings.portal.sessionsPerMinute),
+      TERN_PORTAL_TEST_SENDS_PER_MINUTE: String(settings.portal.testSendsPerMinute),
     });
   });
 
@@ -502,6 +529,11 @@ describe('least-privilege IAM', () => {
         // Endpoint secrets at rest: seal what it writes, open what it reads.
         'kms:GenerateDataKey on secretsKey',
         'kms:Decrypt on secretsKey',
+        // The customer portal: a link's one use, a rate-limit window (both conditional writes),
+        // and the key ring (read only).
+        'dynamodb:PutItem on portal',
+        'dynamodb:UpdateItem on portal',
+        'secretsmanager:GetSecretValue on portalKeys',
         'logs:CreateLogStream on own log group',
         'logs:PutLogEvents on own log group',
       ].sort(),
@@ -887,10 +919,12 @@ describe('the Tern API (API Gateway HTTP API)', () => {
     expect(resource(stack.api.httpApi).Properties).toMatchObject({ ProtocolType: 'HTTP' });
   });
 
-  test('every route of every API uses AWS_IAM authorization; the one route is ANY /{proxy+}', () => {
+  test('every route uses AWS_IAM authorization but the portal pages\' (ANY /portal/{proxy+}, authenticated by the function)', () => {
     const routes = Object.values(json.Resources).filter((r) => r.Type === 'AWS::ApiGatewayV2::Route');
-    expect(routes.map((r) => r.Properties.RouteKey)).toEqual(['ANY /{proxy+}']);
-    for (const r of routes) expect(r.Properties.AuthorizationType).toBe('AWS_IAM');
+    expect(routes.map((r) => [r.Properties.RouteKey, r.Properties.AuthorizationType])).toEqual([
+      ['ANY /{proxy+}', 'AWS_IAM'],
+      [PORTAL_ROUTE_KEY, 'NONE'],
+    ]);
     // No authorizer resource (IAM needs none) that a route could point at instead.
     template.resourceCountIs('AWS::ApiGatewayV2::Authorizer', 0);
   });
@@ -904,20 +938,24 @@ describe('the Tern API (API Gateway HTTP API)', () => {
     });
     // API Gateway's default and longest wait (30 s): no shorter timeout cuts the router's 25 s.
     expect(integration.Properties.TimeoutInMillis).toBeUndefined();
-    const [[, route]] = ofApi('AWS::ApiGatewayV2::Route');
-    expect(route.Properties.Target).toEqual({ 'Fn::Join': ['', ['integrations/', { Ref: integrationId }]] });
+    for (const [, route] of ofApi('AWS::ApiGatewayV2::Route')) {
+      expect(route.Properties.Target).toEqual({ 'Fn::Join': ['', ['integrations/', { Ref: integrationId }]] });
+    }
   });
 
-  test('only this API may invoke the api function, and only through its {proxy+} route', () => {
+  test('only this API may invoke the api function, and only through its two routes', () => {
     const permissions = Object.values(json.Resources).filter(
       (r) => r.Type === 'AWS::Lambda::Permission' && JSON.stringify(r.Properties.FunctionName).includes(logicalId(stack.functions.api)),
     );
-    expect(permissions).toHaveLength(1);
-    const p = permissions[0].Properties;
-    expect(p).toMatchObject({ Action: 'lambda:InvokeFunction', Principal: 'apigateway.amazonaws.com' });
-    const [, parts] = p.SourceArn['Fn::Join'];
-    expect(parts).toContainEqual({ Ref: apiId() });
-    expect(parts[parts.length - 1]).toBe('/*/*/{proxy+}');
+    expect(permissions).toHaveLength(2);
+    const tails = permissions.map((permission) => {
+      const p = permission.Properties;
+      expect(p).toMatchObject({ Action: 'lambda:InvokeFunction', Principal: 'apigateway.amazonaws.com' });
+      const [, parts] = p.SourceArn['Fn::Join'];
+      expect(parts).toContainEqual({ Ref: apiId() });
+      return parts[parts.length - 1];
+    });
+    expect(tails.sort()).toEqual(['/*/*/portal/{proxy+}', '/*/*/{proxy+}']);
   });
 
   test('one stage, $default, deployed automatically, throttled as settings.json api says', () => {

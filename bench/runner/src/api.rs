@@ -74,15 +74,17 @@ pub fn percentile(s: &Sample, p: f64) -> f64 {
     v[rank.clamp(1, v.len()) - 1]
 }
 
-struct Client {
-    base: String,
-    host: String,
-    credential: LocalCredential,
-    http: reqwest::Client,
+/// A client of the local API signing with SigV4, as an application signs.
+pub(crate) struct Client {
+    pub(crate) base: String,
+    pub(crate) host: String,
+    pub(crate) credential: LocalCredential,
+    pub(crate) http: reqwest::Client,
 }
 
 impl Client {
-    async fn call(
+    /// Calls `method path` with an optional JSON body: the status and the JSON answer.
+    pub(crate) async fn call(
         &self,
         method: &str,
         path: &str,

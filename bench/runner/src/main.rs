@@ -11,6 +11,7 @@ mod api;
 mod cost;
 mod fakes;
 mod health;
+mod portal;
 mod proxy;
 mod rate_limit;
 mod reach;
@@ -106,6 +107,10 @@ enum Command {
     /// same port calls made directly, and a publish's cost; writes `<out>/api.md` (also
     /// printed) and `<out>/api.json`. About two minutes.
     Api,
+    /// Only the customer portal (`make bench-portal`): each page's weight (uncompressed
+    /// and gzip), render time in local mode and AWS calls per view; writes
+    /// `<out>/portal.md` (also printed) and `<out>/portal.json`. About a minute.
+    Portal,
 }
 
 fn target_dir() -> PathBuf {
@@ -126,6 +131,7 @@ fn main() -> Result<(), BoxError> {
         Some(Command::Rate) => runtime.block_on(rate_only(&args.out)),
         Some(Command::Reach) => runtime.block_on(reach_only(&args.out, args.aws_deliveries)),
         Some(Command::Api) => runtime.block_on(api_only(&args)),
+        Some(Command::Portal) => runtime.block_on(portal_only(&args.out)),
         None => runtime.block_on(run(args)),
     }
 }
@@ -270,6 +276,23 @@ async fn relay_only(args: &Args) -> Result<(), BoxError> {
         serde_json::to_string_pretty(&runs)?,
     )?;
     eprintln!("wrote {}", args.out.join("relay.md").display());
+    Ok(())
+}
+
+async fn portal_only(out: &Path) -> Result<(), BoxError> {
+    std::fs::create_dir_all(out)?;
+    let report = portal::run().await?;
+    let md = format!(
+        "# Tern benchmarks: the customer portal\n{}",
+        report.markdown()
+    );
+    println!("\n{md}");
+    std::fs::write(out.join("portal.md"), &md)?;
+    std::fs::write(
+        out.join("portal.json"),
+        serde_json::to_string_pretty(&report)?,
+    )?;
+    eprintln!("wrote {}", out.join("portal.md").display());
     Ok(())
 }
 

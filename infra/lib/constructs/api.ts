@@ -16,8 +16,16 @@ export interface TernApiProps {
   readonly logRetention: logs.RetentionDays;
 }
 
-/** The one route: every method and path goes to the function, whose router answers unknown paths with a problem 404. */
+/** The API's route: every method and path goes to the function, whose router answers unknown paths with a problem 404. */
 export const API_ROUTE_KEY = 'ANY /{proxy+}';
+
+/**
+ * The customer portal's pages (tern_api::portal): the one route without IAM authorization.
+ * A customer's browser cannot sign SigV4; the function authenticates these paths itself
+ * (a signed single-use link, then a signed session cookie), and its router keeps every
+ * `/v1` path behind the IAM caller API Gateway passes, which these requests never carry.
+ */
+export const PORTAL_ROUTE_KEY = 'ANY /portal/{proxy+}';
 
 /** The stage: `$default`, served at the API's base URL (no stage name in the path). */
 export const API_STAGE_NAME = '$default';
@@ -54,7 +62,7 @@ export const API_ACCESS_LOG_FORMAT = JSON.stringify({
  * every request itself (problem+json naming the field), so REST's request validators, usage
  * plans and API keys would add nothing: callers are IAM principals, throttled per stage.
  *
- * Every route uses AWS_IAM: API Gateway checks the SigV4 signature and the caller's
+ * Every route but the portal's (PORTAL_ROUTE_KEY) uses AWS_IAM: API Gateway checks the SigV4 signature and the caller's
  * `execute-api:Invoke` permission on the request's path before the function runs, so an IAM
  * policy can confine a role to `.../v1/tenants/<id>/*` (README.md). The stage is throttled
  * (settings.json `api`) and writes an access log line per request to its own log group.
@@ -66,6 +74,8 @@ export class TernApi extends Construct {
   public readonly accessLogs: logs.LogGroup;
   /** The base URL (`https://<api id>.execute-api.<region>.amazonaws.com`, no trailing slash): the ApiUrl output. */
   public readonly url: string;
+  /** The customer portal's route (PORTAL_ROUTE_KEY), without IAM. */
+  public readonly portalRoutes: apigwv2.HttpRoute[];
 
   constructor(scope: Construct, id: string, props: TernApiProps) {
     super(scope, id);
@@ -78,17 +88,25 @@ export class TernApi extends Construct {
       description: 'Tern API: endpoints, events, the delivery log and dead letters (SigV4, IAM authorization)',
       // The stage below, with its throttling and access log, replaces the unconfigured default one.
       createDefaultStage: false,
-      // Every route, present and future, is behind IAM unless it says otherwise (none does).
+      // Every route, present and future, is behind IAM unless it says otherwise (only the portal's does).
       defaultAuthorizer: new HttpIamAuthorizer(),
     });
     // Lambda proxy (payload format 2.0). The integration's invoke permission is scoped to this
     // API's {proxy+} route; API Gateway waits its default and longest 30 s for the function.
+    const integration = new HttpLambdaIntegration('Function', props.handler, {
+      payloadFormatVersion: apigwv2.PayloadFormatVersion.VERSION_2_0,
+    });
     this.httpApi.addRoutes({
       path: '/{proxy+}',
       methods: [apigwv2.HttpMethod.ANY],
-      integration: new HttpLambdaIntegration('Function', props.handler, {
-        payloadFormatVersion: apigwv2.PayloadFormatVersion.VERSION_2_0,
-      }),
+      integration,
+    });
+    // API Gateway picks the most specific route: /portal/... comes here, without IAM.
+    this.portalRoutes = this.httpApi.addRoutes({
+      path: '/portal/{proxy+}',
+      methods: [apigwv2.HttpMethod.ANY],
+      integration,
+      authorizer: new apigwv2.HttpNoneAuthorizer(),
     });
     this.stage = this.httpApi.addStage('Stage', {
       stageName: API_STAGE_NAME,

@@ -10,6 +10,7 @@ import { RustFunction } from 'cargo-lambda-cdk';
 import { Construct } from 'constructs';
 import { TernConfig } from '../config';
 import { TernSettings, WORKSPACE_DIR } from '../settings';
+import { Portal } from './portal';
 import { Queues } from './queues';
 import { Storage } from './storage';
 
@@ -21,6 +22,8 @@ export interface FunctionsProps {
   readonly stateMachine: sfn.IStateMachine;
   /** The operational-events topic the sender publishes endpoint health changes to. */
   readonly operationalTopic: sns.ITopic;
+  /** The customer portal's table and key ring (read by the api function). */
+  readonly portal: Portal;
 }
 
 /** The attributes of a fan-out checkpoint item (shared/tern-aws/src/fanout.rs), the only ones the relay may touch in the attempts table. */
@@ -182,6 +185,13 @@ export class Functions extends Construct {
         ...healthEnv,
         // Seals the secrets it writes (kms:GenerateDataKey) and opens the ones it reads back (kms:Decrypt).
         TERN_SECRETS_KEY_ID: storage.secretsKey.keyArn,
+        // The customer portal (tern_api::portal): its table, its key ring, who may frame it,
+        // and its per-tenant rate limits (settings.json portal).
+        TERN_PORTAL_TABLE: props.portal.table.tableName,
+        TERN_PORTAL_KEY_SECRET: props.portal.keys.secretArn,
+        TERN_PORTAL_FRAME_ANCESTORS: c.portalFrameAncestors,
+        TERN_PORTAL_SESSIONS_PER_MINUTE: String(s.portal.sessionsPerMinute),
+        TERN_PORTAL_TEST_SENDS_PER_MINUTE: String(s.portal.testSendsPerMinute),
       },
     });
 
@@ -191,7 +201,7 @@ export class Functions extends Construct {
     queues.dlq.grant(this.replay, 'sqs:ReceiveMessage', 'sqs:DeleteMessage', 'sqs:ChangeMessageVisibility');
     queues.delivery.grant(this.replay, 'sqs:SendMessage');
     this.wireConsole(storage, queues);
-    this.wireApi(storage, queues);
+    this.wireApi(storage, queues, props.portal);
   }
 
   /**
@@ -200,7 +210,7 @@ export class Functions extends Construct {
    * no write to the attempts table (resends and replays go through the delivery queue and the
    * sender records them), no sns, states or lambda action.
    */
-  private wireApi(storage: Storage, queues: Queues): void {
+  private wireApi(storage: Storage, queues: Queues, portal: Portal): void {
     // Endpoints (DynamoEndpointStore): GetItem reads one (every route under /endpoints/{id}
     // checks the tenant owns it); Query lists a tenant's (the list's pages, an event's
     // subscribers, the replay's target check); PutItem creates; UpdateItem is PATCH, enable,
@@ -235,6 +245,13 @@ export class Functions extends Construct {
     // them go again (the grouped view, the replay's check); DeleteMessage removes the ones a
     // replay moved back to the delivery queue (the replay function's three actions).
     queues.dlq.grant(this.api, 'sqs:ReceiveMessage', 'sqs:ChangeMessageVisibility', 'sqs:DeleteMessage');
+    // The customer portal (DynamoPortalLedger): PutItem records a link's one use (conditional);
+    // UpdateItem counts a rate-limit window (conditional ADD). No read: both answer by their condition.
+    portal.table.grant(this.api, 'dynamodb:PutItem', 'dynamodb:UpdateItem');
+    // Its key ring (SecretsManagerKeys): GetSecretValue only; rotation is an operator's act.
+    this.api.addToRolePolicy(
+      new iam.PolicyStatement({ actions: ['secretsmanager:GetSecretValue'], resources: [portal.keys.secretArn] }),
+    );
   }
 
   /**

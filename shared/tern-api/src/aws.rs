@@ -6,6 +6,9 @@
 //! (required); `TERN_MAX_PAYLOAD_BYTES`, `TERN_ATTEMPT_TIMEOUT_MS`, `TERN_HTTPS_ONLY`,
 //! `TERN_ALLOW_DESTINATIONS`, `TERN_NAT64`, `TERN_HEALTH_*`, `TERN_ATTEMPT_LOG_TTL_DAYS`,
 //! `TERN_OUTBOX_TTL_DAYS`, `TERN_SECRETS_KEY_ID` (optional, the other functions' defaults).
+//! The customer portal is on when both `TERN_PORTAL_TABLE` and `TERN_PORTAL_KEY_SECRET`
+//! (the key ring's secret, a name or an ARN) are set; its other settings are
+//! [`crate::portal::PortalSettings::from_env`]'s.
 
 use std::sync::Arc;
 
@@ -44,6 +47,19 @@ pub struct ApiConfig {
     pub secrets_key_id: Option<String>,
     /// The rest of what the routes apply.
     pub settings: ApiSettings,
+    /// The customer portal: its table, its key secret and settings, when configured.
+    pub portal: Option<PortalConfig>,
+}
+
+/// The customer portal's settings.
+#[derive(Debug, Clone)]
+pub struct PortalConfig {
+    /// `TERN_PORTAL_TABLE`: link uses and rate-limit counters.
+    pub table: String,
+    /// `TERN_PORTAL_KEY_SECRET`: the Secrets Manager secret of the key ring.
+    pub key_secret: String,
+    /// The rest.
+    pub settings: crate::portal::PortalSettings,
 }
 
 /// How long the API keeps an unwrapped data key, in seconds: 300. It reads an endpoint
@@ -57,6 +73,9 @@ pub enum ApiConfigError {
     /// A variable is missing or invalid.
     #[error(transparent)]
     Config(#[from] ConfigError),
+    /// A portal setting is invalid.
+    #[error(transparent)]
+    Portal(#[from] crate::portal::PortalConfigError),
     /// A number does not parse.
     #[error("{name}: {reason}")]
     Invalid {
@@ -94,7 +113,17 @@ impl ApiConfig {
         // The relay's payload limit and the sender's attempt deadline, read as they do.
         let max_payload_bytes = relay_payload_limit(get)?;
         let policy = SenderPolicy::from_env(&env)?;
+        let set = |name: &str| get(name).filter(|v| !v.trim().is_empty());
+        let portal = match (set("TERN_PORTAL_TABLE"), set("TERN_PORTAL_KEY_SECRET")) {
+            (Some(table), Some(key_secret)) => Some(PortalConfig {
+                table,
+                key_secret,
+                settings: crate::portal::PortalSettings::from_env(get)?,
+            }),
+            _ => None,
+        };
         Ok(Self {
+            portal,
             endpoints_table: required("TERN_ENDPOINTS_TABLE")?,
             attempts_table: required("TERN_ATTEMPTS_TABLE")?,
             outbox_table: required("TERN_OUTBOX_TABLE")?,
@@ -142,6 +171,19 @@ pub fn api_deps(
     let aws = &tern_aws::budget::bounded(aws);
     let ddb = aws_sdk_dynamodb::Client::new(aws);
     let sqs = aws_sdk_sqs::Client::new(aws);
+    let portal = config.portal.as_ref().map(|p| {
+        Arc::new(crate::portal::PortalDeps {
+            keys: Arc::new(tern_aws::portal::SecretsManagerKeys::new(
+                aws_sdk_secretsmanager::Client::new(aws),
+                &p.key_secret,
+            )),
+            ledger: Arc::new(tern_aws::portal::DynamoPortalLedger::new(
+                ddb.clone(),
+                &p.table,
+            )),
+            settings: p.settings.clone(),
+        })
+    });
     let lookup = lookup.unwrap_or_else(|| Arc::new(DnsResolver::system()));
     let client = DeliveryClient::new(ClientOptions {
         policy: config.settings.destinations.clone(),
@@ -176,5 +218,6 @@ pub fn api_deps(
         client,
         lookup,
         settings: Arc::new(config.settings.clone()),
+        portal,
     })
 }

@@ -20,6 +20,7 @@ pub mod aws;
 pub mod extract;
 pub mod model;
 pub mod openapi;
+pub mod portal;
 pub mod problem;
 pub(crate) mod routes;
 pub mod sigv4;
@@ -82,21 +83,30 @@ pub struct ApiDeps {
     pub lookup: Arc<dyn HostLookup>,
     /// Settings.
     pub settings: Arc<ApiSettings>,
+    /// The customer portal's keys, table and settings; `None`: no portal in this
+    /// deployment (its pages and the session route answer 404).
+    pub portal: Option<Arc<portal::PortalDeps>>,
 }
 
-/// The API: every route behind `auth`, problems for unknown paths and methods, the body
-/// limit of `deps.settings`, an answer within [`REQUEST_DEADLINE`].
+/// The API: every `/v1` route (and every unknown path) behind `auth`, problems for
+/// unknown paths and methods, the body limit of `deps.settings`, an answer within
+/// [`REQUEST_DEADLINE`]. The customer portal's pages (`/portal/...`, [`portal`]) are the
+/// only paths outside `auth`: they authenticate by their own session cookie, which opens
+/// nothing under `/v1`.
 pub fn router(deps: ApiDeps, auth: Authenticator) -> Router {
     let limit = deps.settings.body_limit();
     let (router, _) = routes::api().split_for_parts();
-    router
+    let api = router
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
-        .with_state(deps)
+        .with_state(deps.clone())
         .layer(axum::middleware::from_fn_with_state(
             auth,
             auth::authenticate,
-        ))
+        ));
+    portal::router()
+        .with_state(deps)
+        .merge(api)
         .layer(DefaultBodyLimit::max(limit))
         .layer(axum::middleware::from_fn(deadline))
 }

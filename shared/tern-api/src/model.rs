@@ -822,3 +822,44 @@ impl From<tern_ops::resend::Resent> for Resend {
         }
     }
 }
+
+/// A customer portal session to mint for one tenant.
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"endpoint_ids": ["ep_01H..."], "read_only": false, "expires_in_seconds": 3600, "brand_color": "#0b5fff"}))]
+pub struct PortalSessionRequest {
+    /// Limit the session to these endpoints of the tenant (1 to 20; each must exist). By
+    /// default it sees all of them and may add new ones.
+    #[serde(default)]
+    pub endpoint_ids: Option<Vec<String>>,
+    /// No change of any kind and no secret shown. Default `false`.
+    #[serde(default)]
+    pub read_only: bool,
+    /// Life of the link and of the session it opens, seconds: 60 to 86,400, default 3,600.
+    #[serde(default)]
+    pub expires_in_seconds: Option<i64>,
+    /// Brand colour of the portal's header and buttons, `#rrggbb`.
+    #[serde(default)]
+    pub brand_color: Option<String>,
+    /// Logo shown in the header: an `https` URL of at most 512 bytes (the portal's CSP
+    /// allows images from its origin only).
+    #[serde(default)]
+    pub logo_url: Option<String>,
+    /// Event types the application sends, offered as choices when the customer adds an
+    /// endpoint (at most 50), besides the types its endpoints already subscribe to.
+    #[serde(default)]
+    pub event_types: Option<Vec<String>>,
+}
+
+/// A minted portal session: open `url` once (in a browser or an iframe).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct PortalSession {
+    /// The single-use link: `<portal>/portal/start?token=...`. The first load exchanges the
+    /// token for a session cookie and drops it from the address bar; a second load is
+    /// refused.
+    pub url: String,
+    /// The session's id (logged with every action of the session).
+    pub session_id: String,
+    /// When the link and the session end.
+    pub expires_at: DateTime<Utc>,
+}

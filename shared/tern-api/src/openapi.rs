@@ -27,7 +27,8 @@ use utoipa::openapi::security::{ApiKey, ApiKeyValue, SecurityScheme};
     tags(
         (name = "endpoints", description = "Where a tenant's events are delivered: settings, secrets, health, test sends, the delivery log, recovery."),
         (name = "events", description = "Publishing events, where each delivery stands, attempts, resends."),
-        (name = "dead-letters", description = "The tenant's dead letters and their replay.")
+        (name = "dead-letters", description = "The tenant's dead letters and their replay."),
+        (name = "portal", description = "Single-use links to the customer portal, where a tenant manages its own endpoints.")
     )
 )]
 pub struct ApiDoc;

@@ -43,6 +43,9 @@ pub enum Kind {
     PayloadTooLarge,
     /// 415: the body is not `application/json`.
     UnsupportedMediaType,
+    /// 429: a per-tenant rate limit (portal sessions, portal test sends) is spent for
+    /// this minute; retry after `Retry-After` seconds.
+    TooManyRequests,
     /// 503: an AWS service did not answer in time; retry.
     Unavailable,
     /// 500: a bug; the detail says nothing more.
@@ -64,6 +67,7 @@ impl Kind {
             Self::NoActiveSecret => "no-active-secret",
             Self::PayloadTooLarge => "payload-too-large",
             Self::UnsupportedMediaType => "unsupported-media-type",
+            Self::TooManyRequests => "too-many-requests",
             Self::Unavailable => "unavailable",
             Self::Internal => "internal",
         }
@@ -83,6 +87,7 @@ impl Kind {
             | Self::NoActiveSecret => StatusCode::CONFLICT,
             Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Self::TooManyRequests => StatusCode::TOO_MANY_REQUESTS,
             Self::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -102,6 +107,7 @@ impl Kind {
             Self::NoActiveSecret => "No signing secret",
             Self::PayloadTooLarge => "Body too large",
             Self::UnsupportedMediaType => "Body must be JSON",
+            Self::TooManyRequests => "Too many requests",
             Self::Unavailable => "Service unavailable",
             Self::Internal => "Internal error",
         }
@@ -219,6 +225,12 @@ impl IntoResponse for ApiError {
             response
                 .headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        if self.kind == Kind::TooManyRequests {
+            // The rate limits count per minute (`crate::portal::RATE_WINDOW_SECONDS`).
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("60"));
         }
         response
     }

@@ -68,6 +68,7 @@ fn every_operation_is_named_signed_and_under_a_tenant() {
         "resendEvent",
         "listDeadLetters",
         "replayDeadLetters",
+        "createPortalSession",
     ]
     .into_iter()
     .map(str::to_owned)

@@ -16,6 +16,7 @@ pub mod kms;
 pub mod ledger;
 pub mod operational;
 pub mod outbox_reader;
+pub mod portal;
 pub mod sealed_item;
 pub mod sfn;
 pub mod sqs;

@@ -22,9 +22,12 @@ pub async fn demo(
     time_scale: f64,
     out: &mut (dyn Write + Send),
 ) -> Result<(), OpsError> {
+    use std::io::IsTerminal as _;
     let options = DemoOptions {
         events,
         time_scale,
+        // In a terminal the demo ends with a customer portal link and stays up for it.
+        hold: std::io::stdin().is_terminal() && std::io::stdout().is_terminal(),
         ..DemoOptions::default()
     };
     let report = run_demo(options, out).await.map_err(invalid)?;
@@ -63,6 +66,9 @@ pub async fn local(time_scale: f64) -> Result<(), OpsError> {
         .map_err(invalid)?;
     eprintln!("tern local: starting the stream and queue pollers (time scale {time_scale})...");
     let _events = local.start_pollers(&options);
+    let portal = tern_local::portal::link(&local, tern_local::portal::DEMO_TENANT)
+        .await
+        .unwrap_or_else(|e| format!("not available ({e})"));
     let text = env_file(&moto.url, &local.env);
     std::fs::create_dir_all(".tern").map_err(invalid)?;
     std::fs::write(".tern/local.env", &text).map_err(invalid)?;
@@ -76,6 +82,7 @@ pub async fn local(time_scale: f64) -> Result<(), OpsError> {
          Outbox table: {}\n\
          Operator's console: {}\n\
          Tern API: {} (TERN_API_URL; sign with SigV4 for execute-api and the keys in .tern/local.env, see docs/api.md)\n\
+         Customer portal of tenant {} (opens once, for 24 h; docs/portal.md): {}\n\
          Logs: RUST_LOG=info tern local. Press Ctrl-C to stop.",
         moto.url,
         local.resources.outbox_table,
@@ -84,7 +91,9 @@ pub async fn local(time_scale: f64) -> Result<(), OpsError> {
             .map_or_else(|| "not started".to_owned(), tern_local::console::url),
         local
             .api
-            .map_or_else(|| "not started".to_owned(), tern_local::api::url)
+            .map_or_else(|| "not started".to_owned(), tern_local::api::url),
+        tern_local::portal::DEMO_TENANT,
+        portal
     );
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(invalid)?;

@@ -161,6 +161,12 @@ enum Command {
     /// delays and Step Functions waits alike, and those an open circuit, a pause or a rate
     /// limit holds back), each with its attempt number and due time (UTC), and the totals.
     /// Read from the ledger's waiting index, never by scanning SQS or Step Functions.
+    /// Rotate the customer portal's signing key (TERN_PORTAL_KEY_SECRET, or the stack's
+    /// PortalKeySecretArn): a new key signs portal links and sessions from now on, the
+    /// current one keeps verifying, so live sessions go on. Each function instance reads
+    /// the ring again within 5 minutes. Rotate at most once a day (a session lives at most
+    /// 24 h and the ring keeps two keys).
+    PortalRotateKey,
     Waiting {
         /// Only this endpoint.
         #[arg(long)]
@@ -603,6 +609,24 @@ async fn run(cli: Cli) -> Result<(), OpsError> {
                 )));
             }
             replay(&ctx, filters, dry_run, max, force, &mut out).await
+        }
+        Command::PortalRotateKey => {
+            let ctx = Ctx::new(cli.stack.as_deref(), cli.json).await?;
+            let keys = tern_aws::portal::SecretsManagerKeys::new(
+                aws_sdk_secretsmanager::Client::new(&ctx.aws),
+                ctx.names.get("TERN_PORTAL_KEY_SECRET")?,
+            );
+            let id = keys
+                .rotate()
+                .await
+                .map_err(|e| OpsError::Invalid(e.to_string()))?;
+            use std::io::Write as _;
+            writeln!(
+                out,
+                "portal key rotated: {id} signs from now on; the previous key still verifies live sessions"
+            )
+            .map_err(|e| OpsError::Invalid(e.to_string()))?;
+            Ok(())
         }
         Command::Waiting {
             endpoint,

@@ -8,7 +8,7 @@ use tern_ops::OpsError;
 
 /// Which stack output feeds which `TERN_*` variable. The output names are those of
 /// `infra/lib/tern-stack.ts` and `infra/template.yaml` (both define the same outputs).
-pub const OUTPUTS: [(&str, &str); 9] = [
+pub const OUTPUTS: [(&str, &str); 10] = [
     ("OutboxTableName", "TERN_OUTBOX_TABLE"),
     ("EndpointsTableName", "TERN_ENDPOINTS_TABLE"),
     ("AttemptsTableName", "TERN_ATTEMPTS_TABLE"),
@@ -17,6 +17,7 @@ pub const OUTPUTS: [(&str, &str); 9] = [
     ("DlqUrl", "TERN_DLQ_URL"),
     ("RelayFailureQueueUrl", "TERN_RELAY_FAILURE_QUEUE_URL"),
     ("DelayStateMachineArn", "TERN_DELAY_STATE_MACHINE_ARN"),
+    ("PortalKeySecretArn", "TERN_PORTAL_KEY_SECRET"),
     ("SecretsKeyArn", "TERN_SECRETS_KEY_ID"),
 ];
 

@@ -95,6 +95,35 @@ fn tern_local_reports_progress_and_its_env_file_is_enough() {
         joined.contains("--schedule short") && joined.contains("RUST_LOG"),
         "{joined}"
     );
+    // The customer portal link of the demo tenant: it opens (once), setting the session
+    // cookie and leaving for the endpoints page.
+    let link = joined
+        .lines()
+        .find(|l| l.contains("Customer portal of tenant tnt_demo"))
+        .and_then(|l| l.split_whitespace().last())
+        .unwrap_or_else(|| panic!("no portal link in: {joined}"))
+        .to_owned();
+    let rest = link
+        .strip_prefix("http://")
+        .unwrap_or_else(|| panic!("{link}"));
+    let (host, path) = rest.split_at(rest.find('/').unwrap());
+    assert!(path.starts_with("/portal/start?token=v1."), "{link}");
+    let mut stream = std::net::TcpStream::connect(host).expect("the local API listens");
+    use std::io::{Read as _, Write as _};
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 303"), "{answer}");
+    assert!(
+        answer
+            .to_ascii_lowercase()
+            .contains("set-cookie: __host-tern-portal="),
+        "{answer}"
+    );
 
     // The env file alone: `export K='V'` lines.
     let text = std::fs::read_to_string(dir.join(".tern/local.env")).unwrap();

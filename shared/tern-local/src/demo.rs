@@ -33,6 +33,9 @@ pub struct DemoOptions {
     pub time_scale: f64,
     /// Give up waiting after this long, in seconds.
     pub timeout_seconds: u64,
+    /// After the report, keep the deployment up (until Ctrl-C or SIGTERM) so the customer
+    /// portal link it prints can be opened: `tern demo` in a terminal.
+    pub hold: bool,
 }
 
 impl Default for DemoOptions {
@@ -41,6 +44,7 @@ impl Default for DemoOptions {
             events: 20,
             time_scale: 0.0005,
             timeout_seconds: 150,
+            hold: false,
         }
     }
 }
@@ -166,6 +170,8 @@ pub async fn run(
     let local_options = LocalOptions {
         prefix: "demo-".into(),
         time_scale: options.time_scale,
+        // The API (any free port): the customer portal link printed at the end.
+        api_port: Some(0),
         ..LocalOptions::default()
     };
     let mut local = LocalTern::create(moto.sdk_config().await, &local_options)
@@ -357,6 +363,28 @@ pub async fn run(
         }
     }
     let _ = writeln!(out, "\nDone in {:.0} s.", started.elapsed().as_secs_f64());
+    // What the demo tenant's customers would see: its three endpoints, their health and
+    // delivery logs, in the customer portal.
+    match crate::portal::link(&demo.local, crate::portal::DEMO_TENANT).await {
+        Ok(url) if options.hold => {
+            let _ = writeln!(
+                out,
+                "\nThe customer portal of tenant {} (what its customers see; the link opens once):\n  {url}\nPress Ctrl-C to stop.",
+                crate::portal::DEMO_TENANT
+            );
+            let _ = out.flush();
+            wait_for_stop().await;
+        }
+        Ok(_) => {
+            let _ = writeln!(
+                out,
+                "\nRun `make demo` in a terminal to end with a customer portal link to click through (the demo stays up until Ctrl-C)."
+            );
+        }
+        Err(e) => {
+            let _ = writeln!(out, "\nNo customer portal link: {e}");
+        }
+    }
     drain.abort();
     drop(demo);
     moto.stop().await;
@@ -367,6 +395,21 @@ pub async fn run(
         retries: retried(),
         replayed: summary.replayed,
     })
+}
+
+/// Returns on Ctrl-C or SIGTERM.
+async fn wait_for_stop() {
+    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
 }
 
 async fn wait_until(

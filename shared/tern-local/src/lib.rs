@@ -10,6 +10,7 @@ pub mod demo;
 pub mod local;
 pub mod moto;
 pub mod pollers;
+pub mod portal;
 pub mod receiver;
 pub mod resources;
 pub mod settings;

@@ -52,6 +52,10 @@ pub struct Resources {
     pub health_table: String,
     /// Operational-events SNS topic ARN (`endpoint.disabled`, ...).
     pub operational_topic_arn: String,
+    /// The customer portal's table (link uses, rate limits).
+    pub portal_table: String,
+    /// The customer portal's key ring secret (Secrets Manager name).
+    pub portal_key_secret: String,
     /// ARN of the KMS key that seals endpoint secrets at rest (`tern_core::sealed`).
     pub secrets_key_arn: String,
 }
@@ -78,6 +82,8 @@ impl Resources {
                 "TERN_OPERATIONAL_TOPIC_ARN",
                 self.operational_topic_arn.clone(),
             ),
+            ("TERN_PORTAL_TABLE", self.portal_table.clone()),
+            ("TERN_PORTAL_KEY_SECRET", self.portal_key_secret.clone()),
             ("TERN_SECRETS_KEY_ID", self.secrets_key_arn.clone()),
         ]
     }
@@ -325,6 +331,28 @@ pub async fn provision(
     )
     .await?;
 
+    let portal_table = format!("{prefix}portal");
+    let keys = &settings.tables.portal;
+    table(
+        &ddb,
+        &portal_table,
+        &keys.partition_key,
+        None,
+        false,
+        Some(&keys.ttl_attribute),
+        None,
+    )
+    .await?;
+    // The key ring: created with one random key, as the stacks' generated secret.
+    let portal_key_secret = format!("{prefix}portal-keys");
+    tern_aws::portal::SecretsManagerKeys::new(
+        aws_sdk_secretsmanager::Client::new(aws),
+        &portal_key_secret,
+    )
+    .ensure()
+    .await
+    .map_err(|e| err(&portal_key_secret)(e.to_string()))?;
+
     let sm_name = format!("{prefix}delayed-delivery");
     let state_machine_arn = sfn
         .create_state_machine()
@@ -379,6 +407,8 @@ pub async fn provision(
         state_machine_arn,
         health_table,
         operational_topic_arn,
+        portal_table,
+        portal_key_secret,
         secrets_key_arn,
     })
 }

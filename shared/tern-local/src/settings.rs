@@ -33,6 +33,18 @@ pub struct Tables {
     pub health: TableKeys,
     /// The attempts table (local mode reads its waiting index).
     pub attempts: AttemptsTable,
+    /// The customer portal's table.
+    pub portal: TtlTable,
+}
+
+/// A table with one string partition key and a TTL attribute.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TtlTable {
+    /// Partition key attribute.
+    pub partition_key: String,
+    /// TTL attribute (Unix seconds).
+    pub ttl_attribute: String,
 }
 
 /// The attempts table's settings local mode reads.

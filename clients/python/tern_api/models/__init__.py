@@ -25,6 +25,8 @@ from .new_event import NewEvent
 from .new_event_payload import NewEventPayload
 from .outcome_filter import OutcomeFilter
 from .payload_format import PayloadFormat
+from .portal_session import PortalSession
+from .portal_session_request import PortalSessionRequest
 from .problem import Problem
 from .published_event import PublishedEvent
 from .recover_report import RecoverReport
@@ -64,6 +66,8 @@ __all__ = (
     "NewEventPayload",
     "OutcomeFilter",
     "PayloadFormat",
+    "PortalSession",
+    "PortalSessionRequest",
     "Problem",
     "PublishedEvent",
     "RecoverReport",

@@ -304,6 +304,27 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/tenants/{tenant_id}/portal-sessions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Mint a single-use link to the customer portal for the tenant: its endpoints, their
+         *     secrets, test sends, the delivery log, resend and recover, in the application's own
+         *     pages (an iframe) or a tab of their own.
+         */
+        post: operations["createPortalSession"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -857,6 +878,59 @@ export interface components {
          * @enum {string}
          */
         PayloadFormat: "raw" | "standard_webhooks";
+        /** @description A minted portal session: open `url` once (in a browser or an iframe). */
+        PortalSession: {
+            /**
+             * Format: date-time
+             * @description When the link and the session end.
+             */
+            expires_at: string;
+            /** @description The session's id (logged with every action of the session). */
+            session_id: string;
+            /**
+             * @description The single-use link: `<portal>/portal/start?token=...`. The first load exchanges the
+             *     token for a session cookie and drops it from the address bar; a second load is
+             *     refused.
+             */
+            url: string;
+        };
+        /**
+         * @description A customer portal session to mint for one tenant.
+         * @example {
+         *       "brand_color": "#0b5fff",
+         *       "endpoint_ids": [
+         *         "ep_01H..."
+         *       ],
+         *       "expires_in_seconds": 3600,
+         *       "read_only": false
+         *     }
+         */
+        PortalSessionRequest: {
+            /** @description Brand colour of the portal's header and buttons, `#rrggbb`. */
+            brand_color?: string | null;
+            /**
+             * @description Limit the session to these endpoints of the tenant (1 to 20; each must exist). By
+             *     default it sees all of them and may add new ones.
+             */
+            endpoint_ids?: string[] | null;
+            /**
+             * @description Event types the application sends, offered as choices when the customer adds an
+             *     endpoint (at most 50), besides the types its endpoints already subscribe to.
+             */
+            event_types?: string[] | null;
+            /**
+             * Format: int64
+             * @description Life of the link and of the session it opens, seconds: 60 to 86,400, default 3,600.
+             */
+            expires_in_seconds?: number | null;
+            /**
+             * @description Logo shown in the header: an `https` URL of at most 512 bytes (the portal's CSP
+             *     allows images from its origin only).
+             */
+            logo_url?: string | null;
+            /** @description No change of any kind and no secret shown. Default `false`. */
+            read_only?: boolean;
+        };
         /** @description A problem document (RFC 9457). */
         Problem: {
             /** @description What went wrong this time. */
@@ -2751,6 +2825,105 @@ export interface operations {
             };
             /** @description The body is not JSON. */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A service Tern depends on did not answer in time; retry (after `Retry-After`). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    createPortalSession: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Tenant id */
+                tenant_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PortalSessionRequest"];
+            };
+        };
+        responses: {
+            /** @description The link; it works once, until `expires_at` */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PortalSession"];
+                };
+            };
+            /** @description An input is invalid; `field` names it. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The request is not signed, or not signed right. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The caller may not act on this tenant. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No such resource in this tenant (another tenant's id is one). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is larger than the limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is not JSON. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The tenant's sessions per minute are spent (`Retry-After`) */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -2,8 +2,9 @@
 //! with its documentation in [`api`].
 
 mod dlq;
-mod endpoints;
-mod events;
+pub(crate) mod endpoints;
+pub(crate) mod events;
+mod portal_sessions;
 
 use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
@@ -40,6 +41,7 @@ pub(crate) fn api() -> OpenApiRouter<ApiDeps> {
         .routes(routes!(events::resend_event))
         .routes(routes!(dlq::list_dead_letters))
         .routes(routes!(dlq::replay_dead_letters))
+        .routes(routes!(portal_sessions::create_portal_session))
 }
 
 /// The answer for a path that is no route.
