@@ -32,14 +32,14 @@ export function nagAcknowledgments(stack: TernStack): NagAcknowledgment[] {
         'dynamodb:ListStreams, added by the DynamoDB event source (table.grantStreamRead), does not support ' +
         'resource-level permissions; the stream reads themselves are scoped to the outbox stream ARN.',
     },
-    {
-      scope: stack.functions.roles.sender,
+    ...[stack.functions.roles.sender, stack.functions.roles.api].map((scope) => ({
+      scope,
       id: 'AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:secretsmanager:<AWS::Region>:<AWS::AccountId>:secret:tern/mtls/*]',
       reason:
-        'Mutual TLS: the sender reads the client certificate secret each endpoint names, and endpoints can name only ' +
-        'secrets under the tern/mtls/ prefix (validated when set); the wildcard is that prefix plus the six characters ' +
-        'Secrets Manager appends to every secret ARN, and the action is GetSecretValue alone.',
-    },
+        'Mutual TLS: the sender (and the api function, for a test send) reads the client certificate secret each endpoint names, ' +
+        'and endpoints can name only secrets under the tern/mtls/ prefix (validated when set); the wildcard is that prefix plus ' +
+        'the six characters Secrets Manager appends to every secret ARN, and the action is GetSecretValue alone.',
+    })),
     {
       scope: stack.portal.keys,
       id: 'AwsSolutions-SMG4',

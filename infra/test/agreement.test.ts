@@ -335,7 +335,7 @@ describe('CDK and SAM templates agree', () => {
       EndpointSecretsKey: 'secretsKey',
     };
     const sam = pairs(samStatements, samNames, t);
-    expect(sam).toHaveLength(19);
+    expect(sam).toHaveLength(20);
     expect(sam).toEqual(pairs(cdkStatements, names, json));
   });
 

@@ -260,7 +260,8 @@ describe('egress: static', () => {
       'AwsSolutions-IAM5[Resource::*] at Sender',
       'AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:network-interface/*] at Api',
       'AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:network-interface/*] at Sender',
-      // Every stack's (not static egress's): the sender reads mutual TLS client certificates under tern/mtls/.
+      // Every stack's (not static egress's): the sender and the api (test sends) read mutual TLS client certificates under tern/mtls/.
+      'AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:secretsmanager:<AWS::Region>:<AWS::AccountId>:secret:tern/mtls/*] at Api',
       'AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:secretsmanager:<AWS::Region>:<AWS::AccountId>:secret:tern/mtls/*] at Sender',
     ]);
   });

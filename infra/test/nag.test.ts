@@ -30,11 +30,12 @@ describe('cdk-nag AwsSolutions', () => {
     expect(violations(provisioned)).toEqual([]);
   });
 
-  test('the acknowledged findings are exactly these seven, each with a reason', () => {
+  test('the acknowledged findings are exactly these eight, each with a reason', () => {
     const acks = nagAcknowledgments(stack);
     expect(acks.map((a) => `${a.id} on ${a.scope.node.path}`).sort()).toEqual([
       'AwsSolutions-APIG4 on Tern/Api/Http/ANY--portal--{proxy+}',
       'AwsSolutions-IAM5[Resource::*] on Tern/Functions/RelayRole',
+      'AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:secretsmanager:<AWS::Region>:<AWS::AccountId>:secret:tern/mtls/*] on Tern/Functions/ApiRole',
       'AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:secretsmanager:<AWS::Region>:<AWS::AccountId>:secret:tern/mtls/*] on Tern/Functions/SenderRole',
       'AwsSolutions-SF1 on Tern/DelayedDelivery/StateMachine',
       'AwsSolutions-SF2 on Tern/DelayedDelivery/StateMachine',
@@ -57,6 +58,7 @@ describe('cdk-nag AwsSolutions', () => {
     expect(found).toEqual([
       'AwsSolutions-APIG4',
       'AwsSolutions-IAM5[Resource::*]',
+      'AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:secretsmanager:<AWS::Region>:<AWS::AccountId>:secret:tern/mtls/*]',
       'AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:secretsmanager:<AWS::Region>:<AWS::AccountId>:secret:tern/mtls/*]',
       'AwsSolutions-SF1',
       'AwsSolutions-SF2',

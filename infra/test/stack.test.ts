@@ -534,6 +534,8 @@ describe('least-privilege IAM', () => {
         'dynamodb:PutItem on portal',
         'dynamodb:UpdateItem on portal',
         'secretsmanager:GetSecretValue on portalKeys',
+        // A test send offers the endpoint's client certificate: the sender's grant.
+        `secretsmanager:GetSecretValue on arn:AWS::Partition:secretsmanager:AWS::Region:AWS::AccountId:secret:${settings.delivery.mtlsSecretPrefix}*`,
         'logs:CreateLogStream on own log group',
         'logs:PutLogEvents on own log group',
       ].sort(),

@@ -10,6 +10,9 @@
 //! - The secret store failing (a secret that does not exist) is our failure: no attempt,
 //!   the message left for SQS to retry.
 //! - The PEM (certificate and key) never appears in a log line at TRACE.
+//! - The API's test send (and so the portal's) offers the certificate as the sender does;
+//!   a certificate that cannot be read or used is a `client-certificate-unusable` problem,
+//!   nothing sent, and the store's own text is not in it.
 
 use std::sync::{Arc, Mutex};
 
@@ -25,6 +28,7 @@ use tern_handlers::sender::{MessageOutcome, SenderDeps};
 use tern_http::{ClientOptions, DestinationPolicy, StaticLookup};
 use tern_local::LocalOptions;
 use tern_local::receiver::Captured;
+use tern_tests::api::ApiClient;
 use tern_tests::*;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
@@ -163,13 +167,24 @@ async fn mtls_receiver(
     (port, seen)
 }
 
-/// The deployment's sender, its client trusting the test authority and resolving
-/// [`HOST`] to 127.0.0.1, reading client certificates from moto's Secrets Manager.
+/// The deployment's sender with [`client`].
 fn sender(
     local: &tern_local::LocalTern,
     server_ca: &CertifiedIssuer<'static, KeyPair>,
 ) -> SenderDeps {
-    let client = tern_http::test_support::client_trusting(
+    SenderDeps {
+        client: client(local, server_ca),
+        ..(*local.sender).clone()
+    }
+}
+
+/// A delivery client trusting the test authority, resolving [`HOST`] to 127.0.0.1,
+/// reading client certificates from moto's Secrets Manager.
+fn client(
+    local: &tern_local::LocalTern,
+    server_ca: &CertifiedIssuer<'static, KeyPair>,
+) -> tern_http::DeliveryClient {
+    tern_http::test_support::client_trusting(
         ClientOptions {
             policy: DestinationPolicy {
                 https_only: true,
@@ -188,11 +203,7 @@ fn sender(
         tern_aws::certificates::SecretsManagerCertificates::new(
             aws_sdk_secretsmanager::Client::new(&local.aws),
         ),
-    ));
-    SenderDeps {
-        client,
-        ..(*local.sender).clone()
-    }
+    ))
 }
 
 async fn put_secret(local: &tern_local::LocalTern, name: &str, pem: &str) -> String {
@@ -358,5 +369,98 @@ async fn a_failing_secret_store_is_our_failure_not_the_receivers() {
     assert!(
         record.is_none_or(|h| h.consecutive_failures == 0 && h.last_failure.is_none()),
         "the receiver's health is not charged"
+    );
+}
+
+/// The deployment's API on 127.0.0.1 with `deps`, and a client signing for every tenant.
+fn api(deps: tern_api::ApiDeps) -> (ApiClient, tokio::task::JoinHandle<()>) {
+    let auth = tern_local::api::authenticator(&deps, tern_local::api::local_credentials());
+    let listener = tern_local::console::bind(0).expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let server = tern_local::api::spawn(listener, tern_api::router(deps, auth));
+    let client = ApiClient::new(
+        &tern_local::api::url(addr),
+        tern_local::api::local_credentials().remove(0),
+    );
+    (client, server)
+}
+
+fn test_path(endpoint: &Endpoint) -> String {
+    format!(
+        "/v1/tenants/{}/endpoints/{}/test",
+        endpoint.tenant_id, endpoint.id
+    )
+}
+
+/// The API's test send (the portal's "Send test event" calls the same route) offers the
+/// endpoint's client certificate: a receiver that requires one gets it, verifies the
+/// signature, and an endpoint without it is refused in the handshake (a `tls` result).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_test_send_offers_the_client_certificate() {
+    let local = deployment_without_pollers("mtls-test-send", LocalOptions::default()).await;
+    let (server_ca, client_ca) = (authority("receiver CA"), authority("client CA"));
+    let (port, seen) = mtls_receiver(&server_ca, &client_ca).await;
+    let (pem, leaf) = client_pem(&client_ca, "tern-client");
+    let arn = put_secret(&local, "tern/mtls/test-send", &pem).await;
+    let mut deps = tern_local::api::deps(&local).expect("deps");
+    // The deployment's wiring, with a client that trusts the test authority and finds
+    // mtls.test on 127.0.0.1.
+    deps.client = client(&local, &server_ca);
+    let (api, _server) = api(deps);
+
+    let ep = endpoint(&local, port, Some(&arn)).await;
+    let answer = api.post(&test_path(&ep), &serde_json::json!({})).await;
+    assert_eq!(answer.status, 200, "{}", answer.text);
+    assert_eq!(answer.json["delivered"], true, "{}", answer.text);
+    let requests = seen.requests.lock().expect("lock").clone();
+    assert_eq!(requests.len(), 1);
+    let (request, peer) = &requests[0];
+    assert_eq!(peer.as_ref(), Some(&leaf), "the certificate was offered");
+    verify_reference(&ep.secrets[0].secret, request).expect("the signature verifies");
+
+    let bare = endpoint(&local, port, None).await;
+    let answer = api.post(&test_path(&bare), &serde_json::json!({})).await;
+    assert_eq!(answer.status, 200, "{}", answer.text);
+    assert_eq!(answer.json["delivered"], false, "{}", answer.text);
+    assert_eq!(answer.json["error_class"], "tls", "{}", answer.text);
+    assert_eq!(seen.requests.lock().expect("lock").len(), 1);
+}
+
+/// Through the deployment's own wiring (`tern_api::aws::api_deps`): a certificate secret
+/// that does not exist, or that holds no certificate, is a 409
+/// `client-certificate-unusable` with a fixed text (not the store's, which can name the
+/// role and account), and nothing is sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_test_send_with_an_unusable_certificate_is_a_clear_problem() {
+    let local = deployment_without_pollers("mtls-test-unusable", LocalOptions::default()).await;
+    let (server_ca, client_ca) = (authority("receiver CA"), authority("client CA"));
+    let (port, seen) = mtls_receiver(&server_ca, &client_ca).await;
+    let not_pem = put_secret(&local, "tern/mtls/not-pem", "hunter2, not a certificate").await;
+    let (api, _server) = api(tern_local::api::deps(&local).expect("deps"));
+    for (what, arn) in [
+        (
+            "a missing secret",
+            "arn:aws:secretsmanager:us-east-1:123456789012:secret:tern/mtls/missing-AbCdEf",
+        ),
+        ("a secret that is not PEM", not_pem.as_str()),
+    ] {
+        let ep = endpoint(&local, port, Some(arn)).await;
+        let answer = api.post(&test_path(&ep), &serde_json::json!({})).await;
+        assert_eq!(answer.status, 409, "{what}: {}", answer.text);
+        assert_eq!(answer.problem(), "client-certificate-unusable", "{what}");
+        for leak in ["ResourceNotFound", "hunter2", "123456789012"] {
+            assert!(
+                !answer.text.contains(leak),
+                "{what}: {leak} in {}",
+                answer.text
+            );
+        }
+    }
+    assert!(seen.requests.lock().expect("lock").is_empty());
+    assert_eq!(
+        seen.handshakes_refused
+            .load(std::sync::atomic::Ordering::Relaxed),
+        0,
+        "no connection"
     );
 }

@@ -201,7 +201,7 @@ export class Functions extends Construct {
     queues.dlq.grant(this.replay, 'sqs:ReceiveMessage', 'sqs:DeleteMessage', 'sqs:ChangeMessageVisibility');
     queues.delivery.grant(this.replay, 'sqs:SendMessage');
     this.wireConsole(storage, queues);
-    this.wireApi(storage, queues, props.portal);
+    this.wireApi(s, storage, queues, props.portal);
   }
 
   /**
@@ -210,7 +210,7 @@ export class Functions extends Construct {
    * no write to the attempts table (resends and replays go through the delivery queue and the
    * sender records them), no sns, states or lambda action.
    */
-  private wireApi(storage: Storage, queues: Queues, portal: Portal): void {
+  private wireApi(s: TernSettings, storage: Storage, queues: Queues, portal: Portal): void {
     // Endpoints (DynamoEndpointStore): GetItem reads one (every route under /endpoints/{id}
     // checks the tenant owns it); Query lists a tenant's (the list's pages, an event's
     // subscribers, the replay's target check); PutItem creates; UpdateItem is PATCH, enable,
@@ -252,6 +252,8 @@ export class Functions extends Construct {
     this.api.addToRolePolicy(
       new iam.PolicyStatement({ actions: ['secretsmanager:GetSecretValue'], resources: [portal.keys.secretArn] }),
     );
+    // A test send to an endpoint with a client certificate offers it, read as the sender reads it.
+    this.api.addToRolePolicy(this.clientCertificateRead(s));
   }
 
   /**
@@ -382,15 +384,20 @@ export class Functions extends Construct {
     storage.outbox.grant(this.sender, 'dynamodb:PutItem');
     // Endpoint secrets at rest: the sender only opens them (it never writes a secret).
     storage.secretsKey.grant(this.sender, 'kms:Decrypt');
-    // Mutual TLS: client certificates live in Secrets Manager under settings.json's
-    // delivery.mtlsSecretPrefix (tern/mtls/; endpoints can name no other secret).
-    // The trailing wildcard covers the six characters Secrets Manager appends to each ARN.
-    this.sender.addToRolePolicy(
-      new iam.PolicyStatement({
-        actions: ['secretsmanager:GetSecretValue'],
-        resources: [Stack.of(this).formatArn({ service: 'secretsmanager', resource: 'secret', resourceName: `${s.delivery.mtlsSecretPrefix}*`, arnFormat: ArnFormat.COLON_RESOURCE_NAME })],
-      }),
-    );
+    this.sender.addToRolePolicy(this.clientCertificateRead(s));
+  }
+
+  /**
+   * Mutual TLS: client certificates live in Secrets Manager under settings.json's
+   * delivery.mtlsSecretPrefix (tern/mtls/; endpoints can name no other secret). The sender
+   * and the api function (its test sends) read them. The trailing wildcard covers the six
+   * characters Secrets Manager appends to each ARN.
+   */
+  private clientCertificateRead(s: TernSettings): iam.PolicyStatement {
+    return new iam.PolicyStatement({
+      actions: ['secretsmanager:GetSecretValue'],
+      resources: [Stack.of(this).formatArn({ service: 'secretsmanager', resource: 'secret', resourceName: `${s.delivery.mtlsSecretPrefix}*`, arnFormat: ArnFormat.COLON_RESOURCE_NAME })],
+    });
   }
 
   private rustFunction(c: TernConfig, spec: FunctionSpec): lambda.Function {

@@ -189,7 +189,14 @@ pub fn api_deps(
         policy: config.settings.destinations.clone(),
         lookup: lookup.clone(),
         ..ClientOptions::default()
-    })?;
+    })?
+    // A test send to an endpoint with a client certificate (mutual TLS) offers it, read
+    // from Secrets Manager as the sender reads it.
+    .with_certificate_secrets(Arc::new(
+        tern_aws::certificates::SecretsManagerCertificates::new(
+            aws_sdk_secretsmanager::Client::new(aws),
+        ),
+    ));
     Ok(ApiDeps {
         endpoints: Arc::new(
             DynamoEndpointStore::new(ddb.clone(), &config.endpoints_table).with_secrets(

@@ -39,6 +39,9 @@ pub enum Kind {
     NotSubscribed,
     /// 409: the endpoint has no secret that signs now.
     NoActiveSecret,
+    /// 409: the endpoint's client certificate (mutual TLS) cannot be read or used: its
+    /// secret does not exist, may not be read, or is not a certificate and its key.
+    ClientCertificateUnusable,
     /// 413: the body is larger than the limit.
     PayloadTooLarge,
     /// 415: the body is not `application/json`.
@@ -65,6 +68,7 @@ impl Kind {
             Self::EndpointDisabled => "endpoint-disabled",
             Self::NotSubscribed => "not-subscribed",
             Self::NoActiveSecret => "no-active-secret",
+            Self::ClientCertificateUnusable => "client-certificate-unusable",
             Self::PayloadTooLarge => "payload-too-large",
             Self::UnsupportedMediaType => "unsupported-media-type",
             Self::TooManyRequests => "too-many-requests",
@@ -84,7 +88,8 @@ impl Kind {
             Self::EventIdConflict
             | Self::EndpointDisabled
             | Self::NotSubscribed
-            | Self::NoActiveSecret => StatusCode::CONFLICT,
+            | Self::NoActiveSecret
+            | Self::ClientCertificateUnusable => StatusCode::CONFLICT,
             Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::TooManyRequests => StatusCode::TOO_MANY_REQUESTS,
@@ -105,6 +110,7 @@ impl Kind {
             Self::EndpointDisabled => "Endpoint disabled",
             Self::NotSubscribed => "Endpoint not subscribed",
             Self::NoActiveSecret => "No signing secret",
+            Self::ClientCertificateUnusable => "Client certificate unusable",
             Self::PayloadTooLarge => "Body too large",
             Self::UnsupportedMediaType => "Body must be JSON",
             Self::TooManyRequests => "Too many requests",

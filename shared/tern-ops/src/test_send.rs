@@ -10,7 +10,7 @@ use chrono::Utc;
 use serde::Serialize;
 use tern_core::receiver_auth::ReceiverAuth;
 use tern_core::{Endpoint, ErrorClass, Event, EventId, EventType, Payload, request};
-use tern_http::{AttemptRequest, DeliveryClient};
+use tern_http::{AttemptRequest, CertificateError, DeliveryClient};
 
 /// Event type of a test event.
 pub const TEST_EVENT_TYPE: &str = "tern.test";
@@ -49,6 +49,11 @@ pub enum TestSendError {
     /// The endpoint has no secret that signs now: Tern never sends an unsigned webhook.
     #[error("the endpoint has no secret that signs now; rotate its secret first")]
     NoActiveSecret,
+    /// The endpoint's client certificate (mutual TLS) could not be read or used: nothing
+    /// was sent. As for a delivery, this is never the receiver's failure. Never the
+    /// secret's text.
+    #[error("the endpoint's client certificate: {0}")]
+    ClientCertificate(#[from] CertificateError),
 }
 
 /// The test event for `endpoint`: type `tern.test`, a small JSON payload naming it.
@@ -75,8 +80,13 @@ pub fn test_event(endpoint: &Endpoint) -> Event {
 /// Sends a test event to `endpoint` and returns what happened. The deadline is the
 /// endpoint's own (or `default_deadline`), at most [`MAX_TEST_SEND_MS`].
 ///
+/// An endpoint with a client certificate (mutual TLS) is sent to with it, read through
+/// `client`'s certificate store as the sender reads it ([`DeliveryClient::for_certificate`]).
+///
 /// # Errors
-/// [`TestSendError::NoActiveSecret`]; a receiver's failure is a report, not an error.
+/// [`TestSendError::NoActiveSecret`]; [`TestSendError::ClientCertificate`] when the
+/// endpoint's certificate cannot be read or used. A receiver's failure is a report, not an
+/// error.
 pub async fn send_test(
     client: &DeliveryClient,
     endpoint: &Endpoint,
@@ -89,6 +99,15 @@ pub async fn send_test(
     // endpoint's own headers and its receiver authentication. Nothing signs: not sent.
     let headers = request::attempt_headers(endpoint, &event, now.timestamp(), &body, now)
         .map_err(|_| TestSendError::NoActiveSecret)?;
+    // The client certificate is read before anything is sent, as the sender does.
+    let with_certificate;
+    let client = match &endpoint.client_certificate {
+        None => client,
+        Some(certificate) => {
+            with_certificate = client.for_certificate(certificate).await?;
+            &with_certificate
+        }
+    };
     let deadline = endpoint
         .timeout_ms
         .map_or(default_deadline, Duration::from_millis)

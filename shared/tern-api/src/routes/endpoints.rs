@@ -553,9 +553,7 @@ pub(crate) async fn send_test_event(
     let endpoint = owned(&deps, &tenant, &id).await?;
     let r = tern_ops::test_send::send_test(&deps.client, &endpoint, deps.settings.attempt_timeout)
         .await
-        .map_err(|e| match e {
-            TestSendError::NoActiveSecret => ApiError::new(Kind::NoActiveSecret, e.to_string()),
-        })?;
+        .map_err(test_send_problem)?;
     Ok(Json(TestSend {
         event_id: r.event_id,
         event_type: r.event_type,
@@ -567,6 +565,42 @@ pub(crate) async fn send_test_event(
         response_excerpt: r.response_excerpt,
         excerpt_truncated: r.excerpt_truncated,
     }))
+}
+
+/// The problem for a test event that was not sent. A client certificate the store refuses
+/// or that is not usable is the endpoint's setting to fix (409); a store that did not
+/// answer is ours (503, the detail in the log); no store at all is a deployment bug (500).
+fn test_send_problem(e: TestSendError) -> ApiError {
+    use tern_core::client_certificate::CertificateSecretError as Store;
+    use tern_http::CertificateError as Cert;
+    match e {
+        TestSendError::NoActiveSecret => ApiError::new(Kind::NoActiveSecret, e.to_string()),
+        TestSendError::ClientCertificate(Cert::Secret(Store::Unavailable(why))) => {
+            tern_core::ports::PortError::Unavailable(format!("client certificate: {why}")).into()
+        }
+        TestSendError::ClientCertificate(Cert::NoStore) => {
+            tracing::error!("test send: no client certificate store in this deployment");
+            ApiError::new(Kind::Internal, "the request could not be completed")
+        }
+        TestSendError::ClientCertificate(Cert::Secret(Store::Refused(why))) => {
+            // The store's own text stays in the log: an access denial names the role and
+            // the account.
+            tracing::warn!(error = %why, "test send: the client certificate's secret was refused");
+            ApiError::new(
+                Kind::ClientCertificateUnusable,
+                "Secrets Manager refused to read the client certificate's secret: it does not \
+                 exist, is scheduled for deletion, has no text value, or Tern may not read it",
+            )
+        }
+        TestSendError::ClientCertificate(Cert::Identity(why)) => {
+            tracing::warn!(error = %why, "test send: the client certificate is not usable");
+            ApiError::new(
+                Kind::ClientCertificateUnusable,
+                "the client certificate's secret is not a PEM certificate chain (leaf first) \
+                 and its private key, or the key does not match the certificate",
+            )
+        }
+    }
 }
 
 /// The endpoint's attempts over a time range, newest first, filtered by outcome.
