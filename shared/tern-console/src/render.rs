@@ -14,6 +14,7 @@ use tern_ops::health::HealthRow;
 use tern_ops::waiting::WaitingReport;
 
 use crate::{Action, ActionOutcome, ConsoleError, Target, Widget};
+use tern_ops::text::cut;
 
 /// Characters of an error text or response excerpt shown in a table cell: 300. The sample
 /// payload keeps `tern_ops::dlq::SAMPLE_CHARS` (500).
@@ -39,16 +40,6 @@ fn time(t: Option<DateTime<Utc>>) -> String {
         || "-".to_owned(),
         |t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
     )
-}
-
-fn cut(text: &str, max: usize) -> String {
-    let mut chars = text.chars();
-    let kept: String = chars.by_ref().take(max).collect();
-    if chars.next().is_some() {
-        format!("{kept}…")
-    } else {
-        kept
-    }
 }
 
 fn opt(text: Option<&str>) -> String {

@@ -170,10 +170,10 @@ pub fn detail(a: &AttemptView, max: usize) -> String {
         (_, _, Some(x), None) => x.to_owned(),
         (_, _, None, None) => return "-".to_owned(),
     };
-    let cut = text.chars().count() > max;
-    let mut shown: String = text.chars().take(max).collect();
-    let truncated = cut || (excerpt.is_some_and(|x| x == text) && a.excerpt_truncated);
-    if truncated {
+    let mut shown = crate::text::cut(&text, max);
+    // An excerpt the sender already cut is marked too (once).
+    let cut_here = text.chars().count() > max;
+    if !cut_here && excerpt.is_some_and(|x| x == text) && a.excerpt_truncated {
         shown.push('…');
     }
     shown.replace(['\n', '\r'], " ")

@@ -233,11 +233,7 @@ pub const TABLE_EXCERPT_CHARS: usize = 80;
 pub fn failure_text(f: &LastFailure, max: usize) -> String {
     let quote = |x: &str| {
         let one_line = x.replace(['\n', '\r'], " ");
-        let mut shown: String = one_line.chars().take(max).collect();
-        if one_line.chars().count() > max {
-            shown.push('…');
-        }
-        format!("\"{shown}\"")
+        format!("\"{}\"", crate::text::cut(&one_line, max))
     };
     match (
         f.status,

@@ -13,6 +13,7 @@ pub mod relay_failures;
 pub mod replay_check;
 pub mod resend;
 pub mod test_send;
+pub mod text;
 pub mod waiting;
 pub mod when;
 

@@ -11,6 +11,7 @@ use tern_core::{Endpoint, EndpointId, Event, EventId};
 
 use crate::model;
 use crate::problem::ApiError;
+use tern_ops::text::cut;
 
 /// Brand colour when the session names none.
 pub const DEFAULT_BRAND: &str = "#1f4fd1";
@@ -100,16 +101,6 @@ impl Banner {
 
 fn time(t: DateTime<Utc>) -> String {
     t.format("%Y-%m-%d %H:%M:%S UTC").to_string()
-}
-
-fn cut(text: &str, max: usize) -> String {
-    let mut chars = text.chars();
-    let kept: String = chars.by_ref().take(max).collect();
-    if chars.next().is_some() {
-        format!("{kept}…")
-    } else {
-        kept
-    }
 }
 
 fn rate(r: Option<f64>) -> String {
