@@ -154,7 +154,7 @@ impl SecretsManagerKeys {
             .secret_id(&self.secret_id)
             .send()
             .await
-            .map_err(port_error)?;
+            .map_err(|e| key_secret_error(&self.secret_id, e))?;
         let text = out.secret_string().ok_or_else(|| {
             PortError::Rejected("the portal key secret has no SecretString".into())
         })?;
@@ -202,6 +202,37 @@ impl SecretsManagerKeys {
             *cache = None;
         }
         Ok(next.current().id.clone())
+    }
+}
+
+/// Secrets Manager codes that no retry changes: the key ring's secret is missing, being
+/// deleted, or may not be read (a deployment problem: `TERN_PORTAL_KEY_SECRET`, the role).
+const KEY_SECRET_REFUSED: &[&str] = &[
+    "ResourceNotFoundException",
+    "AccessDeniedException",
+    "InvalidRequestException",
+    "DecryptionFailure",
+];
+
+/// A failed read of the key ring: [`PortError::Rejected`] naming the secret for the codes
+/// in [`KEY_SECRET_REFUSED`], otherwise what [`port_error`] says (throttling and network
+/// errors are worth retrying).
+fn key_secret_error<E, R>(
+    secret_id: &str,
+    err: aws_sdk_secretsmanager::error::SdkError<E, R>,
+) -> PortError
+where
+    E: aws_sdk_secretsmanager::error::ProvideErrorMetadata + std::error::Error + 'static,
+    R: std::fmt::Debug,
+{
+    use aws_sdk_secretsmanager::error::ProvideErrorMetadata as _;
+    match err.code() {
+        Some(code) if KEY_SECRET_REFUSED.contains(&code) => PortError::Rejected(format!(
+            "the portal key secret {secret_id:?} cannot be read ({code}: {}); check \
+             TERN_PORTAL_KEY_SECRET and that the secret exists",
+            err.message().unwrap_or("")
+        )),
+        _ => port_error(err),
     }
 }
 
