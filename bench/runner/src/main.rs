@@ -954,7 +954,10 @@ impl AwsCounts {
         let mut s = format!(
             "{} deliveries per scenario, 1 KiB payloads, one endpoint. `relay` and `sender` are the functions' own calls; \
              `esm` is what the local event source mappings did (SQS ReceiveMessage/DeleteMessageBatch, stream reads), \
-             idle polling during the run included; `app` is the outbox write in the application's transaction.\n\n\
+             idle polling during the run included; `app` is the outbox write in the application's transaction. \
+             The endpoint's secrets are sealed (local mode seals them as a stack does): `kms:Decrypt` is paid once per \
+             data key per warm sender per 15 minutes, not per delivery, so its per-delivery figure here is one call \
+             divided by this run's deliveries (docs/cost.md, \"Secrets at rest\").\n\n\
              | scenario | caller | operation | calls | per delivery |\n| --- | --- | --- | ---: | ---: |\n",
             self.deliveries
         );

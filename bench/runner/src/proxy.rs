@@ -49,6 +49,8 @@ pub fn operation(headers: &axum::http::HeaderMap, body: &[u8]) -> String {
             s if s.starts_with("DynamoDB") => "dynamodb",
             "AmazonSQS" => "sqs",
             "AWSStepFunctions" => "states",
+            // KMS's JSON protocol target prefix.
+            "TrentService" => "kms",
             other => other,
         };
         return format!("{service}:{op}");
