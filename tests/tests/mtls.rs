@@ -7,8 +7,8 @@
 //!   verifies with the reference verifier.
 //! - Without one, or with a certificate from another authority: the attempt fails with the
 //!   `tls` error class (the receiver's refusal), retried on the schedule.
-//! - The secret store failing (a secret that does not exist) is our failure: no attempt,
-//!   the message left for SQS to retry.
+//! - The secret store failing (a secret that does not exist) is our failure: no attempt
+//!   (the log's row for it says "not sent" and why), the message left for SQS to retry.
 //! - The PEM (certificate and key) never appears in a log line at TRACE.
 //! - The API's test send (and so the portal's) offers the certificate as the sender does;
 //!   a certificate that cannot be read or used is a `client-certificate-unusable` problem,
@@ -358,9 +358,16 @@ async fn a_failing_secret_store_is_our_failure_not_the_receivers() {
         0,
         "no connection"
     );
+    // No attempt was made: the log says so, and why, in the attempt's one row.
+    let history = attempts_of(&local, &event, &ep).await;
+    assert_eq!(history.len(), 1, "{history:?}");
+    let row = &history[0];
+    assert_eq!(row.outcome, tern_core::ports::OUTCOME_ABANDONED);
+    assert_eq!((row.status, row.error_class), (None, None), "{row:?}");
+    let said = row.error.as_deref().unwrap_or_default();
     assert!(
-        attempts_of(&local, &event, &ep).await.is_empty(),
-        "no attempt recorded: none was made"
+        said.starts_with("not sent, our failure") && said.contains("client certificate"),
+        "{said}"
     );
     let health = tern_aws::DynamoHealthStore::new(local.dynamodb(), &local.resources.health_table);
     let record = tern_core::health::HealthStore::get(&health, &ep.tenant_id, &ep.id)

@@ -380,8 +380,21 @@ async fn kms_failing_at_the_sender_is_our_failure_and_the_delivery_goes_when_it_
         "the event's delivery"
     );
     // The outage spent no attempt: it was delivered at attempt 1, and no row records a
-    // failed attempt (a claim the failed receive left behind may show as taken over).
+    // failed attempt. When the failed receive had claimed the attempt before its endpoint
+    // read failed (the read and the claim run together), the redelivery took that claim
+    // over, and the row of that try says it was not sent and why, never "stopped before
+    // recording" (tests/tests/mtls.rs makes that case every time).
     let history = attempts_of(&local, &event, &ep).await;
+    for row in history
+        .iter()
+        .filter(|r| r.outcome == tern_core::ports::OUTCOME_ABANDONED)
+    {
+        let said = row.error.as_deref().unwrap_or_default();
+        assert!(
+            said.starts_with("not sent, our failure") && said.contains("key service"),
+            "{said}"
+        );
+    }
     assert!(
         history
             .iter()

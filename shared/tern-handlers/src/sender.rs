@@ -30,7 +30,7 @@ use tern_core::endpoint::MAX_TIMEOUT_MS;
 use tern_core::health::{HealthPolicy, HealthSignal};
 use tern_core::ports::{
     AttemptRecord, Claim, DelayScheduler, DeliveryLedger, DeliveryState, EndpointStore,
-    MessageQueue, PortError, QueueEntry,
+    MessageQueue, OUTCOME_ABANDONED, PortError, QueueEntry,
 };
 use tern_core::rate_limit::{RateSlot, delay_seconds_before};
 use tern_core::receiver_auth::ReceiverAuth;
@@ -513,8 +513,14 @@ async fn process(
         return Ok(MessageOutcome::Duplicate(claim));
     };
 
+    // The endpoint could not be read (DynamoDB, or KMS opening its secrets): our failure,
+    // and the attempt log says so before SQS retries the message.
+    let endpoint = match endpoint {
+        Ok(e) => e,
+        Err(e) => return Err(not_sent(deps, &message, takeover, deadline, e).await),
+    };
     let endpoint =
-        match usable_endpoint(deps, &message, endpoint?, takeover, metrics, deadline).await? {
+        match usable_endpoint(deps, &message, endpoint, takeover, metrics, deadline).await? {
             Ok(e) => e,
             Err(dead) => return Ok(dead),
         };
@@ -806,16 +812,16 @@ async fn attempt(
     let client = match &endpoint.client_certificate {
         None => &deps.client,
         Some(certificate) => {
-            with_certificate = deps
-                .client
-                .for_certificate(certificate)
-                .await
-                .map_err(|e| {
-                    PortError::Unavailable(format!(
+            with_certificate = match deps.client.for_certificate(certificate).await {
+                Ok(c) => c,
+                Err(e) => {
+                    let why = PortError::Unavailable(format!(
                         "endpoint {} of tenant {}: client certificate: {e}",
                         endpoint.id, endpoint.tenant_id
-                    ))
-                })?;
+                    ));
+                    return Err(not_sent(deps, &message, takeover, invocation, why).await);
+                }
+            };
             &with_certificate
         }
     };
@@ -1027,6 +1033,60 @@ async fn carry<T>(
         .before_tail(write)
         .await
         .unwrap_or_else(|| Err(PortError::Unavailable(format!("{what}: {DEADLINE_CUT}"))))
+}
+
+/// Records why a claimed attempt was not sent (our failure before the POST: the endpoint
+/// or its secrets could not be read, nor its client certificate) as the attempt's
+/// [`OUTCOME_ABANDONED`] row with that reason, and returns the error that leaves the
+/// message to SQS. The redelivery takes the claim over once its lease ends; without this
+/// row it would record the generic "stopped before recording this attempt", which reads
+/// as if a POST may have gone out. For people only: a row that cannot be written is
+/// logged ([`for_people`]), and the error is returned either way. One write, on these
+/// failures only.
+async fn not_sent(
+    deps: &SenderDeps,
+    message: &DeliveryMessage,
+    takeover: u32,
+    deadline: &Deadline,
+    error: PortError,
+) -> PortError {
+    let reason = match &error {
+        PortError::Unavailable(why) | PortError::Rejected(why) => why.clone(),
+    };
+    let record = AttemptRecord {
+        event_id: message.event.id.clone(),
+        endpoint_id: message.endpoint_id.clone(),
+        replay_count: message.replay_count,
+        attempt: message.attempt,
+        takeover,
+        started_at: Utc::now(),
+        latency_ms: 0,
+        status: None,
+        error_class: None,
+        error: Some(
+            sqs_text::clean(
+                &format!(
+                    "not sent, our failure (no attempt spent, the receiver's health untouched): \
+                     {reason}; SQS delivers the message again"
+                ),
+                sqs_text::MAX_TEXT_BYTES,
+            )
+            .into_owned(),
+        ),
+        location: None,
+        response_excerpt: None,
+        excerpt_truncated: false,
+        outcome: OUTCOME_ABANDONED.into(),
+        next_wait_seconds: None,
+    };
+    for_people(
+        deadline,
+        deps.ledger.record_attempt(&record),
+        message,
+        "the not-sent attempt was not logged",
+    )
+    .await;
+    error
 }
 
 /// Why a step was cut off.
