@@ -57,6 +57,21 @@ impl ApiClient {
         )
     }
 
+    /// Serves `deps` through the API's router on 127.0.0.1 with local mode's SigV4 check
+    /// (the key pair of `.tern/local.env`, every tenant) and returns a client of it and the
+    /// server's task (the server stops when the task is aborted or the runtime ends).
+    pub fn serve(deps: tern_api::ApiDeps) -> (Self, tokio::task::JoinHandle<()>) {
+        let auth = tern_local::api::authenticator(&deps, tern_local::api::local_credentials());
+        let listener = tern_local::console::bind(0).expect("bind 127.0.0.1");
+        let addr = listener.local_addr().expect("addr");
+        let server = tern_local::api::spawn(listener, tern_api::router(deps, auth));
+        let client = Self::new(
+            &tern_local::api::url(addr),
+            tern_local::api::local_credentials().remove(0),
+        );
+        (client, server)
+    }
+
     /// A client of the API at `base`.
     pub fn new(base: &str, credential: LocalCredential) -> Self {
         Self {

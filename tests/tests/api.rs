@@ -418,14 +418,7 @@ async fn patch_keeps_a_concurrent_disable() {
     deps.endpoints = Arc::new(DisableBeforeUpdate {
         inner: local.sender.endpoints.clone(),
     });
-    let auth = tern_local::api::authenticator(&deps, tern_local::api::local_credentials());
-    let listener = tern_local::console::bind(0).expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    let _server = tern_local::api::spawn(listener, tern_api::router(deps, auth));
-    let api = ApiClient::new(
-        &tern_local::api::url(addr),
-        tern_local::api::local_credentials().remove(0),
-    );
+    let (api, _server) = ApiClient::serve(deps);
     let answer = api
         .call(
             "PATCH",

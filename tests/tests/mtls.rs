@@ -379,19 +379,6 @@ async fn a_failing_secret_store_is_our_failure_not_the_receivers() {
     );
 }
 
-/// The deployment's API on 127.0.0.1 with `deps`, and a client signing for every tenant.
-fn api(deps: tern_api::ApiDeps) -> (ApiClient, tokio::task::JoinHandle<()>) {
-    let auth = tern_local::api::authenticator(&deps, tern_local::api::local_credentials());
-    let listener = tern_local::console::bind(0).expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    let server = tern_local::api::spawn(listener, tern_api::router(deps, auth));
-    let client = ApiClient::new(
-        &tern_local::api::url(addr),
-        tern_local::api::local_credentials().remove(0),
-    );
-    (client, server)
-}
-
 fn test_path(endpoint: &Endpoint) -> String {
     format!(
         "/v1/tenants/{}/endpoints/{}/test",
@@ -413,7 +400,7 @@ async fn a_test_send_offers_the_client_certificate() {
     // The deployment's wiring, with a client that trusts the test authority and finds
     // mtls.test on 127.0.0.1.
     deps.client = client(&local, &server_ca);
-    let (api, _server) = api(deps);
+    let (api, _server) = ApiClient::serve(deps);
 
     let ep = endpoint(&local, port, Some(&arn)).await;
     let answer = api.post(&test_path(&ep), &serde_json::json!({})).await;
@@ -443,7 +430,7 @@ async fn a_test_send_with_an_unusable_certificate_is_a_clear_problem() {
     let (server_ca, client_ca) = (authority("receiver CA"), authority("client CA"));
     let (port, seen) = mtls_receiver(&server_ca, &client_ca).await;
     let not_pem = put_secret(&local, "tern/mtls/not-pem", "hunter2, not a certificate").await;
-    let (api, _server) = api(tern_local::api::deps(&local).expect("deps"));
+    let (api, _server) = ApiClient::serve(tern_local::api::deps(&local).expect("deps"));
     for (what, arn) in [
         (
             "a missing secret",

@@ -1053,32 +1053,19 @@ async fn not_sent(
     let reason = match &error {
         PortError::Unavailable(why) | PortError::Rejected(why) => why.clone(),
     };
-    let record = AttemptRecord {
-        event_id: message.event.id.clone(),
-        endpoint_id: message.endpoint_id.clone(),
-        replay_count: message.replay_count,
-        attempt: message.attempt,
+    let record = row_without_post(
+        message,
         takeover,
-        started_at: Utc::now(),
-        latency_ms: 0,
-        status: None,
-        error_class: None,
-        error: Some(
-            sqs_text::clean(
-                &format!(
-                    "not sent, our failure (no attempt spent, the receiver's health untouched): \
-                     {reason}; SQS delivers the message again"
-                ),
-                sqs_text::MAX_TEXT_BYTES,
-            )
-            .into_owned(),
-        ),
-        location: None,
-        response_excerpt: None,
-        excerpt_truncated: false,
-        outcome: OUTCOME_ABANDONED.into(),
-        next_wait_seconds: None,
-    };
+        OUTCOME_ABANDONED.into(),
+        sqs_text::clean(
+            &format!(
+                "not sent, our failure (no attempt spent, the receiver's health untouched): \
+                 {reason}; SQS delivers the message again"
+            ),
+            sqs_text::MAX_TEXT_BYTES,
+        )
+        .into_owned(),
+    );
     for_people(
         deadline,
         deps.ledger.record_attempt(&record),
@@ -1384,6 +1371,22 @@ fn unsent_record(
     reason: DeadLetterReason,
     takeover: u32,
 ) -> AttemptRecord {
+    row_without_post(
+        message,
+        takeover,
+        format!("dead_letter:{reason}"),
+        unsent_note(reason).to_owned(),
+    )
+}
+
+/// An attempt-log row of attempt `message.attempt` (try `takeover`) that made no POST: no
+/// status, no latency, `outcome`, and `error` saying why.
+fn row_without_post(
+    message: &DeliveryMessage,
+    takeover: u32,
+    outcome: String,
+    error: String,
+) -> AttemptRecord {
     AttemptRecord {
         event_id: message.event.id.clone(),
         endpoint_id: message.endpoint_id.clone(),
@@ -1394,11 +1397,11 @@ fn unsent_record(
         latency_ms: 0,
         status: None,
         error_class: None,
-        error: Some(unsent_note(reason).to_owned()),
+        error: Some(error),
         location: None,
         response_excerpt: None,
         excerpt_truncated: false,
-        outcome: format!("dead_letter:{reason}"),
+        outcome,
         next_wait_seconds: None,
     }
 }
