@@ -87,6 +87,21 @@ pub(crate) fn classify_error(e: &hyper_util::client::legacy::Error) -> (ErrorCla
     (class, error_detail(e))
 }
 
+/// [`classify_error`] of a send that failed on connection `conn`: when the connection's
+/// read had failed in TLS (a receiver refusing our client certificate in TLS 1.3, whose
+/// alert comes after the handshake) and the client reports only that the connection
+/// closed, the TLS error is what happened.
+pub(crate) fn classify_failure(
+    e: &hyper_util::client::legacy::Error,
+    conn: Option<&crate::transport::ConnState>,
+) -> (ErrorClass, String) {
+    let (class, detail) = classify_error(e);
+    match conn.and_then(crate::transport::ConnState::tls_failure) {
+        Some(t) if class == ErrorClass::Protocol => (tls_class(&t), t.to_string()),
+        _ => (class, detail),
+    }
+}
+
 /// The rustls error inside `err`, if any. `io::Error::source()` skips the error it wraps
 /// (it returns the wrapped error's own source), and the TLS stack nests io errors, so
 /// each `io::Error` is unwrapped through `get_ref` until something else appears.

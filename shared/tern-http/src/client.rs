@@ -16,7 +16,7 @@ use tern_core::outcome::{AttemptResult, ErrorClass};
 use tern_core::request::OutgoingHeader;
 use tokio::time::timeout_at;
 
-use crate::classify::{Unprocessed, classify_error, error_detail, unprocessed};
+use crate::classify::{Unprocessed, classify_failure, error_detail, unprocessed};
 use crate::dns::DnsResolver;
 use crate::guard::{DestinationPolicy, HostLookup};
 use crate::identity::{
@@ -157,7 +157,7 @@ pub(crate) enum Sent {
     /// A status line hyper could not parse the rest of (or that was cut off).
     Head(CapturedHead),
     /// No answer.
-    Failed(hyper_util::client::legacy::Error),
+    Failed(hyper_util::client::legacy::Error, Option<Arc<ConnState>>),
 }
 
 impl DeliveryClient {
@@ -414,8 +414,8 @@ impl DeliveryClient {
                     excerpt_truncated: true,
                 };
             }
-            Sent::Failed(e) => {
-                let (class, detail) = classify_error(&e);
+            Sent::Failed(e, conn) => {
+                let (class, detail) = classify_failure(&e, conn.as_deref());
                 return failed(class, detail);
             }
         };
@@ -511,7 +511,7 @@ impl DeliveryClient {
                 };
                 continue;
             }
-            if !stale_resent && conn.is_some_and(|c| c.failed_stale()) {
+            if !stale_resent && conn.as_ref().is_some_and(|c| c.failed_stale()) {
                 stale_resent = true;
                 tracing::info!(
                     error = %error_detail(&err),
@@ -520,7 +520,7 @@ impl DeliveryClient {
                 client = &self.fresh;
                 continue;
             }
-            return Sent::Failed(err);
+            return Sent::Failed(err, conn);
         }
     }
 }

@@ -41,7 +41,6 @@ use tern_core::request::{AUTHORIZATION as AUTHORIZATION_NAME, OutgoingHeader};
 use tern_core::{EndpointId, SecretValue, TenantId};
 use tokio::time::timeout_at;
 
-use crate::classify::classify_error;
 use crate::client::{AttemptReport, AttemptRequest, DeliveryClient, Sent, header_value};
 use crate::transport::ATTEMPT_DEADLINE;
 
@@ -327,8 +326,8 @@ impl DeliveryClient {
                     ),
                 ));
             }
-            Sent::Failed(e) => {
-                let (class, detail) = classify_error(&e);
+            Sent::Failed(e, conn) => {
+                let (class, detail) = crate::classify::classify_failure(&e, conn.as_deref());
                 return Err((
                     token_class(class),
                     format!("token endpoint: {class}: {detail}"),

@@ -120,6 +120,12 @@ struct TapState {
     responses_completed: u32,
     /// A write failed with a reset; later writes are swallowed.
     write_failed: bool,
+    /// A read failed in TLS after the handshake: in TLS 1.3 a server that refuses the
+    /// client's certificate (or wanted one) says so with an alert after the client has
+    /// finished its side of the handshake, so the refusal reaches the connection's first
+    /// read, and the request then fails as "connection was not ready" with the alert lost
+    /// (RFC 8446 §4.4.2.4).
+    tls_failure: Option<rustls::Error>,
 }
 
 impl Default for TapState {
@@ -130,6 +136,7 @@ impl Default for TapState {
             head: Vec::new(),
             responses_completed: 0,
             write_failed: false,
+            tls_failure: None,
         }
     }
 }
@@ -169,6 +176,11 @@ impl ConnState {
     /// response before (a pooled keep-alive connection) and not one byte of its own
     /// response arrived: the receiver closed a stale connection, and sending the request
     /// again on a fresh connection cannot duplicate an answered request.
+    /// The TLS error a read on this connection failed with, when one did.
+    pub(crate) fn tls_failure(&self) -> Option<rustls::Error> {
+        self.lock().tls_failure.clone()
+    }
+
     pub(crate) fn failed_stale(&self) -> bool {
         let s = self.lock();
         s.responses_completed > 0 && s.read_since_request == 0
@@ -288,11 +300,19 @@ impl AsyncRead for Tapped {
     ) -> Poll<io::Result<()>> {
         let before = buf.filled().len();
         let r = Pin::new(&mut self.io).poll_read(cx, buf);
-        if let Poll::Ready(Ok(())) = r {
-            let new = &buf.filled()[before..];
-            if !new.is_empty() {
-                self.state.on_read(new);
+        match &r {
+            Poll::Ready(Ok(())) => {
+                let new = &buf.filled()[before..];
+                if !new.is_empty() {
+                    self.state.on_read(new);
+                }
             }
+            Poll::Ready(Err(e)) => {
+                if let Some(t) = crate::classify::rustls_error(e) {
+                    self.state.lock().tls_failure = Some(t.clone());
+                }
+            }
+            Poll::Pending => {}
         }
         r
     }
@@ -480,6 +500,109 @@ impl tower_service::Service<http::Uri> for Connector {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A stream whose reads fail with `error` and whose writes succeed.
+    struct FailingReads(fn() -> io::Error);
+
+    impl AsyncRead for FailingReads {
+        fn poll_read(
+            self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            _: &mut ReadBuf<'_>,
+        ) -> Poll<io::Result<()>> {
+            Poll::Ready(Err((self.0)()))
+        }
+    }
+
+    impl AsyncWrite for FailingReads {
+        fn poll_write(
+            self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            b: &[u8],
+        ) -> Poll<io::Result<usize>> {
+            Poll::Ready(Ok(b.len()))
+        }
+        fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+        fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    fn certificate_required() -> rustls::Error {
+        rustls::Error::AlertReceived(rustls::AlertDescription::CertificateRequired)
+    }
+
+    /// A read that fails in TLS (the alert a receiver sends after the handshake when it
+    /// refuses our client certificate, as tokio-rustls reports it) is kept on the
+    /// connection's state; a reset is not a TLS failure.
+    #[tokio::test]
+    async fn a_tls_failure_on_read_is_kept_on_the_connection() {
+        use tokio::io::AsyncReadExt as _;
+        for (make, expected) in [
+            (
+                (|| io::Error::new(io::ErrorKind::InvalidData, certificate_required()))
+                    as fn() -> io::Error,
+                Some(certificate_required()),
+            ),
+            (|| io::Error::from(io::ErrorKind::ConnectionReset), None),
+        ] {
+            let state = Arc::new(ConnState::default());
+            let mut tapped = Tapped {
+                io: Box::new(FailingReads(make)),
+                state: state.clone(),
+                h2: false,
+            };
+            let mut buf = [0u8; 16];
+            assert!(tapped.read(&mut buf).await.is_err());
+            assert_eq!(state.tls_failure(), expected);
+        }
+    }
+
+    /// A send that fails only as "the connection closed" on a connection whose read
+    /// failed in TLS is that TLS failure (class `tls`, the alert named); without one it
+    /// stays `protocol`. The client's error here is real: a listener on 127.0.0.1 that
+    /// closes every connection it accepts.
+    #[tokio::test]
+    async fn a_closed_connection_after_a_tls_alert_is_classified_tls() {
+        use crate::client::{ClientOptions, DeliveryClient, Sent};
+        use crate::guard::DestinationPolicy;
+        use tern_core::outcome::ErrorClass;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                drop(tcp);
+            }
+        });
+        let client = DeliveryClient::new(ClientOptions {
+            policy: DestinationPolicy {
+                https_only: false,
+                allow: vec!["127.0.0.1/32".parse().unwrap()],
+                nat64: false,
+            },
+            ..ClientOptions::default()
+        })
+        .unwrap();
+        let request = http::Request::post(format!("http://127.0.0.1:{port}/hook"))
+            .body(http_body_util::Full::new(bytes::Bytes::from_static(b"{}")))
+            .unwrap();
+        let e = match client.send(request).await {
+            Sent::Failed(e, _) => e,
+            Sent::Response(r, _) => panic!("an answer: {}", r.status()),
+            Sent::Head(h) => panic!("a head: {}", h.status),
+        };
+        // The state of the connection the failure happened on (hyper-util hands it back
+        // with the error: `Error::connect_info`).
+        let conn = ConnState::default();
+        let (class, _) = crate::classify::classify_failure(&e, Some(&conn));
+        assert_eq!(class, ErrorClass::Protocol);
+        conn.lock().tls_failure = Some(certificate_required());
+        let (class, detail) = crate::classify::classify_failure(&e, Some(&conn));
+        assert_eq!(class, ErrorClass::Tls);
+        assert!(detail.contains("CertificateRequired"), "{detail}");
+    }
 
     #[test]
     fn a_status_line_is_recovered_from_the_first_bytes() {
