@@ -369,6 +369,12 @@ async fn a_failing_secret_store_is_our_failure_not_the_receivers() {
         said.starts_with("not sent, our failure") && said.contains("client certificate"),
         "{said}"
     );
+    // A fixed text: the customer portal shows this row, and the store's error names the
+    // secret's ARN (the account) and, when refused, the role.
+    assert!(
+        !said.contains("arn:") && !said.contains("123456789012"),
+        "{said}"
+    );
     let health = tern_aws::DynamoHealthStore::new(local.dynamodb(), &local.resources.health_table);
     let record = tern_core::health::HealthStore::get(&health, &ep.tenant_id, &ep.id)
         .await

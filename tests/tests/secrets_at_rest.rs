@@ -391,7 +391,9 @@ async fn kms_failing_at_the_sender_is_our_failure_and_the_delivery_goes_when_it_
     {
         let said = row.error.as_deref().unwrap_or_default();
         assert!(
-            said.starts_with("not sent, our failure") && said.contains("key service"),
+            said.starts_with("not sent, our failure")
+                && said.contains("could not be read")
+                && !said.contains("arn:"),
             "{said}"
         );
     }

@@ -517,7 +517,7 @@ async fn process(
     // and the attempt log says so before SQS retries the message.
     let endpoint = match endpoint {
         Ok(e) => e,
-        Err(e) => return Err(not_sent(deps, &message, takeover, deadline, e).await),
+        Err(e) => return Err(not_sent(deps, &message, takeover, deadline, NOT_READ, e).await),
     };
     let endpoint =
         match usable_endpoint(deps, &message, endpoint, takeover, metrics, deadline).await? {
@@ -819,7 +819,15 @@ async fn attempt(
                         "endpoint {} of tenant {}: client certificate: {e}",
                         endpoint.id, endpoint.tenant_id
                     ));
-                    return Err(not_sent(deps, &message, takeover, invocation, why).await);
+                    return Err(not_sent(
+                        deps,
+                        &message,
+                        takeover,
+                        invocation,
+                        NO_CERTIFICATE,
+                        why,
+                    )
+                    .await);
                 }
             };
             &with_certificate
@@ -1035,36 +1043,39 @@ async fn carry<T>(
         .unwrap_or_else(|| Err(PortError::Unavailable(format!("{what}: {DEADLINE_CUT}"))))
 }
 
+/// [`not_sent`]'s text when the endpoint (or its sealed secrets) could not be read.
+const NOT_READ: &str = "the endpoint or its secrets could not be read (DynamoDB or KMS)";
+
+/// [`not_sent`]'s text when the endpoint's client certificate could not be read or used.
+const NO_CERTIFICATE: &str =
+    "the endpoint's client certificate could not be read from Secrets Manager or used";
+
 /// Records why a claimed attempt was not sent (our failure before the POST: the endpoint
 /// or its secrets could not be read, nor its client certificate) as the attempt's
-/// [`OUTCOME_ABANDONED`] row with that reason, and returns the error that leaves the
+/// [`OUTCOME_ABANDONED`] row saying `what` failed, and returns `error`, which leaves the
 /// message to SQS. The redelivery takes the claim over once its lease ends; without this
 /// row it would record the generic "stopped before recording this attempt", which reads
-/// as if a POST may have gone out. For people only: a row that cannot be written is
-/// logged ([`for_people`]), and the error is returned either way. One write, on these
-/// failures only.
+/// as if a POST may have gone out. The row holds the fixed `what`, never the error's
+/// text: the customer portal shows attempt rows, and an AWS error can name tables, roles
+/// and the account (the error is in the sender's log line for the message). For people
+/// only: a row that cannot be written is logged ([`for_people`]), and the error is
+/// returned either way. One write, on these failures only.
 async fn not_sent(
     deps: &SenderDeps,
     message: &DeliveryMessage,
     takeover: u32,
     deadline: &Deadline,
+    what: &str,
     error: PortError,
 ) -> PortError {
-    let reason = match &error {
-        PortError::Unavailable(why) | PortError::Rejected(why) => why.clone(),
-    };
     let record = row_without_post(
         message,
         takeover,
         OUTCOME_ABANDONED.into(),
-        sqs_text::clean(
-            &format!(
-                "not sent, our failure (no attempt spent, the receiver's health untouched): \
-                 {reason}; SQS delivers the message again"
-            ),
-            sqs_text::MAX_TEXT_BYTES,
-        )
-        .into_owned(),
+        format!(
+            "not sent, our failure (no attempt spent, the receiver's health untouched): \
+             {what}; SQS delivers the message again"
+        ),
     );
     for_people(
         deadline,
