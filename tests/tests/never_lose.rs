@@ -492,6 +492,38 @@ fn reserve() -> TimeReserve {
     }
 }
 
+/// The sender over in-memory ports (`ledger` may be slowed), POSTing to loopback only,
+/// with no health gate.
+fn sender_over(
+    endpoints: Arc<MemEndpoints>,
+    ledger: Arc<dyn DeliveryLedger>,
+    delivery_queue: Arc<dyn MessageQueue>,
+    dlq: Arc<dyn MessageQueue>,
+) -> SenderDeps {
+    SenderDeps {
+        endpoints,
+        ledger,
+        delivery_queue,
+        dlq,
+        scheduler: None,
+        client: DeliveryClient::new(ClientOptions {
+            policy: DestinationPolicy {
+                https_only: false,
+                allow: vec!["127.0.0.1/32".parse().unwrap()],
+                nat64: false,
+            },
+            lookup: no_dns(),
+            excerpt_bytes: 256,
+        })
+        .unwrap(),
+        policy: SenderPolicy {
+            time_scale: 0.001,
+            ..SenderPolicy::default()
+        },
+        breaker: None,
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sender_answers_before_its_deadline_and_never_resends_what_it_posted() {
     let receiver = Receiver::start().await.unwrap();
@@ -517,28 +549,7 @@ async fn the_sender_answers_before_its_deadline_and_never_resends_what_it_posted
     let ledger = Arc::new(SlowLedger::default());
     let delivery = Arc::new(SlowQueue::default());
     let dlq = Arc::new(SlowQueue::default());
-    let deps = SenderDeps {
-        endpoints,
-        ledger: ledger.clone(),
-        delivery_queue: delivery.clone(),
-        dlq: dlq.clone(),
-        scheduler: None,
-        client: DeliveryClient::new(ClientOptions {
-            policy: DestinationPolicy {
-                https_only: false,
-                allow: vec!["127.0.0.1/32".parse().unwrap()],
-                nat64: false,
-            },
-            lookup: no_dns(),
-            excerpt_bytes: 256,
-        })
-        .unwrap(),
-        policy: SenderPolicy {
-            time_scale: 0.001,
-            ..SenderPolicy::default()
-        },
-        breaker: None,
-    };
+    let deps = sender_over(endpoints, ledger.clone(), delivery.clone(), dlq.clone());
     let message = |e: &Endpoint| {
         let event = tern_outbox::OutboxWriter::new("unused")
             .prepare("order.paid", tenant.as_str(), r#"{"d":1}"#)
@@ -623,4 +634,95 @@ async fn the_sender_answers_before_its_deadline_and_never_resends_what_it_posted
     }
     // The first 410 disabled its endpoint: the second event is dead-lettered unsent.
     assert_eq!(received(&receiver, "/gone").1, 1);
+}
+
+/// The ledger over a DynamoDB whose claims crawl ([`CLAIM_CRAWL`]); the rest answers at
+/// once.
+#[derive(Default)]
+struct SlowClaims(MemLedger);
+
+/// A claim slower than the reserve's AWS call (200 ms) by far: throttled, retried.
+const CLAIM_CRAWL: Duration = Duration::from_millis(1_200);
+
+#[async_trait]
+impl DeliveryLedger for SlowClaims {
+    async fn claim(&self, m: &DeliveryMessage, lease: DateTime<Utc>) -> Result<Claim, PortError> {
+        after(CLAIM_CRAWL, self.0.claim(m, lease)).await
+    }
+    async fn finish(&self, m: &DeliveryMessage, s: DeliveryState) -> Result<(), PortError> {
+        self.0.finish(m, s).await
+    }
+    async fn record_attempt(&self, r: &AttemptRecord) -> Result<(), PortError> {
+        self.0.record_attempt(r).await
+    }
+    async fn history(&self, e: &EventId) -> Result<Vec<AttemptRecord>, PortError> {
+        self.0.history(e).await
+    }
+}
+
+/// A claim that outruns its share of the invocation (1.2 s of a 2.5 s deadline planned
+/// with 200 ms calls) leaves too little time for the attempt: nothing is POSTed, the
+/// message is left to SQS, and the attempt log says why in the claimed try's row, "not
+/// sent, out of time", rather than leaving the redelivery to write the generic "stopped
+/// before recording this attempt" (which reads as if a POST may have gone out). Before:
+/// no row at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_that_outruns_the_deadline_is_logged_as_not_sent() {
+    let receiver = Receiver::start().await.unwrap();
+    receiver.set("/slow-claim", Behavior::Always(Reply::status(200)));
+    let endpoints = Arc::new(MemEndpoints::default());
+    let tenant = TenantId::new("tnt_nl_slow_claim").unwrap();
+    let mut e = Endpoint::new(
+        EndpointId::generate(),
+        tenant.clone(),
+        receiver.url("/slow-claim"),
+        vec!["*".into()],
+        tern_core::Secret::generate(),
+        Utc::now(),
+    );
+    e.timeout_ms = Some(1_000);
+    endpoints.put(&e).await.unwrap();
+    let ledger = Arc::new(SlowClaims::default());
+    let deps = sender_over(
+        endpoints,
+        ledger.clone(),
+        Arc::new(MemQueue::default()),
+        Arc::new(MemQueue::default()),
+    );
+    let event = tern_outbox::OutboxWriter::new("unused")
+        .prepare("order.paid", tenant.as_str(), r#"{"d":1}"#)
+        .unwrap()
+        .event;
+    let body = DeliveryMessage::first(event.clone(), e.id.clone()).to_body();
+
+    let deadline = Deadline::at(Instant::now() + Duration::from_millis(2_500), reserve());
+    let (response, results) =
+        tern_handlers::sender::handle_within(&deps, sqs_event(&[body]), &metrics(), deadline).await;
+    assert_eq!(response.batch_item_failures.len(), 1, "{results:?}");
+    assert!(
+        results[0]
+            .1
+            .as_ref()
+            .err()
+            .is_some_and(|e| e.contains(NOT_STARTED)),
+        "{results:?}"
+    );
+    assert!(
+        receiver.requests("/slow-claim").is_empty(),
+        "nothing POSTed"
+    );
+    let history = ledger.history(&event.id).await.unwrap();
+    assert_eq!(history.len(), 1, "the claimed try's one row: {history:?}");
+    let row = &history[0];
+    assert_eq!(row.outcome, tern_core::ports::OUTCOME_ABANDONED);
+    assert_eq!(
+        (row.attempt, row.status, row.error_class),
+        (1, None, None),
+        "{row:?}"
+    );
+    let said = row.error.as_deref().unwrap_or_default();
+    assert!(
+        said.starts_with("not sent, out of time (no attempt spent") && said.contains("deadline"),
+        "{said}"
+    );
 }

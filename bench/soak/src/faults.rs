@@ -148,6 +148,10 @@ impl DeliveryLedger for PanickingLedger {
         self.inner.unlist_waiting(message).await
     }
 
+    async fn release(&self, message: &DeliveryMessage, takeover: u32) -> Result<(), PortError> {
+        self.inner.release(message, takeover).await
+    }
+
     async fn record_attempt(&self, record: &AttemptRecord) -> Result<(), PortError> {
         self.inner.record_attempt(record).await
     }

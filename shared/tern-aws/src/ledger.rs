@@ -290,6 +290,15 @@ fn attempt_sk(endpoint: &EndpointId, replay: u32, attempt: u32, takeover: u32) -
     }
 }
 
+/// Whether an `UpdateItem` was refused on its condition alone (the item is not as the
+/// write required), not failed.
+fn refused_by_condition<R>(e: &aws_sdk_dynamodb::error::SdkError<UpdateItemError, R>) -> bool {
+    matches!(
+        e.as_service_error(),
+        Some(UpdateItemError::ConditionalCheckFailedException(_))
+    )
+}
+
 impl DynamoLedger {
     /// An UpdateItem on the delivery's state item (claim, lease, delivered mark).
     fn update_state(
@@ -469,19 +478,12 @@ impl DynamoLedger {
             // The claim is not this attempt's (a later attempt claimed the pair, or it was
             // never claimed): there is nothing of ours to mark, now or on a retry. A
             // retried finish whose first try landed meets a true condition again.
-            Err(e)
-                if matches!(
-                    e.as_service_error(),
-                    Some(UpdateItemError::ConditionalCheckFailedException(_))
-                ) =>
-            {
-                Err(PortError::Rejected(format!(
-                    "event {} endpoint {}: attempt {} holds no claim to finish",
-                    message.event.id,
-                    message.endpoint_id,
-                    message.attempt_key()
-                )))
-            }
+            Err(e) if refused_by_condition(&e) => Err(PortError::Rejected(format!(
+                "event {} endpoint {}: attempt {} holds no claim to finish",
+                message.event.id,
+                message.endpoint_id,
+                message.attempt_key()
+            ))),
             Err(e) => Err(port_error(e)),
         }
     }
@@ -638,14 +640,7 @@ impl DeliveryLedger for DynamoLedger {
         }
         match request.send().await {
             Ok(_) => Ok(()),
-            Err(e)
-                if matches!(
-                    e.as_service_error(),
-                    Some(UpdateItemError::ConditionalCheckFailedException(_))
-                ) =>
-            {
-                Ok(())
-            }
+            Err(e) if refused_by_condition(&e) => Ok(()),
             Err(e) => Err(port_error(e)),
         }
     }
@@ -660,14 +655,35 @@ impl DeliveryLedger for DynamoLedger {
             .await;
         match result {
             Ok(_) => Ok(()),
-            Err(e)
-                if matches!(
-                    e.as_service_error(),
-                    Some(UpdateItemError::ConditionalCheckFailedException(_))
-                ) =>
-            {
-                Ok(())
-            }
+            Err(e) if refused_by_condition(&e) => Ok(()),
+            Err(e) => Err(port_error(e)),
+        }
+    }
+
+    async fn release(&self, message: &DeliveryMessage, takeover: u32) -> Result<(), PortError> {
+        // One conditional write: the lease ends (0 ms since the epoch) only while the
+        // claim is still this try's, unfinished; the returning message's claim then takes
+        // it over at once. A retry of an applied write sets the same value again.
+        let holder = if takeover == 0 {
+            "(attribute_not_exists(claim_takeover) OR claim_takeover = :tk)"
+        } else {
+            "claim_takeover = :tk"
+        };
+        let result = self
+            .update_state(message)
+            .update_expression("SET lease_until = :gone")
+            .condition_expression(format!("claim_key = :k AND claim_done = :f AND {holder}"))
+            .expression_attribute_values(":k", n(message.attempt_key()))
+            .expression_attribute_values(":f", AttributeValue::Bool(false))
+            .expression_attribute_values(":tk", n(i64::from(takeover)))
+            .expression_attribute_values(":gone", n(0))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(e) if refused_by_condition(&e) => Err(PortError::Rejected(
+                "the claim is no longer this try's (finished or taken over)".into(),
+            )),
             Err(e) => Err(port_error(e)),
         }
     }

@@ -377,6 +377,20 @@ pub trait DeliveryLedger: Send + Sync {
         Ok(())
     }
 
+    /// Gives up the claim of attempt `message.attempt_key()` that this holder took as try
+    /// `takeover`, unsent: its lease ends now, so the message put back on the queue takes
+    /// the attempt over when it returns (no attempt spent) instead of SQS redelivering it
+    /// after the visibility timeout (which outlasts the lease). [`PortError::Rejected`]
+    /// when the claim is no longer that try's (finished, or taken over): nothing changed.
+    /// Safe to call again. A ledger that cannot release says so: the default is
+    /// [`PortError::Unavailable`], and the caller then leaves the message to SQS.
+    async fn release(&self, message: &DeliveryMessage, takeover: u32) -> Result<(), PortError> {
+        let _ = (message, takeover);
+        Err(PortError::Unavailable(
+            "this ledger does not release claims".into(),
+        ))
+    }
+
     /// Appends an attempt to the log, one row per (endpoint, replay, attempt, takeover).
     /// Never overwrites a recorded attempt (only an [`OUTCOME_ABANDONED`] placeholder, by
     /// the real result of the same try); a second write of the same try is

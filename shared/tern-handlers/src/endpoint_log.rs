@@ -107,6 +107,10 @@ impl DeliveryLedger for BatchLog {
         self.inner.unlist_waiting(message).await
     }
 
+    async fn release(&self, message: &DeliveryMessage, takeover: u32) -> Result<(), PortError> {
+        self.inner.release(message, takeover).await
+    }
+
     async fn record_attempt(&self, record: &AttemptRecord) -> Result<(), PortError> {
         self.keep(record);
         self.inner.record_attempt(record).await

@@ -517,7 +517,9 @@ async fn process(
     // and the attempt log says so before SQS retries the message.
     let endpoint = match endpoint {
         Ok(e) => e,
-        Err(e) => return Err(not_sent(deps, &message, takeover, deadline, NOT_READ, e).await),
+        Err(e) => {
+            return Err(not_sent(deps, &message, takeover, deadline, NotSent::NotRead, e).await);
+        }
     };
     let endpoint =
         match usable_endpoint(deps, &message, endpoint, takeover, metrics, deadline).await? {
@@ -541,21 +543,82 @@ async fn process(
         .await
     {
         // Late for its slot and no later one fits this invocation: not sent, so the
-        // limit holds. The claim stays, like a message whose deadline came too near: SQS
-        // delivers it again after its visibility timeout, which outlasts the lease, and
-        // the redelivery takes the attempt over (no attempt spent).
-        return Err(PortError::Unavailable(NOT_STARTED.into()));
+        // limit holds. Its claim is given up (the lease ends now) and it goes back on the
+        // queue for a slot a few seconds on, like any delivery the limit holds back (no
+        // attempt spent); the copy that returns takes the attempt over. A claim that
+        // cannot be given up stays: SQS delivers the message again after its visibility
+        // timeout, which outlasts the lease, and that redelivery takes it over.
+        let error = PortError::Unavailable(NOT_STARTED.into());
+        let error = not_sent(
+            deps,
+            &message,
+            takeover,
+            deadline,
+            NotSent::LateForSlot,
+            error,
+        )
+        .await;
+        let release = deps.ledger.release(&message, takeover);
+        if let Err(e) = carry(deadline, "claim release", release).await {
+            tracing::warn!(error = %e, delivery_id = %message.delivery_id, attempt = message.attempt, "claim not released: SQS delivers it again after its visibility timeout");
+            return Err(error);
+        }
+        return put_back_unsent(deps, message, metrics, deadline).await;
     }
     if !deadline.may_send(attempt_deadline) {
         // Only when a call before the POST outran its own deadline. The claim stays:
         // the redelivery takes it over once its lease has run out.
         tracing::warn!(delivery_id = %message.delivery_id, attempt = message.attempt, "not sent: the invocation's deadline is too near");
-        return Err(PortError::Unavailable(NOT_STARTED.into()));
+        let error = PortError::Unavailable(NOT_STARTED.into());
+        return Err(not_sent(
+            deps,
+            &message,
+            takeover,
+            deadline,
+            NotSent::OutOfTime,
+            error,
+        )
+        .await);
     }
     attempt(
         deps, message, takeover, &endpoint, metrics, ctx.health, deadline,
     )
     .await
+}
+
+/// Puts a claimed delivery that was not sent (late for its rate-limit slot; the caller
+/// released its claim) back on the queue, spread over the next
+/// [`crate::rate_limit::UNAVAILABLE_SPREAD_SECONDS`] seconds and listed as waiting again
+/// (the claim took it off the list): one `SendMessage` of its own, because the batch's
+/// deferrals were put back once every message was past its gate, before this one's
+/// claim. A send that fails is the message's batch failure: SQS delivers it again, and
+/// the released claim lets that copy take the attempt over.
+async fn put_back_unsent(
+    deps: &SenderDeps,
+    message: DeliveryMessage,
+    metrics: &Metrics,
+    deadline: &Deadline,
+) -> Result<MessageOutcome, PortError> {
+    let until = tern_core::decision::deferred_until(
+        Utc::now(),
+        Duration::from_secs(crate::rate_limit::UNAVAILABLE_SPREAD_SECONDS),
+        rand::random(),
+    );
+    list_as_waiting(deps, &message, until, deadline).await;
+    let waiting = DeliveryMessage {
+        not_before: Some(until),
+        listed_waiting: true,
+        rate_slot: None,
+        ..message
+    };
+    let send = send_delayed(deps, &waiting, delay_until(until));
+    carry(deadline, "put back", send).await?;
+    metrics.update(|c| {
+        c.deferred += 1;
+        c.rate_limited += 1;
+    });
+    tracing::info!(delivery_id = %waiting.delivery_id, attempt = waiting.attempt, until = %until.to_rfc3339(), "late for its rate-limit slot; put back unsent");
+    Ok(MessageOutcome::Deferred { until })
 }
 
 /// The endpoint a delivery may go to, or (`Err`) the outcome of dead-lettering the
@@ -751,14 +814,7 @@ async fn defer(
         // Held back before an attempt of its own was claimed (a first attempt, or a
         // replayed one): listed once, so "what is waiting" counts it. A retry was listed
         // when it was queued; a copy that comes back held again carries the flag.
-        let write = deps.ledger.list_waiting(&message, until);
-        for_people(
-            deadline,
-            write,
-            &message,
-            "held-back delivery not listed as waiting",
-        )
-        .await;
+        list_as_waiting(deps, &message, until, deadline).await;
     }
     let waiting = DeliveryMessage {
         // A delivery holding a slot comes back before it (and waits for it): it is due
@@ -776,6 +832,24 @@ async fn defer(
         by_rate_limit,
     });
     Ok(MessageOutcome::Deferred { until })
+}
+
+/// Lists a held-back delivery as waiting until `until`, so "what is waiting" counts it.
+/// For people: a write that fails is logged.
+async fn list_as_waiting(
+    deps: &SenderDeps,
+    message: &DeliveryMessage,
+    until: chrono::DateTime<Utc>,
+    deadline: &Deadline,
+) {
+    let write = deps.ledger.list_waiting(message, until);
+    for_people(
+        deadline,
+        write,
+        message,
+        "held-back delivery not listed as waiting",
+    )
+    .await;
 }
 
 async fn attempt(
@@ -824,7 +898,7 @@ async fn attempt(
                         &message,
                         takeover,
                         invocation,
-                        NO_CERTIFICATE,
+                        NotSent::NoCertificate,
                         why,
                     )
                     .await);
@@ -1043,40 +1117,71 @@ async fn carry<T>(
         .unwrap_or_else(|| Err(PortError::Unavailable(format!("{what}: {DEADLINE_CUT}"))))
 }
 
-/// [`not_sent`]'s text when the endpoint (or its sealed secrets) could not be read.
-const NOT_READ: &str = "the endpoint or its secrets could not be read (DynamoDB or KMS)";
+/// Why a claimed attempt was not sent: [`not_sent`] writes it into the attempt's row.
+/// Every case spends no attempt and leaves the receiver's health untouched; each says
+/// what happened in a fixed text, never an error's (see [`not_sent`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum NotSent {
+    /// The endpoint (or its sealed secrets) could not be read: our failure.
+    NotRead,
+    /// The endpoint's client certificate could not be read or used: our failure.
+    NoCertificate,
+    /// The POST would have come late for its rate-limit slot and no later slot fits
+    /// this invocation ([`wait_for_slot`]).
+    LateForSlot,
+    /// A call before the POST was slow and the invocation's deadline is too near for the
+    /// attempt ([`Deadline::may_send`]).
+    OutOfTime,
+}
 
-/// [`not_sent`]'s text when the endpoint's client certificate could not be read or used.
-const NO_CERTIFICATE: &str =
-    "the endpoint's client certificate could not be read from Secrets Manager or used";
+impl NotSent {
+    /// The attempt row's error text: "not sent, <cause> (no attempt spent, the receiver's
+    /// health untouched): <what>; SQS delivers the message again".
+    fn row_text(self) -> String {
+        let (cause, what) = match self {
+            Self::NotRead => (
+                "our failure",
+                "the endpoint or its secrets could not be read (DynamoDB or KMS)",
+            ),
+            Self::NoCertificate => (
+                "our failure",
+                "the endpoint's client certificate could not be read from Secrets Manager or used",
+            ),
+            Self::LateForSlot => (
+                "held by the endpoint's rate limit",
+                "the POST would have come late for its slot and no later slot fits this invocation",
+            ),
+            Self::OutOfTime => (
+                "out of time",
+                "a call before the POST was slow and the invocation's deadline is too near for the attempt",
+            ),
+        };
+        format!(
+            "not sent, {cause} (no attempt spent, the receiver's health untouched): {what}; \
+             SQS delivers the message again"
+        )
+    }
+}
 
-/// Records why a claimed attempt was not sent (our failure before the POST: the endpoint
-/// or its secrets could not be read, nor its client certificate) as the attempt's
-/// [`OUTCOME_ABANDONED`] row saying `what` failed, and returns `error`, which leaves the
-/// message to SQS. The redelivery takes the claim over once its lease ends; without this
-/// row it would record the generic "stopped before recording this attempt", which reads
-/// as if a POST may have gone out. The row holds the fixed `what`, never the error's
-/// text: the customer portal shows attempt rows, and an AWS error can name tables, roles
-/// and the account (the error is in the sender's log line for the message). For people
-/// only: a row that cannot be written is logged ([`for_people`]), and the error is
-/// returned either way. One write, on these failures only.
+/// Records why a claimed attempt was not sent ([`NotSent`]: our failure before the POST,
+/// the endpoint or its secrets or its client certificate unreadable; or a rate-limit slot
+/// or the invocation's deadline missed) as the attempt's [`OUTCOME_ABANDONED`] row, and
+/// returns `error`, which leaves the message to SQS. The redelivery takes the claim over
+/// once its lease ends; without this row it would record the generic "stopped before
+/// recording this attempt", which reads as if a POST may have gone out. The row holds
+/// the fixed text of `why`, never the error's: the customer portal shows attempt rows,
+/// and an AWS error can name tables, roles and the account (the error is in the sender's
+/// log line for the message). For people only: a row that cannot be written is logged
+/// ([`for_people`]), and the error is returned either way. One write, in these cases only.
 async fn not_sent(
     deps: &SenderDeps,
     message: &DeliveryMessage,
     takeover: u32,
     deadline: &Deadline,
-    what: &str,
+    why: NotSent,
     error: PortError,
 ) -> PortError {
-    let record = row_without_post(
-        message,
-        takeover,
-        OUTCOME_ABANDONED.into(),
-        format!(
-            "not sent, our failure (no attempt spent, the receiver's health untouched): \
-             {what}; SQS delivers the message again"
-        ),
-    );
+    let record = row_without_post(message, takeover, OUTCOME_ABANDONED.into(), why.row_text());
     for_people(
         deadline,
         deps.ledger.record_attempt(&record),
