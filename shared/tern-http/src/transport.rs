@@ -172,15 +172,15 @@ impl ConnState {
         s.head.clear();
     }
 
-    /// True when the request that just failed went on a connection that had completed a
-    /// response before (a pooled keep-alive connection) and not one byte of its own
-    /// response arrived: the receiver closed a stale connection, and sending the request
-    /// again on a fresh connection cannot duplicate an answered request.
     /// The TLS error a read on this connection failed with, when one did.
     pub(crate) fn tls_failure(&self) -> Option<rustls::Error> {
         self.lock().tls_failure.clone()
     }
 
+    /// True when the request that just failed went on a connection that had completed a
+    /// response before (a pooled keep-alive connection) and not one byte of its own
+    /// response arrived: the receiver closed a stale connection, and sending the request
+    /// again on a fresh connection cannot duplicate an answered request.
     pub(crate) fn failed_stale(&self) -> bool {
         let s = self.lock();
         s.responses_completed > 0 && s.read_since_request == 0
