@@ -677,6 +677,15 @@ pub mod fakes {
         ) -> Result<(), PortError> {
             Ok(())
         }
+        /// Nothing to give up: every claim is granted.
+        async fn release(
+            &self,
+            _message: &DeliveryMessage,
+            _takeover: u32,
+            _due_at: DateTime<Utc>,
+        ) -> Result<(), PortError> {
+            Ok(())
+        }
         async fn record_attempt(&self, record: &AttemptRecord) -> Result<(), PortError> {
             lock(&self.attempts).push(record.clone());
             Ok(())

@@ -312,7 +312,9 @@ async fn our_resolver_failing_60_percent_charges_nothing_and_everything_arrives(
     let (local, _events) = deployment(
         "dns60",
         LocalOptions {
-            // 60 s -> 60 ms: a failed lookup is retried within a fraction of a second.
+            // A failed lookup is ours: the same attempt again on our own schedule (1 s
+            // doubling, scaled to milliseconds), each time at least the 1 s of SQS's
+            // whole-second DelaySeconds; never an attempt of the receiver's schedule.
             time_scale: 0.001,
             lookup: Some(flaky.clone()),
             console_port: None,
@@ -321,9 +323,9 @@ async fn our_resolver_failing_60_percent_charges_nothing_and_everything_arrives(
     )
     .await;
     let receiver = closing_receiver().await;
-    // Room for retries: a delivery whose lookups all fail 15 times in a row is not
-    // something a 60 % pattern can produce.
-    let schedule = RetrySchedule::new(vec![60; 15]).unwrap();
+    // The retry window (about 60 s real at this scale) bounds our retries too: room for
+    // 50 of them, which a 60 % pattern does not produce in a row.
+    let schedule = RetrySchedule::new(vec![3_600; 15]).unwrap();
     let ep = add_endpoint_with(
         &local,
         tern_core::EndpointId::generate(),
@@ -362,11 +364,18 @@ async fn our_resolver_failing_60_percent_charges_nothing_and_everything_arrives(
     );
     let mut ours = 0;
     for event in &events {
-        for a in attempts_of(&local, event, &ep).await {
+        let rows = attempts_of(&local, event, &ep).await;
+        for a in &rows {
             if a.error_class == Some(ErrorClass::DnsTemporary) {
                 ours += 1;
+                // The same attempt again: our failure spends none of the receiver's.
+                assert_eq!(a.outcome, tern_core::ports::OUTCOME_REQUEUED, "{a:?}");
             }
         }
+        assert!(
+            rows.iter().all(|a| a.attempt == 1),
+            "our failures spent no attempt: {rows:?}"
+        );
     }
     assert!(
         ours >= 30,

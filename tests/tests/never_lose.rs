@@ -652,6 +652,14 @@ impl DeliveryLedger for SlowClaims {
     async fn finish(&self, m: &DeliveryMessage, s: DeliveryState) -> Result<(), PortError> {
         self.0.finish(m, s).await
     }
+    async fn release(
+        &self,
+        m: &DeliveryMessage,
+        takeover: u32,
+        due_at: DateTime<Utc>,
+    ) -> Result<(), PortError> {
+        self.0.release(m, takeover, due_at).await
+    }
     async fn record_attempt(&self, r: &AttemptRecord) -> Result<(), PortError> {
         self.0.record_attempt(r).await
     }
@@ -661,11 +669,12 @@ impl DeliveryLedger for SlowClaims {
 }
 
 /// A claim that outruns its share of the invocation (1.2 s of a 2.5 s deadline planned
-/// with 200 ms calls) leaves too little time for the attempt: nothing is POSTed, the
-/// message is left to SQS, and the attempt log says why in the claimed try's row, "not
-/// sent, out of time", rather than leaving the redelivery to write the generic "stopped
-/// before recording this attempt" (which reads as if a POST may have gone out). Before:
-/// no row at all.
+/// with 200 ms calls) leaves too little time for the attempt: nothing is POSTed, the same
+/// attempt goes back on the queue on our own short schedule (no attempt spent), and the
+/// attempt log says why in the claimed try's row, "not sent, out of time", rather than
+/// leaving the redelivery to write the generic "stopped before recording this attempt"
+/// (which reads as if a POST may have gone out). Before: no row at all, and the message
+/// waited out SQS's visibility timeout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_that_outruns_the_deadline_is_logged_as_not_sent() {
     let receiver = Receiver::start().await.unwrap();
@@ -683,10 +692,11 @@ async fn a_claim_that_outruns_the_deadline_is_logged_as_not_sent() {
     e.timeout_ms = Some(1_000);
     endpoints.put(&e).await.unwrap();
     let ledger = Arc::new(SlowClaims::default());
+    let queue = Arc::new(MemQueue::default());
     let deps = sender_over(
         endpoints,
         ledger.clone(),
-        Arc::new(MemQueue::default()),
+        queue.clone(),
         Arc::new(MemQueue::default()),
     );
     let event = tern_outbox::OutboxWriter::new("unused")
@@ -698,15 +708,19 @@ async fn a_claim_that_outruns_the_deadline_is_logged_as_not_sent() {
     let deadline = Deadline::at(Instant::now() + Duration::from_millis(2_500), reserve());
     let (response, results) =
         tern_handlers::sender::handle_within(&deps, sqs_event(&[body]), &metrics(), deadline).await;
-    assert_eq!(response.batch_item_failures.len(), 1, "{results:?}");
+    assert!(response.batch_item_failures.is_empty(), "{results:?}");
     assert!(
-        results[0]
-            .1
-            .as_ref()
-            .err()
-            .is_some_and(|e| e.contains(NOT_STARTED)),
+        matches!(
+            results[0].1,
+            Ok(MessageOutcome::Requeued { attempt: 1, .. })
+        ),
         "{results:?}"
     );
+    let back = queue.entries();
+    assert_eq!(back.len(), 1, "{back:?}");
+    let copy = DeliveryMessage::parse(&back[0].body).unwrap();
+    assert_eq!(copy.attempt, 1, "no attempt spent");
+    assert!(copy.not_before.is_some() && copy.listed_waiting, "{copy:?}");
     assert!(
         receiver.requests("/slow-claim").is_empty(),
         "nothing POSTed"

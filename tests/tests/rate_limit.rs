@@ -394,8 +394,16 @@ impl DeliveryLedger for SlowClaims {
     async fn unlist_waiting(&self, m: &DeliveryMessage) -> Result<(), PortError> {
         self.inner.unlist_waiting(m).await
     }
-    async fn release(&self, m: &DeliveryMessage, takeover: u32) -> Result<(), PortError> {
-        self.inner.release(m, takeover).await
+    async fn release(
+        &self,
+        m: &DeliveryMessage,
+        takeover: u32,
+        due_at: DateTime<Utc>,
+    ) -> Result<(), PortError> {
+        self.inner.release(m, takeover, due_at).await
+    }
+    async fn record_duplicate(&self, m: &DeliveryMessage) -> Result<(), PortError> {
+        self.inner.record_duplicate(m).await
     }
     async fn record_attempt(&self, r: &AttemptRecord) -> Result<(), PortError> {
         self.inner.record_attempt(r).await
@@ -559,7 +567,10 @@ async fn a_late_delivery_with_no_slot_left_in_its_invocation_is_logged_as_not_se
             .await;
     assert!(response.batch_item_failures.is_empty(), "{results:?}");
     assert!(
-        matches!(outcomes(&results)[..], [MessageOutcome::Deferred { .. }]),
+        matches!(
+            outcomes(&results)[..],
+            [MessageOutcome::Requeued { attempt: 1, .. }]
+        ),
         "{results:?}"
     );
     assert!(receiver.requests("/no-room").is_empty(), "nothing POSTed");
@@ -610,7 +621,7 @@ async fn a_late_delivery_with_no_slot_left_in_its_invocation_is_logged_as_not_se
         "the not-sent row stays beside the attempt that was sent"
     );
     // A claim no longer that try's (finished, taken over) is not released.
-    let again = local.sender.ledger.release(&batch[0], 0).await;
+    let again = local.sender.ledger.release(&batch[0], 0, Utc::now()).await;
     assert!(matches!(again, Err(PortError::Rejected(_))), "{again:?}");
 }
 
@@ -903,6 +914,7 @@ async fn enable_keeps_a_schedule_that_lies_ahead() {
         interval: chrono::Duration::seconds(1),
         from: now,
         extend: false,
+        horizon: chrono::Duration::seconds(tern_core::rate_limit::RESERVE_HORIZON_SECONDS),
     };
     let answer = store
         .reserve_slots(&tenant, &endpoint, &request)
@@ -954,6 +966,7 @@ async fn enable_keeps_a_schedule_that_lies_ahead() {
                 interval: chrono::Duration::milliseconds(1),
                 from: Utc::now() - chrono::Duration::seconds(10),
                 extend: false,
+                horizon: chrono::Duration::seconds(tern_core::rate_limit::RESERVE_HORIZON_SECONDS),
             },
         )
         .await

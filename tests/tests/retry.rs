@@ -12,7 +12,7 @@ use chrono::{DateTime, Utc};
 use proptest::prelude::*;
 use tern_core::ports::{
     AttemptRecord, Claim, DelayScheduler, DeliveryLedger, DeliveryState, EndpointStore,
-    MessageQueue, PortError, QueueEntry,
+    MessageQueue, OUTCOME_REQUEUED, PortError, QueueEntry,
 };
 use tern_core::retry::{MAX_QUEUE_DELAY_SECONDS, MAX_SCHEDULE_DELAY_SECONDS, parse_retry_after};
 use tern_core::{
@@ -53,7 +53,10 @@ fn assert_never_earlier(requests: &[Captured], log: &[AttemptRecord], scale: f64
         .map(|(pair, record)| {
             let logical = record.next_wait_seconds.unwrap_or_else(|| panic!("attempt {} scheduled no wait", record.attempt));
             let gap = (pair[1].at - pair[0].at).num_milliseconds();
-            let real_ms = i64::try_from(real_seconds(logical, scale) * 1000).unwrap();
+            // Exact, not rounded up to whole seconds: a push-back's requeue logs the
+            // real wait it was given, which need not be whole seconds.
+            #[allow(clippy::cast_precision_loss, clippy::cast_possible_truncation)]
+            let real_ms = (logical as f64 * scale * 1000.0).floor() as i64;
             assert!(gap >= real_ms, "attempt {} came {gap} ms after the previous one; the wait was {real_ms} ms ({logical} s logical)", record.attempt + 1);
             gap
         })
@@ -252,8 +255,24 @@ async fn q2_long_delays_and_a_long_retry_after_never_put_more_than_900_in_delay_
     );
     let log = attempts_of(&local, &id, &ep).await;
     assert_eq!(log[6].outcome, "delivered");
-    // The Retry-After on attempt 2 replaced its 300 s slot.
-    assert_eq!(log[1].next_wait_seconds, Some(7200));
+    // The push-back on attempt 2 spent no attempt: attempt 2 again after the 7200 s it
+    // asked for (more than the longest pause of the endpoint, 1 h: the delivery waits all
+    // it was asked), then the schedule goes on from attempt 2's 300 s slot.
+    assert_eq!(
+        log.iter()
+            .map(|r| (r.attempt, r.outcome.as_str()))
+            .collect::<Vec<_>>(),
+        [
+            (1, "retry"),
+            (2, OUTCOME_REQUEUED),
+            (2, "retry"),
+            (3, "retry"),
+            (4, "retry"),
+            (5, "retry"),
+            (6, "delivered")
+        ]
+    );
+    assert_asked_wait(log[1].next_wait_seconds, 7200, scale);
     let gaps = assert_never_earlier(&got, &log, scale);
     eprintln!("q2 at scale {scale}: observed gaps {gaps:?} ms");
 
@@ -262,7 +281,18 @@ async fn q2_long_delays_and_a_long_retry_after_never_put_more_than_900_in_delay_
     let mut queued = 0;
     for (x, record) in h.iter().zip(&log) {
         let logical = record.next_wait_seconds.unwrap();
+        let requeued = record.outcome == OUTCOME_REQUEUED;
         match x {
+            Handoff::Queue {
+                delay_seconds,
+                attempt,
+            } if requeued => {
+                // The same attempt again, on chained queue delays (each at most 900 s:
+                // a message that comes back early is put back until it is due).
+                queued += 1;
+                assert!(*delay_seconds <= MAX_QUEUE_DELAY_SECONDS);
+                assert_eq!(*attempt, record.attempt);
+            }
             Handoff::Queue {
                 delay_seconds,
                 attempt,
@@ -279,6 +309,10 @@ async fn q2_long_delays_and_a_long_retry_after_never_put_more_than_900_in_delay_
                 wait_seconds,
                 attempt,
             } => {
+                assert!(
+                    !requeued,
+                    "a push-back's requeue never goes to Step Functions"
+                );
                 assert!(logical > u64::from(MAX_QUEUE_DELAY_SECONDS));
                 assert_eq!(*wait_seconds, real_seconds(logical, scale));
                 assert_eq!(*attempt, record.attempt + 1);
@@ -287,8 +321,8 @@ async fn q2_long_delays_and_a_long_retry_after_never_put_more_than_900_in_delay_
     }
     assert_eq!(
         (h.len(), queued),
-        (6, 1),
-        "only the 5 s wait rides on DelaySeconds: {h:?}"
+        (6, 3),
+        "only the 5 s and 300 s waits and the push-back's requeue ride on DelaySeconds: {h:?}"
     );
 }
 
@@ -297,8 +331,9 @@ async fn q2_long_delays_and_a_long_retry_after_never_put_more_than_900_in_delay_
 // ---------------------------------------------------------------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn h1_retry_after_is_honoured_in_both_forms_capped_and_junk_falls_back_to_the_schedule() {
-    // 120 s -> 1 s, 86,400 s -> 9 s real.
+async fn h1_retry_after_is_honoured_in_both_forms_capped_and_junk_waits_one_probe_interval() {
+    // 120 s -> 12 ms, 86,400 s -> 8.6 s real. Every answer is a push-back: none spends an
+    // attempt, and each waits what it asked for, up to the ceiling.
     let scale = 0.0001;
     let options = LocalOptions {
         time_scale: scale,
@@ -321,10 +356,21 @@ async fn h1_retry_after_is_honoured_in_both_forms_capped_and_junk_falls_back_to_
             Reply::status(200),
         ]),
     );
-    let ep = add_endpoint(&local, "tnt_h1", &receiver.url("/h1"), &["*"], None).await;
+    // A retry window long enough for two waits at the ceiling (the default is 1.5 days).
+    let week = RetrySchedule::new(vec![86_400; 7]).unwrap();
+    let ep = add_endpoint_with(
+        &local,
+        EndpointId::generate(),
+        "tnt_h1",
+        &receiver.url("/h1"),
+        &["*"],
+        None,
+        Some(week),
+    )
+    .await;
     let id = publish(&local, "order.paid", "tnt_h1", r#"{"h":1}"#).await;
 
-    let got = receiver.wait_for("/h1", 6, Duration::from_secs(60)).await;
+    let got = receiver.wait_for("/h1", 6, Duration::from_secs(90)).await;
     assert_eq!(
         got.iter().map(|r| r.answered).collect::<Vec<_>>(),
         vec![429, 503, 503, 429, 429, 200]
@@ -339,11 +385,25 @@ async fn h1_retry_after_is_honoured_in_both_forms_capped_and_junk_falls_back_to_
         .await
     );
     let log = attempts_of(&local, &id, &ep).await;
+    assert_eq!(
+        log.iter()
+            .map(|r| (r.attempt, r.outcome.as_str()))
+            .collect::<Vec<_>>(),
+        [
+            (1, OUTCOME_REQUEUED),
+            (1, OUTCOME_REQUEUED),
+            (1, OUTCOME_REQUEUED),
+            (1, OUTCOME_REQUEUED),
+            (1, OUTCOME_REQUEUED),
+            (1, "delivered")
+        ],
+        "no push-back spends an attempt"
+    );
     let waits: Vec<u64> = log.iter().filter_map(|r| r.next_wait_seconds).collect();
-    // Delta-seconds: exactly what was asked (longer than the 60 s slot).
-    assert_eq!(waits[0], 120);
+    // Delta-seconds: what was asked (longer than the 60 s slot).
+    assert_asked_wait(Some(waits[0]), 120, scale);
     // HTTP-date 30 days out: capped at the ceiling.
-    assert_eq!(waits[1], ceiling);
+    assert_asked_wait(Some(waits[1]), ceiling, scale);
     // HTTP-date 50 min out: never earlier than the date.
     let retry_at = log[2].started_at
         + chrono::Duration::milliseconds(i64::try_from(log[2].latency_ms).unwrap())
@@ -352,15 +412,28 @@ async fn h1_retry_after_is_honoured_in_both_forms_capped_and_junk_falls_back_to_
         retry_at >= DateTime::<Utc>::from(near) - chrono::Duration::seconds(1),
         "{retry_at} is before {near:?}"
     );
-    assert!(waits[2] <= 3_000, "{}", waits[2]);
+    assert_asked_wait(Some(waits[2]), 3_000 - 60, scale);
     // 86,400 s: at the ceiling, honoured in full.
-    assert_eq!(waits[3], 86_400);
-    // Junk: the schedule's slot after attempt 5 (36,000 s + 0-10 % jitter).
-    assert!((36_000..=39_601).contains(&waits[4]), "{}", waits[4]);
-    assert_eq!(log[5].outcome, "delivered");
+    assert_asked_wait(Some(waits[3]), 86_400, scale);
+    // Junk: no time named, so one probe interval (60 s), like a bare 429.
+    assert_asked_wait(Some(waits[4]), 60, scale);
     let gaps = assert_never_earlier(&got, &log, scale);
     eprintln!("h1 at scale {scale}: logical waits {waits:?} s, observed gaps {gaps:?} ms");
     assert_queue_delays_in_range(&handoffs);
+}
+
+/// Asserts a push-back's logged wait (logical seconds) is what was `asked`, plus at most
+/// the spread over one probe interval (60 s, at least 100 ms real:
+/// [`tern_core::health::MIN_PROBE_INTERVAL_MS`]) and the 250 ms (real) every held-back
+/// delivery adds ([`tern_core::decision::deferred_until`]), in logical seconds at `scale`.
+fn assert_asked_wait(logged: Option<u64>, asked: u64, scale: f64) {
+    let logged = logged.expect("a requeue logs its wait");
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    let slack = 60u64.max((0.1 / scale).ceil() as u64) + (0.25 / scale).ceil() as u64 + 1;
+    assert!(
+        (asked..=asked + slack).contains(&logged),
+        "waited {logged} s for {asked} s asked (slack {slack} s)"
+    );
 }
 
 // ---------------------------------------------------------------------------------------
@@ -643,9 +716,28 @@ async fn the_same_message_twice_or_a_replay_of_a_delivered_pair_is_not_posted_ag
     assert_eq!(metrics.snapshot().duplicates, 3);
     assert_eq!(metrics.snapshot().attempts, 0);
     assert_eq!(receiver.requests("/dup").len(), 1, "never POSTed again");
+    // The one attempt, and one row per (replay, attempt) that says its copies found the
+    // pair delivered and were dropped.
+    let history = local.sender.ledger.history(&event.id).await.unwrap();
+    let mut rows: Vec<(u32, u32, &str)> = history
+        .iter()
+        .map(|r| (r.replay_count, r.attempt, r.outcome.as_str()))
+        .collect();
+    rows.sort_unstable();
     assert_eq!(
-        local.sender.ledger.history(&event.id).await.unwrap().len(),
-        1
+        rows,
+        [
+            (0, 1, tern_core::ports::OUTCOME_DELIVERED),
+            (0, 1, tern_core::ports::OUTCOME_DUPLICATE),
+            (1, 1, tern_core::ports::OUTCOME_DUPLICATE)
+        ],
+        "{history:?}"
+    );
+    assert!(
+        history
+            .iter()
+            .all(|r| r.outcome == "delivered" || r.status.is_none()),
+        "a dropped copy was never sent"
     );
 }
 
@@ -735,6 +827,14 @@ impl DeliveryLedger for FakeLedger {
         Ok(Claim::Granted)
     }
     async fn finish(&self, _: &DeliveryMessage, _: DeliveryState) -> Result<(), PortError> {
+        Ok(())
+    }
+    async fn release(
+        &self,
+        _: &DeliveryMessage,
+        _: u32,
+        _: DateTime<Utc>,
+    ) -> Result<(), PortError> {
         Ok(())
     }
     async fn record_attempt(&self, _: &AttemptRecord) -> Result<(), PortError> {
@@ -937,6 +1037,7 @@ fn property_no_send_message_ever_carries_a_delay_outside_0_to_900() {
             message.attempt = case.attempt;
             message.first_attempt_at = Some(Utc::now());
             let metrics = Metrics::new("Tern", MetricsSink::Discard);
+            let before = Utc::now();
             let (response, results) = rt.block_on(tern_handlers::sender::handle(
                 &deps,
                 sqs_event(&[message.to_body()]),
@@ -957,6 +1058,68 @@ fn property_no_send_message_ever_carries_a_delay_outside_0_to_900() {
             }
 
             let (schedule, budget) = endpoint.retry_policy(&deps.policy.schedule);
+            // A push-back (a 429; a 503 with a Retry-After) spends no attempt: the same
+            // attempt again after what it asked (up to the ceiling; one probe interval,
+            // 60 s, when it named no time), or dead-lettered `exhausted` when that is past
+            // the retry window.
+            let asked = case
+                .retry_after
+                .as_deref()
+                .filter(|_| matches!(case.status, 429 | 503))
+                .and_then(|v| parse_retry_after(v, SystemTime::now()));
+            if case.status == 429 || (case.status == 503 && asked.is_some()) {
+                #[allow(clippy::cast_precision_loss)]
+                let honoured = tern_core::health::chrono_duration(
+                    Duration::try_from_secs_f64(
+                        asked.map_or(60, |a| a.min(case.ceiling)) as f64 * case.time_scale,
+                    )
+                    .unwrap_or(Duration::MAX),
+                );
+                match outcome {
+                    MessageOutcome::Requeued { attempt, until } => {
+                        prop_assert_eq!(attempt, case.attempt);
+                        prop_assert!(
+                            until >= before + honoured,
+                            "back at {} before what was asked",
+                            until
+                        );
+                        prop_assert!(scheduled.is_empty());
+                        prop_assert_eq!(queued.len(), 1);
+                        let next = DeliveryMessage::parse(&queued[0].body).unwrap();
+                        prop_assert_eq!(next.attempt, case.attempt, "no attempt spent");
+                        prop_assert_eq!(next.not_before, Some(until));
+                    }
+                    MessageOutcome::DeadLettered { reason, attempts } => {
+                        prop_assert_eq!(
+                            (reason, attempts),
+                            (DeadLetterReason::Exhausted, case.attempt)
+                        );
+                        let window_end = tern_core::decision::retry_window_end(
+                            message.retry_window_start(),
+                            &schedule,
+                            case.time_scale,
+                            Duration::ZERO,
+                        );
+                        // Beyond the window with the 250 ms every held-back delivery adds
+                        // and a spread of at most one probe interval (60 s logical, at
+                        // least 100 ms real).
+                        let probe = Duration::from_secs_f64(60.0 * case.time_scale)
+                            .max(Duration::from_millis(100));
+                        let most = honoured
+                            + tern_core::health::chrono_duration(probe)
+                            + chrono::Duration::milliseconds(250 + 1_000);
+                        prop_assert!(
+                            Utc::now() + most > window_end,
+                            "dead-lettered with its window open until {}",
+                            window_end
+                        );
+                        prop_assert!(queued.is_empty() && scheduled.is_empty());
+                        prop_assert_eq!(fakes.dead.lock().unwrap().len(), 1);
+                    }
+                    other => prop_assert!(false, "a push-back gave {:?}", other),
+                }
+                return Ok(());
+            }
             match (
                 schedule
                     .wait_after(case.attempt)
@@ -981,13 +1144,7 @@ fn property_no_send_message_ever_carries_a_delay_outside_0_to_900() {
                     prop_assert_eq!(attempt, case.attempt);
                     // Never earlier than the schedule.
                     prop_assert!(wait_seconds >= slot);
-                    // Never earlier than a Retry-After on 429/503 asks, up to the ceiling;
-                    // junk and other statuses leave the jittered schedule.
-                    let asked = case
-                        .retry_after
-                        .as_deref()
-                        .filter(|_| matches!(case.status, 429 | 503))
-                        .and_then(|v| parse_retry_after(v, SystemTime::now()));
+                    // Junk on a 503, and other statuses, leave the jittered schedule.
                     let honoured = asked.map_or(0, |a| a.min(case.ceiling));
                     prop_assert!(
                         wait_seconds >= honoured,

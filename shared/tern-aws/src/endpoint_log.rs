@@ -223,16 +223,20 @@ fn pair_state(item: &HashMap<String, AttributeValue>) -> Option<PairState> {
         _ => return None,
     };
     let done = matches!(item.get("claim_done"), Some(AttributeValue::Bool(true)));
-    let state = if done {
+    let delivered_at = text(item, "delivered_at")
+        .and_then(|t| DateTime::parse_from_rfc3339(&t).ok())
+        .map(|t| t.with_timezone(&Utc));
+    // Delivered wins over everything: a pair a slow holder delivered while a later
+    // attempt holds the claim is delivered, whatever that holder is doing.
+    let state = if delivered_at.is_some() {
+        Some(DeliveryState::Delivered)
+    } else if done {
         text(item, "delivery_state").and_then(|s| {
             serde_json::from_value::<DeliveryState>(serde_json::Value::String(s)).ok()
         })
     } else {
         None
     };
-    let delivered_at = text(item, "delivered_at")
-        .and_then(|t| DateTime::parse_from_rfc3339(&t).ok())
-        .map(|t| t.with_timezone(&Utc));
     Some(PairState {
         endpoint_id,
         state,

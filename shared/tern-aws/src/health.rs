@@ -22,8 +22,11 @@
 //! | `pe`, `pa` | an operational event not yet published (JSON), its next publish attempt (ms) |
 //! | `ua` | last write (ms) |
 //! | `rt` | rate limit: end of the last slot given out (theoretical arrival time), Unix microseconds |
+//! | `pr`, `pc`, `ps` | the learnt pace (requests per second, `tern_core::pacing`), when it last changed (ms), whether it is in slow start; absent while unpaced |
+//! | `s<n>` | successes in Unix second `n`, kept for the last three seconds (the pace's estimate) |
 //! | `t_op`, `t_pb`, `t_cl`, `t_dg`, `t_rc`, `t_da` | token of the last open, probe claim, close, degrade, recover, disable (8 bytes) |
 //! | `t_rl` | token of the last rate-limit write (8 bytes) |
+//! | `t_pc` | token of the last pace change (8 bytes) |
 //!
 //! Counters are added with `ADD`, so concurrent sender batches never lose a count; each
 //! write removes the buckets the writer last saw that have left the window.
@@ -193,6 +196,24 @@ fn from_item(item: &HashMap<String, AttributeValue>) -> Result<EndpointHealth, P
             retry_at: time(item, "pa").unwrap_or(DateTime::<Utc>::MIN_UTC),
         }),
         rate_tat: time_micros(item, "rt"),
+        pace: match (
+            num(item, "pr").and_then(|r| u32::try_from(r).ok()),
+            time(item, "pc"),
+        ) {
+            (Some(per_second), Some(changed_at)) => Some(tern_core::pacing::Pace {
+                per_second,
+                changed_at,
+                slow_start: item.get("ps").and_then(|v| v.as_bool().ok()) == Some(&true),
+            }),
+            _ => None,
+        },
+        recent_successes: item
+            .iter()
+            .filter_map(|(k, v)| {
+                let second: i64 = k.strip_prefix('s')?.parse().ok()?;
+                Some((second, v.as_n().ok()?.parse().ok()?))
+            })
+            .collect(),
     })
 }
 
@@ -326,9 +347,11 @@ impl HealthStore for DynamoHealthStore {
         let hour = bucket_start(delta.at, LONG_BUCKET_SECONDS) / long;
         u.add(&format!("w{window}"), n(delta.attempts));
         u.add(&format!("h{hour}"), n(delta.attempts));
+        let second = delta.at.timestamp();
         if delta.successes > 0 {
             u.add(&format!("x{window}"), n(delta.successes));
             u.add(&format!("k{hour}"), n(delta.successes));
+            u.add(&format!("s{second}"), n(delta.successes));
         }
         u.set("bs", n(bucket_seconds));
         u.set("ua", ms(Utc::now()));
@@ -371,6 +394,13 @@ impl HealthStore for DynamoHealthStore {
             }
         }
         if let Some(p) = previous {
+            for old in p
+                .expired_seconds(delta.at)
+                .into_iter()
+                .filter(|s| *s != second)
+            {
+                u.remove.push(format!("s{old}"));
+            }
             let (old, old_long) = p.expired(delta.at);
             let old_size = i64::try_from(p.bucket_seconds.max(1)).unwrap_or(i64::MAX);
             for (starts, size, current, names) in [
@@ -423,6 +453,7 @@ impl HealthStore for DynamoHealthStore {
             HealthChange::ClearBelow => "t_cb",
             HealthChange::DeferReport { .. } => "t_dr",
             HealthChange::Reported { .. } => "t_rp",
+            HealthChange::SetPace { .. } => "t_pc",
         };
         let token = change_token();
         u.set(token_attribute, token.clone());
@@ -478,6 +509,37 @@ impl HealthStore for DynamoHealthStore {
                 u.set("pn", n(*pauses));
                 let p = u.value(ms(*until));
                 format!("attribute_not_exists(pu) OR pu < {p}")
+            }
+            HealthChange::SetPace {
+                change,
+                seen,
+                restart_at,
+            } => {
+                match change {
+                    tern_core::pacing::PaceChange::Set {
+                        per_second,
+                        slow_start,
+                    } => {
+                        u.set("pr", n(*per_second));
+                        u.set("pc", ms(now));
+                        u.set("ps", AttributeValue::Bool(*slow_start));
+                    }
+                    tern_core::pacing::PaceChange::Forget => {
+                        u.remove.push("pr".into());
+                        u.remove.push("pc".into());
+                        u.remove.push("ps".into());
+                    }
+                }
+                // The schedule starts afresh at the new pace: the slots given under the
+                // old one are void (their deliveries take new ones).
+                u.set("rt", micros(*restart_at));
+                match seen {
+                    Some(t) => {
+                        let p = u.value(ms(*t));
+                        format!("attribute_exists(tenant_id) AND pc = {p}")
+                    }
+                    None => "attribute_exists(tenant_id) AND attribute_not_exists(pc)".to_owned(),
+                }
             }
             HealthChange::MarkBelow => {
                 u.set("bl", ms(now));

@@ -38,7 +38,8 @@ use chrono::{DateTime, Utc};
 use tern_core::DeliveryMessage;
 use tern_core::delivery_log::{EndpointLogPage, EndpointLogQuery, PairState as LatestPairState};
 use tern_core::ports::{
-    AttemptRecord, Claim, DeliveryLedger, DeliveryState, OUTCOME_ABANDONED, PortError,
+    AttemptRecord, Claim, DeliveryLedger, DeliveryState, OUTCOME_ABANDONED, OUTCOME_DUPLICATE,
+    PortError,
 };
 use tern_core::trace::{EventTrace, PairState};
 use tern_core::{EndpointId, EventId};
@@ -381,6 +382,13 @@ impl DynamoLedger {
         let previous = number("claim_takeover")
             .and_then(|t| u32::try_from(t).ok())
             .unwrap_or(0);
+        // A lease ended at 0 was given up by its holder on purpose ([`DeliveryLedger::release`]):
+        // that try recorded itself (or sent nothing); no placeholder for it.
+        if number("lease_until") == Some(0) {
+            return Ok(Claim::TakenOver {
+                takeover: previous.saturating_add(1),
+            });
+        }
         let claimed_at = number("claimed_at").and_then(DateTime::<Utc>::from_timestamp_millis);
         Ok(self.abandoned(message, previous, claimed_at, now).await)
     }
@@ -431,7 +439,10 @@ impl DynamoLedger {
     }
 
     /// Marks the claimed attempt finished with `state`; with `listing` (next attempt,
-    /// due time) also lists the delivery as waiting, in the same write.
+    /// due time) also lists the delivery as waiting, in the same write. Delivered wins
+    /// over everything ([`DeliveryLedger::finish`]): a retry or a dead letter never
+    /// overwrites a delivered pair's state (it only ends its own claim), and a delivery
+    /// marks the pair delivered even when a later attempt holds the claim.
     async fn finish_listing(
         &self,
         message: &DeliveryMessage,
@@ -442,26 +453,30 @@ impl DynamoLedger {
             .ok()
             .and_then(|v| v.as_str().map(str::to_owned))
             .unwrap_or_default();
+        let delivered = state == DeliveryState::Delivered;
         let mut update = "SET claim_done = :t, delivery_state = :s, updated_at = :now".to_owned();
-        if state == DeliveryState::Delivered {
-            update.push_str(", delivered_at = :now");
+        if delivered {
+            update.push_str(", delivered_at = if_not_exists(delivered_at, :now)");
         }
         if listing.is_some() {
             update.push_str(", ");
             update.push_str(crate::waiting::LIST);
         }
+        let condition = if delivered {
+            "claim_key = :k"
+        } else {
+            "claim_key = :k AND attribute_not_exists(delivered_at)"
+        };
+        let now = AttributeValue::S(Utc::now().to_rfc3339());
         let mut request = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .key("event_id", AttributeValue::S(message.event.id.to_string()))
-            .key("sk", AttributeValue::S(state_key(message)))
+            .update_state(message)
             .update_expression(update)
-            .condition_expression("claim_key = :k")
+            .condition_expression(condition)
             .expression_attribute_values(":k", n(message.attempt_key()))
             .expression_attribute_values(":t", AttributeValue::Bool(true))
             .expression_attribute_values(":s", AttributeValue::S(state_text))
-            .expression_attribute_values(":now", AttributeValue::S(Utc::now().to_rfc3339()));
+            .expression_attribute_values(":now", now.clone())
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
         if let Some((attempt, due_at)) = listing {
             for (name, value) in crate::waiting::listing(
                 &message.event.tenant_id,
@@ -472,18 +487,60 @@ impl DynamoLedger {
                 request = request.expression_attribute_values(name, value);
             }
         }
-        let result = request.send().await;
-        match result {
-            Ok(_) => Ok(()),
-            // The claim is not this attempt's (a later attempt claimed the pair, or it was
-            // never claimed): there is nothing of ours to mark, now or on a retry. A
-            // retried finish whose first try landed meets a true condition again.
-            Err(e) if refused_by_condition(&e) => Err(PortError::Rejected(format!(
+        let refused = match request.send().await {
+            Ok(_) => return Ok(()),
+            Err(e) => match e.as_service_error() {
+                Some(UpdateItemError::ConditionalCheckFailedException(c)) => {
+                    c.item().cloned().unwrap_or_default()
+                }
+                _ => return Err(port_error(e)),
+            },
+        };
+        let ours = matches!(refused.get("claim_key"), Some(AttributeValue::N(v)) if v.parse::<u64>().ok() == Some(message.attempt_key()));
+        let second = if delivered && refused.contains_key("claim_key") {
+            // Another attempt holds the claim (this holder was slow and taken over, and the
+            // pair moved on): the receiver got this one, so the pair is delivered. The
+            // other holder's claim is left as it is; its own end finds the pair delivered.
+            Some(
+                self.update_state(message)
+                    .update_expression(
+                        "SET delivery_state = :s, updated_at = :now, delivered_at = if_not_exists(delivered_at, :now)",
+                    )
+                    .condition_expression("attribute_exists(claim_key)")
+                    .expression_attribute_values(":s", AttributeValue::S("delivered".into()))
+                    .expression_attribute_values(":now", now),
+            )
+        } else if !delivered && ours && refused.contains_key("delivered_at") {
+            // Delivered meanwhile (by a slow holder this one took over, or, for a manual
+            // resend, before it): the claim ends, the pair stays delivered.
+            Some(
+                self.update_state(message)
+                    .update_expression("SET claim_done = :t, updated_at = :now")
+                    .condition_expression("claim_key = :k")
+                    .expression_attribute_values(":k", n(message.attempt_key()))
+                    .expression_attribute_values(":t", AttributeValue::Bool(true))
+                    .expression_attribute_values(":now", now),
+            )
+        } else {
+            None
+        };
+        let rejected = || {
+            PortError::Rejected(format!(
                 "event {} endpoint {}: attempt {} holds no claim to finish",
                 message.event.id,
                 message.endpoint_id,
                 message.attempt_key()
-            ))),
+            ))
+        };
+        // The claim is not this attempt's (a later attempt claimed the pair, or it was
+        // never claimed): there is nothing of ours to mark, now or on a retry. A retried
+        // finish whose first try landed meets a true condition again.
+        let Some(second) = second else {
+            return Err(rejected());
+        };
+        match second.send().await {
+            Ok(_) => Ok(()),
+            Err(e) if refused_by_condition(&e) => Err(rejected()),
             Err(e) => Err(port_error(e)),
         }
     }
@@ -660,32 +717,96 @@ impl DeliveryLedger for DynamoLedger {
         }
     }
 
-    async fn release(&self, message: &DeliveryMessage, takeover: u32) -> Result<(), PortError> {
+    async fn release(
+        &self,
+        message: &DeliveryMessage,
+        takeover: u32,
+        due_at: DateTime<Utc>,
+    ) -> Result<(), PortError> {
         // One conditional write: the lease ends (0 ms since the epoch) only while the
-        // claim is still this try's, unfinished; the returning message's claim then takes
-        // it over at once. A retry of an applied write sets the same value again.
+        // claim is still this try's, unfinished, and the pair not delivered; the returning
+        // message's claim then takes it over at once. The same write lists it as waiting
+        // for this attempt (the claim had taken it off the list). A retry of an applied
+        // write sets the same values again.
         let holder = if takeover == 0 {
             "(attribute_not_exists(claim_takeover) OR claim_takeover = :tk)"
         } else {
             "claim_takeover = :tk"
         };
-        let result = self
+        let mut request = self
             .update_state(message)
-            .update_expression("SET lease_until = :gone")
-            .condition_expression(format!("claim_key = :k AND claim_done = :f AND {holder}"))
+            .update_expression(format!("SET lease_until = :gone, {}", crate::waiting::LIST))
+            .condition_expression(format!(
+                "claim_key = :k AND claim_done = :f AND attribute_not_exists(delivered_at) \
+                 AND {holder}"
+            ))
             .expression_attribute_values(":k", n(message.attempt_key()))
             .expression_attribute_values(":f", AttributeValue::Bool(false))
             .expression_attribute_values(":tk", n(i64::from(takeover)))
-            .expression_attribute_values(":gone", n(0))
-            .send()
-            .await;
-        match result {
+            .expression_attribute_values(":gone", n(0));
+        for (name, value) in crate::waiting::listing(
+            &message.event.tenant_id,
+            &message.endpoint_id,
+            message.attempt,
+            due_at,
+        ) {
+            request = request.expression_attribute_values(name, value);
+        }
+        match request.send().await {
             Ok(_) => Ok(()),
             Err(e) if refused_by_condition(&e) => Err(PortError::Rejected(
-                "the claim is no longer this try's (finished or taken over)".into(),
+                "the claim is no longer this try's (finished, taken over, or the pair delivered)"
+                    .into(),
             )),
             Err(e) => Err(port_error(e)),
         }
+    }
+
+    async fn record_duplicate(&self, message: &DeliveryMessage) -> Result<(), PortError> {
+        // One row per attempt, whatever the number of copies: it counts them (`copies`)
+        // and keeps when the first was seen. Shaped as an attempt row, so every reader of
+        // the log shows it like one.
+        let sk = format!(
+            "{}#dup",
+            attempt_sk(
+                &message.endpoint_id,
+                message.replay_count,
+                message.attempt,
+                0
+            )
+        );
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("event_id", AttributeValue::S(message.event.id.to_string()))
+            .key("sk", AttributeValue::S(sk))
+            .update_expression(
+                "SET endpoint_id = :ep, replay_count = :r, attempt = :a, takeover = :zero, \
+                 started_at = if_not_exists(started_at, :now), latency_ms = :zero, \
+                 outcome = :o, excerpt_truncated = :f, #e = :why, expires_at = :exp \
+                 ADD copies :one",
+            )
+            .expression_attribute_names("#e", "error")
+            .expression_attribute_values(":ep", AttributeValue::S(message.endpoint_id.to_string()))
+            .expression_attribute_values(":r", n(message.replay_count))
+            .expression_attribute_values(":a", n(message.attempt))
+            .expression_attribute_values(":zero", n(0))
+            .expression_attribute_values(":now", AttributeValue::S(Utc::now().to_rfc3339()))
+            .expression_attribute_values(":o", AttributeValue::S(OUTCOME_DUPLICATE.into()))
+            .expression_attribute_values(":f", AttributeValue::Bool(false))
+            .expression_attribute_values(
+                ":why",
+                AttributeValue::S(
+                    "not sent: a copy of this attempt found the pair delivered and was dropped"
+                        .into(),
+                ),
+            )
+            .expression_attribute_values(":exp", self.expires_at())
+            .expression_attribute_values(":one", n(1))
+            .send()
+            .await;
+        result.map(|_| ()).map_err(port_error)
     }
 
     async fn record_attempt(&self, record: &AttemptRecord) -> Result<(), PortError> {

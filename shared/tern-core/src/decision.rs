@@ -3,8 +3,8 @@
 //!
 //! - before a POST, [`gate`]: may anything be sent to this endpoint now? A closed circuit
 //!   sends; an open one sends one probe per interval; a receiver's pause (backpressure)
-//!   sends nothing until it ends, then one delivery per batch until its resume window is
-//!   over. Whatever is held back is deferred without spending an attempt
+//!   sends nothing until it ends (then the pace it taught spaces the backlog:
+//!   [`crate::pacing`]). Whatever is held back is deferred without spending an attempt
 //!   ([`deferred_until`]), within its retry window ([`retry_window_end`]).
 //! - after it, [`decide`]: from the attempt's result, the delivery's place in its
 //!   schedule, the endpoint's policy and the failure model's timings, what happens to the
@@ -12,8 +12,11 @@
 //!   ([`HealthSignal`]).
 //!
 //! The model judges receivers by what they did: a `429`, or a `503` with `Retry-After`,
-//! is backpressure (the endpoint pauses; never counted as a failure), and a failure on our
-//! side ([`ErrorClass::is_ours`]) is retried but never charged to the endpoint.
+//! is backpressure (the endpoint pauses and learns a pace; never counted as a failure),
+//! and a failure on our side ([`ErrorClass::is_ours`]) is never charged to the endpoint.
+//! Neither spends an attempt: the same attempt is made again ([`Next::Again`]), after the
+//! receiver's pause, or on our own short schedule ([`our_retry_wait`]), never on the
+//! receiver's backoff; within the delivery's retry window like every wait.
 
 use chrono::{DateTime, Utc};
 
@@ -36,13 +39,6 @@ pub enum Gate {
         /// The `next_probe_at` the decision was based on.
         seen: Option<DateTime<Utc>>,
     },
-    /// The receiver's pause is over but its resume window is not: one delivery per
-    /// batch is sent, the others come back spread over `spread`, so the backlog resumes
-    /// at a walk, not all at once.
-    Paced {
-        /// Over how long the others come back.
-        spread: std::time::Duration,
-    },
     /// Every due delivery waits: until the next probe of an open circuit, or the end of
     /// the receiver's pause (whichever is later), then comes back spread over `spread`.
     Wait {
@@ -63,9 +59,15 @@ pub fn gate(health: Option<&EndpointHealth>, timings: &Timings, now: DateTime<Ut
     let next_probe = h.opened_at.and(h.next_probe_at).filter(|t| *t > now);
     match (h.paused_until.filter(|p| *p > now), h.opened_at) {
         // The receiver's own word holds everything, an open circuit's probe included.
+        // The held-back deliveries come back over the resume window, but never over more
+        // than the pause itself lasts: after a one-second pause the pace the receiver
+        // taught spaces them (`crate::pacing`), and a minute of spread would only leave
+        // the receiver idle.
         (Some(paused_until), _) => Gate::Wait {
             until: next_probe.map_or(paused_until, |p| p.max(paused_until)),
-            spread: timings.resume_window(h.pauses),
+            spread: timings
+                .resume_window(h.pauses)
+                .min((paused_until - now).to_std().unwrap_or_default()),
         },
         (None, Some(_)) => match next_probe {
             Some(t) => Gate::Wait {
@@ -76,12 +78,9 @@ pub fn gate(health: Option<&EndpointHealth>, timings: &Timings, now: DateTime<Ut
                 seen: h.next_probe_at,
             },
         },
-        (None, None) => match h.paused_until {
-            Some(p) if now < p + chrono_duration(timings.resume_window(h.pauses)) => Gate::Paced {
-                spread: timings.resume_window(h.pauses),
-            },
-            _ => Gate::Send,
-        },
+        // After a pause the backlog is spaced by the pace the receiver taught (the rate
+        // limit's schedule, `crate::pacing`), not by this gate.
+        (None, None) => Gate::Send,
     }
 }
 
@@ -142,6 +141,42 @@ pub struct AttemptContext<'a> {
     /// SQS-safe text): kept with a failure on the endpoint's health record, cut to
     /// [`crate::health::LAST_EXCERPT_BYTES`].
     pub excerpt: Option<&'a str>,
+    /// Earlier tries of this attempt that were not counted (pushed back, our failures,
+    /// taken over): the ledger's takeover number of this try. Our own retry schedule
+    /// ([`our_retry_wait`]) backs off with it.
+    pub tries: u32,
+    /// The end of the delivery's retry window ([`retry_window_end`]): an attempt made
+    /// again later than this is dead-lettered `exhausted` instead.
+    pub window_end: DateTime<Utc>,
+}
+
+/// First wait of our own retry schedule, in milliseconds: one second.
+pub const OUR_RETRY_BASE_MS: u64 = 1_000;
+
+/// Longest wait of our own retry schedule, in milliseconds: one minute.
+pub const OUR_RETRY_CAP_MS: u64 = 60_000;
+
+/// The wait before an attempt that failed on our side (our resolver, our local resources,
+/// our TLS set-up, our AWS calls) is made again, real time: [`OUR_RETRY_BASE_MS`] doubled
+/// per earlier try (`tries`), at most [`OUR_RETRY_CAP_MS`], between half and all of it by
+/// `unit` (0.0..1.0, a random draw: "equal jitter", so a burst of our failures does not come
+/// back at once), times `time_scale` like every wait of a deployment (1.0 in production;
+/// tests and demos compress it with the rest). It never depends on the receiver's schedule.
+pub fn our_retry_wait(tries: u32, unit: f64, time_scale: f64) -> std::time::Duration {
+    let ceiling = OUR_RETRY_BASE_MS
+        .saturating_mul(1 << tries.min(16))
+        .min(OUR_RETRY_CAP_MS);
+    let ms = ceiling as f64 * (0.5 + 0.5 * unit.clamp(0.0, 1.0)) * time_scale.clamp(0.0, 1.0);
+    std::time::Duration::from_millis(ms as u64)
+}
+
+/// Why an attempt is made again without counting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AgainBecause {
+    /// The receiver pushed back (429, or 503 with `Retry-After`).
+    Backpressure,
+    /// The failure was ours ([`ErrorClass::is_ours`]).
+    OurFailure,
 }
 
 /// What happens to the delivery.
@@ -154,6 +189,13 @@ pub enum Next {
     Retry {
         /// The wait, in seconds.
         wait_seconds: u64,
+    },
+    /// Not counted: the same attempt is made again at `at` (real time), no attempt spent.
+    Again {
+        /// When it comes back.
+        at: DateTime<Utc>,
+        /// Why.
+        because: AgainBecause,
     },
     /// Stop now and dead-letter.
     DeadLetter(DeadLetterReason),
@@ -192,23 +234,29 @@ fn backpressure(result: &AttemptResult, now: DateTime<Utc>) -> Option<Option<u64
 }
 
 /// Decides, per the failure table (DESIGN.md §5): 2xx delivered; 410 dead-lettered
-/// `gone`; a blocked destination dead-lettered `blocked_destination`; every other answer
+/// `gone`; a blocked destination dead-lettered `blocked_destination`; backpressure (a
+/// `429`, and a `503` with `Retry-After`) made again after the pause it asks for
+/// ([`Timings::pause`], up to the ceiling), and a failure of ours on our own schedule
+/// ([`our_retry_wait`]), neither spending an attempt ([`Next::Again`]), both
+/// dead-lettered `exhausted` when that would be past the retry window; every other answer
 /// and transport error (a failing OAuth2 token endpoint, `auth_token`, included) retried
-/// on the schedule (a `429`, and a `503` with `Retry-After`,
-/// no sooner than it asks, up to the ceiling), or dead-lettered `exhausted` after the
-/// last attempt of the budget. For health: a 2xx is a success; backpressure pauses the
-/// endpoint ([`Timings::pause`]) and counts as nothing else; a failure on our side or a
-/// blocked destination counts as nothing; every other failure is the receiver's.
+/// on the schedule, or dead-lettered `exhausted` after the last attempt of the budget.
+/// For health: a 2xx is a success; backpressure pauses the endpoint and counts as
+/// nothing else; a failure on our side or a blocked destination counts as nothing; every
+/// other failure is the receiver's.
 pub fn decide(result: &AttemptResult, ctx: &AttemptContext<'_>) -> Decision {
-    let retry_or_exhausted = |asked: Option<u64>| match ctx.schedule.wait_after(ctx.attempt) {
+    let retry_or_exhausted = || match ctx.schedule.wait_after(ctx.attempt) {
         Some(wait) if ctx.attempt < ctx.max_attempts => Next::Retry {
-            wait_seconds: next_wait(
-                with_jitter(wait, ctx.jitter),
-                asked,
-                ctx.retry_after_ceiling_seconds,
-            ),
+            wait_seconds: next_wait(with_jitter(wait, ctx.jitter), None, 0),
         },
         _ => Next::DeadLetter(DeadLetterReason::Exhausted),
+    };
+    let again = |at: DateTime<Utc>, because| {
+        if at > ctx.window_end {
+            Next::DeadLetter(DeadLetterReason::Exhausted)
+        } else {
+            Next::Again { at, because }
+        }
     };
     let failure = || {
         HealthSignal::Failure(LastFailure {
@@ -228,11 +276,24 @@ pub fn decide(result: &AttemptResult, ctx: &AttemptContext<'_>) -> Decision {
         })
     };
     if let Some(asked) = backpressure(result, ctx.now) {
-        let pause = chrono_duration(ctx.timings.pause(asked));
+        let asked = asked.map(|a| a.min(ctx.retry_after_ceiling_seconds));
+        let pause = ctx.timings.pause(asked);
+        let pause_until = ctx.now + chrono_duration(pause);
+        // The endpoint's pause is bounded by the health policy's longest pause, but this
+        // delivery waits all it was asked (up to the Retry-After ceiling, RFC 9110
+        // §10.2.3), as it did when a push-back spent an attempt.
+        let asked_wait = asked.map_or(pause, |a| ctx.timings.real(a as f64).max(pause));
+        // Back right after the wait, spread over as long again (at most one probe
+        // interval), so the deliveries it pushed back do not all return at once.
+        let spread = pause.min(ctx.timings.probe_interval());
         return Decision {
-            next: retry_or_exhausted(asked),
+            next: again(
+                deferred_until(ctx.now + chrono_duration(asked_wait), spread, ctx.jitter),
+                AgainBecause::Backpressure,
+            ),
             health: HealthSignal::Backpressure {
-                pause_until: ctx.now + pause,
+                pause_until,
+                sent_at: ctx.started_at,
             },
         };
     }
@@ -247,7 +308,7 @@ pub fn decide(result: &AttemptResult, ctx: &AttemptContext<'_>) -> Decision {
                 health: failure(),
             },
             _ => Decision {
-                next: retry_or_exhausted(None),
+                next: retry_or_exhausted(),
                 health: failure(),
             },
         },
@@ -258,13 +319,21 @@ pub fn decide(result: &AttemptResult, ctx: &AttemptContext<'_>) -> Decision {
             next: Next::DeadLetter(DeadLetterReason::BlockedDestination),
             health: HealthSignal::NotCharged,
         },
-        AttemptResult::Failed { class, .. } => Decision {
-            next: retry_or_exhausted(None),
-            health: if class.charged_to_receiver() {
-                failure()
-            } else {
-                HealthSignal::NotCharged
-            },
+        AttemptResult::Failed { class, .. } if class.is_ours() => Decision {
+            next: again(
+                ctx.now
+                    + chrono_duration(our_retry_wait(
+                        ctx.tries,
+                        ctx.jitter,
+                        ctx.timings.time_scale,
+                    )),
+                AgainBecause::OurFailure,
+            ),
+            health: HealthSignal::NotCharged,
+        },
+        AttemptResult::Failed { .. } => Decision {
+            next: retry_or_exhausted(),
+            health: failure(),
         },
     }
 }
@@ -308,6 +377,8 @@ mod tests {
             now: t(1),
             jitter: 0.0,
             excerpt: None,
+            tries: 0,
+            window_end: t(1_000_000),
         };
         let d = decide(result, &ctx);
         let health = match d.health {
@@ -319,7 +390,7 @@ mod tests {
                 assert_eq!((f.at, f.status), (t(0), result.status()));
                 "failure".to_owned()
             }
-            HealthSignal::Backpressure { pause_until } => {
+            HealthSignal::Backpressure { pause_until, .. } => {
                 format!(
                     "pause {}",
                     (pause_until - t(1)).num_milliseconds() as f64 / 1000.0
@@ -332,6 +403,22 @@ mod tests {
 
     fn retry(wait_seconds: u64) -> Next {
         Next::Retry { wait_seconds }
+    }
+
+    /// Made again `ms` milliseconds after the result came back (at `t(1)`), pushed back.
+    fn pushed(ms: i64) -> Next {
+        Next::Again {
+            at: t(1) + chrono::Duration::milliseconds(ms),
+            because: AgainBecause::Backpressure,
+        }
+    }
+
+    /// Made again `ms` milliseconds after the result, our failure.
+    fn ours(ms: i64) -> Next {
+        Next::Again {
+            at: t(1) + chrono::Duration::milliseconds(ms),
+            because: AgainBecause::OurFailure,
+        }
     }
 
     #[test]
@@ -350,21 +437,22 @@ mod tests {
             (resp(403, None),                  2, 1.0, retry(300),                                    "failure"),
             (resp(302, None),                  1, 1.0, retry(60),                                     "failure"),
             (resp(500, None),                  7, 1.0, dead(DeadLetterReason::Exhausted),             "failure"),
-            // Backpressure: paused for what it asked (capped at one hour), not a failure;
-            // the delivery itself waits no less than the schedule, no less than it asked.
-            (resp(429, Some("1")),             1, 1.0, retry(60),                                     "pause 1"),
-            (resp(429, Some("3600")),          1, 1.0, retry(3600),                                   "pause 3600"),
-            (resp(429, Some("90000")),         1, 1.0, retry(86_400),                                 "pause 3600"),
-            (resp(429, Some(&later)),          1, 1.0, retry(120),                                    "pause 120"),
-            (resp(429, None),                  1, 1.0, retry(60),                                     "pause 60"),
-            (resp(429, Some("soon")),          1, 1.0, retry(60),                                     "pause 60"),
-            (resp(429, Some("1")),             7, 1.0, dead(DeadLetterReason::Exhausted),             "pause 1"),
-            (resp(503, Some("30")),            1, 1.0, retry(60),                                     "pause 30"),
-            (resp(503, Some("600")),           2, 1.0, retry(600),                                    "pause 600"),
+            // Backpressure: paused for what it asked (capped at one hour), not a failure,
+            // no attempt spent: the same attempt again right after the pause (+ 250 ms),
+            // whatever its number.
+            (resp(429, Some("1")),             1, 1.0, pushed(1_250),                                 "pause 1"),
+            (resp(429, Some("3600")),          1, 1.0, pushed(3_600_250),                             "pause 3600"),
+            (resp(429, Some("90000")),         1, 1.0, pushed(3_600_250),                             "pause 3600"),
+            (resp(429, Some(&later)),          1, 1.0, pushed(120_250),                               "pause 120"),
+            (resp(429, None),                  1, 1.0, pushed(60_250),                                "pause 60"),
+            (resp(429, Some("soon")),          1, 1.0, pushed(60_250),                                "pause 60"),
+            (resp(429, Some("1")),             7, 1.0, pushed(1_250),                                 "pause 1"),
+            (resp(503, Some("30")),            1, 1.0, pushed(30_250),                                "pause 30"),
+            (resp(503, Some("600")),           2, 1.0, pushed(600_250),                               "pause 600"),
             (resp(503, None),                  1, 1.0, retry(60),                                     "failure"),
             (resp(503, Some("soon")),          1, 1.0, retry(60),                                     "failure"),
             // Pauses run at the time scale, like the waits.
-            (resp(429, Some("100")),           1, 0.01, retry(100),                                   "pause 1"),
+            (resp(429, Some("100")),           1, 0.01, pushed(1_250),                                "pause 1"),
             // Transport errors: the receiver's, retried on the schedule.
             (failed(Dns),                      1, 1.0, retry(60),                                     "failure"),
             (failed(Connect),                  1, 1.0, retry(60),                                     "failure"),
@@ -375,11 +463,12 @@ mod tests {
             (failed(AuthToken),                1, 1.0, retry(60),                                     "failure"),
             (failed(AuthToken),                3, 1.0, retry(1800),                                   "failure"),
             (failed(AuthToken),                7, 1.0, dead(DeadLetterReason::Exhausted),             "failure"),
-            // Ours: retried, never charged.
-            (failed(DnsTemporary),             1, 1.0, retry(60),                                     "-"),
-            (failed(LocalResource),            1, 1.0, retry(60),                                     "-"),
-            (failed(TlsConfig),                1, 1.0, retry(60),                                     "-"),
-            (failed(TlsConfig),                7, 1.0, dead(DeadLetterReason::Exhausted),             "-"),
+            // Ours: made again on our own schedule (half a second to a second at first),
+            // never charged, no attempt spent, whatever the attempt's number.
+            (failed(DnsTemporary),             1, 1.0, ours(500),                                     "-"),
+            (failed(LocalResource),            1, 1.0, ours(500),                                     "-"),
+            (failed(TlsConfig),                1, 1.0, ours(500),                                     "-"),
+            (failed(TlsConfig),                7, 1.0, ours(500),                                     "-"),
             // Never contacted: dead-lettered, not charged.
             (failed(Blocked),                  1, 1.0, dead(DeadLetterReason::BlockedDestination),    "-"),
         ];
@@ -406,6 +495,8 @@ mod tests {
             now: t(1),
             jitter: 0.5,
             excerpt: None,
+            tries: 0,
+            window_end: t(1_000_000),
         };
         assert_eq!(
             decide(&resp(500, None), &ctx).next,
@@ -414,6 +505,53 @@ mod tests {
         let first = AttemptContext { attempt: 1, ..ctx };
         // Jitter only adds: 60 s + up to 10 %.
         assert_eq!(decide(&resp(500, None), &first).next, retry(63));
+    }
+
+    #[test]
+    fn what_is_not_counted_still_ends_with_the_retry_window() {
+        let schedule = RetrySchedule::standard();
+        let timings = HealthPolicy::default().timings(1.0);
+        let ctx = AttemptContext {
+            attempt: 1,
+            max_attempts: 7,
+            schedule: &schedule,
+            retry_after_ceiling_seconds: 86_400,
+            timings: &timings,
+            started_at: t(0),
+            now: t(1),
+            jitter: 1.0,
+            excerpt: None,
+            tries: 3,
+            window_end: t(10),
+        };
+        // Our schedule doubles per try: 8 s at the fourth try (tries 3), all of it at
+        // jitter 1.0, within the window.
+        assert_eq!(
+            decide(&failed(ErrorClass::DnsTemporary), &ctx).next,
+            ours(8_000)
+        );
+        assert_eq!(
+            our_retry_wait(30, 1.0, 1.0),
+            std::time::Duration::from_secs(60)
+        );
+        assert_eq!(
+            our_retry_wait(30, 1.0, 0.01),
+            std::time::Duration::from_millis(600)
+        );
+        assert_eq!(
+            our_retry_wait(0, 0.0, 1.0),
+            std::time::Duration::from_millis(500)
+        );
+        // Past the window's end: exhausted, pushed back or ours.
+        let late = AttemptContext { tries: 4, ..ctx };
+        assert_eq!(
+            decide(&failed(ErrorClass::DnsTemporary), &late).next,
+            Next::DeadLetter(DeadLetterReason::Exhausted)
+        );
+        assert_eq!(
+            decide(&resp(429, Some("60")), &ctx).next,
+            Next::DeadLetter(DeadLetterReason::Exhausted)
+        );
     }
 
     #[test]
@@ -430,6 +568,8 @@ mod tests {
             now: t(1),
             jitter: 0.0,
             excerpt: None,
+            tries: 0,
+            window_end: t(1_000_000),
         };
         let long = AttemptResult::Failed {
             class: ErrorClass::Connect,
@@ -485,14 +625,15 @@ mod tests {
             Gate::ProbeDue { seen: Some(t(60)) }
         );
         // A pause holds everything, the probe included, and its backlog comes back over
-        // the resume window.
+        // the resume window (120 s for the second pause in a row), at most over as long as
+        // what is left of the pause (30 s at t(60), 80 s at t(10)).
         h.paused_until = Some(t(90));
         h.pauses = 2;
         assert_eq!(
             gate(Some(&h), &timings, t(60)),
             Gate::Wait {
                 until: t(90),
-                spread: std::time::Duration::from_secs(120)
+                spread: std::time::Duration::from_secs(30)
             }
         );
         h.opened_at = None;
@@ -501,17 +642,20 @@ mod tests {
             gate(Some(&h), &timings, t(10)),
             Gate::Wait {
                 until: t(90),
-                spread: std::time::Duration::from_secs(120)
+                spread: std::time::Duration::from_secs(80)
             }
         );
-        // Over: one per batch for the resume window (120 s), then send.
+        h.paused_until = Some(t(1000));
         assert_eq!(
-            gate(Some(&h), &timings, t(90)),
-            Gate::Paced {
+            gate(Some(&h), &timings, t(10)),
+            Gate::Wait {
+                until: t(1000),
                 spread: std::time::Duration::from_secs(120)
             }
         );
-        assert_eq!(gate(Some(&h), &timings, t(210)), Gate::Send);
+        h.paused_until = Some(t(90));
+        // Over: send (the pace the receiver taught spaces the backlog, not the gate).
+        assert_eq!(gate(Some(&h), &timings, t(90)), Gate::Send);
     }
 
     #[test]

@@ -371,7 +371,21 @@ pub struct EndpointHealth {
     /// still be on the queue).
     #[serde(default)]
     pub rate_tat: Option<DateTime<Utc>>,
+    /// The pace the receiver's push-backs taught ([`crate::pacing`]): its deliveries are
+    /// spaced at the lower of it and the endpoint's own limit. `None` while it has none.
+    #[serde(default)]
+    pub pace: Option<crate::pacing::Pace>,
+    /// Successes per whole Unix second over the last [`RECENT_SECONDS`] seconds (second,
+    /// count), any order: what the receiver accepted lately, for the pace a push-back
+    /// learns ([`crate::pacing::Pace::estimate`]).
+    #[serde(default)]
+    pub recent_successes: Vec<(i64, u64)>,
 }
+
+/// Seconds of successes a health record keeps per second
+/// ([`EndpointHealth::recent_successes`]): three, the two the pace's estimate reads and
+/// the one a write may still be counting into.
+pub const RECENT_SECONDS: i64 = 3;
 
 /// An operational event waiting to be published: written with the change it reports, in
 /// the same conditional write, and removed once a publish succeeded, so an SNS outage
@@ -450,7 +464,20 @@ impl EndpointHealth {
             pauses: 0,
             pending_report: None,
             rate_tat: None,
+            pace: None,
+            recent_successes: Vec::new(),
         }
+    }
+
+    /// The seconds of [`Self::recent_successes`] no longer kept at `now`: a store removes
+    /// them on its next write.
+    pub fn expired_seconds(&self, now: DateTime<Utc>) -> Vec<i64> {
+        let oldest = now.timestamp() - RECENT_SECONDS + 1;
+        self.recent_successes
+            .iter()
+            .map(|(s, _)| *s)
+            .filter(|s| *s < oldest)
+            .collect()
     }
 
     /// True while the receiver's pause lasts.
@@ -535,6 +562,8 @@ pub enum HealthSignal {
     Backpressure {
         /// End of the pause, real time.
         pause_until: DateTime<Utc>,
+        /// When the request it answered was sent (the attempt's start).
+        sent_at: DateTime<Utc>,
     },
     /// Says nothing about the receiver: a failure on our side, or a destination the SSRF
     /// guard refused (never contacted).
@@ -563,6 +592,9 @@ pub struct HealthDelta {
     pub backpressure: u64,
     /// The latest pause end they asked for (capped), real time.
     pub pause_until: Option<DateTime<Utc>>,
+    /// When the last request they answered was sent: a push-back to a request sent under
+    /// an older pace says nothing about the current one ([`crate::pacing::after_batch`]).
+    pub pushed_back_sent_at: Option<DateTime<Utc>>,
     /// When the batch's attempts were counted (their bucket).
     pub at: DateTime<Utc>,
 }
@@ -579,6 +611,7 @@ impl HealthDelta {
             failing_since: None,
             backpressure: 0,
             pause_until: None,
+            pushed_back_sent_at: None,
             at,
         }
     }
@@ -601,10 +634,15 @@ impl HealthDelta {
                 self.trailing_failures += 1;
                 self.last_failure = Some(f);
             }
-            HealthSignal::Backpressure { pause_until } => {
+            HealthSignal::Backpressure {
+                pause_until,
+                sent_at,
+            } => {
                 self.backpressure += 1;
                 self.pause_until =
                     Some(self.pause_until.map_or(pause_until, |t| t.max(pause_until)));
+                self.pushed_back_sent_at =
+                    Some(self.pushed_back_sent_at.map_or(sent_at, |t| t.max(sent_at)));
             }
             HealthSignal::NotCharged => {}
         }
@@ -665,6 +703,21 @@ pub enum HealthChange {
         /// Pauses in a row, this one included.
         pauses: u32,
     },
+    /// Change the endpoint's learnt pace ([`crate::pacing`]) at `at`, only while the pace's
+    /// last change is still `seen` (its `changed_at` as read; `None`: no pace), so of the
+    /// concurrent batches that saw the same answers exactly one changes it.
+    /// The same write starts the rate-limit schedule afresh at `restart_at` (its TAT), so
+    /// the new pace governs the slots given out from then on.
+    SetPace {
+        /// The new pace, or forget it.
+        change: crate::pacing::PaceChange,
+        /// The pace's `changed_at` the caller read.
+        seen: Option<DateTime<Utc>>,
+        /// The schedule's new TAT: after the slots already handed out to POSTs about to
+        /// leave ([`crate::rate_limit::SEND_HORIZON_MS`] at most), so old and new slots do
+        /// not overlap.
+        restart_at: DateTime<Utc>,
+    },
     /// Record that the rate fell below the disable threshold now (only when not recorded).
     MarkBelow,
     /// Clear that mark (only when set).
@@ -710,6 +763,13 @@ pub enum Transition {
         /// Pauses in a row, this one included.
         pauses: u32,
     },
+    /// The receiver's answers change the endpoint's learnt pace ([`crate::pacing`]).
+    Pace {
+        /// The change.
+        change: crate::pacing::PaceChange,
+        /// The pace's `changed_at` as the batch's write returned it.
+        seen: Option<DateTime<Utc>>,
+    },
     /// N consecutive failures: open the circuit.
     Open,
     /// A probe (or any attempt) succeeded while open: close it (reports `endpoint.recovered`).
@@ -744,9 +804,12 @@ pub fn window_text(seconds: u64) -> String {
 }
 
 /// What follows from `after` (the record as the batch's write left it) and `delta` (that
-/// batch), for an endpoint that is `enabled`, with the model's `timings`:
+/// batch), for an endpoint that is `enabled` with its own rate limit `own_limit`, with the
+/// model's `timings`:
 ///
-/// - a pause when the receiver pushed back (longer than any pause in force);
+/// - a pause when the receiver pushed back (longer than any pause in force), and the
+///   learnt pace's decrease ([`crate::pacing::after_batch`]); its increase, or its end,
+///   when the receiver stayed quiet;
 /// - below the disable threshold with at least `min_attempts` in the window: the mark
 ///   when it first falls below, and `Disable` only once it has stayed below for a whole
 ///   window (a short burst of failures opens the circuit instead);
@@ -758,6 +821,7 @@ pub fn transitions(
     after: &EndpointHealth,
     delta: &HealthDelta,
     enabled: bool,
+    own_limit: Option<crate::rate_limit::RateLimit>,
     policy: &HealthPolicy,
     timings: &Timings,
     now: DateTime<Utc>,
@@ -781,6 +845,19 @@ pub fn transitions(
             _ => 1,
         };
         out.push(Transition::Pause { until, pauses });
+    }
+    if let Some(change) = crate::pacing::after_batch(
+        after.pace,
+        &after.recent_successes,
+        own_limit,
+        delta.pushed_back_sent_at,
+        delta.any_success(),
+        now,
+    ) {
+        out.push(Transition::Pace {
+            change,
+            seen: after.pace.map(|p| p.changed_at),
+        });
     }
     if delta.attempts == 0 {
         // Only backpressure: no counts were written, so `after` is the record as last
@@ -983,7 +1060,10 @@ mod tests {
         d.add(success(t(3)));
         assert_eq!(d.failing_since, None, "a success ends the run");
         d.add(at(4, 500));
-        d.add(HealthSignal::Backpressure { pause_until: t(9) });
+        d.add(HealthSignal::Backpressure {
+            pause_until: t(9),
+            sent_at: t(0),
+        });
         d.add(HealthSignal::NotCharged);
         d.add(at(5, 500));
         assert_eq!(
@@ -996,8 +1076,14 @@ mod tests {
     #[test]
     fn backpressure_is_neither_a_success_nor_a_failure() {
         let mut d = HealthDelta::new(t(0));
-        d.add(HealthSignal::Backpressure { pause_until: t(5) });
-        d.add(HealthSignal::Backpressure { pause_until: t(3) });
+        d.add(HealthSignal::Backpressure {
+            pause_until: t(5),
+            sent_at: t(0),
+        });
+        d.add(HealthSignal::Backpressure {
+            pause_until: t(3),
+            sent_at: t(0),
+        });
         assert_eq!((d.attempts, d.successes, d.trailing_failures), (0, 0, 0));
         assert_eq!((d.backpressure, d.pause_until), (2, Some(t(5))));
     }
@@ -1027,10 +1113,10 @@ mod tests {
         let mut d = HealthDelta::new(t(0));
         d.add(failure(503));
         let h = record(vec![], 4);
-        assert!(transitions(&h, &d, true, &policy, &timings(), t(0)).is_empty());
+        assert!(transitions(&h, &d, true, None, &policy, &timings(), t(0)).is_empty());
         let h = record(vec![], 5);
         assert_eq!(
-            transitions(&h, &d, true, &policy, &timings(), t(0)),
+            transitions(&h, &d, true, None, &policy, &timings(), t(0)),
             vec![Transition::Open]
         );
         let mut open = record(vec![], 0);
@@ -1038,7 +1124,7 @@ mod tests {
         let mut ok = HealthDelta::new(t(0));
         ok.add(success(t(0)));
         assert_eq!(
-            transitions(&open, &ok, true, &policy, &timings(), t(0)),
+            transitions(&open, &ok, true, None, &policy, &timings(), t(0)),
             vec![Transition::Close]
         );
     }
@@ -1051,11 +1137,11 @@ mod tests {
         h.last_failure = Some(last_failure(503));
         let d = failed_batch(now);
         // 19 attempts: below the minimum of 20, no rate decision.
-        assert!(transitions(&h, &d, true, &policy, &timings(), now).is_empty());
+        assert!(transitions(&h, &d, true, None, &policy, &timings(), now).is_empty());
         // 20 at 10 %: the window before auto-disable starts, and the owner hears it is degraded.
         h.buckets[0].attempts = 20;
         assert_eq!(
-            transitions(&h, &d, true, &policy, &timings(), now),
+            transitions(&h, &d, true, None, &policy, &timings(), now),
             vec![Transition::MarkBelow, Transition::Degrade]
         );
         // Still below 59 min later: nothing new (degraded is not repeated while below).
@@ -1063,12 +1149,12 @@ mod tests {
         h.degraded_at = Some(now);
         let later = now + Duration::minutes(59);
         h.buckets[0].start = bucket_start(later, 600);
-        assert!(transitions(&h, &d, true, &policy, &timings(), later).is_empty());
+        assert!(transitions(&h, &d, true, None, &policy, &timings(), later).is_empty());
         // A whole window below: disabled, and nothing else reported beside it.
         let hour = now + Duration::hours(1);
         h.buckets[0].start = bucket_start(hour, 600);
         assert_eq!(
-            transitions(&h, &d, true, &policy, &timings(), hour),
+            transitions(&h, &d, true, None, &policy, &timings(), hour),
             vec![Transition::Disable {
                 reason: "auto_disabled: 10 % success over 1 h, last status 503".into()
             }]
@@ -1076,7 +1162,7 @@ mod tests {
         // Exactly at the threshold is not below it: the mark is cleared.
         h.buckets[0].successes = 10;
         assert_eq!(
-            transitions(&h, &d, true, &policy, &timings(), hour),
+            transitions(&h, &d, true, None, &policy, &timings(), hour),
             vec![Transition::ClearBelow]
         );
     }
@@ -1089,7 +1175,7 @@ mod tests {
         let mut h = with_rate(now, 23, 11);
         h.consecutive_failures = 5;
         let d = failed_batch(now);
-        let got = transitions(&h, &d, true, &policy, &timings(), now);
+        let got = transitions(&h, &d, true, None, &policy, &timings(), now);
         assert!(got.contains(&Transition::Open), "{got:?}");
         assert!(got.contains(&Transition::MarkBelow), "{got:?}");
         assert!(!got.iter().any(|t| matches!(t, Transition::Disable { .. })));
@@ -1101,7 +1187,7 @@ mod tests {
             attempts: 20,
             successes: 20,
         });
-        let got = transitions(&h, &d, true, &policy, &timings(), later);
+        let got = transitions(&h, &d, true, None, &policy, &timings(), later);
         assert!(got.contains(&Transition::ClearBelow), "{got:?}");
         assert!(!got.iter().any(|t| matches!(t, Transition::Disable { .. })));
     }
@@ -1113,14 +1199,14 @@ mod tests {
         let mut h = with_rate(now, 100, 90);
         let d = failed_batch(now);
         assert_eq!(
-            transitions(&h, &d, true, &policy, &timings(), now),
+            transitions(&h, &d, true, None, &policy, &timings(), now),
             vec![Transition::Degrade]
         );
         h.degraded_at = Some(now);
-        assert!(transitions(&h, &d, true, &policy, &timings(), now).is_empty());
+        assert!(transitions(&h, &d, true, None, &policy, &timings(), now).is_empty());
         h.buckets[0].successes = 96;
         assert_eq!(
-            transitions(&h, &d, true, &policy, &timings(), now),
+            transitions(&h, &d, true, None, &policy, &timings(), now),
             vec![Transition::Recover]
         );
     }
@@ -1141,10 +1227,10 @@ mod tests {
         h.bucket_seconds = scaled.bucket_seconds();
         h.buckets[0].start = bucket_start(now, 6);
         h.below_since = Some(now - Duration::seconds(40));
-        let got = transitions(&h, &failed_batch(now), true, &policy, &scaled, now);
+        let got = transitions(&h, &failed_batch(now), true, None, &policy, &scaled, now);
         assert!(matches!(got[..], [Transition::Disable { .. }]), "{got:?}");
         // At scale 1 the same 40 s is not a window.
-        let got = transitions(&h, &failed_batch(now), true, &policy, &timings(), now);
+        let got = transitions(&h, &failed_batch(now), true, None, &policy, &timings(), now);
         assert!(
             !got.iter().any(|t| matches!(t, Transition::Disable { .. })),
             "{got:?}"
@@ -1154,8 +1240,69 @@ mod tests {
         h.bucket_seconds = 6;
         h.buckets[0].start = bucket_start(now, 6);
         h.degraded_at = Some(now - Duration::seconds(37));
-        let got = transitions(&h, &failed_batch(now), true, &policy, &scaled, now);
+        let got = transitions(&h, &failed_batch(now), true, None, &policy, &scaled, now);
         assert_eq!(got, vec![Transition::Degrade]);
+    }
+
+    /// The transitions but the learnt pace's (`pacing_follows_the_answers` checks those).
+    fn pauses_of(all: Vec<Transition>) -> Vec<Transition> {
+        all.into_iter()
+            .filter(|t| !matches!(t, Transition::Pace { .. }))
+            .collect()
+    }
+
+    #[test]
+    fn pacing_follows_the_answers() {
+        let policy = HealthPolicy::default();
+        let tm = timings();
+        let now = t(100);
+        let mut pushed = HealthDelta::new(now);
+        pushed.add(HealthSignal::Backpressure {
+            pause_until: t(101),
+            sent_at: now,
+        });
+        pushed.add(HealthSignal::Success { at: now });
+        // Five accepted in the second before: the first push-back learns 9/10 of it.
+        let mut h = record(vec![], 0);
+        h.recent_successes = vec![(now.timestamp() - 1, 5), (now.timestamp(), 1)];
+        let got = transitions(&h, &pushed, true, None, &policy, &tm, now);
+        assert!(
+            got.contains(&Transition::Pace {
+                change: crate::pacing::PaceChange::Set {
+                    per_second: 5,
+                    slow_start: true
+                },
+                seen: None
+            }),
+            "{got:?}"
+        );
+        // The endpoint's own limit caps it, and the pace read is the condition.
+        h.pace = Some(crate::pacing::Pace {
+            per_second: 3,
+            changed_at: t(90),
+            slow_start: false,
+        });
+        let got = transitions(
+            &h,
+            &pushed,
+            true,
+            crate::rate_limit::RateLimit::new(2).ok(),
+            &policy,
+            &tm,
+            now,
+        );
+        assert!(
+            got.contains(&Transition::Pace {
+                change: crate::pacing::PaceChange::Set {
+                    per_second: 2,
+                    slow_start: false
+                },
+                seen: Some(t(90))
+            }),
+            "{got:?}"
+        );
+        // A disabled endpoint learns nothing.
+        assert!(transitions(&h, &pushed, false, None, &policy, &tm, now).is_empty());
     }
 
     #[test]
@@ -1166,10 +1313,11 @@ mod tests {
         let mut d = HealthDelta::new(now);
         d.add(HealthSignal::Backpressure {
             pause_until: t(101),
+            sent_at: t(0),
         });
         let mut h = record(vec![], 0);
         assert_eq!(
-            transitions(&h, &d, true, &policy, &tm, now),
+            pauses_of(transitions(&h, &d, true, None, &policy, &tm, now)),
             vec![Transition::Pause {
                 until: t(101),
                 pauses: 1
@@ -1181,9 +1329,10 @@ mod tests {
         let mut d2 = HealthDelta::new(t(130));
         d2.add(HealthSignal::Backpressure {
             pause_until: t(131),
+            sent_at: t(0),
         });
         assert_eq!(
-            transitions(&h, &d2, true, &policy, &tm, t(130)),
+            pauses_of(transitions(&h, &d2, true, None, &policy, &tm, t(130))),
             vec![Transition::Pause {
                 until: t(131),
                 pauses: 2
@@ -1193,9 +1342,10 @@ mod tests {
         let mut d3 = HealthDelta::new(t(1000));
         d3.add(HealthSignal::Backpressure {
             pause_until: t(1001),
+            sent_at: t(0),
         });
         assert_eq!(
-            transitions(&h, &d3, true, &policy, &tm, t(1000)),
+            pauses_of(transitions(&h, &d3, true, None, &policy, &tm, t(1000))),
             vec![Transition::Pause {
                 until: t(1001),
                 pauses: 1
@@ -1205,9 +1355,10 @@ mod tests {
         let mut d4 = HealthDelta::new(t(100));
         d4.add(HealthSignal::Backpressure {
             pause_until: t(102),
+            sent_at: t(0),
         });
         assert_eq!(
-            transitions(&h, &d4, true, &policy, &tm, t(100)),
+            pauses_of(transitions(&h, &d4, true, None, &policy, &tm, t(100))),
             vec![Transition::Pause {
                 until: t(102),
                 pauses: 1
@@ -1217,7 +1368,7 @@ mod tests {
         let mut below = with_rate(now, 30, 0);
         below.below_since = Some(now - Duration::hours(2));
         assert_eq!(
-            transitions(&below, &d, true, &policy, &tm, now),
+            pauses_of(transitions(&below, &d, true, None, &policy, &tm, now)),
             vec![Transition::Pause {
                 until: t(101),
                 pauses: 1
@@ -1225,7 +1376,7 @@ mod tests {
         );
         // A shorter pause than the one in force changes nothing.
         h.paused_until = Some(t(2000));
-        assert!(transitions(&h, &d3, true, &policy, &tm, t(1000)).is_empty());
+        assert!(pauses_of(transitions(&h, &d3, true, None, &policy, &tm, t(1000))).is_empty());
         assert_eq!(tm.resume_window(1), std::time::Duration::from_secs(60));
         assert_eq!(tm.resume_window(3), std::time::Duration::from_secs(240));
         assert_eq!(tm.resume_window(30), std::time::Duration::from_secs(480));

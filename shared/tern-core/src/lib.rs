@@ -21,6 +21,7 @@ pub mod message;
 pub mod operational;
 pub mod outbox;
 pub mod outcome;
+pub mod pacing;
 pub mod portal;
 pub mod ports;
 pub mod rate_limit;

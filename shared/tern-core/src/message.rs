@@ -331,6 +331,30 @@ impl DeliveryMessage {
         }
     }
 
+    /// The message that makes the same attempt again after a try that did not count (the
+    /// receiver pushed back, or the failure was ours: [`crate::decision::Next::Again`]):
+    /// the same attempt number, its retry window anchored at `first_attempt_at` (this
+    /// try's start when it was the first), due at `not_before`, and listed as waiting (the
+    /// ledger's release listed it, [`crate::ports::DeliveryLedger::release`]).
+    pub fn again(
+        &self,
+        first_attempt_at: DateTime<Utc>,
+        status: Option<u16>,
+        error: Option<String>,
+        not_before: DateTime<Utc>,
+    ) -> Self {
+        Self {
+            first_attempt_at: Some(self.first_attempt_at.unwrap_or(first_attempt_at)),
+            last_status: status,
+            last_error: crate::sqs_text::clean_opt(error.as_deref()),
+            not_before: Some(not_before),
+            dead_letter: None,
+            listed_waiting: true,
+            rate_slot: None,
+            ..self.clone()
+        }
+    }
+
     /// This message, dead-lettered.
     pub fn dead_lettered(&self, mut dead_letter: DeadLetter) -> Self {
         dead_letter.last_error = crate::sqs_text::clean_opt(dead_letter.last_error.as_deref());

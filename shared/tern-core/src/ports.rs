@@ -260,6 +260,21 @@ impl Claim {
 /// have got the request).
 pub const OUTCOME_ABANDONED: &str = "abandoned";
 
+/// `outcome` of a successful attempt's row.
+pub const OUTCOME_DELIVERED: &str = "delivered";
+
+/// `outcome` of a failed attempt whose next attempt is queued or scheduled.
+pub const OUTCOME_RETRY: &str = "retry";
+
+/// `outcome` of a try that did not count (the receiver pushed back, or the failure was
+/// ours): the same attempt went back on the queue, no attempt spent
+/// ([`crate::decision::Next::Again`]). Its `next_wait_seconds` is the wait, logical.
+pub const OUTCOME_REQUEUED: &str = "requeued";
+
+/// `outcome` of the row that says copies of a message found their pair delivered and
+/// were dropped without a POST ([`DeliveryLedger::record_duplicate`]).
+pub const OUTCOME_DUPLICATE: &str = "duplicate";
+
 /// How a claimed attempt ended, for the delivery's state record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -333,9 +348,13 @@ pub trait DeliveryLedger: Send + Sync {
     ) -> Result<Claim, PortError>;
 
     /// Marks the claimed attempt finished with `state`. Safe to call again (a retried
-    /// call changes nothing). [`PortError::Rejected`] when the pair holds no claim of
-    /// this attempt (a later attempt claimed it, or it was never claimed): there is
-    /// nothing to mark, and trying again will not change that.
+    /// call changes nothing). A delivered pair stays delivered: finishing it with another
+    /// state only ends the claim (a takeover that failed while its slow first holder
+    /// delivered), and [`DeliveryState::Delivered`] marks the pair delivered even when a
+    /// later attempt holds its claim (the receiver got it; that holder's own end then
+    /// leaves it delivered). [`PortError::Rejected`] when the pair holds no claim of
+    /// this attempt (a later attempt claimed it, or it was never claimed) for any other
+    /// state: there is nothing to mark, and trying again will not change that.
     async fn finish(
         &self,
         message: &DeliveryMessage,
@@ -378,17 +397,34 @@ pub trait DeliveryLedger: Send + Sync {
     }
 
     /// Gives up the claim of attempt `message.attempt_key()` that this holder took as try
-    /// `takeover`, unsent: its lease ends now, so the message put back on the queue takes
-    /// the attempt over when it returns (no attempt spent) instead of SQS redelivering it
-    /// after the visibility timeout (which outlasts the lease). [`PortError::Rejected`]
-    /// when the claim is no longer that try's (finished, or taken over): nothing changed.
-    /// Safe to call again. A ledger that cannot release says so: the default is
-    /// [`PortError::Unavailable`], and the caller then leaves the message to SQS.
-    async fn release(&self, message: &DeliveryMessage, takeover: u32) -> Result<(), PortError> {
-        let _ = (message, takeover);
+    /// `takeover`, unsent or not counted: its lease ends now, so the message put back on
+    /// the queue takes the attempt over when it returns (no attempt spent) instead of SQS
+    /// redelivering it after the visibility timeout (which outlasts the lease). The same
+    /// write lists the delivery as waiting for this attempt, due at `due_at` (real time).
+    /// [`PortError::Rejected`] when the claim is no longer that try's (finished, or taken
+    /// over): nothing changed. Safe to call again. A ledger that cannot release says so:
+    /// the default is [`PortError::Unavailable`], and the caller then leaves the message
+    /// to SQS.
+    async fn release(
+        &self,
+        message: &DeliveryMessage,
+        takeover: u32,
+        due_at: DateTime<Utc>,
+    ) -> Result<(), PortError> {
+        let _ = (message, takeover, due_at);
         Err(PortError::Unavailable(
             "this ledger does not release claims".into(),
         ))
+    }
+
+    /// Records that a copy of `message` was dropped without a POST because its pair is
+    /// delivered ([`Claim::AlreadyDelivered`]): one row per attempt (outcome
+    /// [`OUTCOME_DUPLICATE`]) that counts the copies, so the attempt log says why a copy
+    /// that was seen went nowhere. For people: the caller logs a failure. The default keeps
+    /// no such row.
+    async fn record_duplicate(&self, message: &DeliveryMessage) -> Result<(), PortError> {
+        let _ = message;
+        Ok(())
     }
 
     /// Appends an attempt to the log, one row per (endpoint, replay, attempt, takeover).

@@ -86,7 +86,17 @@ pub enum RateLimitError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RateLimit {
     per_second: u32,
+    /// How far ahead its slots are given out, in seconds: [`RESERVE_HORIZON_SECONDS`] for
+    /// an endpoint's own limit, [`PACED_HORIZON_SECONDS`] for a pace its receiver taught.
+    horizon_seconds: i64,
 }
+
+/// How far ahead the slots of a learnt pace (`crate::pacing`) are given out, in seconds:
+/// ten. A delivery that sleeps on the queue for a slot cannot be woken when the pace
+/// changes, so a pace reserves only what it can change its mind about soon: ten seconds
+/// after a push-back or a step up, every delivery sent follows the new pace. The others
+/// wait unscheduled and come back spread over the same ten seconds.
+pub const PACED_HORIZON_SECONDS: i64 = 10;
 
 impl RateLimit {
     /// A limit of `per_second` requests per second.
@@ -95,9 +105,40 @@ impl RateLimit {
     /// [`RateLimitError::OutOfRange`] outside 1..=[`MAX_PER_SECOND`].
     pub fn new(per_second: u32) -> Result<Self, RateLimitError> {
         if (1..=MAX_PER_SECOND).contains(&per_second) {
-            Ok(Self { per_second })
+            Ok(Self {
+                per_second,
+                horizon_seconds: RESERVE_HORIZON_SECONDS,
+            })
         } else {
             Err(RateLimitError::OutOfRange(per_second))
+        }
+    }
+
+    /// The limit of a pace a receiver taught (`crate::pacing`): `per_second`, its slots
+    /// given out at most [`PACED_HORIZON_SECONDS`] ahead.
+    ///
+    /// # Errors
+    /// [`RateLimitError::OutOfRange`] outside 1..=[`MAX_PER_SECOND`].
+    pub fn paced(per_second: u32) -> Result<Self, RateLimitError> {
+        Ok(Self {
+            horizon_seconds: PACED_HORIZON_SECONDS,
+            ..Self::new(per_second)?
+        })
+    }
+
+    /// How far ahead its slots are given out.
+    pub fn horizon(self) -> Duration {
+        Duration::seconds(self.horizon_seconds)
+    }
+
+    /// Over how long deliveries without a slot come back to ask again: one second for an
+    /// endpoint's own limit (they come back when the horizon has room), the whole horizon
+    /// for a pace (they sleep on the queue rather than ask every second).
+    fn unscheduled_spread(self) -> Duration {
+        if self.horizon_seconds == RESERVE_HORIZON_SECONDS {
+            Duration::seconds(1)
+        } else {
+            self.horizon()
         }
     }
 
@@ -127,7 +168,7 @@ pub struct RateSlot {
     /// When it may be sent.
     pub at: DateTime<Utc>,
     /// The limit the slot was given under: when the endpoint's limit changed since, the
-    /// slot is void and the delivery takes a new one.
+    /// slot is void and the delivery takes a new one ([`returning`]).
     pub per_second: u32,
 }
 
@@ -148,6 +189,8 @@ pub struct SlotRequest {
     /// is moved by addition, so busy writers never refuse each other while there is
     /// room.
     pub extend: bool,
+    /// How far ahead of `from` the TAT may go ([`RateLimit::horizon`]).
+    pub horizon: Duration,
 }
 
 impl SlotRequest {
@@ -156,10 +199,11 @@ impl SlotRequest {
         self.interval * i32::try_from(self.count).unwrap_or(i32::MAX)
     }
 
-    /// Latest the TAT may be before an extending write: the write leaves it at most
-    /// [`RESERVE_HORIZON_SECONDS`] after `from`.
+    /// Latest the TAT may be before an extending write: the write leaves it at most the
+    /// limit's horizon ([`RESERVE_HORIZON_SECONDS`] or [`PACED_HORIZON_SECONDS`]) after
+    /// `from`.
     pub fn ceiling(&self) -> DateTime<Utc> {
-        self.from + Duration::seconds(RESERVE_HORIZON_SECONDS) - self.span()
+        self.from + self.horizon - self.span()
     }
 
     /// What a store does with this request, given the TAT it holds: the reference
@@ -205,7 +249,7 @@ pub enum SlotAnswer {
 pub fn room(tat: Option<DateTime<Utc>>, limit: RateLimit, now: DateTime<Utc>) -> u32 {
     let from = earliest(now);
     let start = tat.map_or(from, |t| t.max(from));
-    let free = from + Duration::seconds(RESERVE_HORIZON_SECONDS) - start;
+    let free = from + limit.horizon() - start;
     let interval = limit.interval().num_microseconds().unwrap_or(1).max(1);
     let slots = free.num_microseconds().unwrap_or(0).max(0) / interval;
     u32::try_from(slots).unwrap_or(u32::MAX)
@@ -226,6 +270,7 @@ pub fn request(
         interval: limit.interval(),
         from,
         extend: tat.is_some_and(|t| t >= from),
+        horizon: limit.horizon(),
     })
 }
 
@@ -274,8 +319,9 @@ pub enum Returning {
     /// holding it.
     Hold(RateSlot),
     /// The slot is nearer than [`CLAIM_LEAD_MS`] (or past), too near to claim the attempt
-    /// before it, or was given under another limit: the delivery takes a new one, like
-    /// one that never had a slot.
+    /// before it, or was given under another limit (the endpoint's limit changed, or the
+    /// pace its receiver taught, `crate::pacing`, which starts the schedule afresh): the
+    /// delivery takes a new one, like one that never had a slot.
     Lapsed,
 }
 
@@ -305,8 +351,9 @@ pub fn returning(slot: RateSlot, limit: Option<RateLimit>, now: DateTime<Utc>) -
 /// When the `index`-th delivery a batch could not give a slot comes back to ask again:
 /// when the first slot can be had by the TAT the store holds (`tat`: right away unless
 /// the horizon is full), spread over the next seconds by `index` intervals and `unit`
-/// (0.0..1.0, a random draw) of a second, so the batch's deliveries and those of
-/// concurrent batches do not all come back in the same second.
+/// (0.0..1.0, a random draw) of a second (of the whole horizon for a pace), so the
+/// batch's deliveries and those of concurrent batches do not all come back in the same
+/// second.
 pub fn unscheduled_until(
     tat: Option<DateTime<Utc>>,
     limit: RateLimit,
@@ -314,10 +361,9 @@ pub fn unscheduled_until(
     unit: f64,
     now: DateTime<Utc>,
 ) -> DateTime<Utc> {
-    let free_from = tat.map_or(now, |t| {
-        (t - Duration::seconds(RESERVE_HORIZON_SECONDS)).max(now)
-    });
-    let spread = Duration::milliseconds((unit.clamp(0.0, 1.0) * 1000.0) as i64);
+    let free_from = tat.map_or(now, |t| (t - limit.horizon()).max(now));
+    let spread_ms = limit.unscheduled_spread().num_milliseconds() as f64;
+    let spread = Duration::milliseconds((unit.clamp(0.0, 1.0) * spread_ms) as i64);
     free_from + limit.interval() * i32::try_from(index).unwrap_or(i32::MAX) + spread
 }
 

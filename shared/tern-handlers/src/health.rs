@@ -28,7 +28,9 @@ use tern_core::health::{
 use tern_core::operational::{
     OperationalEvent, OperationalEventKind, OperationalEventSink, redact_url,
 };
+use tern_core::pacing::{Pace, PaceChange};
 use tern_core::ports::{EndpointStore, PortError};
+use tern_core::rate_limit::SEND_HORIZON_MS;
 use tern_core::{Endpoint, EndpointId, TenantId};
 
 use crate::metrics::Metrics;
@@ -50,6 +52,12 @@ pub const HEALTH_GATE_DEADLINE_MS: u64 = 1_000;
 /// `(tenant, endpoint)`.
 pub type EndpointKey = (TenantId, EndpointId);
 
+/// How long after its receiver pushed back an endpoint whose record has no pace yet is
+/// paced at the slowest pace by this instance ([`CircuitBreaker::cached_pace`]), in
+/// milliseconds: ten seconds, long enough for the batch's health write to record the
+/// pace it learnt (a batch may wait seconds for its slots and writes).
+pub const PROVISIONAL_PACE_MS: i64 = 10_000;
+
 /// Endpoint health for the sender: the store, where operational events go, the policy and
 /// its timings at the deployment's time scale, and a per-instance cache of records.
 pub struct CircuitBreaker {
@@ -70,6 +78,18 @@ pub struct CircuitBreaker {
     /// late (a slow table), so the next slots lie far enough ahead to be kept
     /// (`crate::rate_limit`).
     pub(crate) slot_lead_ms: std::sync::atomic::AtomicI64,
+    /// Pauses this instance's own attempts were asked for, until the batch's health write
+    /// records them ([`CircuitBreaker::note_backpressure`]).
+    noted_pauses: Mutex<HashMap<EndpointKey, NotedPause>>,
+}
+
+/// A pause one of this instance's attempts was asked for ([`CircuitBreaker::note_backpressure`]).
+#[derive(Debug, Clone, Copy)]
+struct NotedPause {
+    /// Its end.
+    until: DateTime<Utc>,
+    /// When the push-back was noted.
+    noted_at: DateTime<Utc>,
 }
 
 /// What one batch may do with one endpoint's deliveries.
@@ -85,14 +105,6 @@ pub enum BatchGate {
         /// The probe after this one.
         next_probe_at: DateTime<Utc>,
         /// Over how long the others come back after it.
-        spread: Duration,
-    },
-    /// Resuming after a receiver's pause: the first delivery to take `slot` is sent, the
-    /// others come back spread over `spread` from now.
-    Paced {
-        /// Taken by the one delivery this batch sends.
-        slot: AtomicBool,
-        /// Over how long the others come back.
         spread: Duration,
     },
     /// Open or paused: wait until `until`, coming back spread over `spread`.
@@ -129,13 +141,6 @@ impl BatchGate {
                     Admission::Defer(deferred_until(*next_probe_at, *spread, rand::random()))
                 } else {
                     Admission::Probe
-                }
-            }
-            Self::Paced { slot, spread } => {
-                if slot.swap(true, Ordering::SeqCst) {
-                    Admission::Defer(deferred_until(Utc::now(), *spread, rand::random()))
-                } else {
-                    Admission::Send
                 }
             }
             Self::Wait { until, spread } => {
@@ -193,6 +198,7 @@ impl CircuitBreaker {
             pending: Mutex::new(HashMap::new()),
             gate_deadline: Duration::from_millis(HEALTH_GATE_DEADLINE_MS),
             slot_lead_ms: std::sync::atomic::AtomicI64::new(0),
+            noted_pauses: Mutex::new(HashMap::new()),
         }
     }
 
@@ -267,6 +273,72 @@ impl CircuitBreaker {
         }
     }
 
+    /// The endpoint's learnt pace as this instance last read or wrote it
+    /// ([`tern_core::pacing`]); `None` when it has none or none is cached. Until the
+    /// first push-back's pace is on the record (the batch's settle writes it), an endpoint
+    /// this instance saw push back is paced at the slowest pace, in slow start, so the
+    /// backlog does not rush the receiver again the moment its pause ends.
+    pub fn cached_pace(&self, key: &EndpointKey) -> Option<Pace> {
+        self.cached(key).flatten().and_then(|h| h.pace).or_else(|| {
+            let noted = self
+                .noted_pauses
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get(key)
+                .map(|p| p.noted_at)?;
+            (Utc::now() - noted < chrono::Duration::milliseconds(PROVISIONAL_PACE_MS)).then_some(
+                Pace {
+                    per_second: tern_core::pacing::MIN_PER_SECOND,
+                    changed_at: noted,
+                    slow_start: true,
+                },
+            )
+        })
+    }
+
+    /// The receiver of `key` pushed back, asking for a pause until `until`: this
+    /// instance holds its deliveries back from now on, before the batch's health write
+    /// (the batch's other POSTs that have not left, and the gates of batches starting
+    /// meanwhile, see it at once). Kept beside the record's copy, not in it: the batch's
+    /// settle decides the pause's transition on the record as stored.
+    pub fn note_backpressure(&self, key: &EndpointKey, until: DateTime<Utc>) {
+        let mut noted = self
+            .noted_pauses
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let now = Utc::now();
+        let keep = chrono::Duration::milliseconds(PROVISIONAL_PACE_MS);
+        noted.retain(|_, p| p.until > now || now - p.noted_at < keep);
+        let entry = noted.entry(key.clone()).or_insert(NotedPause {
+            until,
+            noted_at: now,
+        });
+        *entry = NotedPause {
+            until: entry.until.max(until),
+            noted_at: now,
+        };
+    }
+
+    /// Until when this instance knows the receiver of `key` asked for a pause (noted by
+    /// [`Self::note_backpressure`], or on its copy of the record), if it is still paused
+    /// at `now`: a delivery about to be POSTed waits for it instead.
+    pub fn paused_until(&self, key: &EndpointKey, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        let noted = self
+            .noted_pauses
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(key)
+            .map(|p| p.until);
+        let cached = self
+            .cache
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(key)
+            .and_then(|(_, h)| h.as_ref())
+            .and_then(|h| h.paused_until);
+        noted.max(cached).filter(|p| *p > now)
+    }
+
     fn remember(&self, key: EndpointKey, health: Option<EndpointHealth>) {
         let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
         cache.insert(key, (Instant::now(), health));
@@ -322,13 +394,20 @@ impl CircuitBreaker {
     pub async fn gates(&self, keys: Vec<EndpointKey>) -> HashMap<EndpointKey, BatchGate> {
         let now = Utc::now();
         let decisions = keys.into_iter().map(|key| async move {
-            let health = self.snapshot(&key, now).await;
+            let mut health = self.snapshot(&key, now).await;
+            // A pause this instance's own attempts were just asked for holds the gate too.
+            if let Some(noted) = self.paused_until(&key, now) {
+                let h = health.get_or_insert_with(|| {
+                    EndpointHealth::empty(
+                        key.0.clone(),
+                        key.1.clone(),
+                        self.timings.bucket_seconds(),
+                    )
+                });
+                h.paused_until = Some(h.paused_until.map_or(noted, |p| p.max(noted)));
+            }
             let decision = match gate(health.as_ref(), &self.timings, now) {
                 Gate::Send => BatchGate::Send,
-                Gate::Paced { spread } => BatchGate::Paced {
-                    slot: AtomicBool::new(false),
-                    spread,
-                },
                 Gate::Wait { until, spread } => BatchGate::Wait { until, spread },
                 Gate::ProbeDue { seen } => self.claim_probe(&key, seen, now).await,
             };
@@ -369,10 +448,6 @@ impl CircuitBreaker {
                 self.forget(key);
                 match gate(self.snapshot(key, now).await.as_ref(), &self.timings, now) {
                     Gate::Send => BatchGate::Send,
-                    Gate::Paced { spread } => BatchGate::Paced {
-                        slot: AtomicBool::new(false),
-                        spread,
-                    },
                     Gate::Wait { until, spread } => BatchGate::Wait { until, spread },
                     Gate::ProbeDue { .. } => BatchGate::Wait {
                         until: next_probe_at,
@@ -413,6 +488,7 @@ impl CircuitBreaker {
                 &after,
                 &delta,
                 endpoint.enabled,
+                endpoint.rate_limit().ok().flatten(),
                 &self.policy,
                 &self.timings,
                 now,
@@ -526,6 +602,19 @@ impl CircuitBreaker {
                 },
                 None,
             ),
+            Transition::Pace { change, seen } => {
+                // After the slots already handed out to POSTs about to leave, not before.
+                let in_flight = now + chrono::Duration::milliseconds(SEND_HORIZON_MS);
+                let restart_at = after.rate_tat.map_or(now, |t| t.min(in_flight)).max(now);
+                (
+                    HealthChange::SetPace {
+                        change: *change,
+                        seen: *seen,
+                        restart_at,
+                    },
+                    None,
+                )
+            }
             Transition::MarkBelow => (HealthChange::MarkBelow, None),
             Transition::ClearBelow => (HealthChange::ClearBelow, None),
             Transition::Close => {
@@ -595,6 +684,27 @@ impl CircuitBreaker {
                     h.next_probe_at = Some(*next_probe_at);
                 });
                 tracing::warn!(tenant_id = %key.0, endpoint_id = %key.1, consecutive_failures = after.consecutive_failures, "circuit opened");
+            }
+            HealthChange::SetPace {
+                change, restart_at, ..
+            } => {
+                let pace = match change {
+                    PaceChange::Set {
+                        per_second,
+                        slow_start,
+                    } => Some(Pace {
+                        per_second: *per_second,
+                        changed_at: now,
+                        slow_start: *slow_start,
+                    }),
+                    PaceChange::Forget => None,
+                };
+                metrics.update(|c| c.pace_changes += 1);
+                self.update_cached(key, |h| {
+                    h.pace = pace;
+                    h.rate_tat = Some(*restart_at);
+                });
+                tracing::info!(tenant_id = %key.0, endpoint_id = %key.1, per_second = pace.map(|p| p.per_second), "endpoint's pace changed");
             }
             HealthChange::MarkBelow => {
                 self.update_cached(key, |h| h.below_since = Some(now));

@@ -82,6 +82,11 @@ pub struct Counts {
     pub backpressure: u64,
     /// Pauses this invocation put on endpoints because their receivers pushed back.
     pub endpoints_paused: u64,
+    /// Changes of endpoints' learnt paces this invocation made (`tern_core::pacing`).
+    pub pace_changes: u64,
+    /// Tries made again without spending an attempt (pushed back, or our failure): the
+    /// same attempt back on the queue.
+    pub requeued: u64,
     /// Attempt latencies, in milliseconds.
     pub latencies_ms: Vec<u64>,
 }
@@ -162,6 +167,8 @@ impl Metrics {
             ),
             ("Backpressure", c.backpressure),
             ("EndpointsPaused", c.endpoints_paused),
+            ("PaceChanges", c.pace_changes),
+            ("Requeued", c.requeued),
         ];
         let mut doc = Map::new();
         let mut defs = Vec::new();

@@ -1,5 +1,7 @@
 //! The sender's side of the per-endpoint rate limit (`tern_core::rate_limit`): one more
-//! admission of the endpoint's gate. Before a batch's POSTs, after the circuit breaker's
+//! admission of the endpoint's gate. The limit is the endpoint's own (`max_per_second`)
+//! or the pace its receiver taught by pushing back (`tern_core::pacing`), whichever is
+//! lower. Before a batch's POSTs, after the circuit breaker's
 //! gate ([`crate::health`]), each limited endpoint whose gate lets deliveries through
 //! takes the slots they need in one conditional write of its health item; an unlimited
 //! endpoint, or a batch whose deliveries to it all hold slots already, writes nothing.
@@ -18,6 +20,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use chrono::{DateTime, Utc};
 use tern_core::DeliveryMessage;
 use tern_core::decision::deferred_until;
+use tern_core::pacing::effective_limit;
 use tern_core::ports::EndpointStore;
 use tern_core::rate_limit::{
     RateLimit, RateSlot, Returning, SlotAnswer, SlotUse, returning, slot_use, unscheduled_until,
@@ -94,6 +97,11 @@ impl RateGate {
             next: AtomicU32::new(0),
             without: AtomicU32::new(0),
         }
+    }
+
+    /// The limit its slots are spaced by: the endpoint's own, or its learnt pace.
+    pub fn limit(&self) -> RateLimit {
+        self.limit
     }
 
     /// What the batch got.
@@ -224,7 +232,7 @@ pub async fn gates(
     let work = breaker_gates.into_iter().map(|(key, gate)| async move {
         let sends = match &gate {
             BatchGate::Send => None,
-            BatchGate::Probe { .. } | BatchGate::Paced { .. } => Some(1),
+            BatchGate::Probe { .. } => Some(1),
             // Held back whole: no slot is needed.
             BatchGate::Wait { .. } => {
                 return (
@@ -237,6 +245,9 @@ pub async fn gates(
                 );
             }
         };
+        // The endpoint's own limit, or the pace its receiver taught when that is lower
+        // (tern_core::pacing): one schedule either way.
+        let pace = breaker.cached_pace(&key);
         let limit = match crate::health::within_gate_deadline(
             breaker.gate_deadline(),
             endpoints.get(&key.0, &key.1),
@@ -244,7 +255,10 @@ pub async fn gates(
         )
         .await
         {
-            Ok(endpoint) => Ok(endpoint.and_then(|e| e.rate_limit().ok().flatten())),
+            Ok(endpoint) => Ok(effective_limit(
+                endpoint.and_then(|e| e.rate_limit().ok().flatten()),
+                pace,
+            )),
             Err(e) => Err(e),
         };
         let (rate, limit_known) = match limit {

@@ -25,12 +25,13 @@ use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent};
 use bytes::Bytes;
 use chrono::Utc;
 use futures::FutureExt as _;
-use tern_core::decision::{AttemptContext, Next, decide};
+use tern_core::decision::{AgainBecause, AttemptContext, Next, decide};
 use tern_core::endpoint::MAX_TIMEOUT_MS;
 use tern_core::health::{HealthPolicy, HealthSignal};
 use tern_core::ports::{
     AttemptRecord, Claim, DelayScheduler, DeliveryLedger, DeliveryState, EndpointStore,
-    MessageQueue, OUTCOME_ABANDONED, PortError, QueueEntry,
+    MessageQueue, OUTCOME_ABANDONED, OUTCOME_DELIVERED, OUTCOME_DUPLICATE, OUTCOME_REQUEUED,
+    OUTCOME_RETRY, PortError, QueueEntry,
 };
 use tern_core::rate_limit::{RateSlot, delay_seconds_before};
 use tern_core::receiver_auth::ReceiverAuth;
@@ -47,7 +48,7 @@ use crate::endpoint_log::BatchLog;
 use crate::health::{BatchHealth, CircuitBreaker, EndpointKey};
 use crate::markers;
 use crate::metrics::Metrics;
-use crate::rate_limit::{EndpointGate, Pass};
+use crate::rate_limit::{EndpointGate, Pass, RateGate};
 
 /// Added to the longest attempt deadline to get a claim's lease, in seconds. The delivery
 /// queue's visibility timeout (360 s) must exceed deadline + margin (60 s), so a message
@@ -115,6 +116,30 @@ pub enum MessageOutcome {
         /// When it comes back.
         until: chrono::DateTime<Utc>,
     },
+    /// Claimed, then not counted (the receiver pushed back, or a failure of ours, before
+    /// or during the POST): the same attempt back on the queue, no attempt spent.
+    Requeued {
+        /// The attempt, made again.
+        attempt: u32,
+        /// When it comes back.
+        until: chrono::DateTime<Utc>,
+    },
+}
+
+impl MessageOutcome {
+    /// The outcome's name in reports and counters: `delivered`, `retrying`,
+    /// `dead_lettered`, `duplicate`, `waiting`, `deferred`, `requeued`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Delivered { .. } => "delivered",
+            Self::Retrying { .. } => "retrying",
+            Self::DeadLettered { .. } => "dead_lettered",
+            Self::Duplicate(_) => "duplicate",
+            Self::Waiting { .. } => "waiting",
+            Self::Deferred { .. } => "deferred",
+            Self::Requeued { .. } => "requeued",
+        }
+    }
 }
 
 /// Result of one message: its SQS message id and outcome, or the infrastructure error /
@@ -495,9 +520,7 @@ async fn process(
     // Past its gate: the batch's deferrals need not wait for this one's POST.
     admitted.mark();
 
-    let lease = Utc::now()
-        + chrono::Duration::milliseconds(i64::try_from(MAX_TIMEOUT_MS).unwrap_or(30_000))
-        + chrono::Duration::seconds(LEASE_MARGIN_SECONDS);
+    let lease = lease_from_now();
     // The claim and the endpoint read run together: neither needs the other, and with
     // the endpoint cache warm the read costs nothing. A read made for a message that
     // turns out to be a duplicate is the price of not waiting for both in turn.
@@ -508,33 +531,43 @@ async fn process(
     );
     let claim = claim?;
     let Some(takeover) = claim.granted_takeover() else {
-        metrics.update(|c| c.duplicates += 1);
-        tracing::info!(delivery_id = %message.delivery_id, attempt = message.attempt, ?claim, "duplicate; not sent");
-        return Ok(MessageOutcome::Duplicate(claim));
+        return Ok(duplicate(deps, &message, claim, metrics, deadline).await);
     };
 
-    // The endpoint could not be read (DynamoDB, or KMS opening its secrets): our failure,
-    // and the attempt log says so before SQS retries the message.
+    // The endpoint could not be read (DynamoDB, or KMS opening its secrets): our failure.
+    // The attempt log says so, and the same attempt comes back on our own short schedule.
     let endpoint = match endpoint {
         Ok(e) => e,
         Err(e) => {
-            return Err(not_sent(deps, &message, takeover, deadline, NotSent::NotRead, e).await);
+            tracing::warn!(error = %e, delivery_id = %message.delivery_id, attempt = message.attempt, "endpoint not read; not sent");
+            return not_sent(
+                deps,
+                message,
+                takeover,
+                None,
+                NotSent::NotRead,
+                metrics,
+                deadline,
+            )
+            .await;
         }
     };
-    let endpoint =
-        match usable_endpoint(deps, &message, endpoint, takeover, metrics, deadline).await? {
-            Ok(e) => e,
-            Err(dead) => return Ok(dead),
-        };
+    let endpoint = match usable_endpoint(deps, &message, endpoint, deadline).await? {
+        Ok(e) => e,
+        Err(reason) => {
+            return dead_letter_unsent(deps, &message, reason, takeover, metrics, deadline).await;
+        }
+    };
     let attempt_deadline = endpoint
         .timeout_ms
         .map_or(deps.policy.attempt_timeout, Duration::from_millis);
+    let limit = gate.and_then(|g| g.rate.as_ref()).map(RateGate::limit);
     if let Some(at) = slot_at
         && !wait_for_slot(
             deps,
             &key,
             at,
-            endpoint.rate_limit().ok().flatten(),
+            limit,
             &message,
             metrics,
             deadline,
@@ -543,42 +576,32 @@ async fn process(
         .await
     {
         // Late for its slot and no later one fits this invocation: not sent, so the
-        // limit holds. Its claim is given up (the lease ends now) and it goes back on the
-        // queue for a slot a few seconds on, like any delivery the limit holds back (no
-        // attempt spent); the copy that returns takes the attempt over. A claim that
-        // cannot be given up stays: SQS delivers the message again after its visibility
-        // timeout, which outlasts the lease, and that redelivery takes it over.
-        let error = PortError::Unavailable(NOT_STARTED.into());
-        let error = not_sent(
+        // limit holds. It goes back on the queue for a slot a few seconds on, like any
+        // delivery the limit holds back (no attempt spent).
+        return not_sent(
             deps,
-            &message,
+            message,
             takeover,
-            deadline,
+            Some(&endpoint),
             NotSent::LateForSlot,
-            error,
+            metrics,
+            deadline,
         )
         .await;
-        let release = deps.ledger.release(&message, takeover);
-        if let Err(e) = carry(deadline, "claim release", release).await {
-            tracing::warn!(error = %e, delivery_id = %message.delivery_id, attempt = message.attempt, "claim not released: SQS delivers it again after its visibility timeout");
-            return Err(error);
-        }
-        return put_back_unsent(deps, message, metrics, deadline).await;
     }
     if !deadline.may_send(attempt_deadline) {
-        // Only when a call before the POST outran its own deadline. The claim stays:
-        // the redelivery takes it over once its lease has run out.
+        // Only when a call before the POST outran its own deadline.
         tracing::warn!(delivery_id = %message.delivery_id, attempt = message.attempt, "not sent: the invocation's deadline is too near");
-        let error = PortError::Unavailable(NOT_STARTED.into());
-        return Err(not_sent(
+        return not_sent(
             deps,
-            &message,
+            message,
             takeover,
-            deadline,
+            Some(&endpoint),
             NotSent::OutOfTime,
-            error,
+            metrics,
+            deadline,
         )
-        .await);
+        .await;
     }
     attempt(
         deps, message, takeover, &endpoint, metrics, ctx.health, deadline,
@@ -586,43 +609,97 @@ async fn process(
     .await
 }
 
-/// Puts a claimed delivery that was not sent (late for its rate-limit slot; the caller
-/// released its claim) back on the queue, spread over the next
-/// [`crate::rate_limit::UNAVAILABLE_SPREAD_SECONDS`] seconds and listed as waiting again
-/// (the claim took it off the list): one `SendMessage` of its own, because the batch's
-/// deferrals were put back once every message was past its gate, before this one's
-/// claim. A send that fails is the message's batch failure: SQS delivers it again, and
-/// the released claim lets that copy take the attempt over.
-async fn put_back_unsent(
+/// A copy of a message that must not be sent ([`Claim::AlreadyDelivered`], or another
+/// message holds this or a later attempt): dropped, counted, and when its pair is
+/// delivered, recorded in the attempt log ([`DeliveryLedger::record_duplicate`], for
+/// people).
+async fn duplicate(
     deps: &SenderDeps,
-    message: DeliveryMessage,
+    message: &DeliveryMessage,
+    claim: Claim,
+    metrics: &Metrics,
+    deadline: &Deadline,
+) -> MessageOutcome {
+    metrics.update(|c| c.duplicates += 1);
+    tracing::info!(delivery_id = %message.delivery_id, attempt = message.attempt, ?claim, "duplicate; not sent");
+    if claim == Claim::AlreadyDelivered {
+        let write = deps.ledger.record_duplicate(message);
+        for_people(deadline, write, message, "dropped duplicate not logged").await;
+    }
+    MessageOutcome::Duplicate(claim)
+}
+
+/// The end of `message`'s retry window under `endpoint`'s schedule (the deployment's when
+/// the endpoint is not known): [`tern_core::decision::retry_window_end`].
+fn window_end(
+    deps: &SenderDeps,
+    message: &DeliveryMessage,
+    endpoint: Option<&Endpoint>,
+) -> chrono::DateTime<Utc> {
+    let schedule = endpoint.map_or_else(
+        || deps.policy.schedule.clone(),
+        |e| e.retry_policy(&deps.policy.schedule).0,
+    );
+    let probe = deps
+        .breaker
+        .as_ref()
+        .map_or(Duration::ZERO, |b| b.probe_interval());
+    tern_core::decision::retry_window_end(
+        message.retry_window_start(),
+        &schedule,
+        deps.policy.time_scale,
+        probe,
+    )
+}
+
+/// Puts a claimed try of `message` back on the queue as `again` (the same attempt, due at
+/// `until`), no attempt spent: the claim is given up first and the delivery listed as
+/// waiting, in one write ([`DeliveryLedger::release`]), so the copy that returns takes
+/// the attempt over; then one `SendMessage` (a wait beyond 900 s is carried by chained
+/// queue delays, `not_before`). A claim no longer this try's (taken over, finished, or
+/// the pair delivered) means another copy carries the pair: this one is dropped. A release
+/// or send that fails is the message's batch failure: SQS delivers it again, and its copy
+/// takes the attempt over.
+#[allow(clippy::too_many_arguments)]
+async fn requeue(
+    deps: &SenderDeps,
+    message: &DeliveryMessage,
+    again: DeliveryMessage,
+    takeover: u32,
+    until: chrono::DateTime<Utc>,
+    why: &str,
     metrics: &Metrics,
     deadline: &Deadline,
 ) -> Result<MessageOutcome, PortError> {
-    let until = tern_core::decision::deferred_until(
-        Utc::now(),
-        Duration::from_secs(crate::rate_limit::UNAVAILABLE_SPREAD_SECONDS),
-        rand::random(),
-    );
-    list_as_waiting(deps, &message, until, deadline).await;
-    let waiting = DeliveryMessage {
-        not_before: Some(until),
-        listed_waiting: true,
-        rate_slot: None,
-        ..message
-    };
-    let send = send_delayed(deps, &waiting, delay_until(until));
-    carry(deadline, "put back", send).await?;
-    metrics.update(|c| {
-        c.deferred += 1;
-        c.rate_limited += 1;
-    });
-    tracing::info!(delivery_id = %waiting.delivery_id, attempt = waiting.attempt, until = %until.to_rfc3339(), "late for its rate-limit slot; put back unsent");
-    Ok(MessageOutcome::Deferred { until })
+    match carry(
+        deadline,
+        "claim release",
+        deps.ledger.release(message, takeover, until),
+    )
+    .await
+    {
+        Ok(()) => {}
+        Err(PortError::Rejected(reason)) => {
+            metrics.update(|c| c.duplicates += 1);
+            tracing::info!(delivery_id = %message.delivery_id, attempt = message.attempt, %reason, "not requeued: another copy carries the pair");
+            return Ok(MessageOutcome::Duplicate(Claim::AlreadyClaimed));
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, delivery_id = %message.delivery_id, attempt = message.attempt, "claim not released: SQS delivers it again after its visibility timeout");
+            return Err(e);
+        }
+    }
+    carry(deadline, "requeue", requeue_until(deps, &again, until)).await?;
+    metrics.update(|c| c.requeued += 1);
+    tracing::info!(delivery_id = %message.delivery_id, attempt = message.attempt, until = %until.to_rfc3339(), why, "the same attempt again, no attempt spent");
+    Ok(MessageOutcome::Requeued {
+        attempt: message.attempt,
+        until,
+    })
 }
 
-/// The endpoint a delivery may go to, or (`Err`) the outcome of dead-lettering the
-/// delivery because its endpoint was deleted or is disabled.
+/// The endpoint a delivery may go to, or (`Err`) why the delivery is dead-lettered
+/// instead: its endpoint was deleted or is disabled.
 ///
 /// A "disabled" may come from the endpoint cache, up to its TTL old; before refusing the
 /// delivery the registry is read past the cache ([`EndpointStore::get_current`]), so an
@@ -634,10 +711,8 @@ async fn usable_endpoint(
     deps: &SenderDeps,
     message: &DeliveryMessage,
     endpoint: Option<Endpoint>,
-    takeover: u32,
-    metrics: &Metrics,
     deadline: &Deadline,
-) -> Result<Result<Endpoint, MessageOutcome>, PortError> {
+) -> Result<Result<Endpoint, DeadLetterReason>, PortError> {
     let endpoint = match endpoint {
         Some(e) if !e.enabled => {
             carry(
@@ -650,14 +725,11 @@ async fn usable_endpoint(
         }
         other => other,
     };
-    let reason = match endpoint {
-        Some(e) if e.enabled => return Ok(Ok(e)),
-        Some(_) => DeadLetterReason::EndpointDisabled,
-        None => DeadLetterReason::EndpointDeleted,
-    };
-    dead_letter_unsent(deps, message, reason, takeover, metrics, deadline)
-        .await
-        .map(Err)
+    Ok(match endpoint {
+        Some(e) if e.enabled => Ok(e),
+        Some(_) => Err(DeadLetterReason::EndpointDisabled),
+        None => Err(DeadLetterReason::EndpointDeleted),
+    })
 }
 
 /// Waits for a delivery's rate-limit slot `at` (at most
@@ -778,21 +850,13 @@ async fn defer(
             .get(&message.event.tenant_id, &message.endpoint_id),
     )
     .await?;
-    let endpoint = match usable_endpoint(deps, &message, endpoint, 0, metrics, deadline).await? {
+    let endpoint = match usable_endpoint(deps, &message, endpoint, deadline).await? {
         Ok(e) => e,
-        Err(dead) => {
-            unlist(deps, &message, deadline).await;
-            return Ok(dead);
+        Err(reason) => {
+            return dead_letter_unclaimed(deps, &message, reason, metrics, deadline).await;
         }
     };
-    let (schedule, _) = endpoint.retry_policy(&deps.policy.schedule);
-    let probe = deps
-        .breaker
-        .as_ref()
-        .map_or(Duration::ZERO, |b| b.probe_interval());
-    let first = message.retry_window_start();
-    let window_end =
-        tern_core::decision::retry_window_end(first, &schedule, deps.policy.time_scale, probe);
+    let window_end = window_end(deps, &message, Some(&endpoint));
     let (until, slot, by_rate_limit) = match deferral {
         Deferral::Until {
             until,
@@ -879,9 +943,9 @@ async fn attempt(
         return dead_letter_unsent(deps, &message, reason, takeover, metrics, invocation).await;
     };
     // A client certificate (mutual TLS) is read from its secret (or this process's memory)
-    // before anything is sent. Failing that is our failure, never the receiver's: the
-    // message is left for SQS to retry (a batch failure), no attempt is recorded, the
-    // endpoint's health is not touched.
+    // before anything is sent. Failing that is our failure, never the receiver's: no
+    // attempt is spent, the endpoint's health is not touched, and the same attempt comes
+    // back on our own schedule.
     let with_certificate;
     let client = match &endpoint.client_certificate {
         None => &deps.client,
@@ -889,24 +953,44 @@ async fn attempt(
             with_certificate = match deps.client.for_certificate(certificate).await {
                 Ok(c) => c,
                 Err(e) => {
-                    let why = PortError::Unavailable(format!(
-                        "endpoint {} of tenant {}: client certificate: {e}",
-                        endpoint.id, endpoint.tenant_id
-                    ));
-                    return Err(not_sent(
+                    tracing::warn!(error = %e, endpoint_id = %endpoint.id, tenant_id = %endpoint.tenant_id, "client certificate not usable; not sent");
+                    let why = NotSent::NoCertificate;
+                    return not_sent(
                         deps,
-                        &message,
+                        message,
                         takeover,
-                        invocation,
-                        NotSent::NoCertificate,
+                        Some(endpoint),
                         why,
+                        metrics,
+                        invocation,
                     )
-                    .await);
+                    .await;
                 }
             };
             &with_certificate
         }
     };
+    // The receiver pushed back on another delivery since this one passed its gate (this
+    // instance learnt it a moment ago): it waits for the pause too, rather than meet
+    // another refusal.
+    let key = (message.event.tenant_id.clone(), message.endpoint_id.clone());
+    if let Some(until) = deps
+        .breaker
+        .as_ref()
+        .and_then(|b| b.paused_until(&key, Utc::now()))
+    {
+        let why = NotSent::HeldByPause(until);
+        return not_sent(
+            deps,
+            message,
+            takeover,
+            Some(endpoint),
+            why,
+            metrics,
+            invocation,
+        )
+        .await;
+    }
     let request = AttemptRequest {
         url: &endpoint.url,
         body,
@@ -952,6 +1036,8 @@ async fn attempt(
             now: Utc::now(),
             jitter: rand::random::<f64>(),
             excerpt: report.excerpt.as_deref(),
+            tries: takeover,
+            window_end: window_end(deps, &message, Some(endpoint)),
         },
     );
     let outcome = match decision.next {
@@ -962,6 +1048,10 @@ async fn attempt(
             attempt: message.attempt,
             wait_seconds,
         },
+        Next::Again { at, .. } => MessageOutcome::Requeued {
+            attempt: message.attempt,
+            until: at,
+        },
         Next::DeadLetter(reason) => MessageOutcome::DeadLettered {
             reason,
             attempts: message.attempt,
@@ -970,6 +1060,11 @@ async fn attempt(
     let delivered = decision.next == Next::Delivered;
     let wait = match decision.next {
         Next::Retry { wait_seconds } => Some(wait_seconds),
+        // The attempt log's waits are logical: the real wait over the time scale.
+        Next::Again { at, .. } => {
+            let real_ms = (at - Utc::now()).num_milliseconds().max(0) as f64;
+            Some((real_ms / 1000.0 / deps.policy.time_scale.max(f64::MIN_POSITIVE)).ceil() as u64)
+        }
         _ => None,
     };
 
@@ -989,8 +1084,13 @@ async fn attempt(
     if error_class.is_some_and(ErrorClass::is_ours) {
         metrics.update(|c| c.our_failures += 1);
     }
-    if let HealthSignal::Backpressure { pause_until } = &decision.health {
+    if let HealthSignal::Backpressure { pause_until, .. } = &decision.health {
         tracing::info!(delivery_id = %message.delivery_id, endpoint_id = %message.endpoint_id, status, pause_until = %pause_until.to_rfc3339(), "receiver pushed back; not counted against its health");
+        // This instance holds the endpoint's other deliveries back at once, before the
+        // batch's health write tells every sender.
+        if let Some(breaker) = &deps.breaker {
+            breaker.note_backpressure(&key, *pause_until);
+        }
     }
     health.add(
         (message.event.tenant_id.clone(), message.endpoint_id.clone()),
@@ -1024,11 +1124,12 @@ async fn attempt(
         },
         excerpt_truncated: !delivered && report.excerpt_truncated,
         outcome: match &outcome {
-            MessageOutcome::Delivered { .. } => "delivered".into(),
-            MessageOutcome::Retrying { .. } => "retry".into(),
+            MessageOutcome::Delivered { .. } => OUTCOME_DELIVERED.into(),
+            MessageOutcome::Retrying { .. } => OUTCOME_RETRY.into(),
+            MessageOutcome::Requeued { .. } => OUTCOME_REQUEUED.into(),
             MessageOutcome::DeadLettered { reason, .. } => format!("dead_letter:{reason}"),
             // Not produced after an attempt; named for completeness.
-            MessageOutcome::Duplicate(_) => "duplicate".into(),
+            MessageOutcome::Duplicate(_) => OUTCOME_DUPLICATE.into(),
             MessageOutcome::Waiting { .. } => "waiting".into(),
             MessageOutcome::Deferred { .. } => "deferred".into(),
         },
@@ -1088,6 +1189,22 @@ async fn attempt(
             }
             sent.map(|()| outcome)
         }
+        MessageOutcome::Requeued { until, .. } => {
+            let first = message.first_attempt_at.unwrap_or(started);
+            let again = message.again(first, status, error, *until);
+            let why = match decision.next {
+                Next::Again {
+                    because: AgainBecause::Backpressure,
+                    ..
+                } => "the receiver pushed back",
+                _ => "our failure",
+            };
+            let until = *until;
+            requeue(
+                deps, &message, again, takeover, until, why, metrics, invocation,
+            )
+            .await
+        }
         MessageOutcome::DeadLettered { reason, .. } => {
             let last = Some((status, error));
             dead_letter(deps, &message, *reason, last, metrics, invocation).await
@@ -1132,11 +1249,14 @@ enum NotSent {
     /// A call before the POST was slow and the invocation's deadline is too near for the
     /// attempt ([`Deadline::may_send`]).
     OutOfTime,
+    /// The endpoint's receiver pushed back on another delivery since this one passed its
+    /// gate, asking for a pause until this time ([`CircuitBreaker::paused_until`]).
+    HeldByPause(chrono::DateTime<Utc>),
 }
 
 impl NotSent {
     /// The attempt row's error text: "not sent, <cause> (no attempt spent, the receiver's
-    /// health untouched): <what>; SQS delivers the message again".
+    /// health untouched): <what>; the same attempt comes back shortly".
     fn row_text(self) -> String {
         let (cause, what) = match self {
             Self::NotRead => (
@@ -1155,41 +1275,96 @@ impl NotSent {
                 "out of time",
                 "a call before the POST was slow and the invocation's deadline is too near for the attempt",
             ),
+            Self::HeldByPause(_) => (
+                "held by the receiver's pause",
+                "the receiver pushed back on another delivery just before this one was sent",
+            ),
         };
         format!(
             "not sent, {cause} (no attempt spent, the receiver's health untouched): {what}; \
-             SQS delivers the message again"
+             the same attempt comes back shortly"
         )
+    }
+
+    /// When the same attempt comes back after try `takeover`, from `now`: after the pause
+    /// it waits for (spread over as long again, at most a probe interval); within a few
+    /// seconds for a rate-limit slot; on our own retry schedule for our failures
+    /// ([`tern_core::decision::our_retry_wait`]).
+    fn back_at(
+        self,
+        takeover: u32,
+        probe: Duration,
+        time_scale: f64,
+        now: chrono::DateTime<Utc>,
+    ) -> chrono::DateTime<Utc> {
+        let unit = rand::random::<f64>();
+        match self {
+            Self::HeldByPause(until) => {
+                let spread = (until - now).to_std().unwrap_or_default().min(probe);
+                tern_core::decision::deferred_until(until, spread, unit)
+            }
+            Self::LateForSlot => tern_core::decision::deferred_until(
+                now,
+                Duration::from_secs(crate::rate_limit::UNAVAILABLE_SPREAD_SECONDS),
+                unit,
+            ),
+            Self::NotRead | Self::NoCertificate | Self::OutOfTime => {
+                now + tern_core::health::chrono_duration(tern_core::decision::our_retry_wait(
+                    takeover, unit, time_scale,
+                ))
+            }
+        }
     }
 }
 
-/// Records why a claimed attempt was not sent ([`NotSent`]: our failure before the POST,
-/// the endpoint or its secrets or its client certificate unreadable; or a rate-limit slot
-/// or the invocation's deadline missed) as the attempt's [`OUTCOME_ABANDONED`] row, and
-/// returns `error`, which leaves the message to SQS. The redelivery takes the claim over
-/// once its lease ends; without this row it would record the generic "stopped before
-/// recording this attempt", which reads as if a POST may have gone out. The row holds
-/// the fixed text of `why`, never the error's: the customer portal shows attempt rows,
-/// and an AWS error can name tables, roles and the account (the error is in the sender's
-/// log line for the message). For people only: a row that cannot be written is logged
-/// ([`for_people`]), and the error is returned either way. One write, in these cases only.
+/// A claimed attempt that was not sent ([`NotSent`]: our failure before the POST, the
+/// endpoint or its secrets or its client certificate unreadable; a rate-limit slot or the
+/// invocation's deadline missed; the receiver's pause): its row says why, and the same
+/// attempt goes back on the queue ([`requeue`]) for [`NotSent::back_at`], no attempt
+/// spent, unless that is past its retry window (then it is dead-lettered `exhausted`,
+/// so nothing waits forever). Before, our failures waited out SQS's visibility timeout
+/// (360 s) as a batch failure. The row holds the fixed text of `why`, never an error's:
+/// the customer portal shows attempt rows, and an AWS error can name tables, roles and
+/// the account (the error is in the sender's log line). `endpoint` is the endpoint when
+/// it was read (its retry schedule bounds the window). The row is for people: one that
+/// cannot be written is logged ([`for_people`]).
 async fn not_sent(
     deps: &SenderDeps,
-    message: &DeliveryMessage,
+    message: DeliveryMessage,
     takeover: u32,
-    deadline: &Deadline,
+    endpoint: Option<&Endpoint>,
     why: NotSent,
-    error: PortError,
-) -> PortError {
-    let record = row_without_post(message, takeover, OUTCOME_ABANDONED.into(), why.row_text());
+    metrics: &Metrics,
+    deadline: &Deadline,
+) -> Result<MessageOutcome, PortError> {
+    let now = Utc::now();
+    let probe = deps
+        .breaker
+        .as_ref()
+        .map_or(Duration::ZERO, |b| b.probe_interval());
+    let until = why.back_at(takeover, probe, deps.policy.time_scale, now);
+    if until > window_end(deps, &message, endpoint) {
+        let reason = DeadLetterReason::Exhausted;
+        return dead_letter_unsent(deps, &message, reason, takeover, metrics, deadline).await;
+    }
+    let record = row_without_post(&message, takeover, OUTCOME_ABANDONED.into(), why.row_text());
     for_people(
         deadline,
         deps.ledger.record_attempt(&record),
-        message,
+        &message,
         "the not-sent attempt was not logged",
     )
     .await;
-    error
+    let again = DeliveryMessage {
+        not_before: Some(until),
+        listed_waiting: true,
+        rate_slot: None,
+        ..message.clone()
+    };
+    requeue(
+        deps, &message, again, takeover, until, "not sent", metrics, deadline,
+    )
+    .await
 }
 
 /// Why a step was cut off.
@@ -1431,8 +1606,13 @@ async fn dead_letter_unsent(
     Ok(outcome)
 }
 
-/// Dead-letters a delivery before any claim of its attempt ([`dead_letter_unsent`]) and
-/// takes it off the waiting list, where it was listed (a claim would have done that).
+/// Dead-letters a delivery that holds no claim of its attempt (held back past its retry
+/// window, its endpoint disabled or deleted, a corrupt due time): it claims the attempt
+/// first, so a pair that ended already is never dead-lettered over it. Of a copy whose pair
+/// was delivered, or whose attempt another message holds or finished, nothing reaches the
+/// DLQ: it is dropped as a duplicate ([`duplicate`]). The claim also takes the delivery off
+/// the waiting list. Then [`dead_letter_unsent`]. One conditional write more than before,
+/// on these paths only.
 async fn dead_letter_unclaimed(
     deps: &SenderDeps,
     message: &DeliveryMessage,
@@ -1440,24 +1620,24 @@ async fn dead_letter_unclaimed(
     metrics: &Metrics,
     deadline: &Deadline,
 ) -> Result<MessageOutcome, PortError> {
-    let outcome = dead_letter_unsent(deps, message, reason, 0, metrics, deadline).await?;
-    unlist(deps, message, deadline).await;
-    Ok(outcome)
+    let claim = carry(
+        deadline,
+        "claim",
+        deps.ledger.claim(message, lease_from_now()),
+    )
+    .await?;
+    let Some(takeover) = claim.granted_takeover() else {
+        return Ok(duplicate(deps, message, claim, metrics, deadline).await);
+    };
+    dead_letter_unsent(deps, message, reason, takeover, metrics, deadline).await
 }
 
-/// Takes an unclaimed delivery that ended off the waiting list, when it is on it: one write,
-/// for people (a failure leaves a stale entry until the item's TTL, logged).
-async fn unlist(deps: &SenderDeps, message: &DeliveryMessage, deadline: &Deadline) {
-    if message.listed_waiting {
-        let write = deps.ledger.unlist_waiting(message);
-        for_people(
-            deadline,
-            write,
-            message,
-            "dead letter not taken off the waiting list",
-        )
-        .await;
-    }
+/// The lease of a claim made now: the longest attempt deadline plus
+/// [`LEASE_MARGIN_SECONDS`].
+fn lease_from_now() -> chrono::DateTime<Utc> {
+    Utc::now()
+        + chrono::Duration::milliseconds(i64::try_from(MAX_TIMEOUT_MS).unwrap_or(30_000))
+        + chrono::Duration::seconds(LEASE_MARGIN_SECONDS)
 }
 
 /// `error` of the attempt-log row of an attempt that was not made, by reason.

@@ -112,7 +112,7 @@ fn held(
         Gate::Wait { until, .. } if record.paused(now) => Some((until, "paused by the receiver")),
         Gate::Wait { until, .. } => Some((until, "open circuit")),
         // Slots given out ahead: every delivery held for one is sent by this time.
-        Gate::Send | Gate::ProbeDue { .. } | Gate::Paced { .. } => record
+        Gate::Send | Gate::ProbeDue { .. } => record
             .rate_tat
             .filter(|t| *t > now + chrono::Duration::seconds(1))
             .map(|t| (t, RATE_LIMIT_HOLD)),

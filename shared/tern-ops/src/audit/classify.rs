@@ -21,7 +21,9 @@ use chrono::{DateTime, Duration, Utc};
 use serde::Serialize;
 use tern_core::decision::retry_window_end;
 use tern_core::health::{EndpointHealth, HealthPolicy, HealthState};
-use tern_core::ports::{AttemptRecord, DeliveryState, OUTCOME_ABANDONED};
+use tern_core::ports::{
+    AttemptRecord, DeliveryState, OUTCOME_ABANDONED, OUTCOME_DUPLICATE, OUTCOME_REQUEUED,
+};
 use tern_core::trace::{OutboxEntry, PairState};
 use tern_core::{Endpoint, EndpointId, RetrySchedule};
 
@@ -297,19 +299,61 @@ pub fn classify(f: &PairFacts<'_>, rules: &Rules, now: DateTime<Utc>) -> Finding
         .attempts
         .iter()
         .copied()
-        .filter(|r| Some(r.replay_count) == latest_replay && r.outcome != OUTCOME_ABANDONED)
+        .filter(|r| {
+            Some(r.replay_count) == latest_replay
+                && r.outcome != OUTCOME_ABANDONED
+                && r.outcome != OUTCOME_DUPLICATE
+        })
         .collect();
     budget.sort_by_key(|r| (r.attempt, r.takeover, r.started_at));
     let last = budget.last().copied();
     let first_try = budget.first().map(|r| r.started_at);
     let last_key = last.map(|r| key(r.replay_count, r.attempt));
 
-    // 3. A claim ahead of the rows: an attempt under way, or its sender stopped.
+    let held = held_back(f, rules, now);
+    let waiting_or_lost = |due: DateTime<Utc>, first: DateTime<Utc>, what: String| {
+        if now < due + grace {
+            return Finding::new(PairStatus::Waiting, what).due(Some(due));
+        }
+        if let Some((until, why)) = &held
+            && now < window_end(f, first, rules) + grace
+        {
+            return Finding::new(PairStatus::Waiting, format!("{what}; held back: {why}"))
+                .due(Some(*until));
+        }
+        Finding::new(
+            PairStatus::Unaccounted,
+            format!(
+                "{what}, and it has not been made {} later; not held back by its endpoint, not in \
+                 the DLQ",
+                humantime::format_duration(std::time::Duration::from_secs(
+                    u64::try_from((now - due).num_seconds()).unwrap_or(0)
+                ))
+            ),
+        )
+        .due(Some(due))
+    };
+    // 3. A claim ahead of the rows: an attempt under way, or its sender stopped, or (a
+    // claim given up, its lease ended at 0) a try put back on the queue unsent, waiting
+    // for the time its release listed.
     if let Some(s) = f.state
         && !s.claim_done
         && s.claim_key.is_some_and(|k| last_key.is_none_or(|l| k > l))
     {
         let attempt = s.claim_attempt().unwrap_or(0);
+        if s.lease_until.is_some_and(|l| l.timestamp_millis() == 0)
+            && let Some(due) = s.waiting_due
+        {
+            let first = first_try.unwrap_or(f.event.created_at);
+            return waiting_or_lost(
+                due,
+                first,
+                format!(
+                    "attempt {attempt} was put back unsent; due again at {}",
+                    t(due)
+                ),
+            );
+        }
         let lease = s.lease_until.unwrap_or(now);
         if lease > now {
             return Finding::new(
@@ -341,35 +385,14 @@ pub fn classify(f: &PairFacts<'_>, rules: &Rules, now: DateTime<Utc>) -> Finding
     }
 
     // 4. The latest budget's last attempt.
-    let held = held_back(f, rules, now);
-    let waiting_or_lost = |due: DateTime<Utc>, first: DateTime<Utc>, what: String| {
-        if now < due + grace {
-            return Finding::new(PairStatus::Waiting, what).due(Some(due));
-        }
-        if let Some((until, why)) = &held
-            && now < window_end(f, first, rules) + grace
-        {
-            return Finding::new(PairStatus::Waiting, format!("{what}; held back: {why}"))
-                .due(Some(*until));
-        }
-        Finding::new(
-            PairStatus::Unaccounted,
-            format!(
-                "{what}, and it has not been made {} later; not held back by its endpoint, not in \
-                 the DLQ",
-                humantime::format_duration(std::time::Duration::from_secs(
-                    u64::try_from((now - due).num_seconds()).unwrap_or(0)
-                ))
-            ),
-        )
-        .due(Some(due))
-    };
-    // The waiting list on the state item (a retry's finish, or a first hold-back): the
-    // due time the sender computed, in real time. Stale when a later row exists.
+    // The waiting list on the state item (a retry's finish, a first hold-back, a try put
+    // back without counting): the due time the sender computed, in real time. Stale when
+    // a later row exists.
     if let Some(s) = f.state
         && let (Some(attempt), Some(due)) = (s.waiting_attempt, s.waiting_due)
         && last.is_none_or(|r| {
-            r.attempt < attempt && !r.outcome.starts_with(DEAD_LETTER_OUTCOME_PREFIX)
+            (r.attempt < attempt && !r.outcome.starts_with(DEAD_LETTER_OUTCOME_PREFIX))
+                || (r.attempt == attempt && r.outcome == OUTCOME_REQUEUED)
         })
     {
         let first = first_try.unwrap_or(f.event.created_at);
@@ -400,13 +423,22 @@ pub fn classify(f: &PairFacts<'_>, rules: &Rules, now: DateTime<Utc>) -> Finding
             return dead;
         }
         let due = ended_at(r) + rules.scaled(r.next_wait_seconds.unwrap_or(0));
-        let what = format!(
-            "attempt {} failed at {}; attempt {} due at {}",
-            r.attempt,
-            t(ended_at(r)),
-            r.attempt + 1,
-            t(due)
-        );
+        let what = if r.outcome == OUTCOME_REQUEUED {
+            format!(
+                "attempt {} did not count at {} (pushed back, or our failure); made again at {}",
+                r.attempt,
+                t(ended_at(r)),
+                t(due)
+            )
+        } else {
+            format!(
+                "attempt {} failed at {}; attempt {} due at {}",
+                r.attempt,
+                t(ended_at(r)),
+                r.attempt + 1,
+                t(due)
+            )
+        };
         return waiting_or_lost(due, first_try.unwrap_or(r.started_at), what);
     }
 
