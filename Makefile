@@ -8,7 +8,7 @@ PYTHON ?= python3
 VENV   := .venv
 CARGO  ?= cargo
 
-.PHONY: demo test venv build clients clients-deps test-clients test-rust test-moto test-receivers test-infra test-console test-portal chromium browser-deps console-screenshots portal-screenshots bench-portal fmt lint clean bench bench-health bench-requests bench-rate bench-relay bench-reach soak package package-venv openapi bench-api
+.PHONY: demo test venv build clients clients-deps test-clients test-rust test-moto test-receivers test-infra test-console test-portal chromium browser-deps console-screenshots portal-screenshots bench-portal fmt lint clean bench bench-health bench-requests bench-rate bench-pacing bench-relay bench-reach soak package package-venv openapi bench-api
 
 venv: $(VENV)/.installed
 
@@ -104,6 +104,14 @@ bench-relay: venv
 bench-rate: venv
 	$(CARGO) build --release -p tern-bench
 	$(CARGO_TARGET)/release/tern-bench --out $(BENCH_OUT) rate
+
+# Only adaptive pacing (also part of `make bench`): bursts of 200 deliveries to receivers
+# that take 5, 50 or all requests a second (429 Retry-After: 1 beyond), 20 concurrent
+# sender batches in local mode, real time; refused requests, time against the ideal, the
+# learnt pace each second. Writes $(BENCH_OUT)/pacing.md. About 2-4 minutes.
+bench-pacing: venv
+	$(CARGO) build --release -p tern-bench
+	$(CARGO_TARGET)/release/tern-bench --out $(BENCH_OUT) pacing
 
 # Only the Tern API (also part of `make bench`): each route's latency in local mode, p50 and
 # p95, against the same port calls made directly, and a publish's cost. Writes

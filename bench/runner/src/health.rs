@@ -23,7 +23,6 @@ use serde::Serialize;
 use tern_core::health::{HealthPolicy, HealthStore};
 use tern_core::{DeliveryMessage, Endpoint, EndpointId, Secret, TenantId};
 use tern_handlers::relay::RecordOutcome;
-use tern_handlers::sender::MessageOutcome;
 use tern_local::pollers::LocalEvent;
 use tern_local::{LocalOptions, LocalTern, MotoServer, Receiver};
 use tokio::io::AsyncReadExt;
@@ -247,12 +246,7 @@ impl Tally {
                 LocalEvent::Sent(results) => {
                     for (_, r) in results {
                         let kind = match r {
-                            Ok(MessageOutcome::Delivered { .. }) => "delivered",
-                            Ok(MessageOutcome::Retrying { .. }) => "retrying",
-                            Ok(MessageOutcome::DeadLettered { .. }) => "dead_lettered",
-                            Ok(MessageOutcome::Duplicate(_)) => "duplicate",
-                            Ok(MessageOutcome::Waiting { .. }) => "waiting",
-                            Ok(MessageOutcome::Deferred { .. }) => "deferred",
+                            Ok(outcome) => outcome.kind(),
                             Err(_) => "failed",
                         };
                         *self.outcomes.entry(kind.into()).or_default() += 1;

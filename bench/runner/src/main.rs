@@ -11,6 +11,7 @@ mod api;
 mod cost;
 mod fakes;
 mod health;
+mod pacing;
 mod portal;
 mod proxy;
 mod rate_limit;
@@ -98,6 +99,11 @@ enum Command {
     /// sender batches in local mode; writes `<out>/rate.md` (also printed) and
     /// `<out>/rate.json`. About 2-6 minutes (local mode on moto).
     Rate,
+    /// Only adaptive pacing (`make bench-pacing`): bursts of 200 deliveries to receivers
+    /// that take 5, 50 or all requests a second and answer the rest `429 Retry-After: 1`,
+    /// 20 concurrent sender batches in local mode; writes `<out>/pacing.md` (also printed)
+    /// and `<out>/pacing.json`. About 2-4 minutes.
+    Pacing,
     /// Only the requests per delivery with OAuth2 client credentials on (`make
     /// bench-reach`): no authentication, then tokens of an hour and of 4 s, on moto
     /// behind the counting proxy with a token server on 127.0.0.1; writes `<out>/reach.md`
@@ -129,6 +135,7 @@ fn main() -> Result<(), BoxError> {
         Some(Command::Requests) => runtime.block_on(requests_only(&args.out, args.aws_deliveries)),
         Some(Command::Relay) => runtime.block_on(relay_only(&args)),
         Some(Command::Rate) => runtime.block_on(rate_only(&args.out)),
+        Some(Command::Pacing) => runtime.block_on(pacing_only(&args.out)),
         Some(Command::Reach) => runtime.block_on(reach_only(&args.out, args.aws_deliveries)),
         Some(Command::Api) => runtime.block_on(api_only(&args)),
         Some(Command::Portal) => runtime.block_on(portal_only(&args.out)),
@@ -317,6 +324,27 @@ async fn rate_only(out: &Path) -> Result<(), BoxError> {
     Ok(())
 }
 
+async fn pacing_only(out: &Path) -> Result<(), BoxError> {
+    std::fs::create_dir_all(out)?;
+    let moto = MotoServer::start().await?;
+    let proxy =
+        CountingProxy::start(&moto.url, &["relay", "sender", "esm", "app", "binary"]).await?;
+    let report = pacing::run(&proxy).await?;
+    let md = format!(
+        "# Tern benchmarks: adaptive pacing
+{}",
+        report.markdown()
+    );
+    println!("\n{md}");
+    std::fs::write(out.join("pacing.md"), &md)?;
+    std::fs::write(
+        out.join("pacing.json"),
+        serde_json::to_string_pretty(&report)?,
+    )?;
+    eprintln!("wrote {}", out.join("pacing.md").display());
+    Ok(())
+}
+
 fn progress(len: u64, what: &str) -> ProgressBar {
     let bar = ProgressBar::new(len);
     bar.set_style(
@@ -352,6 +380,7 @@ async fn run(args: Args) -> Result<(), BoxError> {
     rows.push(binary.log_row.clone());
     let aws = aws_counts(&proxy, args.aws_deliveries).await?;
     let rate = rate_limit::run(&proxy).await?;
+    let pacing = pacing::run(&proxy).await?;
     rows.extend(sizes(&bin_dir, &lambda_dir));
 
     let model = cost::Inputs {
@@ -390,6 +419,7 @@ async fn run(args: Args) -> Result<(), BoxError> {
     md.push_str(&api_report.markdown());
     md.push_str(&health.markdown());
     md.push_str(&rate.markdown());
+    md.push_str(&pacing.markdown());
     println!("\n{md}");
     std::fs::write(args.out.join("report.md"), &md)?;
     let report = json!({
@@ -405,6 +435,7 @@ async fn run(args: Args) -> Result<(), BoxError> {
         "api": api_report,
         "endpoint_health": health,
         "rate_limit": rate,
+        "pacing": pacing,
     });
     std::fs::write(
         args.out.join("report.json"),

@@ -117,7 +117,7 @@ pub async fn run(proxy: &CountingProxy) -> Result<RateReport, BoxError> {
 }
 
 /// $ of DynamoDB and SQS requests per million deliveries in `per_delivery`.
-fn cost_per_million(per_delivery: &BTreeMap<String, BTreeMap<String, f64>>) -> f64 {
+pub(crate) fn cost_per_million(per_delivery: &BTreeMap<String, BTreeMap<String, f64>>) -> f64 {
     let mut dollars = 0.0;
     for label in BILLED_LABELS {
         for (op, n) in per_delivery.get(label).into_iter().flatten() {
@@ -150,7 +150,7 @@ fn most_in_one(seconds: impl Iterator<Item = String>) -> usize {
 /// own: its clock stamps each request when it arrives, not when the benchmark's two
 /// runtime workers (busy with the pollers, the handlers and the counting proxy) get to it.
 /// The thread lives as long as the process.
-fn receiver_on_its_own_thread() -> Result<Receiver, BoxError> {
+pub(crate) fn receiver_on_its_own_thread() -> Result<Receiver, BoxError> {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::Builder::new()
         .name("receiver".into())
@@ -171,6 +171,35 @@ fn receiver_on_its_own_thread() -> Result<Receiver, BoxError> {
             });
         })?;
     Ok(rx.recv()??)
+}
+
+/// Writes `n` outbox items of `tenant` (`order.paid`, payload `{"n":<i>}`) into `table`
+/// as fast as an application can, [`WRITERS`] transactions in flight; returns their ids.
+pub(crate) async fn write_burst(
+    app: &aws_sdk_dynamodb::Client,
+    table: &str,
+    tenant: &str,
+    n: usize,
+) -> Result<Vec<tern_core::EventId>, BoxError> {
+    let writer = tern_outbox::OutboxWriter::new(table);
+    let mut ids = Vec::with_capacity(n);
+    let mut writes = futures::stream::iter(0..n)
+        .map(|i| {
+            let prepared = writer.prepare("order.paid", tenant, format!(r#"{{"n":{i}}}"#));
+            async move {
+                let prepared = prepared?;
+                app.transact_write_items()
+                    .transact_items(prepared.transact_item()?)
+                    .send()
+                    .await?;
+                Ok::<_, BoxError>(prepared.event.id)
+            }
+        })
+        .buffer_unordered(WRITERS);
+    while let Some(id) = writes.next().await {
+        ids.push(id?);
+    }
+    Ok(ids)
 }
 
 async fn burst(proxy: &CountingProxy, per_second: Option<u32>) -> Result<RateRun, BoxError> {
@@ -209,28 +238,9 @@ async fn burst(proxy: &CountingProxy, per_second: Option<u32>) -> Result<RateRun
     proxy.reset();
     let _events = local.start_pollers(&options);
 
-    let writer = tern_outbox::OutboxWriter::new(&local.resources.outbox_table);
     let started = Utc::now();
     let wall = Instant::now();
-    let mut ids = Vec::with_capacity(DELIVERIES);
-    let mut writes = futures::stream::iter(0..DELIVERIES)
-        .map(|i| {
-            let prepared = writer.prepare("order.paid", "tnt_rate", format!(r#"{{"n":{i}}}"#));
-            let app = &app;
-            async move {
-                let prepared = prepared?;
-                app.transact_write_items()
-                    .transact_items(prepared.transact_item()?)
-                    .send()
-                    .await?;
-                Ok::<_, BoxError>(prepared.event.id)
-            }
-        })
-        .buffer_unordered(WRITERS);
-    while let Some(id) = writes.next().await {
-        ids.push(id?);
-    }
-    drop(writes);
+    let ids = write_burst(&app, &local.resources.outbox_table, "tnt_rate", DELIVERIES).await?;
 
     let bar = crate::progress(DELIVERIES as u64, &format!("burst, limit {name}"));
     let deadline = wall + Duration::from_secs(LIMIT_SECONDS);

@@ -148,8 +148,16 @@ impl DeliveryLedger for PanickingLedger {
         self.inner.unlist_waiting(message).await
     }
 
-    async fn release(&self, message: &DeliveryMessage, takeover: u32) -> Result<(), PortError> {
-        self.inner.release(message, takeover).await
+    async fn release(
+        &self,
+        message: &DeliveryMessage,
+        takeover: u32,
+        due_at: DateTime<Utc>,
+    ) -> Result<(), PortError> {
+        self.inner.release(message, takeover, due_at).await
+    }
+    async fn record_duplicate(&self, message: &DeliveryMessage) -> Result<(), PortError> {
+        self.inner.record_duplicate(message).await
     }
 
     async fn record_attempt(&self, record: &AttemptRecord) -> Result<(), PortError> {

@@ -6,7 +6,6 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use tern_handlers::relay::RecordOutcome;
-use tern_handlers::sender::MessageOutcome;
 use tern_local::pollers::LocalEvent;
 use tokio::sync::mpsc::UnboundedReceiver;
 
@@ -39,12 +38,7 @@ impl Progress {
                         for (_, r) in results {
                             add(
                                 match r {
-                                    Ok(MessageOutcome::Delivered { .. }) => "delivered",
-                                    Ok(MessageOutcome::Retrying { .. }) => "retrying",
-                                    Ok(MessageOutcome::DeadLettered { .. }) => "dead_lettered",
-                                    Ok(MessageOutcome::Duplicate(_)) => "duplicate",
-                                    Ok(MessageOutcome::Waiting { .. }) => "waiting",
-                                    Ok(MessageOutcome::Deferred { .. }) => "deferred",
+                                    Ok(outcome) => outcome.kind(),
                                     Err(_) => "batch_failure",
                                 },
                                 1,
