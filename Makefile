@@ -125,7 +125,7 @@ bench-api: venv
 	$(CARGO) build --release -p tern-bench
 	$(CARGO_TARGET)/release/tern-bench --out $(BENCH_OUT) api
 
-# The fault soak (not part of `make test`; 5-10 minutes on 2 cores): 2,520 deliveries to
+# The fault soak (not part of `make test`; 5-12 minutes on 2 cores): 2,940 deliveries to
 # endpoints of every health through local mode with AWS faults, sender panics, duplicate
 # messages and poller restarts, then every pair accounted for with `tern audit`'s code.
 # Prints the seed; SOAK_ARGS='--seed <n>' repeats a run's choices. Writes

@@ -52,7 +52,7 @@ struct Args {
     /// Seed of every random choice (default: from the clock; printed either way).
     #[arg(long)]
     seed: Option<u64>,
-    /// Events written (each goes to every endpoint of its tenant: 6 per tenant).
+    /// Events written (each goes to every endpoint of its tenant: 7 per tenant).
     #[arg(long, default_value_t = 420)]
     events: usize,
     /// Tenants, each with one endpoint of each kind.
@@ -117,10 +117,11 @@ pub const WIRE_FAULTS: WireFaults = WireFaults {
 };
 
 /// The endpoint kinds every tenant has, in order.
-pub const KINDS: [&str; 6] = [
+pub const KINDS: [&str; 7] = [
     "healthy",
     "flaky",
     "rate_limited",
+    "paced",
     "refusing",
     "hanging",
     "slow",
@@ -129,10 +130,13 @@ pub const KINDS: [&str; 6] = [
 fn mode_of(kind: &str) -> Mode {
     match kind {
         "flaky" => Mode::Flaky { fail_percent: 30 },
+        // Issue 26's two receivers that push back: 429 at half the requests, and a
+        // receiver's own limit of 5 a second.
         "rate_limited" => Mode::RateLimited {
-            limited_percent: 40,
+            limited_percent: 50,
             retry_after_seconds: 3600,
         },
+        "paced" => Mode::Limited { per_second: 5 },
         "refusing" => Mode::Refusing,
         "hanging" => Mode::Hanging,
         "slow" => Mode::Slow {

@@ -41,6 +41,12 @@ pub enum Mode {
         /// The `Retry-After` sent, seconds (logical: the sender scales it).
         retry_after_seconds: u32,
     },
+    /// At most `per_second` requests answered 200 in each wall-clock second; the rest
+    /// 429 with `Retry-After: 1` (a receiver's own rate limit).
+    Limited {
+        /// Requests accepted per second.
+        per_second: u32,
+    },
     /// Nothing listens on its port: connection refused.
     Refusing,
     /// Accepts the request and never answers.
@@ -80,6 +86,8 @@ struct Shared {
     mode: Mutex<Mode>,
     rng: Mutex<StdRng>,
     log: Mutex<Log>,
+    /// The current wall-clock second and the requests counted in it ([`Mode::Limited`]).
+    window: Mutex<(u64, u32)>,
     verifier: tern_receiver::Verifier,
 }
 
@@ -140,6 +148,21 @@ async fn answer(State(shared): State<Arc<Shared>>, request: Request) -> Response
                 (200, None, None)
             }
         }
+        Mode::Limited { per_second } => {
+            let second = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs());
+            let mut window = lock(&shared.window);
+            if window.0 != second {
+                *window = (second, 0);
+            }
+            window.1 += 1;
+            if window.1 > per_second {
+                (429, Some(1), None)
+            } else {
+                (200, None, None)
+            }
+        }
         Mode::Hanging => (0, None, None),
         Mode::Slow { min_ms, max_ms } => {
             let ms = lock(&shared.rng).random_range(min_ms..=max_ms.max(min_ms));
@@ -194,6 +217,7 @@ impl EndpointReceiver {
                 mode: Mutex::new(mode),
                 rng: Mutex::new(StdRng::seed_from_u64(seed)),
                 log: Mutex::default(),
+                window: Mutex::default(),
                 verifier: tern_receiver::Verifier::new(secret)?,
             }),
             server: Mutex::new(None),

@@ -154,7 +154,10 @@ impl Summary {
         } else {
             duplicates as f64 * 100.0 / pairs as f64
         };
+        // Issue 26: no pair both delivered and dead-lettered, before or after the replay.
         let passed = report.totals.unaccounted == 0
+            && report.totals.delivered_in_dlq == 0
+            && before.totals.delivered_in_dlq == 0
             && duplicate_percent <= MAX_DUPLICATE_PERCENT
             && bad_signatures == 0
             && delivered_not_received == 0
@@ -211,6 +214,10 @@ impl Summary {
         println!("before the replay: {}", counts(&self.totals_before_replay));
         println!("after the replay:  {}", counts(&self.totals));
         println!(
+            "delivered and also in the DLQ: {} before the replay, {} after (goal 0)",
+            self.totals_before_replay.delivered_in_dlq, self.totals.delivered_in_dlq
+        );
+        println!(
             "receivers: duplicates {} ({:.2} % of pairs, goal <= {MAX_DUPLICATE_PERCENT} %), bad signatures {}, delivered but never received {}, received but not delivered {}",
             self.duplicates,
             self.duplicate_percent,
@@ -256,7 +263,7 @@ impl Summary {
         println!(
             "{}",
             if self.passed {
-                "PASSED: 0 unaccounted, duplicates within 1 %"
+                "PASSED: 0 unaccounted, 0 delivered and dead-lettered, duplicates within 1 %"
             } else {
                 "FAILED: see above"
             }

@@ -437,12 +437,13 @@ mod tests {
             (resp(403, None),                  2, 1.0, retry(300),                                    "failure"),
             (resp(302, None),                  1, 1.0, retry(60),                                     "failure"),
             (resp(500, None),                  7, 1.0, dead(DeadLetterReason::Exhausted),             "failure"),
-            // Backpressure: paused for what it asked (capped at one hour), not a failure,
-            // no attempt spent: the same attempt again right after the pause (+ 250 ms),
-            // whatever its number.
+            // Backpressure: the endpoint paused for what it asked (capped at one hour), not
+            // a failure, no attempt spent: the same attempt again right after what it
+            // asked (+ 250 ms; up to the Retry-After ceiling, a day), whatever its number.
             (resp(429, Some("1")),             1, 1.0, pushed(1_250),                                 "pause 1"),
             (resp(429, Some("3600")),          1, 1.0, pushed(3_600_250),                             "pause 3600"),
-            (resp(429, Some("90000")),         1, 1.0, pushed(3_600_250),                             "pause 3600"),
+            (resp(429, Some("7200")),          1, 1.0, pushed(7_200_250),                             "pause 3600"),
+            (resp(429, Some("90000")),         1, 1.0, pushed(86_400_250),                            "pause 3600"),
             (resp(429, Some(&later)),          1, 1.0, pushed(120_250),                               "pause 120"),
             (resp(429, None),                  1, 1.0, pushed(60_250),                                "pause 60"),
             (resp(429, Some("soon")),          1, 1.0, pushed(60_250),                                "pause 60"),

@@ -34,7 +34,7 @@ pub mod classify;
 pub mod print;
 pub mod queues;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -165,6 +165,11 @@ pub struct Totals {
     pub parked: usize,
     /// None of those.
     pub unaccounted: usize,
+    /// Of the delivered, pairs a DLQ message also names (counted once in `delivered`,
+    /// not in [`Self::pairs`]): a replay of that message is dropped as a duplicate, never
+    /// POSTed. A dead letter can no longer overwrite a delivered pair (issue 26), so this
+    /// stays 0 unless a DLQ message was sent just as a slow earlier holder delivered.
+    pub delivered_in_dlq: usize,
 }
 
 impl Totals {
@@ -474,6 +479,9 @@ pub async fn audit(
     // their traces until the queues have been read.
     let mut by_endpoint: BTreeMap<(String, String), Totals> = BTreeMap::new();
     let mut totals = Totals::default();
+    // The delivered pairs (event, endpoint), to find the ones a DLQ message also names
+    // once the DLQ has been read.
+    let mut delivered: HashSet<(String, String)> = HashSet::new();
     let mut open: Vec<Open> = Vec::new();
     let mut events_without_pairs = 0;
     let only = request.endpoint.as_ref();
@@ -495,6 +503,10 @@ pub async fn audit(
         }
         for o in pairs {
             if o.delivered() {
+                delivered.insert((
+                    known.events[o.event].event_id.to_string(),
+                    o.endpoint.to_string(),
+                ));
                 count(
                     &mut totals,
                     &mut by_endpoint,
@@ -580,6 +592,10 @@ pub async fn audit(
             judged.retain(|(o, _)| o.event != i);
             for o in pairs_of(i, trace, &known, only) {
                 if o.delivered() {
+                    delivered.insert((
+                        known.events[o.event].event_id.to_string(),
+                        o.endpoint.to_string(),
+                    ));
                     count(
                         &mut totals,
                         &mut by_endpoint,
@@ -681,6 +697,10 @@ pub async fn audit(
          the outbox TTL (7 days) are gone from the outbox"
             .into(),
     );
+    totals.delivered_in_dlq = delivered
+        .iter()
+        .filter(|pair| known.dlq.contains_key(*pair))
+        .count();
     Ok(AuditReport {
         since: request.since,
         until: request.until,
@@ -977,7 +997,34 @@ mod tests {
         }
     }
 
+    /// A DLQ holding `messages`, each received once.
+    struct Dlq(Mutex<Vec<ReceivedMessage>>);
+
+    #[async_trait]
+    impl DrainableQueue for Dlq {
+        async fn receive(
+            &self,
+            max: i32,
+            _: i32,
+            _: i32,
+        ) -> Result<Vec<ReceivedMessage>, PortError> {
+            let mut left = self.0.lock().unwrap();
+            let n = left.len().min(usize::try_from(max).unwrap_or(10));
+            Ok(left.drain(..n).collect())
+        }
+        async fn delete(&self, _: &str) -> Result<(), PortError> {
+            Ok(())
+        }
+        async fn release(&self, _: &str) -> Result<(), PortError> {
+            Ok(())
+        }
+    }
+
     async fn run(failures: u32) -> AuditReport {
+        run_with_dlq(failures, &Empty).await
+    }
+
+    async fn run_with_dlq(failures: u32, dlq: &dyn DrainableQueue) -> AuditReport {
         let tenant = TenantId::new("tnt_a").unwrap();
         let endpoint = Endpoint::new(
             EndpointId::new("ep_1").unwrap(),
@@ -1009,7 +1056,7 @@ mod tests {
                 ledger: &ledger,
                 endpoints: &Endpoints(vec![endpoint]),
                 health: None,
-                dlq: &Empty,
+                dlq,
                 relay_failures: &Empty,
                 delivery_queue: None,
             },
@@ -1023,6 +1070,40 @@ mod tests {
         )
         .await
         .unwrap()
+    }
+
+    /// A delivered pair that a DLQ message also names is delivered (counted once), and
+    /// the report says how many there are: the soak's goal for issue 26 is 0.
+    #[tokio::test]
+    async fn a_delivered_pair_with_a_dlq_message_is_delivered_and_counted_apart() {
+        let event = tern_core::Event {
+            id: EventId::new("evt_1").unwrap(),
+            event_type: tern_core::EventType::new("order.paid").unwrap(),
+            tenant_id: TenantId::new("tnt_a").unwrap(),
+            created_at: at("2026-12-01T10:00:00Z"),
+            payload: tern_core::Payload::parse("{}", 1024).unwrap(),
+        };
+        let dead = DeliveryMessage::first(event, EndpointId::new("ep_1").unwrap()).dead_lettered(
+            tern_core::DeadLetter {
+                reason: tern_core::DeadLetterReason::Exhausted,
+                last_status: Some(429),
+                last_error: None,
+                attempts: 1,
+                at: at("2026-12-01T11:00:00Z"),
+            },
+        );
+        let dlq = Dlq(Mutex::new(vec![ReceivedMessage {
+            message_id: "m1".into(),
+            receipt_handle: "r1".into(),
+            body: dead.to_body(),
+            attributes: vec![],
+        }]));
+        let r = run_with_dlq(0, &dlq).await;
+        assert_eq!((r.totals.delivered, r.totals.dead_lettered), (2, 0));
+        assert_eq!(r.totals.delivered_in_dlq, 1);
+        assert_eq!(r.totals.pairs(), 2);
+        let r = run(0).await;
+        assert_eq!(r.totals.delivered_in_dlq, 0);
     }
 
     /// Found by `make soak`: under load a ledger Query ran past its deadline and every

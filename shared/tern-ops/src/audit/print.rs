@@ -43,6 +43,13 @@ pub fn print_report(out: &mut dyn Write, r: &AuditReport) -> std::io::Result<()>
         r.totals.pairs(),
         count_line(&r.totals)
     )?;
+    if r.totals.delivered_in_dlq > 0 {
+        writeln!(
+            out,
+            "{} delivered pair(s) also have a DLQ message: a replay drops it as a duplicate",
+            r.totals.delivered_in_dlq
+        )?;
+    }
     if !r.endpoints.is_empty() {
         writeln!(out)?;
         writeln!(
