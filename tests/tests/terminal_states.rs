@@ -115,6 +115,63 @@ async fn a_held_back_copy_past_its_window_leaves_a_delivered_pair_delivered() {
     );
 }
 
+/// A sender that dead-lettered a delivery past its retry window and stopped before its
+/// finish leaves a DLQ message and a claim that lapses; the message's redelivery takes the
+/// claim over. Past the window, the takeover repeats the dead letter and POSTs nothing, so
+/// the pair is not delivered while the DLQ holds it. Before: it was POSTed and delivered
+/// (2 pairs in a soak of 2,940, a sender restarted between the DLQ message and the finish).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_takeover_past_its_window_repeats_the_dead_letter_and_posts_nothing() {
+    let options = LocalOptions {
+        lookup: Some(no_dns()),
+        ..LocalOptions::default()
+    };
+    let local = deployment_without_pollers("terminal-takeover", options).await;
+    let receiver = Receiver::start().await.unwrap();
+    receiver.set("/late", Behavior::Always(Reply::status(200)));
+    let ep = add_endpoint(&local, "tnt_late", &receiver.url("/late"), &["*"], None).await;
+    let mut event = tern_outbox::OutboxWriter::new("unused")
+        .prepare("order.paid", "tnt_late", r#"{"l":1}"#)
+        .unwrap()
+        .event;
+    // Three days old: past the default retry window (about 1.5 days).
+    event.created_at = Utc::now() - chrono::Duration::days(3);
+    let message = DeliveryMessage::first(event.clone(), ep.id.clone());
+    // The stopped sender's claim, its lease run out.
+    let claim = local
+        .sender
+        .ledger
+        .claim(&message, Utc::now() - chrono::Duration::seconds(1))
+        .await
+        .unwrap();
+    assert_eq!(claim, Claim::Granted);
+
+    let metrics = Metrics::new("Tern", MetricsSink::Discard);
+    let (response, results) =
+        tern_handlers::sender::handle(&local.sender, sqs_event(&[message.to_body()]), &metrics)
+            .await;
+    assert!(response.batch_item_failures.is_empty(), "{results:?}");
+    assert!(
+        matches!(
+            results[0].1,
+            Ok(MessageOutcome::DeadLettered {
+                reason: tern_core::DeadLetterReason::Exhausted,
+                ..
+            })
+        ),
+        "{results:?}"
+    );
+    assert!(receiver.requests("/late").is_empty(), "nothing POSTed");
+    assert_eq!(dead_letters(&local).await.len(), 1);
+    let pairs = local.sender.ledger.pair_states(&event.id).await.unwrap();
+    assert_eq!(
+        pairs[0].state,
+        Some(DeliveryState::DeadLettered),
+        "{pairs:?}"
+    );
+    assert!(pairs[0].delivered_at.is_none(), "{pairs:?}");
+}
+
 /// One step a copy of a pair's message can take against the ledger, in any order another
 /// copy's steps interleave with it: claimed (with a lease that runs on, or one that has
 /// already run out, as a crashed holder leaves it), finished with a state, or released

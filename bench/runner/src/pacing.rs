@@ -202,17 +202,7 @@ async fn burst(proxy: &CountingProxy, per_second: Option<u32>) -> Result<PacingR
         app.remove("dynamodb:GetItem");
     }
     proxy.reset();
-    let per_delivery: BTreeMap<String, BTreeMap<String, f64>> = counts
-        .iter()
-        .map(|(label, ops)| {
-            (
-                label.clone(),
-                ops.iter()
-                    .map(|(op, n)| (op.clone(), *n as f64 / DELIVERIES as f64))
-                    .collect(),
-            )
-        })
-        .collect();
+    let per_delivery = crate::rate_limit::per_delivery(&counts, DELIVERIES);
     let seconds = (last - started).num_milliseconds() as f64 / 1000.0;
     let ideal = per_second.map(|r| DELIVERIES as f64 / f64::from(r));
     let delivered = accepted(&got);

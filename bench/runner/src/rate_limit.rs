@@ -299,17 +299,7 @@ async fn burst(proxy: &CountingProxy, per_second: Option<u32>) -> Result<RateRun
         app.remove("sqs:GetQueueAttributes");
     }
     proxy.reset();
-    let per_delivery: BTreeMap<String, BTreeMap<String, f64>> = counts
-        .iter()
-        .map(|(label, ops)| {
-            (
-                label.clone(),
-                ops.iter()
-                    .map(|(op, n)| (op.clone(), *n as f64 / DELIVERIES as f64))
-                    .collect(),
-            )
-        })
-        .collect();
+    let per_delivery = per_delivery(&counts, DELIVERIES);
     let seconds = (last - started).num_milliseconds() as f64 / 1000.0;
     Ok(RateRun {
         per_second,
@@ -395,4 +385,23 @@ mod tests {
         assert_eq!(busiest_second(&even), 10);
         assert_eq!(busiest_second(&[t(0), t(999), t(1000), t(1001)]), 3);
     }
+}
+
+/// Each label's AWS requests per delivery: `counts` (per label, per operation) over
+/// `deliveries`.
+pub(crate) fn per_delivery(
+    counts: &Counts,
+    deliveries: usize,
+) -> BTreeMap<String, BTreeMap<String, f64>> {
+    counts
+        .iter()
+        .map(|(label, ops)| {
+            (
+                label.clone(),
+                ops.iter()
+                    .map(|(op, n)| (op.clone(), *n as f64 / deliveries as f64))
+                    .collect(),
+            )
+        })
+        .collect()
 }

@@ -533,6 +533,39 @@ async fn run(args: Args) -> Result<bool, BoxError> {
         Duration::from_secs(u64::try_from(args.visibility_timeout_seconds).unwrap_or(65) + 25);
     let limit = Duration::from_secs(args.settle_limit_seconds);
     let before_replay = soak.settle("settling", grace, limit).await?;
+    // Issue 26's finding, with the evidence: a delivered pair a DLQ message also names.
+    for pair in &before_replay.delivered_in_dlq {
+        let rows = match tern_core::EventId::new(pair.event_id.clone()) {
+            Ok(id) => soak.real_ledger.history(&id).await.unwrap_or_default(),
+            Err(_) => Vec::new(),
+        };
+        let rows: Vec<String> = rows
+            .iter()
+            .filter(|a| a.endpoint_id.as_str() == pair.endpoint_id)
+            .map(|a| {
+                format!(
+                    "{}.{}.{} {} {:?} {}",
+                    a.replay_count,
+                    a.attempt,
+                    a.takeover,
+                    a.outcome,
+                    a.status,
+                    a.error.as_deref().unwrap_or("")
+                )
+            })
+            .collect();
+        println!(
+            "  delivered and in the DLQ ({}, budget {:?}): {} at {}: [{}]",
+            pair.reason,
+            pair.replay_count,
+            pair.event_id,
+            soak.receivers
+                .iter()
+                .find(|(_, id, _)| id.as_str() == pair.endpoint_id)
+                .map_or(pair.endpoint_id.as_str(), |(_, _, r)| r.name.as_str()),
+            rows.join("; ")
+        );
+    }
 
     // Enable what was disabled, then replay the DLQ until it is empty.
     let store = soak.local.endpoint_table();

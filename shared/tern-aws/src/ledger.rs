@@ -478,14 +478,7 @@ impl DynamoLedger {
             .expression_attribute_values(":now", now.clone())
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
         if let Some((attempt, due_at)) = listing {
-            for (name, value) in crate::waiting::listing(
-                &message.event.tenant_id,
-                &message.endpoint_id,
-                attempt,
-                due_at,
-            ) {
-                request = request.expression_attribute_values(name, value);
-            }
+            request = with_listing(request, message, attempt, due_at);
         }
         let refused = match request.send().await {
             Ok(_) => return Ok(()),
@@ -687,14 +680,7 @@ impl DeliveryLedger for DynamoLedger {
             .expression_attribute_values(":k", n(message.attempt_key()))
             .expression_attribute_values(":ep", AttributeValue::S(message.endpoint_id.to_string()))
             .expression_attribute_values(":exp", self.expires_at());
-        for (name, value) in crate::waiting::listing(
-            &message.event.tenant_id,
-            &message.endpoint_id,
-            message.attempt,
-            due_at,
-        ) {
-            request = request.expression_attribute_values(name, value);
-        }
+        request = with_listing(request, message, message.attempt, due_at);
         match request.send().await {
             Ok(_) => Ok(()),
             Err(e) if refused_by_condition(&e) => Ok(()),
@@ -744,14 +730,7 @@ impl DeliveryLedger for DynamoLedger {
             .expression_attribute_values(":f", AttributeValue::Bool(false))
             .expression_attribute_values(":tk", n(i64::from(takeover)))
             .expression_attribute_values(":gone", n(0));
-        for (name, value) in crate::waiting::listing(
-            &message.event.tenant_id,
-            &message.endpoint_id,
-            message.attempt,
-            due_at,
-        ) {
-            request = request.expression_attribute_values(name, value);
-        }
+        request = with_listing(request, message, message.attempt, due_at);
         match request.send().await {
             Ok(_) => Ok(()),
             Err(e) if refused_by_condition(&e) => Err(PortError::Rejected(
@@ -1031,6 +1010,25 @@ fn pair_state(item: &HashMap<String, AttributeValue>) -> Option<PairState> {
         waiting_attempt: number(crate::waiting::WAIT_ATTEMPT).and_then(|a| u32::try_from(a).ok()),
         waiting_due: millis(crate::waiting::WAIT_DUE),
     })
+}
+
+/// `request` with the values of the waiting-list entry for `attempt` of `message`, due at
+/// `due_at` (real time): the names [`crate::waiting::LIST`] sets.
+fn with_listing(
+    mut request: aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder,
+    message: &DeliveryMessage,
+    attempt: u32,
+    due_at: DateTime<Utc>,
+) -> aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder {
+    for (name, value) in crate::waiting::listing(
+        &message.event.tenant_id,
+        &message.endpoint_id,
+        attempt,
+        due_at,
+    ) {
+        request = request.expression_attribute_values(name, value);
+    }
+    request
 }
 
 #[cfg(test)]

@@ -1435,6 +1435,7 @@ mod tests {
                 .collect(),
             not_delivered: vec![row(PairStatus::DeadLettered, "in the DLQ")],
             not_delivered_truncated: false,
+            delivered_in_dlq: vec![],
             unreadable_outbox_items: vec![],
             reads: Reads::default(),
             notes: vec![XSS.into()],

@@ -401,6 +401,24 @@ mod tests {
         (d.next, health)
     }
 
+    /// Attempt 1 of 7 on `schedule`, sent at `t(0)` and answered at `t(1)`, no jitter, the
+    /// first try, the window far off.
+    fn base_ctx<'a>(schedule: &'a RetrySchedule, timings: &'a Timings) -> AttemptContext<'a> {
+        AttemptContext {
+            attempt: 1,
+            max_attempts: 7,
+            schedule,
+            retry_after_ceiling_seconds: 86_400,
+            timings,
+            started_at: t(0),
+            now: t(1),
+            jitter: 0.0,
+            excerpt: None,
+            tries: 0,
+            window_end: t(1_000_000),
+        }
+    }
+
     fn retry(wait_seconds: u64) -> Next {
         Next::Retry { wait_seconds }
     }
@@ -513,17 +531,10 @@ mod tests {
         let schedule = RetrySchedule::standard();
         let timings = HealthPolicy::default().timings(1.0);
         let ctx = AttemptContext {
-            attempt: 1,
-            max_attempts: 7,
-            schedule: &schedule,
-            retry_after_ceiling_seconds: 86_400,
-            timings: &timings,
-            started_at: t(0),
-            now: t(1),
             jitter: 1.0,
-            excerpt: None,
             tries: 3,
             window_end: t(10),
+            ..base_ctx(&schedule, &timings)
         };
         // Our schedule doubles per try: 8 s at the fourth try (tries 3), all of it at
         // jitter 1.0, within the window.
@@ -559,19 +570,7 @@ mod tests {
     fn the_last_failure_is_bounded_for_the_health_record() {
         let schedule = RetrySchedule::standard();
         let timings = HealthPolicy::default().timings(1.0);
-        let ctx = AttemptContext {
-            attempt: 1,
-            max_attempts: 7,
-            schedule: &schedule,
-            retry_after_ceiling_seconds: 86_400,
-            timings: &timings,
-            started_at: t(0),
-            now: t(1),
-            jitter: 0.0,
-            excerpt: None,
-            tries: 0,
-            window_end: t(1_000_000),
-        };
+        let ctx = base_ctx(&schedule, &timings);
         let long = AttemptResult::Failed {
             class: ErrorClass::Connect,
             detail: "x".repeat(5000),

@@ -558,6 +558,15 @@ async fn process(
             return dead_letter_unsent(deps, &message, reason, takeover, metrics, deadline).await;
         }
     };
+    // A takeover past the retry window repeats what its earlier try decided, without a
+    // POST: that try may have dead-lettered it `exhausted` and stopped before its finish
+    // (the DLQ message sent, the claim left to lapse), and a POST now would deliver a pair
+    // the DLQ also holds (the soak's last 2 of 2,940 such pairs). A second copy in the
+    // DLQ is harmless; the replay moves both and the claim lets one through.
+    if takeover > 0 && Utc::now() > window_end(deps, &message, Some(&endpoint)) {
+        let reason = DeadLetterReason::Exhausted;
+        return dead_letter_unsent(deps, &message, reason, takeover, metrics, deadline).await;
+    }
     let attempt_deadline = endpoint
         .timeout_ms
         .map_or(deps.policy.attempt_timeout, Duration::from_millis);

@@ -68,6 +68,10 @@ pub struct HealthRow {
     pub report_pending: bool,
     /// Why it is disabled, when it is.
     pub disabled_reason: Option<String>,
+    /// The pace its receiver taught by pushing back (adaptive pacing,
+    /// `tern_core::pacing`): requests per second, when it last changed, and whether it is
+    /// still in slow start; `null` while the endpoint has none.
+    pub pace: Option<tern_core::pacing::Pace>,
 }
 
 impl HealthRow {
@@ -111,6 +115,7 @@ impl HealthRow {
             below_since: h.below_since,
             report_pending: h.pending_report.is_some(),
             disabled_reason: endpoint.disabled_reason.clone(),
+            pace: h.pace,
         }
     }
 }

@@ -256,6 +256,19 @@ pub struct UnaccountedPair {
     pub attempts: Vec<AttemptView>,
 }
 
+/// A delivered pair a DLQ message also names.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DeliveredInDlq {
+    /// The event.
+    pub event_id: String,
+    /// The endpoint.
+    pub endpoint_id: String,
+    /// The DLQ message's dead-letter reason (`sqs_redrive` when SQS moved it itself).
+    pub reason: String,
+    /// The budget (replay count) the DLQ message ended, when it says.
+    pub replay_count: Option<u32>,
+}
+
 /// What the audit read, and what it cost where the stores said.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Reads {
@@ -313,6 +326,9 @@ pub struct AuditReport {
     pub not_delivered: Vec<PairRow>,
     /// True when more pairs are not delivered than listed.
     pub not_delivered_truncated: bool,
+    /// The delivered pairs a DLQ message also names ([`Totals::delivered_in_dlq`]), up to
+    /// the listing limit: event, endpoint, and the DLQ message's reason.
+    pub delivered_in_dlq: Vec<DeliveredInDlq>,
     /// Outbox items of the window that are not readable events (the relay parks them).
     pub unreadable_outbox_items: Vec<String>,
     /// What was read.
@@ -697,10 +713,21 @@ pub async fn audit(
          the outbox TTL (7 days) are gone from the outbox"
             .into(),
     );
-    totals.delivered_in_dlq = delivered
+    let mut delivered_in_dlq: Vec<DeliveredInDlq> = delivered
         .iter()
-        .filter(|pair| known.dlq.contains_key(*pair))
-        .count();
+        .filter_map(|pair| {
+            known.dlq.get(pair).map(|hit| DeliveredInDlq {
+                event_id: pair.0.clone(),
+                endpoint_id: pair.1.clone(),
+                reason: hit.reason.clone(),
+                replay_count: hit.replay_count,
+            })
+        })
+        .collect();
+    totals.delivered_in_dlq = delivered_in_dlq.len();
+    delivered_in_dlq
+        .sort_by(|a, b| (&a.event_id, &a.endpoint_id).cmp(&(&b.event_id, &b.endpoint_id)));
+    delivered_in_dlq.truncate(request.max_listed);
     Ok(AuditReport {
         since: request.since,
         until: request.until,
@@ -715,6 +742,7 @@ pub async fn audit(
         unaccounted,
         not_delivered,
         not_delivered_truncated: !listed_all,
+        delivered_in_dlq,
         unreadable_outbox_items: scan.unreadable,
         reads,
         notes,
