@@ -36,7 +36,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::rate_limit::{MAX_PER_SECOND, RateLimit};
 
-/// What a push-back leaves of the pace in force: three quarters.
+/// What a push-back leaves of the pace in force: three quarters (85 % measured no
+/// better against a 5/s receiver in `make bench-pacing`: 2.06 x the ideal against 1.64).
 pub const DECREASE_FACTOR: f64 = 0.75;
 
 /// The highest pace a push-back leaves, as a share of what the receiver accepted over the
@@ -53,9 +54,10 @@ pub const DECREASE_GUARD_MS: i64 = 2_000;
 /// Time without a push-back before the pace steps up, in milliseconds: five seconds.
 pub const INCREASE_EVERY_MS: i64 = 5_000;
 
-/// Time without a push-back before a pace in slow start doubles, in milliseconds: two
-/// seconds, the span of the estimate.
-pub const SLOW_START_EVERY_MS: i64 = 2_000;
+/// Time without a push-back before a pace in slow start doubles, in milliseconds: one
+/// second, the receivers' window (at two, a first estimate far too low took 8 s to reach a
+/// 50/s receiver's rate).
+pub const SLOW_START_EVERY_MS: i64 = 1_000;
 
 /// Share of the pace the accepted traffic must fill for a pace in slow start to double:
 /// half (a new pace's first slots begin only after the old schedule's last ones).
@@ -272,15 +274,15 @@ mod tests {
             ),
             set(4, true)
         );
-        // Not yet two seconds, or the pace not half used: nothing.
+        // Not yet a second (SLOW_START_EVERY_MS), or the pace not half used: nothing.
         assert_eq!(
             after_batch(
                 starting(2, 0),
-                &accepted(1_999, 1),
+                &accepted(999, 1),
                 None,
                 None,
                 true,
-                t(1_999)
+                t(999)
             ),
             None
         );
