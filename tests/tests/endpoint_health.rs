@@ -919,6 +919,15 @@ async fn a_receiver_rate_limiting_a_burst_with_retry_after_1_gets_all_200_and_st
         rejected > 0,
         "the limiter never pushed back: the test tested nothing"
     );
+    // Issue 26: no push-back spends an attempt, so every delivery arrived on its first
+    // (before, each 429 spent one, and the schedule's waits followed).
+    for id in &ids {
+        let rows = attempts_of(&local, id, &ep).await;
+        assert!(
+            rows.iter().all(|r| r.attempt == 1),
+            "a push-back spent an attempt: {rows:?}"
+        );
+    }
 }
 
 /// Issue 16, item 1: a receiver answering `429 Retry-After: 3600` used to be disabled after

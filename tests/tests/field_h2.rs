@@ -318,3 +318,88 @@ async fn b_a_receiver_that_keeps_refusing_is_sent_again_a_bounded_number_of_time
     );
     assert_eq!(seen.processed.load(Ordering::SeqCst), 0);
 }
+
+/// An HTTP/2 server over TLS on 127.0.0.1 that takes `max_streams` streams at a time on
+/// each connection and resets with `REFUSED_STREAM` every stream beyond them, whether or
+/// not it advertises that limit (`SETTINGS_MAX_CONCURRENT_STREAMS`, with `advertise`):
+/// load-shedding proxies refuse below what they advertise. Each request it takes is
+/// answered 200 after `hold`. Returns its port.
+async fn limited_h2_server(
+    ca: &TestCa,
+    seen: Arc<Seen>,
+    max_streams: usize,
+    advertise: bool,
+    hold: Duration,
+) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let acceptor = ca.acceptor.clone();
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            seen.connections.fetch_add(1, Ordering::SeqCst);
+            let acceptor = acceptor.clone();
+            let seen = seen.clone();
+            tokio::spawn(async move {
+                let Ok(tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let mut builder = h2::server::Builder::new();
+                if advertise {
+                    builder.max_concurrent_streams(u32::try_from(max_streams).unwrap());
+                }
+                let Ok(mut conn) = builder.handshake::<_, Bytes>(tls).await else {
+                    return;
+                };
+                let active = Arc::new(AtomicUsize::new(0));
+                while let Some(Ok((request, mut respond))) = conn.accept().await {
+                    seen.streams.fetch_add(1, Ordering::SeqCst);
+                    if active.fetch_add(1, Ordering::SeqCst) >= max_streams {
+                        active.fetch_sub(1, Ordering::SeqCst);
+                        respond.send_reset(h2::Reason::REFUSED_STREAM);
+                        continue;
+                    }
+                    let (seen, active) = (seen.clone(), active.clone());
+                    tokio::spawn(async move {
+                        let mut body = request.into_body();
+                        while let Some(Ok(chunk)) = body.data().await {
+                            let _ = body.flow_control().release_capacity(chunk.len());
+                        }
+                        tokio::time::sleep(hold).await;
+                        seen.processed.fetch_add(1, Ordering::SeqCst);
+                        let response = http::Response::builder().status(200).body(()).unwrap();
+                        let _ = respond.send_response(response, true);
+                        active.fetch_sub(1, Ordering::SeqCst);
+                    });
+                }
+            });
+        }
+    });
+    port
+}
+
+/// Issue 26: a receiver that takes one stream at a time got 1 of 10 concurrent deliveries
+/// on the first attempt: each refused stream was sent again on the same crowded
+/// connection, at most twice, and never on another. The client keeps to an advertised
+/// `MAX_CONCURRENT_STREAMS` (RFC 9113 §5.1.2) and sends a refused stream again on a new
+/// connection (§8.7): all 10 are answered 200 in their first attempt, whether or not the
+/// limit was advertised.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn b_a_receiver_taking_one_stream_at_a_time_gets_ten_concurrent_deliveries_in_their_first_attempt()
+ {
+    for advertise in [true, false] {
+        let ca = test_ca();
+        let seen = Arc::new(Seen::default());
+        let port =
+            limited_h2_server(&ca, seen.clone(), 1, advertise, Duration::from_millis(50)).await;
+        let client = client(&ca);
+        let results = futures::future::join_all((0..10).map(|_| post(&client, port))).await;
+        let ok = results.iter().filter(|r| is_200(r)).count();
+        eprintln!(
+            "advertised {advertise}: {ok} of 10 answered 200; {} streams on {} connections",
+            seen.streams.load(Ordering::SeqCst),
+            seen.connections.load(Ordering::SeqCst)
+        );
+        assert_eq!(ok, 10, "advertised {advertise}: {results:?}");
+        assert_eq!(seen.processed.load(Ordering::SeqCst), 10);
+    }
+}

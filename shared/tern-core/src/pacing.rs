@@ -276,14 +276,7 @@ mod tests {
         );
         // Not yet a second (SLOW_START_EVERY_MS), or the pace not half used: nothing.
         assert_eq!(
-            after_batch(
-                starting(2, 0),
-                &accepted(999, 1),
-                None,
-                None,
-                true,
-                t(999)
-            ),
+            after_batch(starting(2, 0), &accepted(999, 1), None, None, true, t(999)),
             None
         );
         assert_eq!(
