@@ -398,9 +398,10 @@ async fn the_senders_auto_disable_reaches_sns_and_the_tenants_own_endpoint_once(
 }
 
 /// Issue 15, item 7: SNS fails when the endpoint is disabled. The change is recorded with
-/// its event pending on the health record; the next batch that touches the endpoint (its
-/// deliveries now dead-letter `endpoint_disabled`, but the sender still reads its gate)
-/// publishes it once SNS is back: the owner gets exactly one `endpoint.disabled`.
+/// its event pending on the health record, and tried again on its own short schedule
+/// (issue 26): once SNS is back, the sender's next batch publishes it, even a batch for
+/// another endpoint (before, only a batch that touched the disabled endpoint did, one
+/// probe interval later): the owner gets exactly one `endpoint.disabled`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_sns_outage_delays_endpoint_disabled_and_the_owner_gets_it_once_sns_is_back() {
     // A one-minute window at 0.05: 3 s; after a failed publish, the next try waits one
@@ -429,6 +430,11 @@ async fn an_sns_outage_delays_endpoint_disabled_and_the_owner_gets_it_once_sns_i
         tern_local::Behavior::Always(tern_local::Reply::status(503)),
     );
     let down = add_endpoint(&local, "tnt_out", &receiver.url("/down"), &["*"], None).await;
+    receiver.set(
+        "/up",
+        tern_local::Behavior::Always(tern_local::Reply::status(200)),
+    );
+    let up = add_endpoint(&local, "tnt_out", &receiver.url("/up"), &["*"], None).await;
     let sns = aws_sdk_sns::Client::new(&local.aws);
     let topic = local.resources.operational_topic_arn.clone();
     let topic_name = topic.rsplit(':').next().unwrap().to_owned();
@@ -439,14 +445,14 @@ async fn an_sns_outage_delays_endpoint_disabled_and_the_owner_gets_it_once_sns_i
         .send()
         .await
         .expect("delete topic");
-    let batch = |n: usize| {
+    let batch_to = |to: tern_core::EndpointId, n: usize| {
         let bodies: Vec<String> = (0..n)
             .map(|i| {
                 let event = tern_outbox::OutboxWriter::new(&local.resources.outbox_table)
                     .prepare("order.paid", "tnt_out", format!(r#"{{"n":{i}}}"#))
                     .unwrap()
                     .event;
-                tern_core::DeliveryMessage::first(event, down.id.clone()).to_body()
+                tern_core::DeliveryMessage::first(event, to.clone()).to_body()
             })
             .collect();
         let local = &local;
@@ -461,6 +467,7 @@ async fn an_sns_outage_delays_endpoint_disabled_and_the_owner_gets_it_once_sns_i
             metrics.snapshot()
         }
     };
+    let batch = |n: usize| batch_to(down.id.clone(), n);
     // Below 50 % (0 of 4), then still below a window later: disabled, told to no one yet.
     batch(4).await;
     tokio::time::sleep(policy.timings(scale).window() + Duration::from_millis(300)).await;
@@ -501,10 +508,10 @@ async fn an_sns_outage_delays_endpoint_disabled_and_the_owner_gets_it_once_sns_i
     assert_eq!(again.topic_arn(), Some(topic.as_str()));
     let owner = owner_queue(&local, "owner-outage", "tnt_out").await;
 
-    // The endpoint's next deliveries dead-letter `endpoint_disabled`; their batch
-    // publishes the kept event. Later batches publish nothing more.
+    // The sender's next batch, for the tenant's other endpoint, publishes the kept event.
+    // Later batches, the disabled endpoint's included, publish nothing more.
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let counts = batch(3).await;
+    let counts = batch_to(up.id.clone(), 1).await;
     assert_eq!(counts.operational_events, 1, "{counts:?}");
     tokio::time::sleep(Duration::from_millis(500)).await;
     let counts = batch(3).await;

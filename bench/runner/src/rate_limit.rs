@@ -372,21 +372,6 @@ impl RateReport {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_busiest_second_counts_a_window_starting_at_each_request() {
-        let t = |ms: i64| DateTime::from_timestamp_millis(1_764_547_200_000 + ms).unwrap();
-        assert_eq!(busiest_second(&[]), 0);
-        // 0, 100, ..., 1000: eleven requests, any window of one second holds ten.
-        let even: Vec<_> = (0..=10).map(|i| t(i * 100)).collect();
-        assert_eq!(busiest_second(&even), 10);
-        assert_eq!(busiest_second(&[t(0), t(999), t(1000), t(1001)]), 3);
-    }
-}
-
 /// Each label's AWS requests per delivery: `counts` (per label, per operation) over
 /// `deliveries`.
 pub(crate) fn per_delivery(
@@ -404,4 +389,19 @@ pub(crate) fn per_delivery(
             )
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_busiest_second_counts_a_window_starting_at_each_request() {
+        let t = |ms: i64| DateTime::from_timestamp_millis(1_764_547_200_000 + ms).unwrap();
+        assert_eq!(busiest_second(&[]), 0);
+        // 0, 100, ..., 1000: eleven requests, any window of one second holds ten.
+        let even: Vec<_> = (0..=10).map(|i| t(i * 100)).collect();
+        assert_eq!(busiest_second(&even), 10);
+        assert_eq!(busiest_second(&[t(0), t(999), t(1000), t(1001)]), 3);
+    }
 }

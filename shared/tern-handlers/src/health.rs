@@ -81,6 +81,10 @@ pub struct CircuitBreaker {
     /// Pauses this instance's own attempts were asked for, until the batch's health write
     /// records them ([`CircuitBreaker::note_backpressure`]).
     noted_pauses: Mutex<HashMap<EndpointKey, NotedPause>>,
+    /// Operational events this instance failed to publish, with their failed tries: each
+    /// batch's settle tries the due ones again, whichever endpoints the batch touched, on
+    /// their own short schedule ([`tern_core::decision::our_retry_wait`]).
+    unpublished: Mutex<HashMap<EndpointKey, (PendingReport, u32)>>,
 }
 
 /// A pause one of this instance's attempts was asked for ([`CircuitBreaker::note_backpressure`]).
@@ -199,6 +203,7 @@ impl CircuitBreaker {
             gate_deadline: Duration::from_millis(HEALTH_GATE_DEADLINE_MS),
             slot_lead_ms: std::sync::atomic::AtomicI64::new(0),
             noted_pauses: Mutex::new(HashMap::new()),
+            unpublished: Mutex::new(HashMap::new()),
         }
     }
 
@@ -498,10 +503,29 @@ impl CircuitBreaker {
             }
         });
         futures::future::join_all(work).await;
-        let pending: Vec<(EndpointKey, PendingReport)> = {
+        let mut pending: HashMap<EndpointKey, PendingReport> = {
             let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
             pending.drain().collect()
         };
+        // This instance's own unpublished events, due again: whatever this batch touched,
+        // so the owner hears within seconds of SNS coming back, not at the endpoint's
+        // next traffic.
+        let now = Utc::now();
+        {
+            let unpublished = self
+                .unpublished
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            // This instance's copy is the latest it wrote: it replaces an older report a
+            // gate read (one the record no longer holds).
+            for (key, (report, _)) in unpublished.iter() {
+                if report.retry_at <= now {
+                    pending.insert(key.clone(), report.clone());
+                } else if pending.get(key).is_some_and(|p| p.event != report.event) {
+                    pending.remove(key);
+                }
+            }
+        }
         let retries = pending
             .into_iter()
             .map(|(key, report)| async move { self.publish_pending(&key, report, metrics).await });
@@ -770,6 +794,14 @@ impl CircuitBreaker {
         let published = self.events.publish(event).await;
         let change = match &published {
             Ok(()) => {
+                let mut unpublished = self
+                    .unpublished
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
+                if unpublished.get(key).is_some_and(|(r, _)| r.event == json) {
+                    unpublished.remove(key);
+                }
+                drop(unpublished);
                 metrics.update(|c| c.operational_events += 1);
                 tracing::info!(tenant_id = %key.0, endpoint_id = %key.1, kind = %event.kind, "operational event");
                 HealthChange::Reported {
@@ -778,11 +810,38 @@ impl CircuitBreaker {
             }
             Err(e) => {
                 metrics.update(|c| c.operational_events_unpublished += 1);
-                tracing::warn!(error = %e, kind = %event.kind, endpoint_id = %key.1, "operational event not published; kept on the health record for the next batch");
+                // Kept on the record (any sender may publish it) and in this instance's
+                // memory, tried again on our own schedule: 1 s doubling to 60 s (scaled).
+                let mut unpublished = self
+                    .unpublished
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
+                let tries = unpublished
+                    .get(key)
+                    .filter(|(r, _)| r.event == json)
+                    .map_or(0, |(_, t)| *t);
+                let retry_at = now
+                    + chrono_duration(tern_core::decision::our_retry_wait(
+                        tries,
+                        rand::random(),
+                        self.timings.time_scale,
+                    ));
+                unpublished.insert(
+                    key.clone(),
+                    (
+                        PendingReport {
+                            event: json.to_owned(),
+                            retry_at,
+                        },
+                        tries.saturating_add(1),
+                    ),
+                );
+                drop(unpublished);
+                tracing::warn!(error = %e, kind = %event.kind, endpoint_id = %key.1, %retry_at, "operational event not published; tried again shortly");
                 HealthChange::DeferReport {
                     event: json.to_owned(),
                     seen: None,
-                    retry_at: self.next_probe_from(now),
+                    retry_at,
                 }
             }
         };
@@ -832,7 +891,19 @@ impl CircuitBreaker {
                 self.publish(key, &event, &report.event, metrics).await;
             }
             // Another sender claimed or published it; our copy is stale.
-            Ok(false) => self.forget(key),
+            Ok(false) => {
+                self.forget(key);
+                let mut unpublished = self
+                    .unpublished
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
+                if unpublished
+                    .get(key)
+                    .is_some_and(|(r, _)| r.event == report.event)
+                {
+                    unpublished.remove(key);
+                }
+            }
             Err(e) => {
                 tracing::warn!(error = %e, endpoint_id = %key.1, "pending operational event not claimed");
             }

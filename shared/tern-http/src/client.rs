@@ -16,7 +16,7 @@ use tern_core::outcome::{AttemptResult, ErrorClass};
 use tern_core::request::OutgoingHeader;
 use tokio::time::timeout_at;
 
-use crate::classify::{Unprocessed, classify_failure, error_detail, unprocessed};
+use crate::classify::{classify_failure, error_detail, unprocessed};
 use crate::dns::DnsResolver;
 use crate::guard::{DestinationPolicy, HostLookup};
 use crate::identity::{
