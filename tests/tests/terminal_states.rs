@@ -172,6 +172,48 @@ async fn a_takeover_past_its_window_repeats_the_dead_letter_and_posts_nothing() 
     assert!(pairs[0].delivered_at.is_none(), "{pairs:?}");
 }
 
+/// A dead letter ends its budget: once an attempt of a pair was dead-lettered, a later
+/// attempt of the same budget (a retry its crashed holder had queued before the takeover
+/// dead-lettered it) is refused, so nothing delivers a pair the DLQ holds; a replay (the
+/// next budget) claims it. Before: the later attempt was granted, POSTed and delivered
+/// (4 pairs in a soak of 2,940, attempt 2 delivered after attempt 1's dead letter).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_letter_ends_its_budget_and_only_a_replay_claims_the_pair_again() {
+    let local = deployment_without_pollers("terminal-budget", LocalOptions::default()).await;
+    let ledger = local.sender.ledger.clone();
+    let event = tern_outbox::OutboxWriter::new("unused")
+        .prepare("order.paid", "tnt_budget", r#"{"b":1}"#)
+        .unwrap()
+        .event;
+    let first = DeliveryMessage::first(event.clone(), tern_core::EndpointId::generate());
+    let lease = Utc::now() + chrono::Duration::minutes(5);
+    assert_eq!(ledger.claim(&first, lease).await.unwrap(), Claim::Granted);
+    ledger
+        .finish(&first, DeliveryState::DeadLettered)
+        .await
+        .unwrap();
+    let retry = DeliveryMessage {
+        attempt: 2,
+        ..first.clone()
+    };
+    assert_eq!(
+        ledger.claim(&retry, lease).await.unwrap(),
+        Claim::AlreadyClaimed,
+        "the dead-lettered budget's next attempt"
+    );
+    let pairs = ledger.pair_states(&event.id).await.unwrap();
+    assert_eq!(
+        pairs[0].state,
+        Some(DeliveryState::DeadLettered),
+        "{pairs:?}"
+    );
+    assert_eq!(
+        ledger.claim(&first.replayed(), lease).await.unwrap(),
+        Claim::Granted,
+        "a replay starts the next budget"
+    );
+}
+
 /// One step a copy of a pair's message can take against the ledger, in any order another
 /// copy's steps interleave with it: claimed (with a lease that runs on, or one that has
 /// already run out, as a crashed holder leaves it), finished with a state, or released

@@ -605,14 +605,22 @@ impl DeliveryLedger for DynamoLedger {
                 crate::waiting::UNLIST
             ))
             // Granted when the pair is not delivered (a manual resend: delivered or not)
-            // and nobody claimed it, or only an earlier attempt was claimed. A takeover of
-            // this very attempt is a second write (below), so the new holder learns its
-            // takeover number.
+            // and nobody claimed it, or only an earlier attempt was claimed, unless an
+            // attempt of this budget was dead-lettered: that ends the budget, and only a
+            // replay (a later budget) claims the pair again. Before, the next attempt of a
+            // budget whose earlier copy was dead-lettered (a takeover past its window,
+            // while the retry its crashed holder had queued was on its way) was POSTed and
+            // delivered a pair the DLQ held. A takeover of this very attempt is a second
+            // write (below), so the new holder learns its takeover number.
             .condition_expression(format!(
-                "{}(attribute_not_exists(claim_key) OR claim_key < :k)",
+                "{}(attribute_not_exists(claim_key) OR claim_key < :k) AND \
+                 NOT (claim_done = :t AND delivery_state = :dl AND claim_key >= :budget)",
                 not_delivered_unless_resend(message)
             ))
             .expression_attribute_values(":k", n(message.attempt_key()))
+            .expression_attribute_values(":t", AttributeValue::Bool(true))
+            .expression_attribute_values(":dl", AttributeValue::S("dead_lettered".into()))
+            .expression_attribute_values(":budget", n(u64::from(message.replay_count) << 32))
             .expression_attribute_values(":lease", ms(lease_until))
             .expression_attribute_values(":now", ms(now))
             .expression_attribute_values(":zero", n(0))
