@@ -33,7 +33,8 @@ pub const MAX_LOG_PAGE: usize = 100;
 pub enum OutcomeFilter {
     /// `delivered`.
     Delivered,
-    /// Anything but `delivered`: a retry, a dead letter, an abandoned try.
+    /// Anything but `delivered`: a retry, a dead letter, an abandoned try, a push-back or
+    /// our failure made again (`requeued`).
     Failed,
     /// `retry`: failed, the next attempt scheduled.
     Retry,
@@ -45,8 +46,8 @@ impl OutcomeFilter {
     /// Every filter, for parsers and documentation.
     pub const ALL: [Self; 4] = [Self::Delivered, Self::Failed, Self::Retry, Self::DeadLetter];
 
-    /// Whether an attempt `outcome` (`delivered`, `retry`, `dead_letter:<reason>`,
-    /// `abandoned`) passes.
+    /// Whether an attempt `outcome` (`delivered`, `retry`, `requeued`,
+    /// `dead_letter:<reason>`, `abandoned`, `duplicate`) passes.
     pub fn matches(self, outcome: &str) -> bool {
         match self {
             Self::Delivered => outcome == "delivered",
@@ -79,7 +80,8 @@ pub struct EndpointLogEntry {
     pub status: Option<u16>,
     /// Error class, when there was no usable answer.
     pub error_class: Option<ErrorClass>,
-    /// `delivered`, `retry`, `dead_letter:<reason>` or `abandoned`.
+    /// `delivered`, `retry`, `requeued` (the same attempt again: a push-back or our
+    /// failure), `dead_letter:<reason>`, `abandoned` or `duplicate`.
     pub outcome: String,
 }
 
