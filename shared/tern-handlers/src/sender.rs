@@ -955,51 +955,49 @@ async fn attempt(
     // before anything is sent. Failing that is our failure, never the receiver's: no
     // attempt is spent, the endpoint's health is not touched, and the same attempt comes
     // back on our own schedule.
+    // Then, the receiver may have pushed back on another delivery since this one passed
+    // its gate (this instance learnt it a moment ago): it waits for the pause too, rather
+    // than meet another refusal. Either way it is not sent, one path.
     let with_certificate;
-    let client = match &endpoint.client_certificate {
-        None => &deps.client,
-        Some(certificate) => {
-            with_certificate = match deps.client.for_certificate(certificate).await {
-                Ok(c) => c,
-                Err(e) => {
-                    tracing::warn!(error = %e, endpoint_id = %endpoint.id, tenant_id = %endpoint.tenant_id, "client certificate not usable; not sent");
-                    let why = NotSent::NoCertificate;
-                    return not_sent(
-                        deps,
-                        message,
-                        takeover,
-                        Some(endpoint),
-                        why,
-                        metrics,
-                        invocation,
-                    )
-                    .await;
-                }
-            };
-            &with_certificate
+    let ready = match &endpoint.client_certificate {
+        None => Ok(&deps.client),
+        Some(certificate) => match deps.client.for_certificate(certificate).await {
+            Ok(c) => {
+                with_certificate = c;
+                Ok(&with_certificate)
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, endpoint_id = %endpoint.id, tenant_id = %endpoint.tenant_id, "client certificate not usable; not sent");
+                Err(NotSent::NoCertificate)
+            }
+        },
+    };
+    let key = (message.event.tenant_id.clone(), message.endpoint_id.clone());
+    let ready = ready.and_then(|client| {
+        match deps
+            .breaker
+            .as_ref()
+            .and_then(|b| b.paused_until(&key, Utc::now()))
+        {
+            Some(until) => Err(NotSent::HeldByPause(until)),
+            None => Ok(client),
+        }
+    });
+    let client = match ready {
+        Ok(client) => client,
+        Err(why) => {
+            return not_sent(
+                deps,
+                message,
+                takeover,
+                Some(endpoint),
+                why,
+                metrics,
+                invocation,
+            )
+            .await;
         }
     };
-    // The receiver pushed back on another delivery since this one passed its gate (this
-    // instance learnt it a moment ago): it waits for the pause too, rather than meet
-    // another refusal.
-    let key = (message.event.tenant_id.clone(), message.endpoint_id.clone());
-    if let Some(until) = deps
-        .breaker
-        .as_ref()
-        .and_then(|b| b.paused_until(&key, Utc::now()))
-    {
-        let why = NotSent::HeldByPause(until);
-        return not_sent(
-            deps,
-            message,
-            takeover,
-            Some(endpoint),
-            why,
-            metrics,
-            invocation,
-        )
-        .await;
-    }
     let request = AttemptRequest {
         url: &endpoint.url,
         body,
