@@ -37,7 +37,8 @@ export function nagAcknowledgments(stack: TernStack): NagAcknowledgment[] {
       id: 'AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:secretsmanager:<AWS::Region>:<AWS::AccountId>:secret:tern/mtls/*]',
       reason:
         'Mutual TLS: the sender (and the api function, for a test send) reads the client certificate secret each endpoint names, ' +
-        'and endpoints can name only secrets under the tern/mtls/ prefix (validated when set); the wildcard is that prefix plus ' +
+        'and endpoints can name only secrets under their own tenant\'s tern/mtls/<tenant id>/ prefix (validated when set and before ' +
+        'every read: one sender serves every tenant, so the tenant part is the code\'s check); the wildcard is the prefix plus ' +
         'the six characters Secrets Manager appends to every secret ARN, and the action is GetSecretValue alone.',
     })),
     {

@@ -13,6 +13,10 @@
 //! - The API's test send (and so the portal's) offers the certificate as the sender does;
 //!   a certificate that cannot be read or used is a `client-certificate-unusable` problem,
 //!   nothing sent, and the store's own text is not in it.
+//! - Issue 27: a tenant can never present another tenant's certificate. The API refuses a
+//!   secret outside the caller's own `tern/mtls/<tenant id>/` with the same answer whether it
+//!   exists or not, and an endpoint stored naming one (written before the rule, or around
+//!   the API) is refused by the sender and the test send before the secret is read.
 
 use std::sync::{Arc, Mutex};
 
@@ -218,19 +222,35 @@ async fn put_secret(local: &tern_local::LocalTern, name: &str, pem: &str) -> Str
         .expect("arn")
 }
 
+/// The tenant of this file's endpoints.
+const TENANT: &str = "tnt_mtls";
+
+/// The name of a secret of [`TENANT`]'s: under its own prefix.
+fn own(name: &str) -> String {
+    format!("tern/mtls/{TENANT}/{name}")
+}
+
 async fn endpoint(local: &tern_local::LocalTern, port: u16, certificate: Option<&str>) -> Endpoint {
+    let tenant = TenantId::new(TENANT).expect("tenant");
+    let mut e = unchecked_endpoint(port, &tenant);
+    e.client_certificate =
+        certificate.map(|arn| ClientCertificate::new(arn, &tenant).expect("valid ARN"));
+    e.validate().expect("valid endpoint");
+    local.endpoint_table().put(&e).await.expect("put");
+    e
+}
+
+/// An endpoint of `tenant` to the receiver on `port`, not yet stored.
+fn unchecked_endpoint(port: u16, tenant: &TenantId) -> Endpoint {
     let mut e = Endpoint::new(
         EndpointId::generate(),
-        TenantId::new("tnt_mtls").expect("tenant"),
+        tenant.clone(),
         format!("https://{HOST}:{port}/hook"),
         vec!["*".into()],
         Secret::generate(),
         chrono::Utc::now(),
     );
     e.max_attempts = Some(3);
-    e.client_certificate = certificate.map(|arn| ClientCertificate::new(arn).expect("valid ARN"));
-    e.validate().expect("valid endpoint");
-    local.endpoint_table().put(&e).await.expect("put");
     e
 }
 
@@ -266,8 +286,8 @@ async fn a_receiver_that_requires_a_client_certificate_gets_it_and_refuses_other
     let (port, seen) = mtls_receiver(&server_ca, &client_ca).await;
     let (pem, leaf) = client_pem(&client_ca, "tern-client");
     let (stranger_pem, _) = client_pem(&stranger_ca, "tern-client");
-    let good_arn = put_secret(&local, "tern/mtls/acme", &pem).await;
-    let stranger_arn = put_secret(&local, "tern/mtls/stranger", &stranger_pem).await;
+    let good_arn = put_secret(&local, &own("acme"), &pem).await;
+    let stranger_arn = put_secret(&local, &own("stranger"), &stranger_pem).await;
     let deps = sender(&local, &server_ca);
 
     // With its certificate: delivered; the receiver saw that certificate.
@@ -342,7 +362,7 @@ async fn a_failing_secret_store_is_our_failure_not_the_receivers() {
     let ep = endpoint(
         &local,
         port,
-        Some("arn:aws:secretsmanager:us-east-1:123456789012:secret:tern/mtls/missing-AbCdEf"),
+        Some("arn:aws:secretsmanager:us-east-1:123456789012:secret:tern/mtls/tnt_mtls/missing-AbCdEf"),
     )
     .await;
     let (event, outcome) = deliver(&deps, &ep).await;
@@ -402,7 +422,7 @@ async fn a_test_send_offers_the_client_certificate() {
     let (server_ca, client_ca) = (authority("receiver CA"), authority("client CA"));
     let (port, seen) = mtls_receiver(&server_ca, &client_ca).await;
     let (pem, leaf) = client_pem(&client_ca, "tern-client");
-    let arn = put_secret(&local, "tern/mtls/test-send", &pem).await;
+    let arn = put_secret(&local, &own("test-send"), &pem).await;
     let mut deps = tern_local::api::deps(&local).expect("deps");
     // The deployment's wiring, with a client that trusts the test authority and finds
     // mtls.test on 127.0.0.1.
@@ -436,12 +456,12 @@ async fn a_test_send_with_an_unusable_certificate_is_a_clear_problem() {
     let local = deployment_without_pollers("mtls-test-unusable", LocalOptions::default()).await;
     let (server_ca, client_ca) = (authority("receiver CA"), authority("client CA"));
     let (port, seen) = mtls_receiver(&server_ca, &client_ca).await;
-    let not_pem = put_secret(&local, "tern/mtls/not-pem", "hunter2, not a certificate").await;
+    let not_pem = put_secret(&local, &own("not-pem"), "hunter2, not a certificate").await;
     let (api, _server) = ApiClient::serve(tern_local::api::deps(&local).expect("deps"));
     for (what, arn) in [
         (
             "a missing secret",
-            "arn:aws:secretsmanager:us-east-1:123456789012:secret:tern/mtls/missing-AbCdEf",
+            "arn:aws:secretsmanager:us-east-1:123456789012:secret:tern/mtls/tnt_mtls/missing-AbCdEf",
         ),
         ("a secret that is not PEM", not_pem.as_str()),
     ] {
@@ -463,5 +483,115 @@ async fn a_test_send_with_an_unusable_certificate_is_a_clear_problem() {
             .load(std::sync::atomic::Ordering::Relaxed),
         0,
         "no connection"
+    );
+}
+
+/// Issue 27, attack 1: tenant `tnt_mtls` (the attacker) names tenant `tnt_victim`'s client
+/// certificate secret for an endpoint pointed at its own receiver, which asks for a client
+/// certificate from the victim's authority. Before the fix, the API created it (201) and
+/// the test send and every delivery presented the victim's certificate, proving its key to
+/// the attacker; a missing secret answered 409 where an existing one answered 201.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_tenants_client_certificate_is_never_presented() {
+    let local = deployment_without_pollers("mtls-foreign", LocalOptions::default()).await;
+    let (server_ca, victim_ca) = (authority("receiver CA"), authority("victim's client CA"));
+    // The attacker's receiver trusts the victim's authority: it would see the certificate.
+    let (port, seen) = mtls_receiver(&server_ca, &victim_ca).await;
+    let (victim_pem, _) = client_pem(&victim_ca, "victim-client");
+    let victim_arn = put_secret(&local, "tern/mtls/tnt_victim/client", &victim_pem).await;
+    let missing_arn =
+        "arn:aws:secretsmanager:us-east-1:123456789012:secret:tern/mtls/tnt_victim/nothing-AbCdEf";
+    let mut deps = tern_local::api::deps(&local).expect("deps");
+    deps.client = client(&local, &server_ca);
+    let (api, _server) = ApiClient::serve(deps);
+
+    // Through the API: refused, the same answer for the existing and the missing secret
+    // (the detail repeats the name given, nothing else differs).
+    let create = async |arn: &str| {
+        let answer = api
+            .post(
+                &format!("/v1/tenants/{TENANT}/endpoints"),
+                &serde_json::json!({
+                    "url": format!("https://{HOST}:{port}/hook"),
+                    "client_certificate_arn": arn,
+                }),
+            )
+            .await;
+        // The detail repeats the secret's name given: blank it to compare the rest.
+        let name = arn.rsplit_once(":secret:").map_or(arn, |(_, n)| n);
+        (
+            answer.status,
+            answer.field().to_owned(),
+            answer.text.replace(arn, "<arn>").replace(name, "<name>"),
+        )
+    };
+    let existing = create(&victim_arn).await;
+    let missing = create(missing_arn).await;
+    assert_eq!(
+        (existing.0, existing.1.as_str()),
+        (400, "client_certificate_arn"),
+        "another tenant's secret is refused: {}",
+        existing.2
+    );
+    assert!(existing.2.contains("tern/mtls/tnt_mtls/"), "{}", existing.2);
+    assert_eq!(
+        existing, missing,
+        "existing and missing get the same answer"
+    );
+    let mine = api.get(&format!("/v1/tenants/{TENANT}/endpoints")).await;
+    assert_eq!(mine.status, 200, "{}", mine.text);
+    assert_eq!(
+        mine.json["items"].as_array().map(Vec::len),
+        Some(0),
+        "{}",
+        mine.text
+    );
+
+    // Stored naming the victim's secret (before the rule, or around the API): the sender
+    // and the test send refuse it before reading the secret, as they refuse a missing
+    // one; nothing reaches the receiver.
+    let tenant = TenantId::new(TENANT).expect("tenant");
+    let mut stored = unchecked_endpoint(port, &tenant);
+    stored.client_certificate = Some(ClientCertificate {
+        secret_arn: victim_arn.clone(),
+    });
+    local.endpoint_table().put(&stored).await.expect("put");
+    let (event, outcome) = deliver(&sender(&local, &server_ca), &stored).await;
+    assert!(
+        matches!(outcome, Ok(MessageOutcome::Requeued { attempt: 1, .. })),
+        "not sent, our failure: {outcome:?}"
+    );
+    let history = attempts_of(&local, &event, &stored).await;
+    assert_eq!(history.len(), 1, "{history:?}");
+    assert_eq!(history[0].outcome, tern_core::ports::OUTCOME_ABANDONED);
+    let foreign = api.post(&test_path(&stored), &serde_json::json!({})).await;
+    let mut own_missing = unchecked_endpoint(port, &tenant);
+    own_missing.client_certificate = Some(
+        ClientCertificate::new(
+            "arn:aws:secretsmanager:us-east-1:123456789012:secret:tern/mtls/tnt_mtls/nothing-AbCdEf",
+            &tenant,
+        )
+        .expect("own prefix"),
+    );
+    local.endpoint_table().put(&own_missing).await.expect("put");
+    let missing = api
+        .post(&test_path(&own_missing), &serde_json::json!({}))
+        .await;
+    assert_eq!(foreign.status, 409, "{}", foreign.text);
+    assert_eq!(foreign.problem(), "client-certificate-unusable");
+    assert_eq!(
+        (foreign.status, foreign.text.clone()),
+        (missing.status, missing.text.clone()),
+        "a foreign secret and a missing one get the same test-send answer"
+    );
+    assert!(
+        seen.requests.lock().expect("lock").is_empty(),
+        "the victim's certificate reached the attacker's receiver"
+    );
+    assert_eq!(
+        seen.handshakes_refused
+            .load(std::sync::atomic::Ordering::Relaxed),
+        0,
+        "no connection at all"
     );
 }

@@ -389,7 +389,8 @@ export class Functions extends Construct {
 
   /**
    * Mutual TLS: client certificates live in Secrets Manager under settings.json's
-   * delivery.mtlsSecretPrefix (tern/mtls/; endpoints can name no other secret). The sender
+   * delivery.mtlsSecretPrefix (tern/mtls/; an endpoint can name only its own tenant's
+   * tern/mtls/<tenant id>/, checked by the code when set and before each read). The sender
    * and the api function (its test sends) read them. The trailing wildcard covers the six
    * characters Secrets Manager appends to each ARN.
    */

@@ -81,9 +81,10 @@ pub struct NewEndpoint {
     #[schema(minimum = 1, maximum = 1000)]
     pub max_per_second: Option<u32>,
     /// Mutual TLS: the ARN of the Secrets Manager secret holding the client certificate
-    /// chain (leaf first) and its private key as PEM text; its name must start with
-    /// `tern/mtls/`. Offered to a receiver that asks for a client certificate. Default:
-    /// none.
+    /// chain (leaf first) and its private key as PEM text; its name must start with the
+    /// tenant's own prefix, `tern/mtls/<tenant_id>/` (another tenant's secret is refused,
+    /// whether or not it exists). Offered to a receiver that asks for a client
+    /// certificate. Default: none.
     #[serde(default)]
     pub client_certificate_arn: Option<String>,
 }
@@ -122,8 +123,8 @@ pub struct EndpointPatch {
     #[serde(default, deserialize_with = "nullable")]
     #[schema(value_type = Option<u32>, minimum = 1, maximum = 1000)]
     pub max_per_second: Option<Option<u32>>,
-    /// New client certificate secret (ARN, name under `tern/mtls/`) for mutual TLS;
-    /// `null` removes it.
+    /// New client certificate secret (ARN, name under the tenant's own
+    /// `tern/mtls/<tenant_id>/`) for mutual TLS; `null` removes it.
     #[serde(default, deserialize_with = "nullable")]
     #[schema(value_type = Option<String>)]
     pub client_certificate_arn: Option<Option<String>>,

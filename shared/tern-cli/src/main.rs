@@ -1065,6 +1065,9 @@ async fn endpoints(
             let mut secrets = reach_args::SecretReader::default();
             let headers = reach.headers(&mut secrets)?;
             let auth = reach.auth(&mut secrets)?.unwrap_or_default();
+            let client_certificate = reach
+                .client_certificate(Some(&TenantId::new(tenant.as_str()).map_err(invalid)?))?
+                .flatten();
             let ep = ops::add_endpoint(
                 &store,
                 NewEndpoint {
@@ -1082,7 +1085,7 @@ async fn endpoints(
                     headers,
                     auth,
                     signatures: reach.signatures.unwrap_or_default(),
-                    client_certificate: reach.client_certificate()?.flatten(),
+                    client_certificate,
                 },
                 &destinations.policy(),
                 &DnsResolver::system(),
@@ -1232,7 +1235,7 @@ async fn endpoints(
                 headers,
                 auth: reach.auth(&mut secrets)?,
                 signatures: reach.signatures,
-                client_certificate: reach.client_certificate()?,
+                client_certificate: reach.client_certificate(tenant.as_ref())?,
             };
             let destinations = DestinationSettings::from_env(&Env::process()).map_err(invalid)?;
             let ep = ops::update_endpoint(

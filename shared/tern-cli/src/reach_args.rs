@@ -82,7 +82,7 @@ pub struct ReachArgs {
     #[arg(long, value_parser = parse_signatures)]
     pub signatures: Option<Signatures>,
     /// Mutual TLS: the Secrets Manager secret (its ARN; the name must start with
-    /// tern/mtls/) holding the client certificate chain and key as PEM, offered to a
+    /// tern/mtls/<tenant id>/, the endpoint's own tenant) holding the client certificate chain and key as PEM, offered to a
     /// receiver that asks for a client certificate.
     #[arg(
         long,
@@ -174,22 +174,30 @@ fn split_pair<'a>(pair: &'a str, what: &str) -> Result<(&'a str, &'a str), OpsEr
 impl ReachArgs {
     /// The client certificate change `--client-certificate-arn` or
     /// `--no-client-certificate` gives: `None` for no change, `Some(None)` to remove it.
+    /// With `tenant` known, the ARN is checked here; without it (an update that finds the
+    /// endpoint by id) it is checked when applied to the endpoint, whose tenant is known
+    /// then (`Endpoint::validate`).
     ///
     /// # Errors
-    /// [`OpsError::Invalid`] for an ARN that is not a Secrets Manager secret under
-    /// `tern/mtls/`.
+    /// [`OpsError::Invalid`] for an ARN that is not a Secrets Manager secret under the
+    /// tenant's own prefix, `tern/mtls/<tenant id>/`.
     pub fn client_certificate(
         &self,
+        tenant: Option<&tern_core::TenantId>,
     ) -> Result<Option<Option<tern_core::client_certificate::ClientCertificate>>, OpsError> {
+        use tern_core::client_certificate::ClientCertificate;
         if self.no_client_certificate {
             return Ok(Some(None));
         }
         self.client_certificate_arn
             .as_deref()
-            .map(|arn| {
-                tern_core::client_certificate::ClientCertificate::new(arn)
+            .map(|arn| match tenant {
+                Some(tenant) => ClientCertificate::new(arn, tenant)
                     .map(Some)
-                    .map_err(|e| OpsError::Invalid(e.to_string()))
+                    .map_err(|e| OpsError::Invalid(e.to_string())),
+                None => Ok(Some(ClientCertificate {
+                    secret_arn: arn.trim().to_owned(),
+                })),
             })
             .transpose()
     }

@@ -287,9 +287,12 @@ async fn reach_flags_store_secrets_from_env_file_and_stdin_and_never_print_them(
         "{shown}"
     );
 
-    // Mutual TLS: a client certificate secret set, shown, refused outside tern/mtls/,
-    // then removed.
-    let arn = "arn:aws:secretsmanager:us-east-1:123456789012:secret:tern/mtls/acme-AbCdEf";
+    // Mutual TLS: a client certificate secret set, shown, refused outside the tenant's
+    // own tern/mtls/<tenant id>/ (another tenant's included), then removed.
+    let arn = format!(
+        "arn:aws:secretsmanager:us-east-1:123456789012:secret:tern/mtls/{tenant}/acme-AbCdEf"
+    );
+    let arn = arn.as_str();
     let updated = expect(
         &env,
         &["endpoints", "update", &id, "--client-certificate-arn", arn],
@@ -312,22 +315,27 @@ async fn reach_flags_store_secrets_from_env_file_and_stdin_and_never_print_them(
         json(&env, &["endpoints", "show", &id, "--json"])["client_certificate_arn"],
         arn
     );
-    let out = tern(
-        &env,
-        &[
-            "endpoints",
-            "update",
-            &id,
-            "--client-certificate-arn",
-            "arn:aws:secretsmanager:us-east-1:123456789012:secret:prod/db",
-        ],
-    );
-    assert_ne!(out.status.code(), Some(0));
-    assert!(
-        text(&out.stderr).contains("tern/mtls/"),
-        "{}",
-        text(&out.stderr)
-    );
+    for outside in [
+        "arn:aws:secretsmanager:us-east-1:123456789012:secret:prod/db",
+        "arn:aws:secretsmanager:us-east-1:123456789012:secret:tern/mtls/someone_else/c",
+    ] {
+        let out = tern(
+            &env,
+            &[
+                "endpoints",
+                "update",
+                &id,
+                "--client-certificate-arn",
+                outside,
+            ],
+        );
+        assert_ne!(out.status.code(), Some(0), "{outside}");
+        assert!(
+            text(&out.stderr).contains(&format!("tern/mtls/{tenant}/")),
+            "{}",
+            text(&out.stderr)
+        );
+    }
     let updated = expect(
         &env,
         &["endpoints", "update", &id, "--no-client-certificate"],

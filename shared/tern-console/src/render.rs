@@ -1167,7 +1167,11 @@ mod tests {
         };
         e.client_certificate = Some(
             tern_core::client_certificate::ClientCertificate::new(
-                "arn:aws:secretsmanager:us-east-1:123456789012:secret:tern/mtls/acme-AbCdEf",
+                format!(
+                    "arn:aws:secretsmanager:us-east-1:123456789012:secret:tern/mtls/{}/c-AbCdEf",
+                    e.tenant_id
+                ),
+                &e.tenant_id,
             )
             .unwrap(),
         );
@@ -1177,9 +1181,10 @@ mod tests {
         let rows = failing_endpoints(&all, &rows_of(&all, &[None, None]), &[]);
         let html = endpoints(&rows, true, None, &cw()).into_string();
         assert!(
-            html.contains(
-                "<td class=\"client-certificate\"><code>tern/mtls/acme-AbCdEf</code></td>"
-            ),
+            html.contains(&format!(
+                "<td class=\"client-certificate\"><code>tern/mtls/{}/c-AbCdEf</code></td>",
+                all[0].tenant_id
+            )),
             "{html}"
         );
         assert!(

@@ -4,13 +4,18 @@
 //! The certificate and its key live in AWS Secrets Manager, never in the endpoints table:
 //! the endpoint holds the secret's ARN only. The secret's value (`SecretString`) is PEM
 //! text: the certificate chain, leaf first, then the private key (PKCS #8 `PRIVATE KEY`,
-//! PKCS #1 `RSA PRIVATE KEY` or SEC 1 `EC PRIVATE KEY`). Its name must start with
-//! [`MTLS_SECRET_PREFIX`]: the sender may read only secrets under that prefix (its IAM
-//! policy in both stacks), so an endpoint can never make it read another secret.
+//! PKCS #1 `RSA PRIVATE KEY` or SEC 1 `EC PRIVATE KEY`). Its name must start with the
+//! owning tenant's prefix, `tern/mtls/<tenant id>/` ([`tenant_prefix`]): the sender may read
+//! only secrets under [`MTLS_SECRET_PREFIX`] (its IAM policy in both stacks), so an endpoint
+//! can never make it read a secret that is not a client certificate, and the tenant part is
+//! checked when the endpoint is set ([`ClientCertificate::new`]) and again before each read
+//! (`tern_http::DeliveryClient::for_certificate`), so one tenant's endpoint can never present
+//! another tenant's certificate.
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
+use crate::TenantId;
 use crate::secret_value::SecretValue;
 
 /// The name prefix of every client certificate secret: `tern/mtls/`. The sender's IAM
@@ -30,11 +35,25 @@ pub enum ClientCertificateError {
         "client certificate must be a Secrets Manager secret ARN (arn:<partition>:secretsmanager:<region>:<12-digit account>:secret:<name>): {0}"
     )]
     BadArn(String),
-    /// The secret's name is outside [`MTLS_SECRET_PREFIX`].
+    /// The secret's name is outside the tenant's own prefix ([`tenant_prefix`]). The same
+    /// answer whether or not such a secret exists: it tells nothing about other secrets.
     #[error(
-        "the client certificate secret's name must start with \"{MTLS_SECRET_PREFIX}\" (the sender may read only those): {0}"
+        "the client certificate secret's name must start with \"{expected}\" (this tenant's own prefix): {name}"
     )]
-    WrongPrefix(String),
+    WrongPrefix {
+        /// The name given.
+        name: String,
+        /// The prefix it must start with: `tern/mtls/<tenant id>/`.
+        expected: String,
+    },
+}
+
+/// The prefix every client certificate secret of `tenant` starts with:
+/// `tern/mtls/<tenant id>/`. A tenant id holds only `[A-Za-z0-9_-]` (`crate::ids`), all
+/// characters Secrets Manager allows in a name, and never `/`: the trailing `/` keeps
+/// `acme` from naming `acme-2`'s secrets.
+pub fn tenant_prefix(tenant: &TenantId) -> String {
+    format!("{MTLS_SECRET_PREFIX}{tenant}/")
 }
 
 /// An endpoint's client certificate: where it is kept.
@@ -46,22 +65,27 @@ pub struct ClientCertificate {
 }
 
 impl ClientCertificate {
-    /// A reference to `secret_arn`, checked with [`validate_secret_arn`].
+    /// A reference to `secret_arn` for an endpoint of `tenant`, checked with
+    /// [`validate_secret_arn`].
     ///
     /// # Errors
     /// [`ClientCertificateError`].
-    pub fn new(secret_arn: impl Into<String>) -> Result<Self, ClientCertificateError> {
+    pub fn new(
+        secret_arn: impl Into<String>,
+        tenant: &TenantId,
+    ) -> Result<Self, ClientCertificateError> {
         let secret_arn = secret_arn.into().trim().to_owned();
-        validate_secret_arn(&secret_arn)?;
+        validate_secret_arn(&secret_arn, tenant)?;
         Ok(Self { secret_arn })
     }
 
-    /// Checks the stored ARN again.
+    /// Checks the stored ARN again, for an endpoint of `tenant`: an endpoint stored before
+    /// the tenant prefix was required, naming a secret outside it, is refused here.
     ///
     /// # Errors
     /// [`ClientCertificateError`].
-    pub fn validate(&self) -> Result<(), ClientCertificateError> {
-        validate_secret_arn(&self.secret_arn)
+    pub fn validate(&self, tenant: &TenantId) -> Result<(), ClientCertificateError> {
+        validate_secret_arn(&self.secret_arn, tenant)
     }
 }
 
@@ -90,12 +114,13 @@ pub trait CertificateSecrets: Send + Sync {
 }
 
 /// Checks `arn` is `arn:<partition>:secretsmanager:<region>:<account>:secret:<name>` with
-/// a 12-digit account, a region, and a name under [`MTLS_SECRET_PREFIX`] made of the
+/// a 12-digit account, a region, and a name under `tenant`'s own prefix
+/// ([`tenant_prefix`]: `tern/mtls/<tenant id>/`, then at least one character) made of the
 /// characters Secrets Manager allows in names (letters, digits, `/_+=.@-`).
 ///
 /// # Errors
 /// [`ClientCertificateError::BadArn`] or [`ClientCertificateError::WrongPrefix`].
-pub fn validate_secret_arn(arn: &str) -> Result<(), ClientCertificateError> {
+pub fn validate_secret_arn(arn: &str, tenant: &TenantId) -> Result<(), ClientCertificateError> {
     let bad = |why: &str| ClientCertificateError::BadArn(why.to_owned());
     if arn.len() > MAX_SECRET_ARN_BYTES {
         return Err(bad("too long"));
@@ -129,8 +154,12 @@ pub fn validate_secret_arn(arn: &str) -> Result<(), ClientCertificateError> {
             "the secret name holds characters Secrets Manager refuses",
         ));
     }
-    if !name.starts_with(MTLS_SECRET_PREFIX) || name.len() == MTLS_SECRET_PREFIX.len() {
-        return Err(ClientCertificateError::WrongPrefix((*name).to_owned()));
+    let expected = tenant_prefix(tenant);
+    if !name.starts_with(&expected) || name.len() == expected.len() {
+        return Err(ClientCertificateError::WrongPrefix {
+            name: (*name).to_owned(),
+            expected,
+        });
     }
     Ok(())
 }
@@ -139,29 +168,38 @@ pub fn validate_secret_arn(arn: &str) -> Result<(), ClientCertificateError> {
 mod tests {
     use super::*;
 
+    fn acme() -> TenantId {
+        TenantId::new("acme").unwrap()
+    }
+
     #[test]
     fn secret_arns_are_checked() {
-        let good = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:tern/mtls/acme-AbC123";
-        assert_eq!(ClientCertificate::new(good).unwrap().secret_arn, good);
+        let good =
+            "arn:aws:secretsmanager:eu-west-1:123456789012:secret:tern/mtls/acme/client-AbC123";
+        assert_eq!(
+            ClientCertificate::new(good, &acme()).unwrap().secret_arn,
+            good
+        );
         assert!(
             ClientCertificate::new(
-                "arn:aws-us-gov:secretsmanager:us-gov-west-1:123456789012:secret:tern/mtls/x"
+                "arn:aws-us-gov:secretsmanager:us-gov-west-1:123456789012:secret:tern/mtls/acme/x",
+                &acme()
             )
             .is_ok()
         );
         for bad in [
             "",
-            "tern/mtls/acme",
+            "tern/mtls/acme/x",
             "arn:aws:s3:::bucket",
-            "arn:aws:secretsmanager:eu-west-1:123:secret:tern/mtls/acme",
-            "arn:aws:secretsmanager::123456789012:secret:tern/mtls/acme",
-            "arn:aws:secretsmanager:eu-west-1:123456789012:parameter:tern/mtls/acme",
-            "arn:aws:secretsmanager:eu-west-1:123456789012:secret:tern/mtls/a b",
-            "arn:evil:secretsmanager:eu-west-1:123456789012:secret:tern/mtls/acme",
+            "arn:aws:secretsmanager:eu-west-1:123:secret:tern/mtls/acme/x",
+            "arn:aws:secretsmanager::123456789012:secret:tern/mtls/acme/x",
+            "arn:aws:secretsmanager:eu-west-1:123456789012:parameter:tern/mtls/acme/x",
+            "arn:aws:secretsmanager:eu-west-1:123456789012:secret:tern/mtls/acme/a b",
+            "arn:evil:secretsmanager:eu-west-1:123456789012:secret:tern/mtls/acme/x",
         ] {
             assert!(
                 matches!(
-                    ClientCertificate::new(bad),
+                    ClientCertificate::new(bad, &acme()),
                     Err(ClientCertificateError::BadArn(_))
                 ),
                 "{bad}"
@@ -171,14 +209,31 @@ mod tests {
             "arn:aws:secretsmanager:eu-west-1:123456789012:secret:prod/db-password",
             "arn:aws:secretsmanager:eu-west-1:123456789012:secret:tern/mtls/",
             "arn:aws:secretsmanager:eu-west-1:123456789012:secret:tern/mtlsX",
+            // Under tern/mtls/ but not this tenant's: another tenant's, one whose id
+            // starts with this one's, the bare prefix, and the tenant-less form of before.
+            "arn:aws:secretsmanager:eu-west-1:123456789012:secret:tern/mtls/globex/client",
+            "arn:aws:secretsmanager:eu-west-1:123456789012:secret:tern/mtls/acme-2/client",
+            "arn:aws:secretsmanager:eu-west-1:123456789012:secret:tern/mtls/acme/",
+            "arn:aws:secretsmanager:eu-west-1:123456789012:secret:tern/mtls/acme-AbC123",
         ] {
             assert!(
                 matches!(
-                    ClientCertificate::new(outside),
-                    Err(ClientCertificateError::WrongPrefix(_))
+                    ClientCertificate::new(outside, &acme()),
+                    Err(ClientCertificateError::WrongPrefix { .. })
                 ),
                 "{outside}"
             );
         }
+    }
+
+    #[test]
+    fn a_stored_reference_is_checked_against_the_endpoints_tenant() {
+        let c = ClientCertificate {
+            secret_arn: "arn:aws:secretsmanager:eu-west-1:123456789012:secret:tern/mtls/globex/c"
+                .into(),
+        };
+        assert!(c.validate(&TenantId::new("globex").unwrap()).is_ok());
+        let refused = c.validate(&acme()).unwrap_err();
+        assert!(refused.to_string().contains("tern/mtls/acme/"), "{refused}");
     }
 }

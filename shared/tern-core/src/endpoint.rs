@@ -377,7 +377,7 @@ impl Endpoint {
         crate::custom_headers::validate(&self.headers)?;
         self.auth.validate()?;
         if let Some(c) = &self.client_certificate {
-            c.validate()?;
+            c.validate(&self.tenant_id)?;
         }
         if self.auth.sends_authorization() && self.headers.iter().any(|h| h.name == "authorization")
         {

@@ -961,7 +961,11 @@ async fn attempt(
     let with_certificate;
     let ready = match &endpoint.client_certificate {
         None => Ok(&deps.client),
-        Some(certificate) => match deps.client.for_certificate(certificate).await {
+        Some(certificate) => match deps
+            .client
+            .for_certificate(certificate, &endpoint.tenant_id)
+            .await
+        {
             Ok(c) => {
                 with_certificate = c;
                 Ok(&with_certificate)

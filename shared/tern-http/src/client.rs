@@ -26,7 +26,9 @@ use crate::identity::{
 use crate::oauth::TokenCache;
 use crate::transport::{ATTEMPT_DEADLINE, CapturedHead, ConnState, ConnTag, Connector};
 use std::collections::HashMap;
-use tern_core::client_certificate::{CertificateSecrets, ClientCertificate};
+use tern_core::client_certificate::{
+    CertificateSecretError, CertificateSecrets, ClientCertificate,
+};
 
 /// Bytes of the response body kept in the attempt log: 1 KiB. The rest is never read, so
 /// memory stays flat whatever the receiver sends.
@@ -225,17 +227,26 @@ impl DeliveryClient {
         self
     }
 
-    /// The client that offers `certificate` (mutual TLS): its secret read (or taken from
-    /// this process's memory), parsed, and its clients built once
-    /// ([`Self::with_identity`]).
+    /// The client that offers `certificate` (mutual TLS) for an endpoint of `tenant`: its
+    /// secret read (or taken from this process's memory), parsed, and its clients built
+    /// once ([`Self::with_identity`]). The secret must be under the tenant's own prefix
+    /// (`tern/mtls/<tenant id>/`), checked before anything is read, so an endpoint stored
+    /// before that rule (or written around the API) never presents another tenant's
+    /// certificate.
     ///
     /// # Errors
     /// [`CertificateError`]: no secret store, the store's failure, or a secret that is
-    /// not a usable certificate and key. Never the secret's text.
+    /// not a usable certificate and key. Never the secret's text. A secret outside the
+    /// tenant's prefix is [`CertificateSecretError::Refused`], the answer a missing secret
+    /// gets: it tells nothing about which secrets exist.
     pub async fn for_certificate(
         &self,
         certificate: &ClientCertificate,
+        tenant: &tern_core::TenantId,
     ) -> Result<Self, CertificateError> {
+        certificate
+            .validate(tenant)
+            .map_err(|e| CertificateSecretError::Refused(e.to_string()))?;
         let cache = self
             .certificates
             .as_ref()

@@ -104,7 +104,9 @@ pub async fn send_test(
     let client = match &endpoint.client_certificate {
         None => client,
         Some(certificate) => {
-            with_certificate = client.for_certificate(certificate).await?;
+            with_certificate = client
+                .for_certificate(certificate, &endpoint.tenant_id)
+                .await?;
             &with_certificate
         }
     };

@@ -54,12 +54,15 @@ fn text_field(field: &str, text: &str) -> Result<(), ApiError> {
 
 /// Checks each setting on its own, naming the field at fault, with the domain's own rules
 /// (`tern_core::endpoint`): what `Endpoint::validate` checks as a whole.
-/// The client certificate an `client_certificate_arn` names, checked.
+/// The client certificate a `client_certificate_arn` names, checked against the caller's
+/// own prefix (`tern/mtls/<tenant id>/`): another tenant's secret gets the same 422 whether
+/// or not it exists.
 fn client_certificate(
     arn: Option<&str>,
+    tenant: &TenantId,
 ) -> Result<Option<tern_core::client_certificate::ClientCertificate>, ApiError> {
     arn.map(|a| {
-        tern_core::client_certificate::ClientCertificate::new(a)
+        tern_core::client_certificate::ClientCertificate::new(a, tenant)
             .map_err(|e| ApiError::invalid("client_certificate_arn", e.to_string()))
     })
     .transpose()
@@ -179,7 +182,7 @@ pub(crate) async fn create_endpoint(
         body.max_per_second,
         body.description.as_deref(),
     )?;
-    let certificate = client_certificate(body.client_certificate_arn.as_deref())?;
+    let certificate = client_certificate(body.client_certificate_arn.as_deref(), &tenant)?;
     let new = tern_ops::NewEndpoint {
         tenant: tenant.to_string(),
         url: body.url,
@@ -321,7 +324,7 @@ pub(crate) async fn update_endpoint(
         max_per_second: body.max_per_second,
         client_certificate: body
             .client_certificate_arn
-            .map(|arn| client_certificate(arn.as_deref()))
+            .map(|arn| client_certificate(arn.as_deref(), &tenant))
             .transpose()?,
         // Not settable through the API yet (issue 20's other settings): left as they are.
         ..EndpointUpdate::default()
