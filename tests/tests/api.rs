@@ -573,11 +573,13 @@ async fn the_rate_limit_is_set_read_changed_and_removed() {
 }
 
 /// Mutual TLS: the client certificate's secret ARN is set at creation, changed, shown and
-/// removed; an ARN outside `tern/mtls/` or not a Secrets Manager ARN is refused.
+/// removed; an ARN outside the tenant's own `tern/mtls/<tenant id>/`, or not a Secrets
+/// Manager ARN, is refused (issue 27: another tenant's secret is refused the same way
+/// whether or not it exists).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_client_certificate_arn_is_set_shown_changed_and_removed() {
     let (local, _rx, api) = api_deployment("api-mtls", options()).await;
-    let arn = "arn:aws:secretsmanager:us-east-1:123456789012:secret:tern/mtls/acme-AbCdEf";
+    let arn = "arn:aws:secretsmanager:us-east-1:123456789012:secret:tern/mtls/tnt_a/acme-AbCdEf";
     let (id, _) = create(
         &api,
         "tnt_a",
@@ -600,7 +602,8 @@ async fn the_client_certificate_arn_is_set_shown_changed_and_removed() {
     };
     assert_eq!(api.get(&path).await.json["client_certificate_arn"], arn);
     assert_eq!(stored().await.as_deref(), Some(arn));
-    let other = "arn:aws:secretsmanager:us-east-1:123456789012:secret:tern/mtls/acme-2-XyZ123";
+    let other =
+        "arn:aws:secretsmanager:us-east-1:123456789012:secret:tern/mtls/tnt_a/acme-2-XyZ123";
     let answer = api
         .call(
             "PATCH",
@@ -612,7 +615,11 @@ async fn the_client_certificate_arn_is_set_shown_changed_and_removed() {
     assert_eq!(answer.json["client_certificate_arn"], other);
     for bad in [
         "arn:aws:secretsmanager:us-east-1:123456789012:secret:prod/database",
-        "tern/mtls/acme",
+        "tern/mtls/tnt_a/acme",
+        // Under tern/mtls/ but not tnt_a's own: another tenant's, the tenant-less form.
+        "arn:aws:secretsmanager:us-east-1:123456789012:secret:tern/mtls/tnt_b/acme-AbCdEf",
+        "arn:aws:secretsmanager:us-east-1:123456789012:secret:tern/mtls/tnt_a-2/x",
+        "arn:aws:secretsmanager:us-east-1:123456789012:secret:tern/mtls/acme-AbCdEf",
     ] {
         let answer = api
             .call(
@@ -955,8 +962,10 @@ async fn secrets_appear_only_at_create_and_rotate() {
     }
 }
 
-/// Unsigned, badly signed, tampered and stale requests are 401 on every path, a path
-/// that is no route included; a key scoped to one tenant gets 403 on another's paths.
+/// Unsigned, badly signed, tampered and stale requests are 403 `signature-refused` on
+/// every path, a path that is no route included, as API Gateway's IAM authorization
+/// answers them (issue 27: they were 401, and a signature 15 minutes old passed where API
+/// Gateway allows 5); a key scoped to one tenant gets 403 `forbidden` on another's paths.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unsigned_and_badly_signed_requests_are_refused() {
     let (mut local, _rx) = deployment("api-auth", options()).await;
@@ -979,7 +988,7 @@ async fn unsigned_and_badly_signed_requests_are_refused() {
         let answer = api.raw("GET", path, vec![], None, false).await;
         assert_eq!(
             (answer.status, answer.problem()),
-            (401, "unauthorized"),
+            (403, "signature-refused"),
             "{path}"
         );
     }
@@ -996,12 +1005,17 @@ async fn unsigned_and_badly_signed_requests_are_refused() {
             true,
         )
         .await;
-    assert_eq!(answer.status, 401, "{}", answer.text);
+    assert_eq!(
+        (answer.status, answer.problem()),
+        (403, "signature-refused"),
+        "{}",
+        answer.text
+    );
     let unknown = api.with(LocalCredential {
         access_key_id: "AKIDUNKNOWN".into(),
         ..tern_local::api::local_credentials().remove(0)
     });
-    assert_eq!(unknown.get("/v1/tenants/tnt_a/endpoints").await.status, 401);
+    assert_eq!(unknown.get("/v1/tenants/tnt_a/endpoints").await.status, 403);
     // A body changed after signing.
     let host = api.base.trim_start_matches("http://").to_owned();
     let signed = tern_api::sigv4::sign_request(
@@ -1021,24 +1035,37 @@ async fn unsigned_and_badly_signed_requests_are_refused() {
     for (k, v) in &signed {
         tampered = tampered.header(k, v);
     }
-    assert_eq!(tampered.send().await.expect("send").status().as_u16(), 401);
-    // Signed 20 minutes ago: past the 15 minutes AWS allows.
-    let stale = tern_api::sigv4::sign_request(
-        &api.credential,
-        "us-east-1",
-        "GET",
-        "/v1/tenants/tnt_a/endpoints",
-        &[("host", &host)],
-        b"",
-        std::time::SystemTime::now() - Duration::from_secs(20 * 60),
-    )
-    .expect("sign");
-    let mut request =
-        reqwest::Client::new().get(format!("{}/v1/tenants/tnt_a/endpoints", api.base));
-    for (k, v) in &stale {
-        request = request.header(k, v);
-    }
-    assert_eq!(request.send().await.expect("send").status().as_u16(), 401);
+    assert_eq!(tampered.send().await.expect("send").status().as_u16(), 403);
+    // Signed 6 minutes ago (past the 5 minutes API Gateway allows) or 6 minutes ahead:
+    // refused; 4 minutes either way: accepted.
+    let signed_at = async |offset_seconds: i64| {
+        let now = std::time::SystemTime::now();
+        let at = if offset_seconds < 0 {
+            now - Duration::from_secs(offset_seconds.unsigned_abs())
+        } else {
+            now + Duration::from_secs(offset_seconds.unsigned_abs())
+        };
+        let signed = tern_api::sigv4::sign_request(
+            &api.credential,
+            "us-east-1",
+            "GET",
+            "/v1/tenants/tnt_a/endpoints",
+            &[("host", &host)],
+            b"",
+            at,
+        )
+        .expect("sign");
+        let mut request =
+            reqwest::Client::new().get(format!("{}/v1/tenants/tnt_a/endpoints", api.base));
+        for (k, v) in &signed {
+            request = request.header(k, v);
+        }
+        request.send().await.expect("send").status().as_u16()
+    };
+    assert_eq!(signed_at(-6 * 60).await, 403, "6 minutes old");
+    assert_eq!(signed_at(6 * 60).await, 403, "6 minutes ahead");
+    assert_eq!(signed_at(-4 * 60).await, 200, "4 minutes old");
+    assert_eq!(signed_at(4 * 60).await, 200, "4 minutes ahead");
     // The scoped key: its tenant yes, another tenant no (403, as an IAM policy denial).
     let tenant_a = api.with(scoped);
     assert_eq!(
@@ -1150,9 +1177,9 @@ async fn the_documented_curl_example_works() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(delivered, "GET the event shows the delivery");
-    // Without --aws-sigv4: refused.
+    // Without --aws-sigv4: refused, as API Gateway refuses it.
     let (status, body) = curl(&[&url]);
-    assert_eq!(status, 401, "{body}");
+    assert_eq!(status, 403, "{body}");
 }
 
 /// Resend: a delivered event goes to the endpoint again, with the same webhook-id and a

@@ -129,7 +129,7 @@ pub async fn authenticate(
                     tenant: c.tenant.clone(),
                 },
                 Err(e) => {
-                    return ApiError::new(Kind::Unauthorized, e.to_string()).into_response();
+                    return ApiError::new(Kind::SignatureRefused, e.to_string()).into_response();
                 }
             };
             (caller, Request::from_parts(parts, Body::from(bytes)))

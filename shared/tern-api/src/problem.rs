@@ -22,8 +22,13 @@ pub const TYPE_PREFIX: &str = "urn:tern:problem:";
 pub enum Kind {
     /// 400: an input is invalid (`field` names it).
     Validation,
-    /// 401: the request is not signed, or not signed right.
+    /// 401: the request reached the function without an authenticated caller: in AWS, a
+    /// route left without IAM authorization (a deployment mistake).
     Unauthorized,
+    /// 403: the request is not signed, or not signed right (local mode's SigV4 check, which
+    /// answers as API Gateway's IAM authorization does: 403 for a missing, unknown, stale
+    /// or wrong signature).
+    SignatureRefused,
     /// 403: the caller may not act on this tenant (local mode's scoped credentials; in AWS
     /// the IAM policy, checked by API Gateway).
     Forbidden,
@@ -61,6 +66,7 @@ impl Kind {
         match self {
             Self::Validation => "validation",
             Self::Unauthorized => "unauthorized",
+            Self::SignatureRefused => "signature-refused",
             Self::Forbidden => "forbidden",
             Self::NotFound => "not-found",
             Self::MethodNotAllowed => "method-not-allowed",
@@ -82,7 +88,7 @@ impl Kind {
         match self {
             Self::Validation => StatusCode::BAD_REQUEST,
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
-            Self::Forbidden => StatusCode::FORBIDDEN,
+            Self::Forbidden | Self::SignatureRefused => StatusCode::FORBIDDEN,
             Self::NotFound => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::EventIdConflict
@@ -103,6 +109,7 @@ impl Kind {
         match self {
             Self::Validation => "Invalid input",
             Self::Unauthorized => "Not authenticated",
+            Self::SignatureRefused => "Signature refused",
             Self::Forbidden => "Not allowed for this tenant",
             Self::NotFound => "Not found",
             Self::MethodNotAllowed => "Method not allowed",

@@ -25,10 +25,12 @@ pub const ALGORITHM: &str = "AWS4-HMAC-SHA256";
 /// Service name a caller signs for: API Gateway's (`execute-api`).
 pub const SERVICE: &str = "execute-api";
 
-/// Largest difference between a request's `x-amz-date` and the clock: 15 minutes, as AWS
-/// allows ("the signed portions of requests are valid within 15 minutes of the timestamp in
-/// the request", AWS General Reference, Signature Version 4).
-pub const MAX_CLOCK_SKEW: Duration = Duration::from_secs(15 * 60);
+/// Largest difference between a request's `x-amz-date` and the clock: 5 minutes, as API
+/// Gateway allows ("a request must reach AWS within five minutes of the time stamp in the
+/// request", IAM User Guide, "AWS Signature Version 4 for API requests"; a later one is
+/// refused 403 "Signature expired"). Some other services allow 15 minutes; API Gateway,
+/// which local mode stands in for, does not.
+pub const MAX_CLOCK_SKEW: Duration = Duration::from_secs(5 * 60);
 
 /// One key pair local mode accepts.
 #[derive(Clone)]
@@ -51,7 +53,8 @@ impl std::fmt::Debug for LocalCredential {
     }
 }
 
-/// Why a request's signature was refused. Each is a 401; the text says which rule.
+/// Why a request's signature was refused. Each is a 403 `signature-refused`, as API
+/// Gateway answers a request its IAM authorization refuses; the text says which rule.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SigV4Error {
     /// No `Authorization` header.
@@ -183,7 +186,7 @@ impl SigV4Verifier {
             .unwrap_or_default();
         if skew > MAX_CLOCK_SKEW {
             return Err(SigV4Error::Date(format!(
-                "{amz_date} is more than 15 minutes from the server's clock"
+                "{amz_date} is more than 5 minutes from the server's clock"
             )));
         }
         let expected_scope = format!("{}/{}/{SERVICE}", &amz_date[..8], self.region);

@@ -68,8 +68,12 @@ pub fn authenticator(deps: &ApiDeps, credentials: Vec<LocalCredential>) -> Authe
     }
 }
 
-/// Serves the router on `listener` until the task is aborted.
+/// Serves the router on `listener` until the task is aborted, to requests with a loopback
+/// `Host` only ([`crate::loopback`]: a DNS-rebinding page gets a 403).
 pub fn spawn(listener: tokio::net::TcpListener, router: axum::Router) -> JoinHandle<()> {
+    let router = router.layer(axum::middleware::from_fn(
+        crate::loopback::only_loopback_host,
+    ));
     tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, router).await {
             tracing::warn!(error = %e, "the local API stopped");

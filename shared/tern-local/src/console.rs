@@ -148,7 +148,7 @@ pub fn same_origin(headers: &axum::http::HeaderMap) -> bool {
     let Some(host) = header(axum::http::header::HOST) else {
         return false;
     };
-    let loopback = host.starts_with("127.0.0.1:") || host.starts_with("localhost:");
+    let loopback = crate::loopback::is_loopback_host(&host);
     let origin_ok =
         header(axum::http::header::ORIGIN).is_none_or(|o| o == format!("http://{host}"));
     loopback && origin_ok
@@ -200,10 +200,15 @@ pub fn bind(port: u16) -> std::io::Result<tokio::net::TcpListener> {
     tokio::net::TcpListener::from_std(listener)
 }
 
-/// Serves the console on `listener` until the task is aborted.
+/// Serves the console on `listener` until the task is aborted, to requests with a
+/// loopback `Host` only ([`crate::loopback`]: a DNS-rebinding page can neither read the
+/// pages, which show every tenant's dead letters, nor post actions).
 pub fn spawn(listener: tokio::net::TcpListener, deps: ConsoleDeps) -> JoinHandle<()> {
+    let router = router(deps).layer(axum::middleware::from_fn(
+        crate::loopback::only_loopback_host,
+    ));
     tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, router(deps)).await {
+        if let Err(e) = axum::serve(listener, router).await {
             tracing::warn!(error = %e, "the local console stopped");
         }
     })

@@ -8,6 +8,7 @@ pub mod api;
 pub mod console;
 pub mod demo;
 pub mod local;
+pub mod loopback;
 pub mod moto;
 pub mod pollers;
 pub mod portal;

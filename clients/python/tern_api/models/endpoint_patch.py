@@ -17,9 +17,8 @@ class EndpointPatch:
     setting to its default.
 
         Attributes:
-            client_certificate_arn (None | str | Unset): New client certificate secret (ARN, name under `tern/mtls/`) for
-                mutual TLS;
-                `null` removes it.
+            client_certificate_arn (None | str | Unset): New client certificate secret (ARN, name under the tenant's own
+                `tern/mtls/<tenant_id>/`) for mutual TLS; `null` removes it.
             description (None | str | Unset): New description; `null` removes it.
             event_types (list[str] | None | Unset): New subscriptions.
             max_attempts (int | None | Unset): New attempt budget; `null`: the schedule's length + 1.

@@ -25,9 +25,10 @@ class NewEndpoint:
             or metadata address (the SSRF guard).
         client_certificate_arn (None | str | Unset): Mutual TLS: the ARN of the Secrets Manager secret holding the
             client certificate
-            chain (leaf first) and its private key as PEM text; its name must start with
-            `tern/mtls/`. Offered to a receiver that asks for a client certificate. Default:
-            none.
+            chain (leaf first) and its private key as PEM text; its name must start with the
+            tenant's own prefix, `tern/mtls/<tenant_id>/` (another tenant's secret is refused,
+            whether or not it exists). Offered to a receiver that asks for a client
+            certificate. Default: none.
         description (None | str | Unset): Free text.
         event_types (list[str] | None | Unset): Event types delivered (`*`: all of the tenant's own types). Default
             `["*"]`.

@@ -710,8 +710,8 @@ export interface components {
          */
         EndpointPatch: {
             /**
-             * @description New client certificate secret (ARN, name under `tern/mtls/`) for mutual TLS;
-             *     `null` removes it.
+             * @description New client certificate secret (ARN, name under the tenant's own
+             *     `tern/mtls/<tenant_id>/`) for mutual TLS; `null` removes it.
              */
             client_certificate_arn?: string | null;
             /** @description New description; `null` removes it. */
@@ -801,9 +801,10 @@ export interface components {
         NewEndpoint: {
             /**
              * @description Mutual TLS: the ARN of the Secrets Manager secret holding the client certificate
-             *     chain (leaf first) and its private key as PEM text; its name must start with
-             *     `tern/mtls/`. Offered to a receiver that asks for a client certificate. Default:
-             *     none.
+             *     chain (leaf first) and its private key as PEM text; its name must start with the
+             *     tenant's own prefix, `tern/mtls/<tenant_id>/` (another tenant's secret is refused,
+             *     whether or not it exists). Offered to a receiver that asks for a client
+             *     certificate. Default: none.
              */
             client_certificate_arn?: string | null;
             /** @description Free text. */
@@ -1197,7 +1198,10 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The request is not signed, or not signed right. */
+            /**
+             * @description The request reached the function without an IAM caller (a route left without IAM
+             *     authorization).
+             */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1206,7 +1210,11 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The caller may not act on this tenant. */
+            /**
+             * @description The caller may not act on this tenant, or the request is not signed, or not signed
+             *     right (`signature-refused`: API Gateway's IAM authorization in AWS, answering
+             *     `{"message": ...}`; local mode's check, a problem).
+             */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1287,7 +1295,10 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The request is not signed, or not signed right. */
+            /**
+             * @description The request reached the function without an IAM caller (a route left without IAM
+             *     authorization).
+             */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1296,7 +1307,11 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The caller may not act on this tenant. */
+            /**
+             * @description The caller may not act on this tenant, or the request is not signed, or not signed
+             *     right (`signature-refused`: API Gateway's IAM authorization in AWS, answering
+             *     `{"message": ...}`; local mode's check, a problem).
+             */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1389,7 +1404,10 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The request is not signed, or not signed right. */
+            /**
+             * @description The request reached the function without an IAM caller (a route left without IAM
+             *     authorization).
+             */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1398,7 +1416,11 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The caller may not act on this tenant. */
+            /**
+             * @description The caller may not act on this tenant, or the request is not signed, or not signed
+             *     right (`signature-refused`: API Gateway's IAM authorization in AWS, answering
+             *     `{"message": ...}`; local mode's check, a problem).
+             */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1479,7 +1501,10 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The request is not signed, or not signed right. */
+            /**
+             * @description The request reached the function without an IAM caller (a route left without IAM
+             *     authorization).
+             */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1488,7 +1513,11 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The caller may not act on this tenant. */
+            /**
+             * @description The caller may not act on this tenant, or the request is not signed, or not signed
+             *     right (`signature-refused`: API Gateway's IAM authorization in AWS, answering
+             *     `{"message": ...}`; local mode's check, a problem).
+             */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1567,7 +1596,10 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The request is not signed, or not signed right. */
+            /**
+             * @description The request reached the function without an IAM caller (a route left without IAM
+             *     authorization).
+             */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1576,7 +1608,11 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The caller may not act on this tenant. */
+            /**
+             * @description The caller may not act on this tenant, or the request is not signed, or not signed
+             *     right (`signature-refused`: API Gateway's IAM authorization in AWS, answering
+             *     `{"message": ...}`; local mode's check, a problem).
+             */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1653,7 +1689,10 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The request is not signed, or not signed right. */
+            /**
+             * @description The request reached the function without an IAM caller (a route left without IAM
+             *     authorization).
+             */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1662,7 +1701,11 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The caller may not act on this tenant. */
+            /**
+             * @description The caller may not act on this tenant, or the request is not signed, or not signed
+             *     right (`signature-refused`: API Gateway's IAM authorization in AWS, answering
+             *     `{"message": ...}`; local mode's check, a problem).
+             */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1745,7 +1788,10 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The request is not signed, or not signed right. */
+            /**
+             * @description The request reached the function without an IAM caller (a route left without IAM
+             *     authorization).
+             */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1754,7 +1800,11 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The caller may not act on this tenant. */
+            /**
+             * @description The caller may not act on this tenant, or the request is not signed, or not signed
+             *     right (`signature-refused`: API Gateway's IAM authorization in AWS, answering
+             *     `{"message": ...}`; local mode's check, a problem).
+             */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1844,7 +1894,10 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The request is not signed, or not signed right. */
+            /**
+             * @description The request reached the function without an IAM caller (a route left without IAM
+             *     authorization).
+             */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1853,7 +1906,11 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The caller may not act on this tenant. */
+            /**
+             * @description The caller may not act on this tenant, or the request is not signed, or not signed
+             *     right (`signature-refused`: API Gateway's IAM authorization in AWS, answering
+             *     `{"message": ...}`; local mode's check, a problem).
+             */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1937,7 +1994,10 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The request is not signed, or not signed right. */
+            /**
+             * @description The request reached the function without an IAM caller (a route left without IAM
+             *     authorization).
+             */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1946,7 +2006,11 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The caller may not act on this tenant. */
+            /**
+             * @description The caller may not act on this tenant, or the request is not signed, or not signed
+             *     right (`signature-refused`: API Gateway's IAM authorization in AWS, answering
+             *     `{"message": ...}`; local mode's check, a problem).
+             */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -2025,7 +2089,10 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The request is not signed, or not signed right. */
+            /**
+             * @description The request reached the function without an IAM caller (a route left without IAM
+             *     authorization).
+             */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -2034,7 +2101,11 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The caller may not act on this tenant. */
+            /**
+             * @description The caller may not act on this tenant, or the request is not signed, or not signed
+             *     right (`signature-refused`: API Gateway's IAM authorization in AWS, answering
+             *     `{"message": ...}`; local mode's check, a problem).
+             */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -2113,7 +2184,10 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The request is not signed, or not signed right. */
+            /**
+             * @description The request reached the function without an IAM caller (a route left without IAM
+             *     authorization).
+             */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -2122,7 +2196,11 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The caller may not act on this tenant. */
+            /**
+             * @description The caller may not act on this tenant, or the request is not signed, or not signed
+             *     right (`signature-refused`: API Gateway's IAM authorization in AWS, answering
+             *     `{"message": ...}`; local mode's check, a problem).
+             */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -2205,7 +2283,10 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The request is not signed, or not signed right. */
+            /**
+             * @description The request reached the function without an IAM caller (a route left without IAM
+             *     authorization).
+             */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -2214,7 +2295,11 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The caller may not act on this tenant. */
+            /**
+             * @description The caller may not act on this tenant, or the request is not signed, or not signed
+             *     right (`signature-refused`: API Gateway's IAM authorization in AWS, answering
+             *     `{"message": ...}`; local mode's check, a problem).
+             */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -2307,7 +2392,10 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The request is not signed, or not signed right. */
+            /**
+             * @description The request reached the function without an IAM caller (a route left without IAM
+             *     authorization).
+             */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -2316,7 +2404,11 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The caller may not act on this tenant. */
+            /**
+             * @description The caller may not act on this tenant, or the request is not signed, or not signed
+             *     right (`signature-refused`: API Gateway's IAM authorization in AWS, answering
+             *     `{"message": ...}`; local mode's check, a problem).
+             */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -2395,7 +2487,10 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The request is not signed, or not signed right. */
+            /**
+             * @description The request reached the function without an IAM caller (a route left without IAM
+             *     authorization).
+             */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -2404,7 +2499,11 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The caller may not act on this tenant. */
+            /**
+             * @description The caller may not act on this tenant, or the request is not signed, or not signed
+             *     right (`signature-refused`: API Gateway's IAM authorization in AWS, answering
+             *     `{"message": ...}`; local mode's check, a problem).
+             */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -2503,7 +2602,10 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The request is not signed, or not signed right. */
+            /**
+             * @description The request reached the function without an IAM caller (a route left without IAM
+             *     authorization).
+             */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -2512,7 +2614,11 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The caller may not act on this tenant. */
+            /**
+             * @description The caller may not act on this tenant, or the request is not signed, or not signed
+             *     right (`signature-refused`: API Gateway's IAM authorization in AWS, answering
+             *     `{"message": ...}`; local mode's check, a problem).
+             */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -2600,7 +2706,10 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The request is not signed, or not signed right. */
+            /**
+             * @description The request reached the function without an IAM caller (a route left without IAM
+             *     authorization).
+             */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -2609,7 +2718,11 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The caller may not act on this tenant. */
+            /**
+             * @description The caller may not act on this tenant, or the request is not signed, or not signed
+             *     right (`signature-refused`: API Gateway's IAM authorization in AWS, answering
+             *     `{"message": ...}`; local mode's check, a problem).
+             */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -2688,7 +2801,10 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The request is not signed, or not signed right. */
+            /**
+             * @description The request reached the function without an IAM caller (a route left without IAM
+             *     authorization).
+             */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -2697,7 +2813,11 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The caller may not act on this tenant. */
+            /**
+             * @description The caller may not act on this tenant, or the request is not signed, or not signed
+             *     right (`signature-refused`: API Gateway's IAM authorization in AWS, answering
+             *     `{"message": ...}`; local mode's check, a problem).
+             */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -2778,7 +2898,10 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The request is not signed, or not signed right. */
+            /**
+             * @description The request reached the function without an IAM caller (a route left without IAM
+             *     authorization).
+             */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -2787,7 +2910,11 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The caller may not act on this tenant. */
+            /**
+             * @description The caller may not act on this tenant, or the request is not signed, or not signed
+             *     right (`signature-refused`: API Gateway's IAM authorization in AWS, answering
+             *     `{"message": ...}`; local mode's check, a problem).
+             */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -2877,7 +3004,10 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The request is not signed, or not signed right. */
+            /**
+             * @description The request reached the function without an IAM caller (a route left without IAM
+             *     authorization).
+             */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -2886,7 +3016,11 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The caller may not act on this tenant. */
+            /**
+             * @description The caller may not act on this tenant, or the request is not signed, or not signed
+             *     right (`signature-refused`: API Gateway's IAM authorization in AWS, answering
+             *     `{"message": ...}`; local mode's check, a problem).
+             */
             403: {
                 headers: {
                     [name: string]: unknown;

@@ -123,10 +123,13 @@ pub(crate) enum Problems {
     /// An input is invalid; `field` names it.
     #[response(status = 400, content_type = "application/problem+json")]
     BadRequest(Problem),
-    /// The request is not signed, or not signed right.
+    /// The request reached the function without an IAM caller (a route left without IAM
+    /// authorization).
     #[response(status = 401, content_type = "application/problem+json")]
     Unauthorized(Problem),
-    /// The caller may not act on this tenant.
+    /// The caller may not act on this tenant, or the request is not signed, or not signed
+    /// right (`signature-refused`: API Gateway's IAM authorization in AWS, answering
+    /// `{"message": ...}`; local mode's check, a problem).
     #[response(status = 403, content_type = "application/problem+json")]
     Forbidden(Problem),
     /// No such resource in this tenant (another tenant's id is one).
