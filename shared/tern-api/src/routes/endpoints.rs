@@ -247,7 +247,7 @@ pub(crate) async fn list_endpoints(
     let after = q
         .cursor
         .as_deref()
-        .map(|c| decode_cursor(c, |t| EndpointId::new(t).ok()))
+        .map(|c| decode_cursor(tenant.as_str(), c, |t| EndpointId::new(t).ok()))
         .transpose()?;
     let enabled = q.state.map(|s| s == EndpointStateFilter::Enabled);
     let page = deps
@@ -256,7 +256,9 @@ pub(crate) async fn list_endpoints(
         .await?;
     Ok(Json(EndpointList {
         items: page.endpoints.iter().map(Endpoint::of).collect(),
-        next_cursor: page.next.map(|id| encode_cursor(id.as_str())),
+        next_cursor: page
+            .next
+            .map(|id| encode_cursor(tenant.as_str(), id.as_str())),
     }))
 }
 
@@ -633,10 +635,12 @@ pub(crate) async fn list_endpoint_attempts(
     {
         return Err(ApiError::invalid("until", "until must be after since"));
     }
+    // A cursor of this endpoint's log only.
+    let scope = format!("{tenant}/{id}");
     let before = q
         .cursor
         .as_deref()
-        .map(|c| decode_cursor(c, LogPosition::from_text))
+        .map(|c| decode_cursor(&scope, c, LogPosition::from_text))
         .transpose()?;
     // The log is keyed by endpoint: the endpoint must be this tenant's.
     owned(&deps, &tenant, &id).await?;
@@ -668,7 +672,7 @@ pub(crate) async fn list_endpoint_attempts(
                 outcome: e.outcome,
             })
             .collect(),
-        next_cursor: page.next.map(|p| encode_cursor(&p.to_text())),
+        next_cursor: page.next.map(|p| encode_cursor(&scope, &p.to_text())),
     }))
 }
 

@@ -98,13 +98,19 @@ pub(crate) fn page_size(limit: Option<u32>) -> Result<usize, ApiError> {
     usize::try_from(limit).map_err(|_| ApiError::invalid("limit", "limit is too large"))
 }
 
-/// An opaque cursor: the text, base64url without padding.
-pub(crate) fn encode_cursor(text: &str) -> String {
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(text)
+/// An opaque cursor of a list of `scope` (the tenant's endpoints: the tenant id; an
+/// endpoint's log: `<tenant id>/<endpoint id>`) at `position`: base64url without padding of
+/// `<scope>\n<position>`. Ids never hold a newline or `/` (`tern_core::ids`), so the scope
+/// reads back exactly.
+pub(crate) fn encode_cursor(scope: &str, position: &str) -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("{scope}\n{position}"))
 }
 
-/// Reads a cursor back; a cursor not made here is a 400 naming `cursor`.
+/// Reads a cursor of `scope` back. A cursor not made here, or made for another list (another
+/// tenant's, another endpoint's: a reference one tenant could take from another), is the
+/// same 400 naming `cursor`, so it tells nothing about the list it came from.
 pub(crate) fn decode_cursor<T>(
+    scope: &str,
     cursor: &str,
     read: impl Fn(&str) -> Option<T>,
 ) -> Result<T, ApiError> {
@@ -112,8 +118,14 @@ pub(crate) fn decode_cursor<T>(
         .decode(cursor)
         .ok()
         .and_then(|b| String::from_utf8(b).ok())
-        .and_then(|t| read(&t))
-        .ok_or_else(|| ApiError::invalid("cursor", "not a cursor from a previous page"))
+        .and_then(|t| {
+            t.split_once('\n')
+                .filter(|(s, _)| *s == scope)
+                .and_then(|(_, position)| read(position))
+        })
+        .ok_or_else(|| {
+            ApiError::invalid("cursor", "not a cursor from a previous page of this list")
+        })
 }
 
 /// Problems any route may answer with; each body is `#/components/schemas/Problem`.

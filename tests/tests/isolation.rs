@@ -1,0 +1,483 @@
+//! Issue 27: the isolation suite. Every operation of the OpenAPI document
+//! (`shared/tern-api/openapi.json`) is called by an attacker tenant with the victim
+//! tenant's ids and references: in paths, in bodies, in filters, as cursors and as client
+//! certificate secrets. Each answer must be exactly the answer the same request gets with
+//! an id that does not exist (ids blanked out), so it confirms nothing, and nothing of the
+//! victim's may change: its endpoints, its event, its delivery log, its dead letters, and
+//! what its receivers got.
+//!
+//! The document is the list: an operation added to the API without an attack here fails
+//! `every_operation_is_attacked`, so the suite cannot fall behind the API.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tern_local::receiver::{Behavior, Reply};
+use tern_local::{LocalOptions, Receiver};
+use tern_tests::api::{Answer, ApiClient};
+use tern_tests::*;
+
+const VICTIM: &str = "tnt_victim";
+const ATTACKER: &str = "tnt_attacker";
+const WAIT: Duration = Duration::from_secs(30);
+
+/// Operations whose attack is not in this suite yet, each with the reason. Publishing is
+/// the one: event ids are still unique across tenants (issue 27, attack 2), so a publish
+/// with the victim's id answers 409 where an unknown id is accepted.
+const KNOWN_OPEN: &[(&str, &str)] = &[(
+    "publishEvent",
+    "event ids are global until they are keyed per tenant (issue 27, item 2)",
+)];
+
+fn options() -> LocalOptions {
+    LocalOptions {
+        time_scale: 0.001,
+        lookup: Some(no_dns()),
+        console_port: None,
+        ..LocalOptions::default()
+    }
+}
+
+/// The operation ids of the OpenAPI document, as `(operationId, METHOD path)`.
+fn operations() -> Vec<(String, String)> {
+    let doc: Value = serde_json::from_str(include_str!("../../shared/tern-api/openapi.json"))
+        .expect("the OpenAPI document is JSON");
+    let mut ops = Vec::new();
+    for (path, item) in doc["paths"].as_object().expect("paths") {
+        for (method, op) in item.as_object().expect("path item") {
+            let id = op["operationId"].as_str().expect("operationId").to_owned();
+            ops.push((id, format!("{} {path}", method.to_uppercase())));
+        }
+    }
+    ops
+}
+
+/// One attack: the request with the victim's ids, and the same request with ids that
+/// exist nowhere. `ids` are the strings that differ between the two (blanked out before
+/// the answers are compared).
+struct Attack {
+    operation: &'static str,
+    method: &'static str,
+    victim: (String, Option<Value>),
+    unknown: (String, Option<Value>),
+    ids: Vec<String>,
+}
+
+fn blank(answer: &Answer, ids: &[String]) -> (u16, String) {
+    let mut text = answer.text.clone();
+    for id in ids {
+        text = text.replace(id.as_str(), "<id>");
+    }
+    (answer.status, text)
+}
+
+async fn created_endpoint(api: &ApiClient, tenant: &str, body: Value) -> String {
+    let answer = api
+        .post(&format!("/v1/tenants/{tenant}/endpoints"), &body)
+        .await;
+    assert_eq!(answer.status, 201, "{}", answer.text);
+    answer.json["endpoint"]["id"]
+        .as_str()
+        .expect("id")
+        .to_owned()
+}
+
+async fn published(api: &ApiClient, tenant: &str, id: &str) {
+    let answer = api
+        .post(
+            &format!("/v1/tenants/{tenant}/events"),
+            &json!({"id": id, "type": "order.paid", "payload": {"id": id}}),
+        )
+        .await;
+    assert_eq!(answer.status, 202, "{}", answer.text);
+}
+
+/// What the attacker must not change or see: the victim's views, read as the victim.
+async fn victim_state(api: &ApiClient, endpoints: &[&str], events: &[&str]) -> Vec<Value> {
+    let v = |rest: String| format!("/v1/tenants/{VICTIM}/{rest}");
+    let mut state = vec![api.get(&v("endpoints".into())).await.json];
+    for e in endpoints {
+        for rest in ["", "/attempts"] {
+            state.push(api.get(&v(format!("endpoints/{e}{rest}"))).await.json);
+        }
+    }
+    for e in events {
+        for rest in ["", "/attempts"] {
+            state.push(api.get(&v(format!("events/{e}{rest}"))).await.json);
+        }
+    }
+    state
+}
+
+#[tokio::test]
+async fn every_operation_is_attacked() {
+    // The attacks below name their operations; this is the same list, checked without a
+    // deployment so that a new operation fails fast.
+    let attacked: BTreeSet<&str> = ATTACKED.iter().copied().collect();
+    let open: BTreeSet<&str> = KNOWN_OPEN.iter().map(|(o, _)| *o).collect();
+    for (id, route) in operations() {
+        assert!(
+            attacked.contains(id.as_str()) || open.contains(id.as_str()),
+            "{id} ({route}) is in the OpenAPI document but not attacked in tests/tests/isolation.rs"
+        );
+    }
+}
+
+/// The operations `another_tenants_ids_get_the_unknown_ids_answer` attacks.
+const ATTACKED: &[&str] = &[
+    "listDeadLetters",
+    "replayDeadLetters",
+    "listEndpoints",
+    "createEndpoint",
+    "deleteEndpoint",
+    "getEndpoint",
+    "updateEndpoint",
+    "listEndpointAttempts",
+    "disableEndpoint",
+    "enableEndpoint",
+    "getEndpointHealth",
+    "recoverEndpoint",
+    "rotateEndpointSecret",
+    "sendTestEvent",
+    "getEvent",
+    "listEventAttempts",
+    "resendEvent",
+    "createPortalSession",
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_tenants_ids_get_the_unknown_ids_answer() {
+    let receiver = Receiver::start().await.expect("receiver");
+    receiver.set("/dead", Behavior::Always(Reply::status(500)));
+    let (mut local, _rx) = deployment("isolation", options()).await;
+    local
+        .start_api(0, tern_local::api::local_credentials())
+        .expect("the local API starts");
+    let api = ApiClient::of(&local);
+
+    // The victim: an endpoint with two deliveries (its log has a second page), one that
+    // dead-letters; the attacker: an endpoint and an event of its own.
+    let v_ep = created_endpoint(&api, VICTIM, json!({"url": receiver.url("/v")})).await;
+    let v_dead = created_endpoint(
+        &api,
+        VICTIM,
+        json!({"url": receiver.url("/dead"), "max_attempts": 1, "event_types": ["order.dead"]}),
+    )
+    .await;
+    let a_ep = created_endpoint(&api, ATTACKER, json!({"url": receiver.url("/a")})).await;
+    published(&api, VICTIM, "evt_victim_1").await;
+    published(&api, VICTIM, "evt_victim_2").await;
+    let dead = api
+        .post(
+            &format!("/v1/tenants/{VICTIM}/events"),
+            &json!({"id": "evt_victim_dead", "type": "order.dead", "payload": {}}),
+        )
+        .await;
+    assert_eq!(dead.status, 202, "{}", dead.text);
+    published(&api, ATTACKER, "evt_attacker_1").await;
+    receiver.wait_for("/v", 2, WAIT).await;
+    receiver.wait_for("/a", 1, WAIT).await;
+    assert!(
+        eventually(WAIT, async || !dead_letters(&local).await.is_empty()).await,
+        "the victim's failing endpoint dead-letters its event"
+    );
+    // The victim's cursors: of its endpoint list and of its endpoint's log.
+    let v_list_cursor = api
+        .get(&format!("/v1/tenants/{VICTIM}/endpoints?limit=1"))
+        .await
+        .json["next_cursor"]
+        .as_str()
+        .expect("a second page of the victim's endpoints")
+        .to_owned();
+    let mut v_log_cursor = None;
+    assert!(
+        eventually(WAIT, async || {
+            v_log_cursor = api
+                .get(&format!(
+                    "/v1/tenants/{VICTIM}/endpoints/{v_ep}/attempts?limit=1"
+                ))
+                .await
+                .json["next_cursor"]
+                .as_str()
+                .map(str::to_owned);
+            v_log_cursor.is_some()
+        })
+        .await,
+        "the victim's endpoint log has a second page"
+    );
+    let v_log_cursor = v_log_cursor.expect("cursor");
+    // Cursors of the attacker's own lists: what a cursor from its own pages looks like.
+    let garbage_cursor = "bm90IGEgY3Vyc29y".to_owned();
+
+    let before = victim_state(
+        &api,
+        &[&v_ep, &v_dead],
+        &["evt_victim_1", "evt_victim_dead"],
+    )
+    .await;
+    let v_requests = receiver.requests("/v").len();
+    let v_dead_letters = dead_letters(&local).await.len();
+
+    let unknown_ep = "ep_0000000000000000000000000000nope".to_owned();
+    let unknown_evt = "evt_nothing_here".to_owned();
+    let att = |rest: &str| format!("/v1/tenants/{ATTACKER}/{rest}");
+    let on_ep = |ep: &str, rest: &str| att(&format!("endpoints/{ep}{rest}"));
+    let since = (chrono::Utc::now() - chrono::Duration::hours(1)).to_rfc3339();
+    let ids = vec![v_ep.clone(), unknown_ep.clone()];
+    let evt_ids = vec!["evt_victim_1".to_owned(), unknown_evt.clone()];
+    let path_attack =
+        |operation: &'static str, method: &'static str, rest: &str, body: Option<Value>| Attack {
+            operation,
+            method,
+            victim: (on_ep(&v_ep, rest), body.clone()),
+            unknown: (on_ep(&unknown_ep, rest), body),
+            ids: ids.clone(),
+        };
+    let mut attacks = vec![
+        path_attack("getEndpoint", "GET", "", None),
+        path_attack(
+            "updateEndpoint",
+            "PATCH",
+            "",
+            Some(json!({"description": "mine now"})),
+        ),
+        path_attack(
+            "disableEndpoint",
+            "POST",
+            "/disable",
+            Some(json!({"reason": "attacker"})),
+        ),
+        path_attack("enableEndpoint", "POST", "/enable", None),
+        path_attack("getEndpointHealth", "GET", "/health", None),
+        path_attack(
+            "rotateEndpointSecret",
+            "POST",
+            "/rotate-secret",
+            Some(json!({})),
+        ),
+        path_attack("sendTestEvent", "POST", "/test", None),
+        path_attack("listEndpointAttempts", "GET", "/attempts", None),
+        path_attack(
+            "recoverEndpoint",
+            "POST",
+            "/recover",
+            Some(json!({"since": since, "enable": true})),
+        ),
+        path_attack("deleteEndpoint", "DELETE", "", None),
+        Attack {
+            operation: "getEvent",
+            method: "GET",
+            victim: (att("events/evt_victim_1"), None),
+            unknown: (att(&format!("events/{unknown_evt}")), None),
+            ids: evt_ids.clone(),
+        },
+        Attack {
+            operation: "listEventAttempts",
+            method: "GET",
+            victim: (att("events/evt_victim_1/attempts"), None),
+            unknown: (att(&format!("events/{unknown_evt}/attempts")), None),
+            ids: evt_ids.clone(),
+        },
+        // Resend: the victim's event to the attacker's endpoint, the attacker's event to the
+        // victim's endpoint, the victim's pair.
+        Attack {
+            operation: "resendEvent",
+            method: "POST",
+            victim: (
+                att(&format!("events/evt_victim_1/endpoints/{a_ep}/resend")),
+                None,
+            ),
+            unknown: (
+                att(&format!("events/{unknown_evt}/endpoints/{a_ep}/resend")),
+                None,
+            ),
+            ids: evt_ids.clone(),
+        },
+        Attack {
+            operation: "resendEvent",
+            method: "POST",
+            victim: (
+                att(&format!("events/evt_attacker_1/endpoints/{v_ep}/resend")),
+                None,
+            ),
+            unknown: (
+                att(&format!(
+                    "events/evt_attacker_1/endpoints/{unknown_ep}/resend"
+                )),
+                None,
+            ),
+            ids: ids.clone(),
+        },
+        Attack {
+            operation: "resendEvent",
+            method: "POST",
+            victim: (
+                att(&format!("events/evt_victim_1/endpoints/{v_ep}/resend")),
+                None,
+            ),
+            unknown: (
+                att(&format!(
+                    "events/{unknown_evt}/endpoints/{unknown_ep}/resend"
+                )),
+                None,
+            ),
+            ids: [ids.clone(), evt_ids.clone()].concat(),
+        },
+        // References in bodies and filters.
+        Attack {
+            operation: "createPortalSession",
+            method: "POST",
+            victim: (
+                att("portal-sessions"),
+                Some(json!({"endpoint_ids": [v_ep]})),
+            ),
+            unknown: (
+                att("portal-sessions"),
+                Some(json!({"endpoint_ids": [unknown_ep]})),
+            ),
+            ids: ids.clone(),
+        },
+        Attack {
+            operation: "replayDeadLetters",
+            method: "POST",
+            victim: (
+                att("dead-letters/replay"),
+                Some(json!({"endpoint_id": v_dead, "force": true})),
+            ),
+            unknown: (
+                att("dead-letters/replay"),
+                Some(json!({"endpoint_id": unknown_ep, "force": true})),
+            ),
+            ids: vec![v_dead.clone(), unknown_ep.clone()],
+        },
+        Attack {
+            operation: "replayDeadLetters",
+            method: "POST",
+            victim: (
+                att("dead-letters/replay"),
+                Some(json!({"event_id": "evt_victim_dead", "force": true})),
+            ),
+            unknown: (
+                att("dead-letters/replay"),
+                Some(json!({"event_id": unknown_evt, "force": true})),
+            ),
+            ids: vec!["evt_victim_dead".to_owned(), unknown_evt.clone()],
+        },
+        // A client certificate under the victim's prefix: refused as one under a prefix
+        // of nobody's.
+        Attack {
+            operation: "createEndpoint",
+            method: "POST",
+            victim: (
+                att("endpoints"),
+                Some(json!({
+                    "url": receiver.url("/a"),
+                    "client_certificate_arn": format!("arn:aws:secretsmanager:us-east-1:123456789012:secret:tern/mtls/{VICTIM}/client-AbCdEf"),
+                })),
+            ),
+            unknown: (
+                att("endpoints"),
+                Some(json!({
+                    "url": receiver.url("/a"),
+                    "client_certificate_arn": "arn:aws:secretsmanager:us-east-1:123456789012:secret:tern/mtls/tnt_nobody/client-AbCdEf",
+                })),
+            ),
+            ids: vec![VICTIM.to_owned(), "tnt_nobody".to_owned()],
+        },
+        // The victim's cursors on the attacker's own lists: refused as a cursor made up.
+        Attack {
+            operation: "listEndpoints",
+            method: "GET",
+            victim: (att(&format!("endpoints?cursor={v_list_cursor}")), None),
+            unknown: (att(&format!("endpoints?cursor={garbage_cursor}")), None),
+            ids: vec![],
+        },
+        Attack {
+            operation: "listEndpointAttempts",
+            method: "GET",
+            victim: (
+                on_ep(&a_ep, &format!("/attempts?cursor={v_log_cursor}")),
+                None,
+            ),
+            unknown: (
+                on_ep(&a_ep, &format!("/attempts?cursor={garbage_cursor}")),
+                None,
+            ),
+            ids: vec![],
+        },
+    ];
+    // The deletion goes last among the path attacks: were it to succeed, the rest would
+    // see a victim without its endpoint and still compare equal.
+    attacks.sort_by_key(|a| a.method == "DELETE");
+    let mut seen = BTreeSet::new();
+    for attack in &attacks {
+        seen.insert(attack.operation);
+        let victim = api
+            .call(attack.method, &attack.victim.0, attack.victim.1.as_ref())
+            .await;
+        let unknown = api
+            .call(attack.method, &attack.unknown.0, attack.unknown.1.as_ref())
+            .await;
+        assert_eq!(
+            blank(&victim, &attack.ids),
+            blank(&unknown, &attack.ids),
+            "{} {} {}: the victim's ids got another answer than unknown ids",
+            attack.operation,
+            attack.method,
+            attack.victim.0
+        );
+        assert!(
+            victim.status >= 400 || attack.operation.starts_with("replay"),
+            "{} {}: {} {}",
+            attack.operation,
+            attack.victim.0,
+            victim.status,
+            victim.text
+        );
+    }
+    // Lists show the attacker nothing of the victim's.
+    for (operation, path) in [
+        ("listEndpoints", att("endpoints")),
+        ("listDeadLetters", att("dead-letters")),
+        ("listEndpointAttempts", on_ep(&a_ep, "/attempts")),
+    ] {
+        seen.insert(operation);
+        let answer = api.get(&path).await;
+        assert_eq!(answer.status, 200, "{operation}: {}", answer.text);
+        for theirs in [v_ep.as_str(), v_dead.as_str(), "evt_victim"] {
+            assert!(
+                !answer.text.contains(theirs),
+                "{operation}: {theirs} in {}",
+                answer.text
+            );
+        }
+    }
+    let attacked: BTreeSet<&str> = ATTACKED.iter().copied().collect();
+    assert_eq!(
+        seen, attacked,
+        "ATTACKED names exactly the operations attacked here"
+    );
+
+    // Nothing of the victim's changed.
+    let after = victim_state(
+        &api,
+        &[&v_ep, &v_dead],
+        &["evt_victim_1", "evt_victim_dead"],
+    )
+    .await;
+    assert_eq!(
+        before, after,
+        "the victim's endpoints, events and logs are as they were"
+    );
+    assert_eq!(
+        receiver.requests("/v").len(),
+        v_requests,
+        "no test send or resend reached the victim"
+    );
+    assert_eq!(
+        dead_letters(&local).await.len(),
+        v_dead_letters,
+        "the victim's dead letter stays"
+    );
+}
