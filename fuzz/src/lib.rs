@@ -18,6 +18,8 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("stream_record", stream_record),
     ("delivery_message", delivery_message),
     ("signature_header", signature_header),
+    ("token_response", token_response),
+    ("retry_after", retry_after),
 ];
 
 /// A DynamoDB stream record (Lambda JSON shape) through the relay's record parser and
@@ -131,4 +133,36 @@ pub fn signature_header(data: &[u8]) {
             "own signature must verify"
         );
     }
+}
+
+/// An OAuth2 token endpoint's answer (receiver-controlled bytes) through
+/// `parse_token_response`. Never panics; a token that parses is used at most
+/// `MAX_TOKEN_LIFETIME_SECONDS`, and its expiry computed from the clock never overflows
+/// (issue 28: `Long.MAX_VALUE` panicked the attempt there).
+pub fn token_response(data: &[u8]) {
+    use tern_core::receiver_auth::{MAX_TOKEN_LIFETIME_SECONDS, parse_token_response};
+    let _ = tern_core::receiver_auth::token_error_code(data);
+    if let Ok(token) = parse_token_response(data) {
+        let usable = token.usable_seconds();
+        assert!(usable <= MAX_TOKEN_LIFETIME_SECONDS, "{usable} s");
+        assert!(
+            std::time::Instant::now()
+                .checked_add(std::time::Duration::from_secs(usable))
+                .is_some(),
+            "expiry overflows the clock"
+        );
+    }
+}
+
+/// A `Retry-After` value (receiver-controlled) through `parse_retry_after` and the wait
+/// it leads to. Never panics; the wait never exceeds the ceiling it is given.
+pub fn retry_after(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let now = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_764_000_000);
+    let asked = tern_core::retry::parse_retry_after(text, now);
+    let ceiling = 3_600;
+    let wait = tern_core::retry::next_wait(60, asked, ceiling);
+    assert!(wait <= ceiling.max(60), "{wait} s");
 }

@@ -483,6 +483,45 @@ fn detail_of(r: &AttemptResult) -> String {
     }
 }
 
+/// Issue 28: token servers in the wild. `expires_in` as `3600.0` (Reddit's form) made the
+/// receiver unreachable (`auth_token`), and Java's `Long.MAX_VALUE` ("never expires")
+/// panicked the attempt; each form now gets the token used, and cached at most a day.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn token_lifetimes_in_every_form_real_servers_send_are_used() {
+    let receiver = Receiver::start().await.expect("receiver");
+    let tokens = Receiver::start().await.expect("token server");
+    receiver.set(
+        "/hook",
+        Behavior::RequireAuthorization("Bearer tok-w".into()),
+    );
+    let c = client(loopback_policy(), no_dns());
+    for (name, expires_in) in [
+        ("float", "3600.0"),
+        ("fraction", "0.25"),
+        ("exponent", "3.6e3"),
+        ("long-max", "9223372036854775807"),
+        ("beyond-u64", "1e300"),
+        ("string", "\"3600.0\""),
+    ] {
+        let path = format!("/token-{name}");
+        tokens.set(
+            &path,
+            Behavior::Always(
+                Reply::status(200)
+                    .header("content-type", "application/json")
+                    .body(&format!(
+                        r#"{{"access_token":"tok-w","token_type":"Bearer","expires_in":{expires_in}}}"#
+                    )),
+            ),
+        );
+        let r = oauth_attempt(&c, &receiver.url("/hook"), tokens.url(&path)).await;
+        assert!(
+            matches!(r, AttemptResult::Response { status: 200, .. }),
+            "{name} ({expires_in}): {r:?}"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn token_endpoint_failures_are_auth_token_and_token_urls_pass_the_guard() {
     let receiver = Receiver::start().await.expect("receiver");

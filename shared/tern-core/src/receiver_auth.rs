@@ -25,6 +25,12 @@ pub const MAX_TOKEN_BYTES: usize = 8_192;
 /// §5.1 makes `expires_in` only RECOMMENDED; five minutes bounds how long a token that
 /// expired early is retried on, and a 401 refreshes it sooner.
 pub const DEFAULT_TOKEN_LIFETIME_SECONDS: u64 = 300;
+/// Longest a fetched token is used, in seconds: 86,400 (a day), whatever `expires_in`
+/// says. Token servers answer "never expires" with huge numbers (Java's `Long.MAX_VALUE`,
+/// 9,223,372,036,854,775,807, or 1e300 as a float); a day keeps the arithmetic on such a
+/// number bounded and still refreshes a token the server revoked silently, while a 401
+/// refreshes it sooner.
+pub const MAX_TOKEN_LIFETIME_SECONDS: u64 = 86_400;
 /// How long before its stated expiry a cached token is replaced, in seconds: 60, so a
 /// token handed to an attempt (deadline at most 30 s, `MAX_TIMEOUT_MS`) is still valid
 /// when the receiver reads it, with 30 s for clocks that disagree. Half the lifetime for
@@ -327,7 +333,8 @@ impl OAuth2ClientCredentials {
 pub struct AccessToken {
     /// The token.
     pub token: SecretValue,
-    /// `expires_in`, in seconds, when the response named it.
+    /// `expires_in`, in whole seconds (a fraction rounded down), when the response named
+    /// it; at most [`MAX_TOKEN_LIFETIME_SECONDS`].
     pub expires_in: Option<u64>,
 }
 
@@ -337,7 +344,10 @@ impl AccessToken {
     /// [`TOKEN_REFRESH_MARGIN_SECONDS`] (half the lifetime for short ones). 0: use it for
     /// the attempt at hand only.
     pub fn usable_seconds(&self) -> u64 {
-        let lifetime = self.expires_in.unwrap_or(DEFAULT_TOKEN_LIFETIME_SECONDS);
+        let lifetime = self
+            .expires_in
+            .unwrap_or(DEFAULT_TOKEN_LIFETIME_SECONDS)
+            .min(MAX_TOKEN_LIFETIME_SECONDS);
         lifetime - TOKEN_REFRESH_MARGIN_SECONDS.min(lifetime / 2)
     }
 }
@@ -358,15 +368,16 @@ pub enum TokenResponseError {
     /// A `token_type` other than `Bearer`.
     #[error("token_type {0:?} is not Bearer")]
     NotBearer(String),
-    /// An `expires_in` that is not a non-negative integer.
+    /// An `expires_in` that is not a non-negative, finite number of seconds.
     #[error("expires_in is not a number of seconds")]
     BadExpiry,
 }
 
 /// Reads a successful token response (RFC 6749 §5.1): `access_token` (required),
 /// `token_type` (must be `Bearer`, any case, RFC 6749 §7.1; a missing one is taken as
-/// Bearer, which some servers omit), `expires_in` (seconds; a number or a string of
-/// digits, as some servers send it).
+/// Bearer, which some servers omit), `expires_in` (seconds, [`expires_in_seconds`]: any
+/// JSON number form, `3600`, `3600.0` (Reddit's), `3.6e3`, a fraction, or the same as a
+/// string, as some servers send it; clamped to [`MAX_TOKEN_LIFETIME_SECONDS`]).
 ///
 /// # Errors
 /// [`TokenResponseError`].
@@ -390,20 +401,46 @@ pub fn parse_token_response(body: &[u8]) -> Result<AccessToken, TokenResponseErr
     }
     let expires_in = match obj.get("expires_in") {
         None | Some(serde_json::Value::Null) => None,
-        Some(serde_json::Value::Number(n)) => {
-            Some(n.as_u64().ok_or(TokenResponseError::BadExpiry)?)
-        }
-        Some(serde_json::Value::String(s)) => Some(
-            s.trim()
-                .parse()
-                .map_err(|_| TokenResponseError::BadExpiry)?,
-        ),
+        Some(serde_json::Value::Number(n)) => Some(expires_in_seconds(&n.to_string())?),
+        Some(serde_json::Value::String(s)) => Some(expires_in_seconds(s)?),
         Some(_) => return Err(TokenResponseError::BadExpiry),
     };
     Ok(AccessToken {
         token: SecretValue::new(token),
         expires_in,
     })
+}
+
+/// A token's lifetime from the text of its `expires_in`, in whole seconds: an integer of
+/// any size, or a decimal or exponent form, rounded down (0.5 is 0: the token is used for
+/// the attempt at hand only), clamped to [`MAX_TOKEN_LIFETIME_SECONDS`]. Never panics on
+/// what a token server sends: the number is compared, never added to a clock.
+///
+/// # Errors
+/// [`TokenResponseError::BadExpiry`] for a negative, non-finite (`NaN`, `inf`) or
+/// non-numeric value.
+pub fn expires_in_seconds(text: &str) -> Result<u64, TokenResponseError> {
+    let text = text.trim();
+    if let Ok(whole) = text.parse::<u64>() {
+        return Ok(whole.min(MAX_TOKEN_LIFETIME_SECONDS));
+    }
+    // Only the forms JSON allows (digits, '.', an exponent, a sign): Rust's float parser
+    // would also take "inf" and "NaN".
+    if text.is_empty()
+        || !text
+            .bytes()
+            .all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'e' | b'E' | b'+' | b'-'))
+    {
+        return Err(TokenResponseError::BadExpiry);
+    }
+    let seconds: f64 = text.parse().map_err(|_| TokenResponseError::BadExpiry)?;
+    if !seconds.is_finite() || seconds < 0.0 {
+        return Err(TokenResponseError::BadExpiry);
+    }
+    let cap = MAX_TOKEN_LIFETIME_SECONDS as f64;
+    // In 0..=cap after the clamp, so the conversion is exact and cannot overflow.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    Ok(seconds.min(cap).floor() as u64)
 }
 
 /// The RFC 6749 §5.2 `error` code of an error response (`invalid_client`, ...), cut to 64
@@ -542,6 +579,49 @@ mod tests {
             parse_token_response(br#"{"access_token":"x","expires_in":-5}"#),
             Err(TokenResponseError::BadExpiry)
         );
+    }
+
+    /// Issue 28: the forms real token servers send. `3600.0` was refused (the receiver
+    /// unreachable) and `Long.MAX_VALUE` panicked the attempt when added to the clock.
+    #[test]
+    fn token_lifetimes_in_every_json_number_form() {
+        let day = MAX_TOKEN_LIFETIME_SECONDS;
+        for (expires_in, seconds) in [
+            ("3600", 3600),
+            ("3600.0", 3600),
+            ("3.6e3", 3600),
+            ("3600.9", 3600),
+            ("0.5", 0),
+            ("0", 0),
+            ("\"3600.0\"", 3600),
+            ("\" 90 \"", 90),
+            ("9223372036854775807", day),
+            ("18446744073709551616", day),
+            ("1e300", day),
+            ("1E+30", day),
+        ] {
+            let body = format!(r#"{{"access_token":"x","expires_in":{expires_in}}}"#);
+            let t = parse_token_response(body.as_bytes())
+                .unwrap_or_else(|e| panic!("{expires_in}: {e}"));
+            assert_eq!(t.expires_in, Some(seconds), "{expires_in}");
+            assert!(t.usable_seconds() <= day, "{expires_in}");
+        }
+        for bad in [
+            "-1", "-0.5", "\"NaN\"", "\"inf\"", "\"soon\"", "\"\"", "true", "[]",
+        ] {
+            let body = format!(r#"{{"access_token":"x","expires_in":{bad}}}"#);
+            assert_eq!(
+                parse_token_response(body.as_bytes()),
+                Err(TokenResponseError::BadExpiry),
+                "{bad}"
+            );
+        }
+        // A lifetime set by hand (not parsed) is clamped too.
+        let forever = AccessToken {
+            token: SecretValue::new("x"),
+            expires_in: Some(u64::MAX),
+        };
+        assert_eq!(forever.usable_seconds(), day - TOKEN_REFRESH_MARGIN_SECONDS);
         assert_eq!(
             token_error_code(br#"{"error":"invalid_client","error_description":"no"}"#),
             Some("invalid_client".into())

@@ -148,11 +148,16 @@ impl TokenCache {
             tenant_id = %key.0, endpoint_id = %key.1, expires_in = fetched.expires_in,
             cached_seconds = usable.as_secs(), "OAuth2 token fetched"
         );
-        if !usable.is_zero() {
+        // Checked: the lifetime is the token server's number (clamped in tern-core, and
+        // an overflow here would panic the attempt).
+        if let Some(usable_until) = Instant::now()
+            .checked_add(usable)
+            .filter(|_| !usable.is_zero())
+        {
             slot.grant = Some(grant.clone());
             slot.cached = Some(Cached {
                 token: fetched.token.clone(),
-                usable_until: Instant::now() + usable,
+                usable_until,
                 generation,
             });
         }
