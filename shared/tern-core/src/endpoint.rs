@@ -23,6 +23,13 @@ pub const MAX_URL_LEN: usize = 2048;
 /// Longest time an old secret keeps signing after a rotation, in hours: 30 days.
 pub const MAX_ROTATION_OVERLAP_HOURS: i64 = 30 * 24;
 
+/// Most secrets (and, apart, most Ed25519 signing keys) an endpoint keeps at once, the
+/// current one included: 10, as Svix keeps. A rotation beyond it retires the oldest at
+/// once, overlap or not. It bounds the signature header: 10 `v1` signatures are about 900
+/// bytes, where 41 (forty rotations in one overlap) were 2,991, past what some verifiers
+/// accept (32 signatures) and on the way to the 8 KiB header limit of common proxies.
+pub const MAX_LIVE_SECRETS: usize = 10;
+
 /// Shortest per-endpoint attempt deadline, in milliseconds.
 pub const MIN_TIMEOUT_MS: u64 = 1_000;
 /// Longest per-endpoint attempt deadline, in milliseconds: 30 s, well below the sender
@@ -468,7 +475,8 @@ impl Endpoint {
     }
 
     /// Makes `new` the current secret; the old current secret keeps signing until
-    /// `now + overlap`. Secrets already expired are dropped.
+    /// `now + overlap`. Secrets already expired are dropped, and beyond
+    /// [`MAX_LIVE_SECRETS`] the oldest are retired.
     ///
     /// # Errors
     /// [`EndpointError::BadOverlap`] for an overlap outside 0..=[`MAX_ROTATION_OVERLAP_HOURS`]
@@ -495,11 +503,13 @@ impl Endpoint {
                 expires_at: None,
             },
         );
+        retire_oldest(&mut self.secrets, |s| s.created_at);
         Ok(())
     }
 
     /// Makes `new` the current Ed25519 key; the old current key keeps signing until
-    /// `now + overlap`, like [`Self::rotate_secret`]. Keys already expired are dropped.
+    /// `now + overlap`, like [`Self::rotate_secret`]. Keys already expired are dropped, and
+    /// beyond [`MAX_LIVE_SECRETS`] the oldest are retired.
     /// The first key of an endpoint is added the same way.
     ///
     /// # Errors
@@ -527,7 +537,27 @@ impl Endpoint {
                 expires_at: None,
             },
         );
+        retire_oldest(&mut self.signing_keys, |k| k.created_at);
         Ok(())
+    }
+}
+
+/// Removes the oldest entries (by `created_at`; the first of equals stays) until at most
+/// [`MAX_LIVE_SECRETS`] are left, keeping the order of the rest (the current one first).
+fn retire_oldest<T>(entries: &mut Vec<T>, created_at: impl Fn(&T) -> DateTime<Utc>) {
+    while entries.len() > MAX_LIVE_SECRETS {
+        let oldest = entries
+            .iter()
+            .enumerate()
+            .rev()
+            .min_by_key(|(_, e)| created_at(e))
+            .map(|(i, _)| i);
+        match oldest {
+            Some(i) => {
+                entries.remove(i);
+            }
+            None => break,
+        }
     }
 }
 
@@ -625,6 +655,48 @@ mod tests {
         );
         assert_eq!(e.active_secrets(now).len(), 2);
         assert_eq!(e.active_secrets(now + chrono::Duration::hours(25)).len(), 1);
+    }
+
+    /// Issue 28: forty rotations within one overlap kept 41 secrets, all signing (2,991
+    /// bytes of signature header). At most 10 live now, the newest, current first.
+    #[test]
+    fn rotations_keep_at_most_ten_secrets_and_keys() {
+        let mut e = endpoint();
+        let start = Utc::now();
+        let mut newest = Vec::new();
+        for n in 0..40 {
+            let at = start + chrono::Duration::seconds(n);
+            let secret = Secret::generate();
+            newest.insert(0, secret.clone());
+            e.rotate_secret(secret, at, chrono::Duration::hours(24))
+                .unwrap();
+            e.rotate_signing_key(SigningKey::generate(), at, chrono::Duration::hours(24))
+                .unwrap();
+        }
+        let now = start + chrono::Duration::seconds(40);
+        assert_eq!(e.secrets.len(), MAX_LIVE_SECRETS);
+        assert_eq!(e.active_secrets(now).len(), MAX_LIVE_SECRETS);
+        assert_eq!(e.signing_keys.len(), MAX_LIVE_SECRETS);
+        let kept: Vec<&Secret> = e.secrets.iter().map(|s| &s.secret).collect();
+        let expected: Vec<&Secret> = newest.iter().take(MAX_LIVE_SECRETS).collect();
+        assert_eq!(kept, expected, "the newest ten, current first");
+        assert!(
+            e.secrets[0].expires_at.is_none(),
+            "the current one is first"
+        );
+        let headers = crate::signing::signature_headers(
+            &crate::EventId::new("msg_1").unwrap(),
+            now.timestamp(),
+            b"{}",
+            &e.active_secrets(now),
+        );
+        let header = &headers
+            .iter()
+            .find(|(n, _)| *n == crate::signing::header::WEBHOOK_SIGNATURE)
+            .unwrap()
+            .1;
+        assert_eq!(header.split(' ').count(), MAX_LIVE_SECRETS, "{header}");
+        assert!(header.len() < 1_000, "{} bytes", header.len());
     }
 
     #[test]
