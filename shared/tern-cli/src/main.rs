@@ -157,16 +157,16 @@ enum Command {
         #[arg(long)]
         force: bool,
     },
-    /// What is waiting: per endpoint, the deliveries scheduled for a later attempt (queue
-    /// delays and Step Functions waits alike, and those an open circuit, a pause or a rate
-    /// limit holds back), each with its attempt number and due time (UTC), and the totals.
-    /// Read from the ledger's waiting index, never by scanning SQS or Step Functions.
     /// Rotate the customer portal's signing key (TERN_PORTAL_KEY_SECRET, or the stack's
     /// PortalKeySecretArn): a new key signs portal links and sessions from now on, the
     /// current one keeps verifying, so live sessions go on. Each function instance reads
     /// the ring again within 5 minutes. Rotate at most once a day (a session lives at most
     /// 24 h and the ring keeps two keys).
     PortalRotateKey,
+    /// What is waiting: per endpoint, the deliveries scheduled for a later attempt (queue
+    /// delays and Step Functions waits alike, and those an open circuit, a pause or a rate
+    /// limit holds back), each with its attempt number and due time (UTC), and the totals.
+    /// Read from the ledger's waiting index, never by scanning SQS or Step Functions.
     Waiting {
         /// Only this endpoint.
         #[arg(long)]
@@ -344,7 +344,9 @@ enum EndpointCommand {
         #[command(flatten)]
         reach: Box<reach_args::ReachArgs>,
     },
-    /// Disable an endpoint: new events skip it, queued deliveries dead-letter.
+    /// Disable an endpoint: its deliveries, new and queued, are dead-lettered
+    /// `endpoint_disabled` without a POST, each with a row in the attempt log; enable it and
+    /// replay them (`tern replay --reason endpoint_disabled`) to send them.
     Disable {
         /// Endpoint id.
         endpoint: String,
