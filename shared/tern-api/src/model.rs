@@ -525,7 +525,7 @@ pub struct NewEvent {
     pub event_type: String,
     /// The payload: a JSON object, delivered byte for byte as sent, at most the
     /// deployment's payload limit (256 KiB by default).
-    #[schema(value_type = Object)]
+    #[schema(value_type = std::collections::HashMap<String, serde_json::Value>)]
     pub payload: Box<RawValue>,
 }
 
@@ -589,7 +589,7 @@ pub struct Event {
     /// When it was published (`null` once the outbox no longer keeps it).
     pub created_at: Option<DateTime<Utc>>,
     /// The payload while the outbox keeps it (7 days by default), else `null`.
-    #[schema(value_type = Option<Object>)]
+    #[schema(value_type = Option<std::collections::HashMap<String, serde_json::Value>>)]
     pub payload: Option<Box<RawValue>>,
     /// One per endpoint subscribed to it or attempted, in endpoint id order.
     pub deliveries: Vec<DeliveryStatus>,

@@ -756,7 +756,9 @@ export interface components {
             /** @description Event id. */
             id: string;
             /** @description The payload while the outbox keeps it (7 days by default), else `null`. */
-            payload?: Record<string, never> | null;
+            payload?: {
+                [key: string]: unknown;
+            } | null;
             /** @description Tenant. */
             tenant_id: string;
             /** @description Event type (`null` once the outbox no longer keeps the event). */
@@ -865,7 +867,9 @@ export interface components {
              * @description The payload: a JSON object, delivered byte for byte as sent, at most the
              *     deployment's payload limit (256 KiB by default).
              */
-            payload: Record<string, never>;
+            payload: {
+                [key: string]: unknown;
+            };
             /** @description Event type: 1-128 characters of `A-Za-z0-9._:-`. */
             type: string;
         };
