@@ -4,6 +4,7 @@
 //        | {"check": selector} | {"fill": selector, "value": text} | {"viewport": [w, h]}
 //        | {"screenshot": file} | {"capture": name} | {"eval": js-expression, "as": name}
 //        | {"frames": name} (each child frame: url, and its text when readable)
+//        | {"frameClick": selector} (in the first child frame; waits for its navigation)
 //        | {"tab": n, "as": name} (presses Tab n times, recording each focused element)
 //        | {"cookies": name} (every cookie of the browser, with its partition key)
 // Prints one JSON object: {"captures": {...}, "dialogs": [...], "console": [...]}. Any
@@ -46,6 +47,10 @@ try {
       await page.goto(new URL(step.goto, base).toString(), { waitUntil: 'load' });
     } else if (step.click !== undefined) {
       await Promise.all([page.waitForNavigation({ waitUntil: 'load', timeout: 60000 }), page.click(step.click)]);
+    } else if (step.frameClick !== undefined) {
+      const frame = page.frames().find((f) => f !== page.mainFrame());
+      if (!frame) throw new Error('frameClick: the page has no child frame');
+      await Promise.all([frame.waitForNavigation({ waitUntil: 'load', timeout: 60000 }), frame.click(step.frameClick)]);
     } else if (step.check !== undefined) {
       await page.check(step.check);
     } else if (step.fill !== undefined) {

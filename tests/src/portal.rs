@@ -110,13 +110,36 @@ impl PortalClient {
         self.send(self.http.get(url)).await
     }
 
-    /// Opens a portal link: keeps the session cookie it sets.
+    /// Opens a portal link as a customer does: loads it (a safe `GET`, which spends
+    /// nothing), then presses its button, which posts the link's token; keeps the session
+    /// cookie it sets. A link refused on load returns that page.
     pub async fn open(&mut self, url: &str) -> Page {
         let page = self.get(url).await;
+        if page.status != 200 || !page.html.contains("id=\"open\"") {
+            return page;
+        }
+        let token = url
+            .split_once("token=")
+            .map(|(_, t)| t.split('&').next().unwrap_or(t).to_owned())
+            .expect("a link with a token");
+        let origin = self.base.clone();
+        let page = self
+            .post("/portal/start", &[("token", token.as_str())], Some(&origin))
+            .await;
         if let Some(c) = page.set_cookies.first() {
             self.cookie = c.split(';').next().map(str::to_owned);
         }
         page
+    }
+
+    /// `HEAD path` (a path, or a whole URL), as a link scanner sends it.
+    pub async fn head(&self, path: &str) -> Page {
+        let url = if path.starts_with("http") {
+            path.to_owned()
+        } else {
+            format!("{}{path}", self.base)
+        };
+        self.send(self.http.head(url)).await
     }
 
     /// `POST path` with a form, and an `Origin` header when given.

@@ -144,7 +144,7 @@ async fn a_link_opens_once_and_bad_links_show_no_data() {
     assert_eq!(page.status, 401, "{}", page.html);
     assert!(page.html.contains("not valid") && !page.html.contains("tenant A"));
     // The real one still opens (the altered one did not use it up).
-    assert_eq!(PortalClient::new(&api.base).get(&fresh).await.status, 303);
+    assert_eq!(PortalClient::new(&api.base).open(&fresh).await.status, 303);
 
     // Expired: signed with the deployment's own key, ended a second ago.
     let ring = ring(&local).await;
@@ -178,6 +178,60 @@ async fn a_link_opens_once_and_bad_links_show_no_data() {
             .status,
         401
     );
+}
+
+/// Issue 28: mail and chat link scanners (Microsoft Safe Links, Barracuda) fetch every
+/// link first, some with `HEAD`. Before, either method spent the single-use link and took
+/// the session, and the customer then read "used already". Now `GET` and `HEAD` spend
+/// nothing: the customer's click on the page's button does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn link_scanners_do_not_spend_the_link() {
+    let receiver = Receiver::start().await.expect("receiver");
+    let (_local, _rx, api) = portal_deployment("portal-scanners", &[]).await;
+    create(&api, "tnt_a", &receiver.url("/a"), "tenant A's hook").await;
+    let url = mint(&api, "tnt_a", &json!({})).await["url"]
+        .as_str()
+        .expect("url")
+        .to_owned();
+    let scanner = PortalClient::new(&api.base);
+    for _ in 0..3 {
+        let head = scanner.head(&url).await;
+        assert_eq!(head.status, 200, "HEAD");
+        assert!(head.set_cookies.is_empty(), "HEAD opens no session");
+        let get = scanner.get(&url).await;
+        assert_eq!(get.status, 200, "{}", get.html);
+        assert!(get.set_cookies.is_empty(), "GET opens no session");
+        assert!(!get.html.contains("tenant A"), "the page before the click shows no data");
+        assert!(get.html.contains("id=\"open\""), "{}", get.html);
+    }
+    // The customer, after the scanners.
+    let mut customer = PortalClient::new(&api.base);
+    let opened = customer.open(&url).await;
+    assert_eq!(opened.status, 303, "{}", opened.html);
+    assert_eq!(opened.location.as_deref(), Some("/portal/endpoints"));
+    let page = customer.get("/portal/endpoints").await;
+    assert_eq!(page.status, 200);
+    assert!(page.html.contains("tenant A"), "{}", page.html);
+    // Once spent, a load says so, and a second post is refused.
+    let again = scanner.get(&url).await;
+    assert_eq!(again.status, 410, "{}", again.html);
+    assert!(again.html.contains("used already"));
+    let mut late = PortalClient::new(&api.base);
+    let reposted = late.open(&url).await;
+    assert_eq!(reposted.status, 410);
+    assert!(reposted.set_cookies.is_empty());
+    // The button's post from another site is refused (a login CSRF).
+    let fresh = mint(&api, "tnt_a", &json!({})).await["url"]
+        .as_str()
+        .expect("url")
+        .to_owned();
+    let token = fresh.split_once("token=").expect("token").1.to_owned();
+    let forged = PortalClient::new(&api.base)
+        .post("/portal/start", &[("token", token.as_str())], Some("https://evil.example"))
+        .await;
+    assert!(forged.set_cookies.is_empty(), "{}", forged.html);
+    assert_ne!(forged.status, 303);
+    assert_eq!(PortalClient::new(&api.base).open(&fresh).await.status, 303, "the link still opens");
 }
 
 /// A session of tenant A, given tenant B's ids in every path and form field, sees and
@@ -659,7 +713,7 @@ async fn a_key_rotation_keeps_live_sessions_and_links() {
         .map(|(_, p)| format!("/portal/{p}"))
         .unwrap();
     assert_eq!(
-        PortalClient::new(&base).get(&path).await.status,
+        PortalClient::new(&base).open(&path).await.status,
         303,
         "the unused link opens"
     );

@@ -134,6 +134,7 @@ async fn browser_portal_customer_adds_tests_sees_failures_recovers_and_embeds() 
         &api.base,
         json!([
             {"goto": link},
+            {"click": "#open button"},
             {"capture": "empty"},
             {"screenshot": "endpoints-empty.png"},
             {"fill": "#url", "value": receiver.url("/hook")},
@@ -201,6 +202,7 @@ async fn browser_portal_customer_adds_tests_sees_failures_recovers_and_embeds() 
         &api.base,
         json!([
             {"goto": link_for(&api, tenant).await},
+            {"click": "#open button"},
             {"goto": format!("{base}/log")},
             {"capture": "log"},
             {"screenshot": "log-failures.png"},
@@ -263,6 +265,7 @@ async fn browser_portal_customer_adds_tests_sees_failures_recovers_and_embeds() 
         &api.base,
         json!([
             {"goto": link_for(&api, tenant).await},
+            {"click": "#open button"},
             {"goto": base},
             {"fill": "#since", "value": utc_minute(since)},
             {"click": "#recover button[type=submit]"},
@@ -332,6 +335,7 @@ async fn browser_portal_customer_adds_tests_sees_failures_recovers_and_embeds() 
             {"goto": altered},
             {"capture": "altered"},
             {"goto": used},
+            {"click": "#open button"},
             {"goto": used},
             {"capture": "reused"},
             {"screenshot": "link-used.png"},
@@ -382,6 +386,7 @@ async fn browser_portal_customer_adds_tests_sees_failures_recovers_and_embeds() 
         &api.base,
         json!([
             {"goto": format!("{allowed}/")},
+            {"frameClick": "#open button"},
             {"frames": "allowed"},
             {"cookies": "framed_cookies"},
             {"screenshot": "iframe.png"},
@@ -389,6 +394,7 @@ async fn browser_portal_customer_adds_tests_sees_failures_recovers_and_embeds() 
             {"frames": "refused"},
             {"viewport": [360, 740]},
             {"goto": link_for(&api, tenant).await},
+            {"click": "#open button"},
             {"screenshot": "narrow.png"},
             {"eval": "document.documentElement.scrollWidth <= window.innerWidth + 1", "as": "fits"},
             {"eval": "[...document.querySelectorAll('input:not([type=hidden]),select')].filter(e => !(e.labels && e.labels.length)).length", "as": "unlabelled"},

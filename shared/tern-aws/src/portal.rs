@@ -82,6 +82,20 @@ impl PortalLedger for DynamoPortalLedger {
         }
     }
 
+    async fn link_used(&self, session_id: &str) -> Result<bool, PortError> {
+        let answer = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key("pk", s(format!("link#{session_id}")))
+            .consistent_read(true)
+            .projection_expression("pk")
+            .send()
+            .await
+            .map_err(port_error)?;
+        Ok(answer.item().is_some())
+    }
+
     async fn take(
         &self,
         scope: &str,

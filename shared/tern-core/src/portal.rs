@@ -446,6 +446,10 @@ pub trait PortalLedger: Send + Sync {
         expires_at: DateTime<Utc>,
     ) -> Result<bool, PortError>;
 
+    /// True when the link of session `session_id` was used already ([`Self::claim_link`]
+    /// recorded it): a read that changes nothing, for the page a `GET` of the link shows.
+    async fn link_used(&self, session_id: &str) -> Result<bool, PortError>;
+
     /// Counts one use of `scope` (e.g. `sessions#<tenant>`) in the window of
     /// `window_seconds` that holds `now`: true when it is at most the `limit`-th of that
     /// window, false (and not counted) beyond. Shared by every instance of the function.

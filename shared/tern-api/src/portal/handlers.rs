@@ -195,8 +195,11 @@ pub(super) struct StartQuery {
     token: Option<String>,
 }
 
-/// `GET /portal/start?token=`: the link's one use. Sets the session cookie and redirects
-/// to the endpoints, dropping the token from the address bar.
+/// `GET` (and `HEAD`) `/portal/start?token=`: the link, checked but never spent. Mail and
+/// chat link scanners (Microsoft Safe Links, Barracuda) fetch every link before the
+/// customer does, some with `HEAD`; a safe method must not use the link up (RFC 9110
+/// §9.2.1). A valid, unused link shows a page whose button posts it
+/// ([`start_session`]); a bad, expired or used one shows its refusal, as before.
 pub(super) async fn start(State(deps): State<ApiDeps>, Query(q): Query<StartQuery>) -> Response {
     let portal = match portal(&deps) {
         Ok(p) => p,
@@ -205,7 +208,58 @@ pub(super) async fn start(State(deps): State<ApiDeps>, Query(q): Query<StartQuer
     let Some(token) = q.token else {
         return refuse(Some(&portal), Refusal::Token(TokenError::Malformed));
     };
-    let (grant, ring) = match super::verify(&portal, Purpose::Link, &token).await {
+    let grant = match super::verify(&portal, Purpose::Link, &token).await {
+        Ok((grant, _)) => grant,
+        Err(r) => {
+            tracing::info!(refusal = ?r, "portal link refused");
+            return refuse(Some(&portal), r);
+        }
+    };
+    match portal.ledger.link_used(&grant.session_id).await {
+        Ok(false) => {}
+        Ok(true) => return refuse(Some(&portal), Refusal::Token(TokenError::Used)),
+        Err(e) => {
+            tracing::warn!(error = %e, "the portal table could not be read");
+            return refuse(Some(&portal), Refusal::Unavailable);
+        }
+    }
+    respond(
+        StatusCode::OK,
+        pages::open_link(&token),
+        Some(&grant),
+        &portal.settings,
+    )
+}
+
+/// `POST /portal/start` with the link's `token` (the button of [`start`]'s page): the
+/// link's one use. Sets the session cookie and redirects to the endpoints, the token gone
+/// from the address bar. A form from another origin is refused, as every portal change
+/// is.
+pub(super) async fn start_session(
+    State(deps): State<ApiDeps>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let portal = match portal(&deps) {
+        Ok(p) => p,
+        Err(r) => return r,
+    };
+    if let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) {
+        let public = portal
+            .settings
+            .public_url
+            .as_deref()
+            .and_then(super::url_origin);
+        if Some(origin) != own_origin(&headers).as_deref() && Some(origin) != public.as_deref() {
+            tracing::warn!(origin, "portal link posted from another origin refused");
+            return refuse(Some(&portal), Refusal::Csrf);
+        }
+    }
+    let form = Form::parse(&body);
+    let Some(token) = form.get("token") else {
+        return refuse(Some(&portal), Refusal::Token(TokenError::Malformed));
+    };
+    let (grant, ring) = match super::verify(&portal, Purpose::Link, token).await {
         Ok(v) => v,
         Err(r) => {
             tracing::info!(refusal = ?r, "portal link refused");

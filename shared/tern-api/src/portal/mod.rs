@@ -189,7 +189,7 @@ pub fn router() -> Router<ApiDeps> {
     Router::new()
         .route("/portal", get(h::home))
         .route("/portal/", get(h::home))
-        .route("/portal/start", get(h::start))
+        .route("/portal/start", get(h::start).post(h::start_session))
         .route("/portal/endpoints", get(h::list).post(h::create))
         .route("/portal/endpoints/{endpoint_id}", get(h::detail))
         .route("/portal/endpoints/{endpoint_id}/{action}", post(h::act))

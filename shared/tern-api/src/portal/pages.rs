@@ -157,6 +157,24 @@ pub fn refusal(title: &str, text: &str) -> Markup {
     layout(None, title, "", html! { p id="refusal" { (text) } })
 }
 
+/// The page a valid, unused link shows: one button that posts the link's token, so
+/// nothing but the customer's click spends it (link scanners fetch, never submit). No
+/// script: the CSP allows none.
+pub fn open_link(token: &str) -> Markup {
+    layout(
+        None,
+        "Open your webhooks portal",
+        "",
+        html! {
+            p { "This link opens your webhooks portal once." }
+            form id="open" method="post" action="/portal/start" {
+                input type="hidden" name="token" value=(token);
+                button type="submit" { "Open the portal" }
+            }
+        },
+    )
+}
+
 /// The body of the link's redirect (browsers follow `Location`).
 pub fn redirecting() -> Markup {
     layout(
