@@ -178,3 +178,46 @@ async fn operator_list(local: &tern_local::local::LocalTern) -> Vec<String> {
         .map(|r| r.tenant_id.to_string())
         .collect()
 }
+
+/// What one tenant's list costs, counted on the wire (moto behind the fault proxy): 32
+/// DynamoDB Queries (one per shard of the record), one `BatchGetItem` for its 24 entries'
+/// state items, and not one `ChangeMessageVisibility` (before the record: a receive per 10
+/// messages of every tenant and a `ChangeMessageVisibility` per message).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_list_reads_the_record_and_touches_no_queue_message() {
+    use tern_tests::fault_proxy::Service;
+    let receiver = Receiver::start().await.expect("receiver");
+    receiver.set("/dead", Behavior::Always(Reply::status(500)));
+    let proxy = moto_proxy().await;
+    let (mut local, _rx) = deployment_through(&proxy, "dlq-cost", options()).await;
+    local
+        .start_api(0, tern_local::api::local_credentials())
+        .expect("the local API starts");
+    let api = ApiClient::of(&local);
+    make_dead_letters(&api, "tnt_a", &receiver.url("/dead")).await;
+    let path = "/v1/tenants/tnt_a/dead-letters";
+    assert!(
+        eventually(WAIT, async || listed(&api.get(path).await.json)
+            == EACH as u64)
+        .await,
+        "A's dead letters are listed"
+    );
+    let count = |service: &Service, op: &str| proxy.count(service, op);
+    let before = (
+        count(&Service::DynamoDb, "Query"),
+        count(&Service::DynamoDb, "BatchGetItem"),
+        count(&Service::Sqs, "ChangeMessageVisibility"),
+    );
+    let list = api.get(path).await;
+    assert_eq!(listed(&list.json), EACH as u64, "{}", list.text);
+    let after = (
+        count(&Service::DynamoDb, "Query"),
+        count(&Service::DynamoDb, "BatchGetItem"),
+        count(&Service::Sqs, "ChangeMessageVisibility"),
+    );
+    assert_eq!(
+        (after.0 - before.0, after.1 - before.1, after.2 - before.2),
+        (tern_core::dead_letters::DEAD_LETTER_SHARDS as usize, 1, 0),
+        "one list: a Query per shard, one BatchGetItem, no message hidden or released"
+    );
+}
