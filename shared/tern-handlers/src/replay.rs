@@ -500,4 +500,122 @@ mod tests {
         assert!(filters_match(&event, &dead_letter("tnt_a", "evt_2", None)));
         assert!(!filters_match(&event, &dead_letter("tnt_a", "evt_1", None)));
     }
+
+    /// A DLQ of fixed messages that logs every call: receives hand out each visible message
+    /// (hidden until released or deleted).
+    struct LoggedDlq {
+        messages: Vec<(String, String)>,
+        hidden: std::sync::Mutex<HashSet<String>>,
+        log: std::sync::Mutex<Vec<String>>,
+    }
+
+    #[async_trait::async_trait]
+    impl DrainableQueue for LoggedDlq {
+        async fn receive(
+            &self,
+            max: i32,
+            _visibility: i32,
+            _wait: i32,
+        ) -> Result<Vec<ReceivedMessage>, PortError> {
+            let mut hidden = self.hidden.lock().unwrap();
+            let batch: Vec<ReceivedMessage> = self
+                .messages
+                .iter()
+                .filter(|(id, _)| !hidden.contains(id))
+                .take(usize::try_from(max).unwrap())
+                .map(|(id, body)| ReceivedMessage {
+                    message_id: id.clone(),
+                    receipt_handle: id.clone(),
+                    body: body.clone(),
+                    attributes: vec![],
+                })
+                .collect();
+            for m in &batch {
+                hidden.insert(m.message_id.clone());
+            }
+            self.log
+                .lock()
+                .unwrap()
+                .push(format!("receive {}", batch.len()));
+            Ok(batch)
+        }
+        async fn delete(&self, handle: &str) -> Result<(), PortError> {
+            self.log.lock().unwrap().push(format!("delete {handle}"));
+            Ok(())
+        }
+        async fn release(&self, handle: &str) -> Result<(), PortError> {
+            self.hidden.lock().unwrap().remove(handle);
+            self.log.lock().unwrap().push(format!("release {handle}"));
+            Ok(())
+        }
+    }
+
+    struct NullQueue;
+
+    #[async_trait::async_trait]
+    impl MessageQueue for NullQueue {
+        async fn send_batch(
+            &self,
+            entries: &[QueueEntry],
+        ) -> Result<Vec<Result<(), PortError>>, PortError> {
+            Ok(entries.iter().map(|_| Ok(())).collect())
+        }
+        async fn send(&self, _: &QueueEntry) -> Result<(), PortError> {
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn another_tenants_message_is_made_visible_again_at_once_and_counted_once() {
+        let body = |tenant: &str, event: &str| {
+            dead_letter(tenant, event, Some("2026-11-30T10:00:00Z")).to_body()
+        };
+        let dlq = Arc::new(LoggedDlq {
+            messages: vec![
+                ("b1".into(), body("tnt_b", "evt_b1")),
+                ("a1".into(), body("tnt_a", "evt_a1")),
+                ("b2".into(), body("tnt_b", "evt_b2")),
+            ],
+            hidden: std::sync::Mutex::new(HashSet::new()),
+            log: std::sync::Mutex::new(Vec::new()),
+        });
+        let deps = ReplayDeps {
+            dlq: dlq.clone(),
+            delivery_queue: Arc::new(NullQueue),
+            ledger: None,
+        };
+        let request = ReplayRequest {
+            filters: ReplayFilters {
+                tenant_id: Some(TenantId::new("tnt_a").unwrap()),
+                ..ReplayFilters::default()
+            },
+            max_seconds: Some(5),
+            ..ReplayRequest::default()
+        };
+        let metrics = Metrics::new("Tern", crate::metrics::MetricsSink::Discard);
+        let summary = handle(&deps, request, &metrics).await.unwrap();
+        assert_eq!(
+            (
+                summary.examined,
+                summary.matched,
+                summary.replayed,
+                summary.skipped
+            ),
+            (3, 1, 1, 2),
+            "B's two counted once each, however often they come back"
+        );
+        assert_eq!(summary.stopped, Some(DrainStop::QueueEmpty));
+        let log = dlq.log.lock().unwrap().clone();
+        // B's messages go back within the batch that received them, before the next receive.
+        let first_receive_end = log
+            .iter()
+            .skip(1)
+            .position(|l| l.starts_with("receive"))
+            .unwrap()
+            + 1;
+        let first_batch = &log[..first_receive_end];
+        assert!(first_batch.contains(&"release b1".to_owned()), "{log:?}");
+        assert!(first_batch.contains(&"release b2".to_owned()), "{log:?}");
+        assert!(first_batch.contains(&"delete a1".to_owned()), "{log:?}");
+    }
 }
