@@ -317,6 +317,7 @@ async fn a5_a_dlq_message_at_the_replay_count_limit_does_not_crash_the_replay_ru
     let deps = ReplayDeps {
         dlq: local.replay.dlq.clone(),
         delivery_queue: local.replay.delivery_queue.clone(),
+        ledger: local.replay.ledger.clone(),
     };
     let joined = tokio::spawn(async move {
         tern_handlers::replay::handle(&deps, ReplayRequest::default(), &metrics()).await

@@ -160,6 +160,21 @@ impl DeliveryLedger for PanickingLedger {
         self.inner.record_duplicate(message).await
     }
 
+    async fn record_dead_letter(&self, message: &DeliveryMessage) -> Result<(), PortError> {
+        self.inner.record_dead_letter(message).await
+    }
+
+    async fn remove_dead_letter(&self, message: &DeliveryMessage) -> Result<(), PortError> {
+        self.inner.remove_dead_letter(message).await
+    }
+
+    async fn dead_letters(
+        &self,
+        query: &tern_core::dead_letters::DeadLetterQuery,
+    ) -> Result<tern_core::dead_letters::DeadLetterRead, PortError> {
+        self.inner.dead_letters(query).await
+    }
+
     async fn record_attempt(&self, record: &AttemptRecord) -> Result<(), PortError> {
         self.inner.record_attempt(record).await
     }

@@ -197,6 +197,11 @@ pub fn api_deps(
             aws_sdk_secretsmanager::Client::new(aws),
         ),
     ));
+    let ledger = Arc::new(DynamoLedger::new(
+        ddb.clone(),
+        &config.attempts_table,
+        config.attempt_log_ttl_days,
+    ));
     Ok(ApiDeps {
         endpoints: Arc::new(
             DynamoEndpointStore::new(ddb.clone(), &config.endpoints_table).with_secrets(
@@ -207,11 +212,7 @@ pub fn api_deps(
                 ),
             ),
         ),
-        ledger: Arc::new(DynamoLedger::new(
-            ddb.clone(),
-            &config.attempts_table,
-            config.attempt_log_ttl_days,
-        )),
+        ledger: ledger.clone(),
         events: Arc::new(DynamoEventStore::new(
             ddb.clone(),
             &config.outbox_table,
@@ -221,6 +222,7 @@ pub fn api_deps(
         queues: Arc::new(ReplayDeps {
             dlq: Arc::new(SqsQueue::new(sqs.clone(), &config.dlq_url)),
             delivery_queue: Arc::new(SqsQueue::new(sqs, &config.delivery_queue_url)),
+            ledger: Some(ledger.clone() as Arc<dyn tern_core::ports::DeliveryLedger>),
         }),
         client,
         lookup,

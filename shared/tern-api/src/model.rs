@@ -628,9 +628,12 @@ pub struct RecoverRequest {
 pub struct ReplayReport {
     /// True for a dry run (nothing moved).
     pub dry_run: bool,
-    /// DLQ messages read (every tenant's: the DLQ is shared).
+    /// DLQ messages read (every tenant's: the DLQ is shared; another tenant's are made
+    /// visible again at once). A dry run reads no message: it counts this tenant's
+    /// dead-letter record entries read.
     pub examined: u32,
-    /// Of which matched the filters (this tenant's only).
+    /// Of which matched the filters (this tenant's only). A dry run: the record's entries
+    /// that match, each a dead letter still in the DLQ.
     pub matched: u32,
     /// Moved to the delivery queue.
     pub replayed: u32,
@@ -743,11 +746,14 @@ pub struct DeadLetterGroup {
 /// This tenant's dead letters, grouped by endpoint and reason, largest group first.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct DeadLetterGroups {
-    /// DLQ messages read (every tenant's; none removed).
+    /// Entries of this tenant's dead-letter record read (the DLQ itself is never read by
+    /// a list, so a list hides nothing from another reader). Before issue 27 this counted
+    /// DLQ messages of every tenant.
     pub read: usize,
-    /// Of which this tenant's.
+    /// Of which still in the DLQ (a pair delivered or replayed since is not shown): the
+    /// dead letters in `groups`.
     pub matched: usize,
-    /// True when `read` reached `max`: more may be in the DLQ.
+    /// True when `max` cut the list: more of this tenant's dead letters may exist.
     pub truncated: bool,
     /// The groups.
     pub groups: Vec<DeadLetterGroup>,
@@ -757,7 +763,7 @@ pub struct DeadLetterGroups {
 #[derive(Debug, Clone, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct DeadLettersQuery {
-    /// Most DLQ messages read, 1..=500 (default 100).
+    /// Most dead letters listed, 1..=500 (default 100).
     #[param(minimum = 1, maximum = 500)]
     pub max: Option<u32>,
 }

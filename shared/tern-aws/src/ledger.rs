@@ -934,6 +934,21 @@ impl DeliveryLedger for DynamoLedger {
         self.write_endpoint_log(records).await
     }
 
+    async fn record_dead_letter(&self, message: &DeliveryMessage) -> Result<(), PortError> {
+        self.put_dead_letter(message).await
+    }
+
+    async fn remove_dead_letter(&self, message: &DeliveryMessage) -> Result<(), PortError> {
+        self.delete_dead_letter(message).await
+    }
+
+    async fn dead_letters(
+        &self,
+        query: &tern_core::dead_letters::DeadLetterQuery,
+    ) -> Result<tern_core::dead_letters::DeadLetterRead, PortError> {
+        self.read_dead_letters(query).await
+    }
+
     async fn endpoint_log(&self, query: &EndpointLogQuery) -> Result<EndpointLogPage, PortError> {
         self.read_endpoint_log(query).await
     }

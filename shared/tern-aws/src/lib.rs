@@ -6,6 +6,7 @@
 
 pub mod budget;
 pub mod certificates;
+pub mod dead_letters;
 pub mod endpoint_log;
 pub mod endpoints;
 pub mod error;

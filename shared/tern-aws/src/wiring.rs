@@ -139,6 +139,9 @@ pub fn replay_deps(config: &ReplayConfig, aws: &SdkConfig) -> ReplayDeps {
     ReplayDeps {
         dlq: Arc::new(SqsQueue::new(sqs.clone(), &config.dlq_url)),
         delivery_queue: Arc::new(SqsQueue::new(sqs, &config.delivery_queue_url)),
+        // The replay function's settings name no attempts table (nor does its role
+        // reach one): it reads the DLQ; the API, `tern` and the console give the ledger.
+        ledger: None,
     }
 }
 

@@ -874,8 +874,12 @@ async fn dlq(
         };
     }
     let total = queue_depth(&sqs, &url).await?;
-    let seen = ops::peek(&queue, max as usize).await?;
-    let views: Vec<_> = seen.iter().map(ops::dlq::view).collect();
+    // Every tenant's dead-letter record, never the queue itself: a list hides nothing
+    // from a tenant's replay or another reader (`tern_core::dead_letters`).
+    let ledger = DynamoLedger::new(ctx.dynamodb(), ctx.names.get("TERN_ATTEMPTS_TABLE")?, 30);
+    let record =
+        ops::dlq::read_record(&ledger, &ctx.endpoints()?, None, None, max as usize).await?;
+    let views: Vec<_> = record.entries.iter().map(ops::dlq::recorded_view).collect();
     let shown = views.len();
     if list {
         if ctx.json {
@@ -963,8 +967,13 @@ async fn replay(
     let sqs = ctx.sqs();
     let dlq = SqsQueue::new(sqs.clone(), ctx.names.get("TERN_DLQ_URL")?);
     let delivery = SqsQueue::new(sqs.clone(), ctx.names.get("TERN_DELIVERY_QUEUE_URL")?);
+    let ledger = Arc::new(DynamoLedger::new(
+        ctx.dynamodb(),
+        ctx.names.get("TERN_ATTEMPTS_TABLE")?,
+        30,
+    ));
     let bad = ops::replay_check::bad_targets(
-        &dlq,
+        ledger.as_ref(),
         &ctx.endpoints()?,
         &filters,
         max.unwrap_or(tern_handlers::replay::DEFAULT_MAX_MESSAGES) as usize,
@@ -986,6 +995,7 @@ async fn replay(
     let deps = ReplayDeps {
         dlq: Arc::new(dlq),
         delivery_queue: Arc::new(delivery),
+        ledger: Some(ledger),
     };
     let request = ReplayRequest {
         dry_run,

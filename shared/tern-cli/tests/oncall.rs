@@ -135,6 +135,19 @@ async fn dead_letter(
             attempts: 7,
             at: at.parse().unwrap(),
         });
+    in_dlq(s, &m).await;
+}
+
+/// Dead-letters `m` as the sender does: its tenant's dead-letter record, then the DLQ.
+async fn in_dlq(s: &Setup, m: &DeliveryMessage) {
+    tern_aws::DynamoLedger::new(
+        aws_sdk_dynamodb::Client::new(&s.aws),
+        s.resources.attempts_table.clone(),
+        30,
+    )
+    .record_dead_letter(m)
+    .await
+    .unwrap();
     SqsQueue::new(
         aws_sdk_sqs::Client::new(&s.aws),
         s.resources.dlq_url.clone(),
@@ -163,6 +176,9 @@ async fn queue_bodies(s: &Setup, url: &str) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dlq_answers_which_endpoint_is_failing() {
     let s = setup("toc1-").await;
+    // The operator's list reads the record of every tenant in the registry.
+    endpoint(&s, "ep_a", "tnt_a", true).await;
+    endpoint(&s, "ep_b", "tnt_b", true).await;
     dead_letter(
         &s,
         "evt_1",
@@ -197,19 +213,7 @@ async fn dlq_answers_which_endpoint_is_failing() {
         attempts: 1,
         at: "2026-11-30T10:02:00Z".parse().unwrap(),
     });
-    SqsQueue::new(
-        aws_sdk_sqs::Client::new(&s.aws),
-        s.resources.dlq_url.clone(),
-    )
-    .send(&QueueEntry {
-        id: "t".into(),
-        body: m.to_body(),
-        delay_seconds: 0,
-        attributes: vec![],
-        group_id: None,
-    })
-    .await
-    .unwrap();
+    in_dlq(&s, &m).await;
 
     // Grouped by endpoint and reason, with totals and dead-letter times (UTC).
     let v = json(&s.env, &["dlq", "--json"]);

@@ -114,7 +114,8 @@ impl ReplayInvoker for InProcessReplay {
 /// replay function and enable endpoints.
 #[derive(Clone)]
 pub struct ConsoleDeps {
-    /// The DLQ (read with `tern_ops::peek`: received, then released).
+    /// The DLQ: replays move its messages; lists read the tenants' dead-letter records
+    /// (the DLQ is read only by a ledger that keeps none, [`dead_letter_groups`]).
     pub dlq: Arc<dyn DrainableQueue>,
     /// Endpoints (listed, and enabled by the Enable button).
     pub endpoints: Arc<dyn EndpointStore>,
@@ -461,14 +462,29 @@ pub enum ActionOutcome {
     },
 }
 
-/// DLQ groups as read now, and whether the read stopped at [`MAX_DEAD_LETTERS_READ`].
+/// Dead-letter groups as they are now, and whether the read stopped at
+/// [`MAX_DEAD_LETTERS_READ`]: from every tenant's dead-letter record
+/// ([`tern_ops::dlq::read_record`]), never from the DLQ, so a render hides nothing from a
+/// tenant's list or replay. Only a ledger that keeps no record (an in-memory test ledger)
+/// falls back to reading the DLQ (received, then released).
 pub async fn dead_letter_groups(
+    ledger: &dyn DeliveryLedger,
+    endpoints: &dyn EndpointStore,
     dlq: &dyn DrainableQueue,
 ) -> Result<(Vec<DeadLetterGroup>, bool), ConsoleError> {
-    let messages = tern_ops::peek(dlq, MAX_DEAD_LETTERS_READ).await?;
-    let capped = messages.len() >= MAX_DEAD_LETTERS_READ;
-    let views: Vec<_> = messages.iter().map(dlq::view).collect();
-    Ok((dlq::group(&views), capped))
+    match dlq::read_record(ledger, endpoints, None, None, MAX_DEAD_LETTERS_READ).await {
+        Ok(read) => {
+            let views: Vec<_> = read.entries.iter().map(dlq::recorded_view).collect();
+            Ok((dlq::group(&views), !read.complete))
+        }
+        Err(PortError::Rejected(_)) => {
+            let messages = tern_ops::peek(dlq, MAX_DEAD_LETTERS_READ).await?;
+            let capped = messages.len() >= MAX_DEAD_LETTERS_READ;
+            let views: Vec<_> = messages.iter().map(dlq::view).collect();
+            Ok((dlq::group(&views), capped))
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Runs the clicked action, if any, then renders the widget. Errors of the action are
@@ -486,7 +502,14 @@ pub async fn render_widget(
         outcome = Some(run_action(deps, action).await);
     }
     let (groups, capped) = match request.widget {
-        Widget::DeadLetters | Widget::Endpoints => dead_letter_groups(deps.dlq.as_ref()).await?,
+        Widget::DeadLetters | Widget::Endpoints => {
+            dead_letter_groups(
+                deps.ledger.as_ref(),
+                deps.endpoints.as_ref(),
+                deps.dlq.as_ref(),
+            )
+            .await?
+        }
         Widget::Waiting | Widget::EventLookup | Widget::Audit => (Vec::new(), false),
     };
     if let Some(ActionOutcome::Replayed {
@@ -700,7 +723,7 @@ async fn run_action(deps: &ConsoleDeps, action: &Action) -> ActionOutcome {
             // deliveries only sends them back to the DLQ. A dry run only counts.
             if !request.dry_run {
                 let check = tern_ops::replay_check::bad_targets(
-                    deps.dlq.as_ref(),
+                    deps.ledger.as_ref(),
                     deps.endpoints.as_ref(),
                     &request.filters,
                     MAX_DEAD_LETTERS_READ,

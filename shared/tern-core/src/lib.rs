@@ -8,6 +8,7 @@
 
 pub mod client_certificate;
 pub mod custom_headers;
+pub mod dead_letters;
 pub mod decision;
 pub mod delivery_log;
 pub mod drain;

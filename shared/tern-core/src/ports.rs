@@ -489,6 +489,36 @@ pub trait DeliveryLedger: Send + Sync {
         Ok(())
     }
 
+    /// Enters a dead-lettered `message` (one carrying its dead-letter record) in the
+    /// tenant's dead-letter record ([`crate::dead_letters`]), replacing the pair's earlier
+    /// entry. Called before the message goes to the DLQ, so the record holds whatever the
+    /// sender dead-letters. Safe to call again. The default keeps no record.
+    async fn record_dead_letter(&self, message: &DeliveryMessage) -> Result<(), PortError> {
+        let _ = message;
+        Ok(())
+    }
+
+    /// Takes the entry of dead letter `message` (as it was in the DLQ) out of the record
+    /// after a replay moved it; an entry of a later budget (it bounced back already) stays.
+    /// Safe to call again. The default keeps no record.
+    async fn remove_dead_letter(&self, message: &DeliveryMessage) -> Result<(), PortError> {
+        let _ = message;
+        Ok(())
+    }
+
+    /// A tenant's dead letters from the record, without touching the DLQ: the pairs still
+    /// dead-lettered (a pair delivered or replayed since is dropped). The default: this
+    /// ledger keeps no record ([`PortError::Rejected`]).
+    async fn dead_letters(
+        &self,
+        query: &crate::dead_letters::DeadLetterQuery,
+    ) -> Result<crate::dead_letters::DeadLetterRead, PortError> {
+        let _ = query;
+        Err(PortError::Rejected(
+            "this ledger does not keep a dead-letter record".into(),
+        ))
+    }
+
     /// One page of an endpoint's log, newest first ([`crate::delivery_log::LogPager`]).
     /// The default: this ledger keeps none ([`PortError::Rejected`]).
     async fn endpoint_log(&self, query: &EndpointLogQuery) -> Result<EndpointLogPage, PortError> {

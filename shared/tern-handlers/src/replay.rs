@@ -8,6 +8,14 @@
 //! run remembers the deliveries it replayed and leaves any later copy in the DLQ
 //! ([`ReplaySummary::already_replayed`]). Every tool replays through this function: the
 //! replay Lambda, `tern replay` and the console.
+//!
+//! The DLQ is shared by every tenant, so a run never holds what it does not take: a
+//! message that does not match the filters (another tenant's, say) is made visible again
+//! at once (`ChangeMessageVisibility` 0), not at the end of the run. A run with a tenant
+//! filter and the ledger ([`ReplayDeps::ledger`]) first reads the tenant's dead-letter
+//! record ([`tern_core::dead_letters`]): it knows which dead letters it looks for
+//! ([`ReplaySummary::recorded`]), stops once it has found them all, and its dry run reads
+//! only the record (it never receives a message).
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -16,8 +24,11 @@ use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use tern_core::dead_letters::{DeadLetterQuery, RecordedDeadLetter};
 use tern_core::drain::{Drain, DrainRule, DrainStop};
-use tern_core::ports::{DrainableQueue, MessageQueue, PortError, QueueEntry, ReceivedMessage};
+use tern_core::ports::{
+    DeliveryLedger, DrainableQueue, MessageQueue, PortError, QueueEntry, ReceivedMessage,
+};
 use tern_core::{
     DeadLetterReason, DeliveryId, DeliveryMessage, EndpointId, EventId, EventType, TenantId,
 };
@@ -108,9 +119,18 @@ pub struct ReplaySummary {
     /// Delivery ids replayed (or that would be, in a dry run), at most 100.
     pub delivery_ids: Vec<String>,
     /// Why the run ended: `max_reached`, `time_budget` (messages may remain: run again) or
-    /// `queue_empty` (consecutive long polls found nothing). `None` after an error.
+    /// `queue_empty` (consecutive long polls found nothing new, or, for a tenant's run,
+    /// every dead letter its record listed was found; a dry run from the record: every
+    /// entry was read). `None` after an error.
     #[serde(default)]
     pub stopped: Option<DrainStop>,
+    /// A tenant's run with the ledger: the dead letters matching the filters that the
+    /// tenant's dead-letter record lists (what the run looks for; `matched` counts those
+    /// it found in the DLQ, plus any matching message the record does not hold, such as one
+    /// SQS moved to the DLQ itself). In a dry run from the record, `examined` counts the
+    /// record's entries read and `matched` those that match. `None` without the record.
+    #[serde(default)]
+    pub recorded: Option<u32>,
 }
 
 /// What the replay needs.
@@ -119,6 +139,10 @@ pub struct ReplayDeps {
     pub dlq: Arc<dyn DrainableQueue>,
     /// The delivery queue.
     pub delivery_queue: Arc<dyn MessageQueue>,
+    /// The ledger holding the tenants' dead-letter records: a tenant's dry run reads the
+    /// record instead of the DLQ, and a replayed dead letter's entry is removed. `None`
+    /// (tests, tools without the attempts table): every run reads the DLQ.
+    pub ledger: Option<Arc<dyn DeliveryLedger>>,
 }
 
 fn matches(filters: &ReplayFilters, m: &DeliveryMessage) -> bool {
@@ -146,6 +170,54 @@ fn matches(filters: &ReplayFilters, m: &DeliveryMessage) -> bool {
             .is_none_or(|t| m.dead_letter.as_ref().is_some_and(|d| d.at < t))
 }
 
+/// Whether a recorded dead letter passes `filters`, as its message would
+/// ([`filters_match`]).
+pub fn record_matches(filters: &ReplayFilters, r: &RecordedDeadLetter) -> bool {
+    filters
+        .endpoint_id
+        .as_ref()
+        .is_none_or(|e| *e == r.endpoint_id)
+        && filters
+            .event_type
+            .as_ref()
+            .is_none_or(|t| t.as_str() == r.event_type)
+        && filters.reason.is_none_or(|x| x == r.reason)
+        && filters.tenant_id.as_ref().is_none_or(|t| *t == r.tenant_id)
+        && filters.event_id.as_ref().is_none_or(|e| *e == r.event_id)
+        && filters
+            .dead_lettered_since
+            .is_none_or(|t| r.dead_lettered_at >= t)
+        && filters
+            .dead_lettered_until
+            .is_none_or(|t| r.dead_lettered_at < t)
+}
+
+/// A tenant's recorded dead letters matching `filters` (at most `max`), and whether the
+/// record was read whole.
+///
+/// # Errors
+/// The ledger's [`PortError`].
+pub async fn recorded(
+    ledger: &dyn DeliveryLedger,
+    tenant: &TenantId,
+    filters: &ReplayFilters,
+    max: usize,
+) -> Result<(Vec<RecordedDeadLetter>, usize, bool), PortError> {
+    let read = ledger
+        .dead_letters(&DeadLetterQuery {
+            tenant: tenant.clone(),
+            endpoint: filters.endpoint_id.clone(),
+            max,
+        })
+        .await?;
+    let entries = read
+        .entries
+        .into_iter()
+        .filter(|r| record_matches(filters, r))
+        .collect();
+    Ok((entries, read.read, read.complete))
+}
+
 /// Whether a delivery message passes `filters` (every set field must match): what a run
 /// would replay. Public so tools can preview a replay (`tern replay` checks the target
 /// endpoints before it moves anything).
@@ -153,10 +225,13 @@ pub fn filters_match(filters: &ReplayFilters, message: &DeliveryMessage) -> bool
     matches(filters, message)
 }
 
-/// Drains the DLQ once. Messages left in place are made visible again at the end.
+/// Drains the DLQ once (a tenant's dry run with the ledger reads only its record).
+/// Messages that do not match are made visible again at once; matched ones a dry run
+/// counts, and copies of a delivery already replayed, at the end.
 ///
 /// # Errors
-/// [`PortError`] when the queues cannot be reached; messages already moved stay moved.
+/// [`PortError`] when the queues (or the record) cannot be reached; messages already
+/// moved stay moved.
 pub async fn handle(
     deps: &ReplayDeps,
     request: ReplayRequest,
@@ -167,8 +242,52 @@ pub async fn handle(
         dry_run: request.dry_run,
         ..ReplaySummary::default()
     };
+    // A tenant's run knows from its record what it looks for.
+    let expected = match (&deps.ledger, &request.filters.tenant_id) {
+        (Some(ledger), Some(tenant)) => {
+            let (entries, read, complete) = recorded(
+                ledger.as_ref(),
+                tenant,
+                &request.filters,
+                usize::try_from(max).unwrap_or(usize::MAX),
+            )
+            .await?;
+            summary.recorded = Some(u32::try_from(entries.len()).unwrap_or(u32::MAX));
+            if request.dry_run {
+                summary.examined = u32::try_from(read).unwrap_or(u32::MAX);
+                summary.matched = u32::try_from(entries.len()).unwrap_or(u32::MAX);
+                summary.delivery_ids = entries
+                    .iter()
+                    .take(100)
+                    .map(|r| DeliveryId::of(&r.event_id, &r.endpoint_id).to_string())
+                    .collect();
+                summary.stopped = Some(if complete {
+                    DrainStop::QueueEmpty
+                } else {
+                    DrainStop::MaxReached
+                });
+                return Ok(summary);
+            }
+            Some(
+                entries
+                    .iter()
+                    .map(|r| DeliveryId::of(&r.event_id, &r.endpoint_id))
+                    .collect::<HashSet<_>>(),
+            )
+        }
+        _ => None,
+    };
     let mut left: Vec<ReceivedMessage> = Vec::new();
-    let result = drain(deps, &request, max, &mut summary, &mut left, metrics).await;
+    let result = drain(
+        deps,
+        &request,
+        max,
+        expected,
+        &mut summary,
+        &mut left,
+        metrics,
+    )
+    .await;
     for m in &left {
         if let Err(e) = deps.dlq.release(&m.receipt_handle).await {
             tracing::warn!(error = %e, message_id = %m.message_id, "could not release; it reappears after its visibility timeout");
@@ -177,10 +296,19 @@ pub async fn handle(
     result.map(|()| summary)
 }
 
+/// Makes a message this run does not take visible again at once; one that cannot be
+/// released now is tried again at the end.
+async fn release_now(deps: &ReplayDeps, m: ReceivedMessage, left: &mut Vec<ReceivedMessage>) {
+    if deps.dlq.release(&m.receipt_handle).await.is_err() {
+        left.push(m);
+    }
+}
+
 async fn drain(
     deps: &ReplayDeps,
     request: &ReplayRequest,
     max: u32,
+    mut expected: Option<HashSet<DeliveryId>>,
     summary: &mut ReplaySummary,
     left: &mut Vec<ReceivedMessage>,
     metrics: &Metrics,
@@ -203,17 +331,32 @@ async fn drain(
     );
     // The deliveries this run replayed (or would, in a dry run): at most `max` ids.
     let mut replayed: HashSet<DeliveryId> = HashSet::new();
+    // Messages made visible again at once come back to later receives: each is counted
+    // once, and batches of only such messages, [`DrainRule::EMPTY_POLLS_TO_STOP`] in a row,
+    // end the run as an empty queue would (it went round the queue).
+    let mut released: HashSet<String> = HashSet::new();
+    let mut repeats_in_row = 0;
+    let mut stopped = None;
     while let Some(batch) = drain.next_batch().await? {
+        let mut new = false;
         for m in batch {
+            // Found all it looked for: the rest of the batch goes back at once.
+            if stopped.is_some() || released.contains(&m.message_id) {
+                release_now(deps, m, left).await;
+                continue;
+            }
+            new = true;
             summary.examined += 1;
             let Ok(parsed) = DeliveryMessage::parse(&m.body) else {
                 summary.unreadable += 1;
-                left.push(m);
+                released.insert(m.message_id.clone());
+                release_now(deps, m, left).await;
                 continue;
             };
             if !matches(&request.filters, &parsed) {
                 summary.skipped += 1;
-                left.push(m);
+                released.insert(m.message_id.clone());
+                release_now(deps, m, left).await;
                 continue;
             }
             if !replayed.insert(parsed.delivery_id.clone()) {
@@ -225,28 +368,49 @@ async fn drain(
             if summary.delivery_ids.len() < 100 {
                 summary.delivery_ids.push(parsed.delivery_id.to_string());
             }
+            if let Some(expected) = expected.as_mut() {
+                expected.remove(&parsed.delivery_id);
+            }
             if request.dry_run {
                 left.push(m);
-                continue;
+            } else {
+                let replayed = parsed.replayed();
+                deps.delivery_queue
+                    .send(&QueueEntry {
+                        id: "replay".into(),
+                        body: replayed.to_body(),
+                        delay_seconds: 0,
+                        attributes: vec![],
+                        group_id: Some(replayed.group_id()),
+                    })
+                    .await?;
+                // Deleted after the send: a crash in between leaves a copy in the DLQ, and
+                // the sender's ledger drops the second replay of the same budget.
+                deps.dlq.delete(&m.receipt_handle).await?;
+                summary.replayed += 1;
+                metrics.update(|c| c.replayed += 1);
+                // Out of the record: lists show what is still in the DLQ. A failure is
+                // for people: readers drop a pair whose later budget was claimed.
+                if let Some(ledger) = &deps.ledger
+                    && let Err(e) = ledger.remove_dead_letter(&parsed).await
+                {
+                    tracing::warn!(error = %e, delivery_id = %parsed.delivery_id, "replayed dead letter left in the record");
+                }
             }
-            let replayed = parsed.replayed();
-            deps.delivery_queue
-                .send(&QueueEntry {
-                    id: "replay".into(),
-                    body: replayed.to_body(),
-                    delay_seconds: 0,
-                    attributes: vec![],
-                    group_id: Some(replayed.group_id()),
-                })
-                .await?;
-            // Deleted after the send: a crash in between leaves a copy in the DLQ, and the
-            // sender's ledger drops the second replay of the same budget.
-            deps.dlq.delete(&m.receipt_handle).await?;
-            summary.replayed += 1;
-            metrics.update(|c| c.replayed += 1);
+            if expected.as_ref().is_some_and(HashSet::is_empty) {
+                stopped = Some(DrainStop::QueueEmpty);
+            }
+        }
+        if stopped.is_some() {
+            break;
+        }
+        repeats_in_row = if new { 0 } else { repeats_in_row + 1 };
+        if repeats_in_row >= DrainRule::EMPTY_POLLS_TO_STOP {
+            stopped = Some(DrainStop::QueueEmpty);
+            break;
         }
     }
-    summary.stopped = drain.stopped();
+    summary.stopped = stopped.or(drain.stopped());
     Ok(())
 }
 
@@ -335,5 +499,123 @@ mod tests {
         };
         assert!(filters_match(&event, &dead_letter("tnt_a", "evt_2", None)));
         assert!(!filters_match(&event, &dead_letter("tnt_a", "evt_1", None)));
+    }
+
+    /// A DLQ of fixed messages that logs every call: receives hand out each visible message
+    /// (hidden until released or deleted).
+    struct LoggedDlq {
+        messages: Vec<(String, String)>,
+        hidden: std::sync::Mutex<HashSet<String>>,
+        log: std::sync::Mutex<Vec<String>>,
+    }
+
+    #[async_trait::async_trait]
+    impl DrainableQueue for LoggedDlq {
+        async fn receive(
+            &self,
+            max: i32,
+            _visibility: i32,
+            _wait: i32,
+        ) -> Result<Vec<ReceivedMessage>, PortError> {
+            let mut hidden = self.hidden.lock().unwrap();
+            let batch: Vec<ReceivedMessage> = self
+                .messages
+                .iter()
+                .filter(|(id, _)| !hidden.contains(id))
+                .take(usize::try_from(max).unwrap())
+                .map(|(id, body)| ReceivedMessage {
+                    message_id: id.clone(),
+                    receipt_handle: id.clone(),
+                    body: body.clone(),
+                    attributes: vec![],
+                })
+                .collect();
+            for m in &batch {
+                hidden.insert(m.message_id.clone());
+            }
+            self.log
+                .lock()
+                .unwrap()
+                .push(format!("receive {}", batch.len()));
+            Ok(batch)
+        }
+        async fn delete(&self, handle: &str) -> Result<(), PortError> {
+            self.log.lock().unwrap().push(format!("delete {handle}"));
+            Ok(())
+        }
+        async fn release(&self, handle: &str) -> Result<(), PortError> {
+            self.hidden.lock().unwrap().remove(handle);
+            self.log.lock().unwrap().push(format!("release {handle}"));
+            Ok(())
+        }
+    }
+
+    struct NullQueue;
+
+    #[async_trait::async_trait]
+    impl MessageQueue for NullQueue {
+        async fn send_batch(
+            &self,
+            entries: &[QueueEntry],
+        ) -> Result<Vec<Result<(), PortError>>, PortError> {
+            Ok(entries.iter().map(|_| Ok(())).collect())
+        }
+        async fn send(&self, _: &QueueEntry) -> Result<(), PortError> {
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn another_tenants_message_is_made_visible_again_at_once_and_counted_once() {
+        let body = |tenant: &str, event: &str| {
+            dead_letter(tenant, event, Some("2026-11-30T10:00:00Z")).to_body()
+        };
+        let dlq = Arc::new(LoggedDlq {
+            messages: vec![
+                ("b1".into(), body("tnt_b", "evt_b1")),
+                ("a1".into(), body("tnt_a", "evt_a1")),
+                ("b2".into(), body("tnt_b", "evt_b2")),
+            ],
+            hidden: std::sync::Mutex::new(HashSet::new()),
+            log: std::sync::Mutex::new(Vec::new()),
+        });
+        let deps = ReplayDeps {
+            dlq: dlq.clone(),
+            delivery_queue: Arc::new(NullQueue),
+            ledger: None,
+        };
+        let request = ReplayRequest {
+            filters: ReplayFilters {
+                tenant_id: Some(TenantId::new("tnt_a").unwrap()),
+                ..ReplayFilters::default()
+            },
+            max_seconds: Some(5),
+            ..ReplayRequest::default()
+        };
+        let metrics = Metrics::new("Tern", crate::metrics::MetricsSink::Discard);
+        let summary = handle(&deps, request, &metrics).await.unwrap();
+        assert_eq!(
+            (
+                summary.examined,
+                summary.matched,
+                summary.replayed,
+                summary.skipped
+            ),
+            (3, 1, 1, 2),
+            "B's two counted once each, however often they come back"
+        );
+        assert_eq!(summary.stopped, Some(DrainStop::QueueEmpty));
+        let log = dlq.log.lock().unwrap().clone();
+        // B's messages go back within the batch that received them, before the next receive.
+        let first_receive_end = log
+            .iter()
+            .skip(1)
+            .position(|l| l.starts_with("receive"))
+            .unwrap()
+            + 1;
+        let first_batch = &log[..first_receive_end];
+        assert!(first_batch.contains(&"release b1".to_owned()), "{log:?}");
+        assert!(first_batch.contains(&"release b2".to_owned()), "{log:?}");
+        assert!(first_batch.contains(&"delete a1".to_owned()), "{log:?}");
     }
 }

@@ -1736,6 +1736,15 @@ async fn dead_letter_after(
         ],
         group_id: Some(message.group_id()),
     };
+    // The tenant's dead-letter record first (`tern_core::dead_letters`): lists, counts and
+    // dry runs read it, never the shared DLQ, so what reaches the DLQ must be in it. A
+    // failure here is a failure to dead-letter: the message comes back and tries again.
+    carry(
+        deadline,
+        "dead-letter record",
+        deps.ledger.record_dead_letter(&dead),
+    )
+    .await?;
     carry(deadline, "dead letter", deps.dlq.send(&entry)).await?;
     metrics.update(|c| c.dead_letters += 1);
     tracing::warn!(delivery_id = %message.delivery_id, %reason, attempts, "dead-lettered");

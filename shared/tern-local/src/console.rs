@@ -80,6 +80,7 @@ pub fn console_deps(local: &crate::LocalTern, namespace: &str) -> ConsoleDeps {
             deps: tern_handlers::replay::ReplayDeps {
                 dlq: local.replay.dlq.clone(),
                 delivery_queue: local.replay.delivery_queue.clone(),
+                ledger: local.replay.ledger.clone(),
             },
             namespace: namespace.to_owned(),
         }),

@@ -236,7 +236,9 @@ impl LocalTern {
             &aws,
             options.lookup.clone(),
         )?;
-        let replay = tern_aws::wiring::replay_deps(&ReplayConfig::from_env(&vars)?, &aws);
+        let mut replay = tern_aws::wiring::replay_deps(&ReplayConfig::from_env(&vars)?, &aws);
+        // Local mode's tools share the sender's ledger: the tenants' dead-letter records.
+        replay.ledger = Some(sender.ledger.clone());
         let operational =
             tern_aws::wiring::operational_sink(&OperationalConfig::from_env(&vars)?, &aws);
         Ok(Self {

@@ -1,14 +1,16 @@
 //! The DLQ as an operator sees it: each message read as a dead letter, and dead letters
-//! grouped by endpoint and reason ("which endpoint is failing, and why?"). Pure functions
-//! over messages already read (see [`crate::peek`]); the `tern dlq` command and the
-//! console's Dead letters widget both render these.
+//! grouped by endpoint and reason ("which endpoint is failing, and why?"). Lists read the
+//! tenants' dead-letter records ([`read_record`], [`tern_core::dead_letters`]), never the
+//! shared queue, so a list never hides a dead letter from another reader; views of
+//! messages read from the queue ([`view`], for `tern dlq --show`) render the same way.
 
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use tern_core::DeliveryMessage;
-use tern_core::ports::ReceivedMessage;
+use tern_core::dead_letters::{DeadLetterQuery, RecordedDeadLetter};
+use tern_core::ports::{DeliveryLedger, EndpointStore, PortError, ReceivedMessage};
+use tern_core::{DeliveryId, DeliveryMessage, EndpointId, TenantId};
 
 /// Group reason of a message SQS moved to the DLQ itself after `maxReceiveCount` receives
 /// (a crash, a panic, an AWS outage): it carries no dead-letter record.
@@ -105,6 +107,91 @@ pub fn view(message: &ReceivedMessage) -> DeadLetterView {
             }
         }
     }
+}
+
+/// A recorded dead letter as a view. It names no SQS message (the record keys dead letters
+/// by pair): `message_id` is its delivery id, `<event id>.<endpoint id>`.
+pub fn recorded_view(r: &RecordedDeadLetter) -> DeadLetterView {
+    let delivery = DeliveryId::of(&r.event_id, &r.endpoint_id).to_string();
+    DeadLetterView {
+        message_id: delivery.clone(),
+        delivery_id: Some(delivery),
+        event_id: Some(r.event_id.to_string()),
+        event_type: Some(r.event_type.clone()),
+        tenant_id: Some(r.tenant_id.to_string()),
+        endpoint_id: Some(r.endpoint_id.to_string()),
+        reason: r.reason.to_string(),
+        last_status: r.last_status,
+        last_error: r.last_error.clone(),
+        attempts: Some(r.attempts),
+        dead_lettered_at: Some(r.dead_lettered_at),
+        replay_count: Some(r.replay_count),
+        payload_sample: r.payload_sample.clone(),
+        payload_truncated: r.payload_truncated,
+    }
+}
+
+/// What [`read_record`] found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecordRead {
+    /// The dead letters still in the DLQ, by tenant, endpoint and event; at most `max`.
+    pub entries: Vec<RecordedDeadLetter>,
+    /// Record entries read (before dropping pairs delivered or replayed since).
+    pub read: usize,
+    /// True when every entry was read (none left past `max`).
+    pub complete: bool,
+}
+
+/// Dead letters from the tenants' records ([`tern_core::dead_letters`]), never from the
+/// DLQ: of `tenant`, or (`None`, the operator) of every tenant that has an endpoint in the
+/// registry (one `list_all` of the registry, then one read of each tenant's record), only
+/// `endpoint`'s when given; at most `max` in all.
+///
+/// # Errors
+/// The ledger or the registry could not be read.
+pub async fn read_record(
+    ledger: &dyn DeliveryLedger,
+    endpoints: &dyn EndpointStore,
+    tenant: Option<&TenantId>,
+    endpoint: Option<&EndpointId>,
+    max: usize,
+) -> Result<RecordRead, PortError> {
+    let tenants: Vec<TenantId> = match tenant {
+        Some(t) => vec![t.clone()],
+        None => {
+            let mut all: Vec<TenantId> = endpoints
+                .list_all()
+                .await?
+                .into_iter()
+                .map(|e| e.tenant_id)
+                .collect();
+            all.sort();
+            all.dedup();
+            all
+        }
+    };
+    let mut out = RecordRead {
+        complete: true,
+        ..RecordRead::default()
+    };
+    for t in tenants {
+        let left = max.saturating_sub(out.entries.len());
+        if left == 0 {
+            out.complete = false;
+            break;
+        }
+        let read = ledger
+            .dead_letters(&DeadLetterQuery {
+                tenant: t,
+                endpoint: endpoint.cloned(),
+                max: left,
+            })
+            .await?;
+        out.read += read.read;
+        out.complete &= read.complete;
+        out.entries.extend(read.entries);
+    }
+    Ok(out)
 }
 
 /// Dead letters of one endpoint with one reason. Field names are the `--json` contract of

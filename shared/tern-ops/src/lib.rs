@@ -764,10 +764,11 @@ pub async fn peek_within(
     result.map(|()| seen)
 }
 
-/// Reads up to `max` messages of a queue looking for `message_id`: every other message is
-/// made visible again; the one found stays hidden (for 30 s) so the caller can delete it
-/// (or release it with [`DrainableQueue::release`]). Returns it (if found) and how many
-/// messages were read.
+/// Reads up to `max` messages of a queue looking for `message_id` (an SQS message id, or
+/// a delivery message's delivery id, `<event id>.<endpoint id>`, as the record's lists
+/// name dead letters): every other message is made visible again; the one found stays
+/// hidden (for 30 s) so the caller can delete it (or release it with
+/// [`DrainableQueue::release`]). Returns it (if found) and how many messages were read.
 ///
 /// # Errors
 /// A queue error; messages read so far are released first.
@@ -789,7 +790,7 @@ pub async fn take(
         match drain.next_batch().await {
             Ok(Some(batch)) => {
                 seen.extend(batch);
-                if seen.iter().any(|m| m.message_id == message_id) {
+                if seen.iter().any(|m| is(m, message_id)) {
                     break;
                 }
             }
@@ -803,13 +804,19 @@ pub async fn take(
     let read = seen.len();
     let mut found = None;
     for m in seen {
-        if m.message_id == message_id && result.is_ok() {
+        if found.is_none() && is(&m, message_id) && result.is_ok() {
             found = Some(m);
         } else {
             queue.release(&m.receipt_handle).await?;
         }
     }
     result.map(|()| (found, read))
+}
+
+/// Whether `m` is the message `id` names: its SQS message id or its delivery id.
+fn is(m: &ReceivedMessage, id: &str) -> bool {
+    m.message_id == id
+        || DeliveryMessage::parse(&m.body).is_ok_and(|d| d.delivery_id.as_str() == id)
 }
 
 /// Prints up to `max` DLQ messages (payload and dead-letter record) without removing them.

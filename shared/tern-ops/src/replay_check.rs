@@ -5,10 +5,9 @@
 //! One check, here, for both.
 
 use serde::Serialize;
-use tern_core::DeliveryMessage;
 use tern_core::EndpointId;
-use tern_core::ports::{DrainableQueue, EndpointStore, PortError};
-use tern_handlers::replay::{ReplayFilters, filters_match};
+use tern_core::ports::{DeliveryLedger, EndpointStore, PortError};
+use tern_handlers::replay::{ReplayFilters, record_matches};
 
 /// An endpoint a replay would send dead letters to that cannot take them. Field names are
 /// the `--json` contract of `tern replay` (`bad_targets`).
@@ -22,39 +21,26 @@ pub struct BadTarget {
 
 /// The endpoints the dead letters matching `filters` would go to that are disabled or
 /// unknown (deleted, or never existed). With an endpoint filter that endpoint is the only
-/// target and the DLQ is not read; otherwise up to `max` DLQ messages are read (and made
-/// visible again, [`crate::peek`], at most [`crate::PEEK_TIME_BUDGET`]).
+/// target; otherwise the targets come from the dead-letter record (of the filter's tenant,
+/// or of every tenant in the registry: [`crate::dlq::read_record`], at most `max`
+/// entries). The DLQ itself is never read, so the check hides nothing from anyone.
 ///
 /// # Errors
-/// The DLQ or the endpoint registry could not be read.
+/// The record or the endpoint registry could not be read.
 pub async fn bad_targets(
-    dlq: &dyn DrainableQueue,
+    ledger: &dyn DeliveryLedger,
     endpoints: &dyn EndpointStore,
     filters: &ReplayFilters,
     max: usize,
-) -> Result<Vec<BadTarget>, PortError> {
-    bad_targets_within(dlq, endpoints, filters, max, crate::PEEK_TIME_BUDGET).await
-}
-
-/// [`bad_targets`] reading the DLQ for at most `time_budget` ([`crate::peek_within`]).
-///
-/// # Errors
-/// The DLQ or the endpoint registry could not be read.
-pub async fn bad_targets_within(
-    dlq: &dyn DrainableQueue,
-    endpoints: &dyn EndpointStore,
-    filters: &ReplayFilters,
-    max: usize,
-    time_budget: std::time::Duration,
 ) -> Result<Vec<BadTarget>, PortError> {
     let mut targets: Vec<EndpointId> = match &filters.endpoint_id {
         Some(e) => vec![e.clone()],
-        None => crate::peek_within(dlq, max, time_budget)
+        None => crate::dlq::read_record(ledger, endpoints, filters.tenant_id.as_ref(), None, max)
             .await?
-            .iter()
-            .filter_map(|m| DeliveryMessage::parse(&m.body).ok())
-            .filter(|d| filters_match(filters, d))
-            .map(|d| d.endpoint_id)
+            .entries
+            .into_iter()
+            .filter(|r| record_matches(filters, r))
+            .map(|r| r.endpoint_id)
             .collect(),
     };
     targets.sort();

@@ -19,9 +19,12 @@ class DeadLetterGroups:
 
     Attributes:
         groups (list[DeadLetterGroup]): The groups.
-        matched (int): Of which this tenant's.
-        read (int): DLQ messages read (every tenant's; none removed).
-        truncated (bool): True when `read` reached `max`: more may be in the DLQ.
+        matched (int): Of which still in the DLQ (a pair delivered or replayed since is not shown): the
+            dead letters in `groups`.
+        read (int): Entries of this tenant's dead-letter record read (the DLQ itself is never read by
+            a list, so a list hides nothing from another reader). Before issue 27 this counted
+            DLQ messages of every tenant.
+        truncated (bool): True when `max` cut the list: more of this tenant's dead letters may exist.
     """
 
     groups: list[DeadLetterGroup]

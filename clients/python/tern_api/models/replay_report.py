@@ -19,8 +19,11 @@ class ReplayReport:
         already_replayed (int): Read and left: copies of a delivery this run already replayed.
         delivery_ids (list[str]): Delivery ids replayed (`<event id>.<endpoint id>`), at most 100.
         dry_run (bool): True for a dry run (nothing moved).
-        examined (int): DLQ messages read (every tenant's: the DLQ is shared).
-        matched (int): Of which matched the filters (this tenant's only).
+        examined (int): DLQ messages read (every tenant's: the DLQ is shared; another tenant's are made
+            visible again at once). A dry run reads no message: it counts this tenant's
+            dead-letter record entries read.
+        matched (int): Of which matched the filters (this tenant's only). A dry run: the record's entries
+            that match, each a dead letter still in the DLQ.
         replayed (int): Moved to the delivery queue.
         stopped (None | str | Unset): Why the run ended: `max_reached`, `time_budget` (call again) or `queue_empty`.
     """

@@ -11,7 +11,12 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** This tenant's dead letters, grouped by endpoint and reason, largest group first. */
+        /**
+         * This tenant's dead letters, grouped by endpoint and reason, largest group first.
+         * @description Read from the tenant's dead-letter record, never from the shared DLQ: a list hides nothing
+         *     from another tenant's list or replay. Messages SQS moved to the DLQ itself (after its
+         *     `maxReceiveCount`) are not in the record.
+         */
         get: operations["listDeadLetters"];
         put?: never;
         post?: never;
@@ -453,11 +458,18 @@ export interface components {
         DeadLetterGroups: {
             /** @description The groups. */
             groups: components["schemas"]["DeadLetterGroup"][];
-            /** @description Of which this tenant's. */
+            /**
+             * @description Of which still in the DLQ (a pair delivered or replayed since is not shown): the
+             *     dead letters in `groups`.
+             */
             matched: number;
-            /** @description DLQ messages read (every tenant's; none removed). */
+            /**
+             * @description Entries of this tenant's dead-letter record read (the DLQ itself is never read by
+             *     a list, so a list hides nothing from another reader). Before issue 27 this counted
+             *     DLQ messages of every tenant.
+             */
             read: number;
-            /** @description True when `read` reached `max`: more may be in the DLQ. */
+            /** @description True when `max` cut the list: more of this tenant's dead letters may exist. */
             truncated: boolean;
         };
         /** @description A budget that ended in the DLQ. */
@@ -1027,12 +1039,15 @@ export interface components {
             dry_run: boolean;
             /**
              * Format: int32
-             * @description DLQ messages read (every tenant's: the DLQ is shared).
+             * @description DLQ messages read (every tenant's: the DLQ is shared; another tenant's are made
+             *     visible again at once). A dry run reads no message: it counts this tenant's
+             *     dead-letter record entries read.
              */
             examined: number;
             /**
              * Format: int32
-             * @description Of which matched the filters (this tenant's only).
+             * @description Of which matched the filters (this tenant's only). A dry run: the record's entries
+             *     that match, each a dead letter still in the DLQ.
              */
             matched: number;
             /**
@@ -1172,7 +1187,7 @@ export interface operations {
     listDeadLetters: {
         parameters: {
             query?: {
-                /** @description Most DLQ messages read, 1..=500 (default 100). */
+                /** @description Most dead letters listed, 1..=500 (default 100). */
                 max?: number;
             };
             header?: never;

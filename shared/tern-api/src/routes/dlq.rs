@@ -1,7 +1,9 @@
 //! `/v1/tenants/{tenant_id}/dead-letters...`: the tenant's dead letters grouped by endpoint
 //! and reason (`tern dlq`), and a replay with filters (`tern replay`), always confined to
-//! the tenant. The DLQ is shared by every tenant: a read goes through other tenants'
-//! messages (hidden while read, then made visible again) and counts them only in `read`.
+//! the tenant. The DLQ is shared by every tenant, so a list, a dry run and the target
+//! check read the tenant's dead-letter record ([`tern_core::dead_letters`]) and never
+//! receive a message: one tenant reading never hides another's dead letters. A replay
+//! receives the DLQ and makes every message it does not take visible again at once.
 
 use std::sync::Arc;
 
@@ -21,19 +23,21 @@ use crate::model::{
 };
 use crate::problem::{ApiError, ApiResult, Kind};
 
-/// Default most DLQ messages read for the grouped view: 100.
+/// Default most dead letters listed in the grouped view: 100.
 pub const DEFAULT_DLQ_READ: u32 = 100;
-/// Most DLQ messages read for the grouped view: 500 (`tern_console::MAX_DEAD_LETTERS_READ`).
+/// Most dead letters listed in the grouped view, and read by the replay's target check:
+/// 500 (`tern_console::MAX_DEAD_LETTERS_READ`).
 pub const MAX_DLQ_READ: u32 = 500;
-/// Time budget of a read of the DLQ by the API: 10 s (no receive starts after it). With a
-/// replay's 10 s after it, a route answers within API Gateway's 30 s.
-pub const DLQ_READ_BUDGET: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Time budget of one API replay, in seconds: 10 (the answer comes within API Gateway's
 /// 30 s; a larger DLQ reports `stopped: time_budget`: call again).
 pub const API_REPLAY_SECONDS: u32 = tern_ops::recover::RECOVER_REPLAY_SECONDS;
 
 /// This tenant's dead letters, grouped by endpoint and reason, largest group first.
+///
+/// Read from the tenant's dead-letter record, never from the shared DLQ: a list hides nothing
+/// from another tenant's list or replay. Messages SQS moved to the DLQ itself (after its
+/// `maxReceiveCount`) are not in the record.
 #[utoipa::path(
     get,
     path = "/v1/tenants/{tenant_id}/dead-letters",
@@ -57,11 +61,16 @@ pub(crate) async fn list_dead_letters(
         ));
     }
     let max = usize::try_from(max).unwrap_or(usize::MAX);
-    let read = tern_ops::peek_within(deps.queues.dlq.as_ref(), max, DLQ_READ_BUDGET).await?;
-    let views: Vec<_> = read
+    let view = TenantEndpoints {
+        inner: deps.endpoints.clone(),
+        tenant: tenant.clone(),
+    };
+    let record =
+        tern_ops::dlq::read_record(deps.ledger.as_ref(), &view, Some(&tenant), None, max).await?;
+    let views: Vec<_> = record
+        .entries
         .iter()
-        .map(tern_ops::dlq::view)
-        .filter(|v| v.tenant_id.as_deref() == Some(tenant.as_str()))
+        .map(tern_ops::dlq::recorded_view)
         .collect();
     let groups = tern_ops::dlq::group(&views)
         .into_iter()
@@ -89,9 +98,9 @@ pub(crate) async fn list_dead_letters(
         })
         .collect();
     Ok(Json(DeadLetterGroups {
-        read: read.len(),
+        read: record.read,
         matched: views.len(),
-        truncated: read.len() >= max,
+        truncated: !record.complete,
         groups,
     }))
 }
@@ -195,12 +204,11 @@ pub(crate) async fn replay_dead_letters(
             inner: deps.endpoints.clone(),
             tenant: tenant.clone(),
         };
-        let bad = tern_ops::replay_check::bad_targets_within(
-            deps.queues.dlq.as_ref(),
+        let bad = tern_ops::replay_check::bad_targets(
+            deps.ledger.as_ref(),
             &view,
             &filters,
             usize::try_from(MAX_DLQ_READ).unwrap_or(usize::MAX),
-            DLQ_READ_BUDGET,
         )
         .await?;
         if !bad.is_empty() {

@@ -102,6 +102,10 @@ def sync_detailed(
 ) -> Response[DeadLetterGroups | Problem]:
     """This tenant's dead letters, grouped by endpoint and reason, largest group first.
 
+     Read from the tenant's dead-letter record, never from the shared DLQ: a list hides nothing
+    from another tenant's list or replay. Messages SQS moved to the DLQ itself (after its
+    `maxReceiveCount`) are not in the record.
+
     Args:
         tenant_id (str):
         max_ (int | Unset):
@@ -134,6 +138,10 @@ def sync(
 ) -> DeadLetterGroups | Problem | None:
     """This tenant's dead letters, grouped by endpoint and reason, largest group first.
 
+     Read from the tenant's dead-letter record, never from the shared DLQ: a list hides nothing
+    from another tenant's list or replay. Messages SQS moved to the DLQ itself (after its
+    `maxReceiveCount`) are not in the record.
+
     Args:
         tenant_id (str):
         max_ (int | Unset):
@@ -160,6 +168,10 @@ async def asyncio_detailed(
     max_: int | Unset = UNSET,
 ) -> Response[DeadLetterGroups | Problem]:
     """This tenant's dead letters, grouped by endpoint and reason, largest group first.
+
+     Read from the tenant's dead-letter record, never from the shared DLQ: a list hides nothing
+    from another tenant's list or replay. Messages SQS moved to the DLQ itself (after its
+    `maxReceiveCount`) are not in the record.
 
     Args:
         tenant_id (str):
@@ -190,6 +202,10 @@ async def asyncio(
     max_: int | Unset = UNSET,
 ) -> DeadLetterGroups | Problem | None:
     """This tenant's dead letters, grouped by endpoint and reason, largest group first.
+
+     Read from the tenant's dead-letter record, never from the shared DLQ: a list hides nothing
+    from another tenant's list or replay. Messages SQS moved to the DLQ itself (after its
+    `maxReceiveCount`) are not in the record.
 
     Args:
         tenant_id (str):
