@@ -861,9 +861,9 @@ pub struct PortalSessionRequest {
 /// A minted portal session: open `url` once (in a browser or an iframe).
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct PortalSession {
-    /// The single-use link: `<portal>/portal/start?token=...`. The first load exchanges the
-    /// token for a session cookie and drops it from the address bar; a second load is
-    /// refused.
+    /// The single-use link: `<portal>/portal/start?token=...`. Loading it spends nothing (link
+    /// scanners fetch it first); its page's button exchanges the token for a session cookie
+    /// and drops it from the address bar; a used link is refused.
     pub url: String,
     /// The session's id (logged with every action of the session).
     pub session_id: String,

@@ -17,9 +17,9 @@ class PortalSession:
     Attributes:
         expires_at (datetime.datetime): When the link and the session end.
         session_id (str): The session's id (logged with every action of the session).
-        url (str): The single-use link: `<portal>/portal/start?token=...`. The first load exchanges the
-            token for a session cookie and drops it from the address bar; a second load is
-            refused.
+        url (str): The single-use link: `<portal>/portal/start?token=...`. Loading it spends nothing (link
+            scanners fetch it first); its page's button exchanges the token for a session cookie
+            and drops it from the address bar; a used link is refused.
     """
 
     expires_at: datetime.datetime

@@ -905,9 +905,9 @@ export interface components {
             /** @description The session's id (logged with every action of the session). */
             session_id: string;
             /**
-             * @description The single-use link: `<portal>/portal/start?token=...`. The first load exchanges the
-             *     token for a session cookie and drops it from the address bar; a second load is
-             *     refused.
+             * @description The single-use link: `<portal>/portal/start?token=...`. Loading it spends nothing (link
+             *     scanners fetch it first); its page's button exchanges the token for a session cookie
+             *     and drops it from the address bar; a used link is refused.
              */
             url: string;
         };
