@@ -1607,3 +1607,58 @@ async fn the_endpoint_log_pages_newest_first_by_outcome() {
     assert_eq!(event.json["payload"], json!({"i": 0}));
     assert_eq!(event.json["deliveries"][0]["attempt"], 4);
 }
+
+/// Issue 28: a time without an offset got "premature end of input at line 1 column 37";
+/// now the problem names the field and says what to change, in a body and in a query.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_time_without_an_offset_gets_an_error_that_says_so() {
+    let (_local, _rx, api) = api_deployment("api-times", options()).await;
+    let (id, _) = create(&api, "tnt_a", json!({"url": "http://127.0.0.1:9/hook"})).await;
+    let ep = format!("/v1/tenants/tnt_a/endpoints/{id}");
+    let body = api
+        .post(
+            &format!("{ep}/recover"),
+            &json!({"since": "2026-12-01T09:00:00"}),
+        )
+        .await;
+    assert_eq!(
+        (body.status, body.problem(), body.field()),
+        (400, "validation", "since"),
+        "{}",
+        body.text
+    );
+    assert!(body.text.contains("no offset: add Z"), "{}", body.text);
+    assert!(!body.text.contains("premature end"), "{}", body.text);
+    let query = api
+        .get(&format!("{ep}/attempts?since=2026-12-01T09%3A00%3A00"))
+        .await;
+    assert_eq!(
+        (query.status, query.problem()),
+        (400, "validation"),
+        "{}",
+        query.text
+    );
+    assert!(query.text.contains("no offset: add Z"), "{}", query.text);
+    let replay = api
+        .post(
+            "/v1/tenants/tnt_a/dead-letters/replay",
+            &json!({"dead_lettered_since": "soon", "dry_run": true}),
+        )
+        .await;
+    assert_eq!(
+        (replay.status, replay.field()),
+        (400, "dead_lettered_since"),
+        "{}",
+        replay.text
+    );
+    assert!(
+        replay.text.contains("2026-12-01T09:00:00Z"),
+        "{}",
+        replay.text
+    );
+    // With the offset, accepted.
+    let fine = api
+        .get(&format!("{ep}/attempts?since=2026-12-01T09%3A00%3A00Z"))
+        .await;
+    assert_eq!(fine.status, 200, "{}", fine.text);
+}

@@ -201,7 +201,10 @@ async fn link_scanners_do_not_spend_the_link() {
         let get = scanner.get(&url).await;
         assert_eq!(get.status, 200, "{}", get.html);
         assert!(get.set_cookies.is_empty(), "GET opens no session");
-        assert!(!get.html.contains("tenant A"), "the page before the click shows no data");
+        assert!(
+            !get.html.contains("tenant A"),
+            "the page before the click shows no data"
+        );
         assert!(get.html.contains("id=\"open\""), "{}", get.html);
     }
     // The customer, after the scanners.
@@ -227,11 +230,19 @@ async fn link_scanners_do_not_spend_the_link() {
         .to_owned();
     let token = fresh.split_once("token=").expect("token").1.to_owned();
     let forged = PortalClient::new(&api.base)
-        .post("/portal/start", &[("token", token.as_str())], Some("https://evil.example"))
+        .post(
+            "/portal/start",
+            &[("token", token.as_str())],
+            Some("https://evil.example"),
+        )
         .await;
     assert!(forged.set_cookies.is_empty(), "{}", forged.html);
     assert_ne!(forged.status, 303);
-    assert_eq!(PortalClient::new(&api.base).open(&fresh).await.status, 303, "the link still opens");
+    assert_eq!(
+        PortalClient::new(&api.base).open(&fresh).await.status,
+        303,
+        "the link still opens"
+    );
 }
 
 /// A session of tenant A, given tenant B's ids in every path and form field, sees and

@@ -17,6 +17,44 @@ where
     Option::<T>::deserialize(d).map(Some)
 }
 
+/// A request's time: RFC 3339 with an offset (`2026-12-01T09:00:00Z`,
+/// `2026-12-01T10:00:00+01:00`). Anything else gets an error that shows the form and what is
+/// missing (issue 28: a time without an offset got "premature end of input at line 1
+/// column 37"). The value is echoed cut to 64 characters.
+fn time_from(text: &str) -> Result<DateTime<Utc>, String> {
+    let text = text.trim();
+    DateTime::parse_from_rfc3339(text)
+        .map(|t| t.with_timezone(&Utc))
+        .map_err(|_| {
+            let shown = tern_core::sqs_text::clean(text, 64);
+            // A date and a time but no offset: the usual mistake, named.
+            let no_offset =
+                chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%dT%H:%M:%S%.f").is_ok();
+            let why = if no_offset {
+                "it has no offset: add Z for UTC (or +hh:mm)"
+            } else {
+                "write it as 2026-12-01T09:00:00Z"
+            };
+            format!("{shown:?} is not an RFC 3339 time with an offset: {why}")
+        })
+}
+
+/// Deserializes a required time ([`time_from`]).
+fn time<'de, D: serde::Deserializer<'de>>(d: D) -> Result<DateTime<Utc>, D::Error> {
+    let text = String::deserialize(d)?;
+    time_from(&text).map_err(serde::de::Error::custom)
+}
+
+/// Deserializes an optional time ([`time_from`]); `null` or absent is `None`.
+fn optional_time<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<DateTime<Utc>>, D::Error> {
+    Option::<String>::deserialize(d)?
+        .map(|t| time_from(&t))
+        .transpose()
+        .map_err(serde::de::Error::custom)
+}
+
 /// Request body format of an endpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
@@ -403,8 +441,10 @@ impl From<OutcomeFilter> for tern_core::delivery_log::OutcomeFilter {
 #[into_params(parameter_in = Query)]
 pub struct EndpointAttemptsQuery {
     /// Attempts that started at or after this time (RFC 3339).
+    #[serde(default, deserialize_with = "optional_time")]
     pub since: Option<DateTime<Utc>>,
     /// Attempts that started before this time (RFC 3339, exclusive).
+    #[serde(default, deserialize_with = "optional_time")]
     pub until: Option<DateTime<Utc>>,
     /// Only attempts with this kind of outcome.
     pub outcome: Option<OutcomeFilter>,
@@ -614,9 +654,10 @@ pub struct Resend {
 #[schema(example = json!({"since": "2026-12-01T09:00:00Z", "until": "2026-12-01T11:00:00Z", "enable": true}))]
 pub struct RecoverRequest {
     /// Failures at or after this time.
+    #[serde(deserialize_with = "time")]
     pub since: DateTime<Utc>,
     /// Failures before this time (exclusive); default now.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "optional_time")]
     pub until: Option<DateTime<Utc>>,
     /// Enable the endpoint first if it is disabled (else a disabled endpoint is a 409).
     #[serde(default)]
@@ -786,10 +827,10 @@ pub struct ReplayRequest {
     #[serde(default)]
     pub event_id: Option<String>,
     /// Only dead-lettered at or after.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "optional_time")]
     pub dead_lettered_since: Option<DateTime<Utc>>,
     /// Only dead-lettered before (exclusive).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "optional_time")]
     pub dead_lettered_until: Option<DateTime<Utc>>,
     /// Count, move nothing.
     #[serde(default)]
@@ -869,4 +910,29 @@ pub struct PortalSession {
     pub session_id: String,
     /// When the link and the session end.
     pub expires_at: DateTime<Utc>,
+}
+
+#[cfg(test)]
+mod time_tests {
+    use super::time_from;
+
+    #[test]
+    fn times_need_an_offset_and_say_so() {
+        assert_eq!(
+            time_from("2026-12-01T09:00:00Z").unwrap().to_rfc3339(),
+            "2026-12-01T09:00:00+00:00"
+        );
+        assert_eq!(
+            time_from("2026-12-01T10:00:00+01:00").unwrap().to_rfc3339(),
+            "2026-12-01T09:00:00+00:00"
+        );
+        let no_offset = time_from("2026-12-01T09:00:00").unwrap_err();
+        assert!(
+            no_offset.contains("no offset") && no_offset.contains("add Z"),
+            "{no_offset}"
+        );
+        let junk = time_from("yesterday").unwrap_err();
+        assert!(junk.contains("2026-12-01T09:00:00Z"), "{junk}");
+        assert!(time_from(&"9".repeat(10_000)).unwrap_err().len() < 200);
+    }
 }
