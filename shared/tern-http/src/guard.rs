@@ -242,6 +242,43 @@ pub async fn check_endpoint_url(
     Ok(addrs)
 }
 
+/// What to change when `url` was refused with `error` ([`check_endpoint_url`]), when the
+/// refusal has a likely cause the text alone does not show: a host name that resolved to a
+/// denied address while the deployment allows some addresses (local mode allows
+/// 127.0.0.1/32, and `localhost` resolves to `::1` first on many machines, which is
+/// denied). Names the allowed networks and, for a single allowed address, the URL with it.
+/// `None` when there is nothing to add.
+pub fn refusal_hint(
+    url: &str,
+    error: &EndpointCheckError,
+    policy: &DestinationPolicy,
+) -> Option<String> {
+    let EndpointCheckError::Blocked(BlockedError::DeniedAddress { .. }) = error else {
+        return None;
+    };
+    let parsed = url::Url::parse(url).ok()?;
+    let Some(url::Host::Domain(name)) = parsed.host() else {
+        return None;
+    };
+    let first = policy.allow.first()?;
+    let allowed = policy
+        .allow
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut suggested = parsed.clone();
+    if first.prefix_len() == first.max_prefix_len() && suggested.set_ip_host(first.addr()).is_ok() {
+        Some(format!(
+            "{name} resolves to that address; this deployment allows {allowed}: use {suggested}"
+        ))
+    } else {
+        Some(format!(
+            "{name} resolves to that address; this deployment allows {allowed}: use an address in it"
+        ))
+    }
+}
+
 /// Checks every address of one answer: the first denied one refuses the whole answer.
 fn check_all(policy: &DestinationPolicy, addrs: &[IpAddr]) -> Result<(), BlockedError> {
     addrs.iter().try_for_each(|a| policy.check_ip(*a))

@@ -20,6 +20,6 @@ pub use client::{AttemptReport, AttemptRequest, ClientOptions, DeliveryClient};
 pub use dns::{DnsError, DnsFailure, DnsResolver};
 pub use guard::{
     BlockedError, DestinationPolicy, EndpointCheckError, HostLookup, StaticLookup,
-    check_endpoint_url,
+    check_endpoint_url, refusal_hint,
 };
 pub use identity::{CertificateError, ClientIdentity, IdentityError};

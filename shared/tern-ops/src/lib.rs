@@ -104,6 +104,20 @@ pub struct NewEndpoint {
     pub client_certificate: Option<tern_core::client_certificate::ClientCertificate>,
 }
 
+/// The refusal of an endpoint URL, with what to change when the guard knows
+/// ([`tern_http::refusal_hint`]: `localhost` resolving to a denied `::1` where only
+/// 127.0.0.1 is allowed, issue 28).
+fn url_refused(
+    url: &str,
+    error: &tern_http::EndpointCheckError,
+    policy: &DestinationPolicy,
+) -> OpsError {
+    match tern_http::refusal_hint(url, error, policy) {
+        Some(hint) => OpsError::Invalid(format!("{error}; {hint}")),
+        None => OpsError::Invalid(error.to_string()),
+    }
+}
+
 /// Validates and stores a new endpoint; returns it (with its secret, to show once). The URL
 /// is checked with the sender's destination policy (resolved once; every address must be
 /// allowed), so an endpoint the sender would refuse is refused here already.
@@ -119,7 +133,7 @@ pub async fn add_endpoint(
     let bad = |e: &dyn std::fmt::Display| OpsError::Invalid(e.to_string());
     tern_http::check_endpoint_url(&new.url, policy, lookup)
         .await
-        .map_err(|e| bad(&e))?;
+        .map_err(|e| url_refused(&new.url, &e, policy))?;
     reach::check_auth(&new.auth, policy, lookup).await?;
     let secret = match new.secret {
         Some(s) => Secret::parse(&s).map_err(|e| bad(&e))?,
@@ -383,7 +397,7 @@ pub async fn update_endpoint(
     if let Some(url) = &update.url {
         tern_http::check_endpoint_url(url, policy, lookup)
             .await
-            .map_err(|e| OpsError::Invalid(e.to_string()))?;
+            .map_err(|e| url_refused(url, &e, policy))?;
     }
     if let Some(auth) = &update.auth {
         reach::check_auth(auth, policy, lookup).await?;
@@ -858,4 +872,52 @@ pub async fn peek_dlq(
         }
     }
     Ok(u32::try_from(seen.len()).unwrap_or(u32::MAX))
+}
+
+#[cfg(test)]
+mod url_refusal_tests {
+    use super::*;
+
+    /// Issue 28: `localhost` resolving to `::1` in local mode (which allows 127.0.0.1/32)
+    /// was refused as "destination ::1 is in a denied range (loopback)" with nothing to
+    /// go on; the refusal now says what to use.
+    #[tokio::test]
+    async fn localhost_refused_as_ipv6_loopback_says_to_use_the_allowed_address() {
+        let policy = DestinationPolicy {
+            https_only: false,
+            allow: vec!["127.0.0.1/32".parse().expect("net")],
+            nat64: false,
+        };
+        let lookup = tern_http::StaticLookup {
+            hosts: vec![(
+                "localhost".to_owned(),
+                vec!["::1".parse().expect("ip"), "127.0.0.1".parse().expect("ip")],
+            )],
+        };
+        let url = "http://localhost:8000/hook?x=1";
+        let error = tern_http::check_endpoint_url(url, &policy, &lookup)
+            .await
+            .expect_err("::1 is denied");
+        let OpsError::Invalid(text) = url_refused(url, &error, &policy) else {
+            panic!("not Invalid")
+        };
+        assert!(text.contains("::1"), "{text}");
+        assert!(
+            text.contains(
+                "this deployment allows 127.0.0.1/32: use http://127.0.0.1:8000/hook?x=1"
+            ),
+            "{text}"
+        );
+        // An address literal, or a deployment that allows nothing, gets no hint.
+        let literal = "http://[::1]:8000/hook";
+        let error = tern_http::check_endpoint_url(literal, &policy, &lookup)
+            .await
+            .expect_err("denied");
+        assert_eq!(tern_http::refusal_hint(literal, &error, &policy), None);
+        let strict = DestinationPolicy::default();
+        let error = tern_http::check_endpoint_url(url, &strict, &lookup)
+            .await
+            .expect_err("denied");
+        assert_eq!(tern_http::refusal_hint(url, &error, &strict), None);
+    }
 }
