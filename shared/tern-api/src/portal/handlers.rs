@@ -97,6 +97,20 @@ fn own_origin(headers: &HeaderMap) -> Option<String> {
     ))
 }
 
+/// The `Origin` of a browser's post when it is another site's: neither this host's origin
+/// nor the portal's public URL's. `None` for this portal's own pages, and for a request
+/// without `Origin` (not a browser's cross-site form).
+fn foreign_origin<'h>(portal: &PortalDeps, headers: &'h HeaderMap) -> Option<&'h str> {
+    let origin = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok())?;
+    let public = portal
+        .settings
+        .public_url
+        .as_deref()
+        .and_then(super::url_origin);
+    (Some(origin) != own_origin(headers).as_deref() && Some(origin) != public.as_deref())
+        .then_some(origin)
+}
+
 /// A state change: the session, its form, after the checks every one passes: an
 /// `Origin` (when the browser sends one) of this portal, the session's CSRF token, and a
 /// session that may change things.
@@ -107,16 +121,9 @@ async fn change(
 ) -> Result<(Arc<PortalDeps>, Session, Form), Response> {
     let (portal, session) = session(deps, headers).await?;
     let form = Form::parse(body);
-    if let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) {
-        let public = portal
-            .settings
-            .public_url
-            .as_deref()
-            .and_then(super::url_origin);
-        if Some(origin) != own_origin(headers).as_deref() && Some(origin) != public.as_deref() {
-            tracing::warn!(session_id = %session.grant.session_id, origin, "portal change from another origin refused");
-            return Err(refuse(Some(&portal), Refusal::Csrf));
-        }
+    if let Some(origin) = foreign_origin(&portal, headers) {
+        tracing::warn!(session_id = %session.grant.session_id, origin, "portal change from another origin refused");
+        return Err(refuse(Some(&portal), Refusal::Csrf));
     }
     if !form
         .get("csrf")
@@ -244,16 +251,9 @@ pub(super) async fn start_session(
         Ok(p) => p,
         Err(r) => return r,
     };
-    if let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) {
-        let public = portal
-            .settings
-            .public_url
-            .as_deref()
-            .and_then(super::url_origin);
-        if Some(origin) != own_origin(&headers).as_deref() && Some(origin) != public.as_deref() {
-            tracing::warn!(origin, "portal link posted from another origin refused");
-            return refuse(Some(&portal), Refusal::Csrf);
-        }
+    if let Some(origin) = foreign_origin(&portal, &headers) {
+        tracing::warn!(origin, "portal link posted from another origin refused");
+        return refuse(Some(&portal), Refusal::Csrf);
     }
     let form = Form::parse(&body);
     let Some(token) = form.get("token") else {
