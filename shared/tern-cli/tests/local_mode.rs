@@ -95,8 +95,9 @@ fn tern_local_reports_progress_and_its_env_file_is_enough() {
         joined.contains("--schedule short") && joined.contains("RUST_LOG"),
         "{joined}"
     );
-    // The customer portal link of the demo tenant: it opens (once), setting the session
-    // cookie and leaving for the endpoints page.
+    // The customer portal link of the demo tenant: loading it spends nothing and shows its
+    // button; the button's post opens it (once), setting the session cookie and leaving for
+    // the endpoints page.
     let link = joined
         .lines()
         .find(|l| l.contains("Customer portal of tenant tnt_demo"))
@@ -108,15 +109,29 @@ fn tern_local_reports_progress_and_its_env_file_is_enough() {
         .unwrap_or_else(|| panic!("{link}"));
     let (host, path) = rest.split_at(rest.find('/').unwrap());
     assert!(path.starts_with("/portal/start?token=v1."), "{link}");
-    let mut stream = std::net::TcpStream::connect(host).expect("the local API listens");
     use std::io::{Read as _, Write as _};
-    write!(
-        stream,
+    let send = |request: String| {
+        let mut stream = std::net::TcpStream::connect(host).expect("the local API listens");
+        stream.write_all(request.as_bytes()).unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).unwrap();
+        answer
+    };
+    let page = send(format!(
         "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).unwrap();
+    ));
+    assert!(page.starts_with("HTTP/1.1 200"), "{page}");
+    assert!(page.contains("id=\"open\""), "{page}");
+    assert!(!page.to_ascii_lowercase().contains("set-cookie"), "{page}");
+    let token = path
+        .split_once("token=")
+        .map(|(_, t)| t)
+        .unwrap_or_default();
+    let form = format!("token={token}");
+    let answer = send(format!(
+        "POST /portal/start HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{form}",
+        form.len()
+    ));
     assert!(answer.starts_with("HTTP/1.1 303"), "{answer}");
     assert!(
         answer
