@@ -97,6 +97,11 @@ async fn dead_letter(
                 .parse()
                 .expect("time"),
         });
+    // As the sender dead-letters: the tenant's dead-letter record (what the widget
+    // reads), then the DLQ (what a replay moves).
+    tern_core::ports::DeliveryLedger::record_dead_letter(local.sender.ledger.as_ref(), &message)
+        .await
+        .expect("record the dead letter");
     let dlq = tern_aws::SqsQueue::new(local.sqs(), &local.resources.dlq_url);
     dlq.send(&QueueEntry {
         id: "seed".into(),
