@@ -34,13 +34,17 @@ pub fn is_loopback_host(host: &str) -> bool {
 
 /// Middleware (`axum::middleware::from_fn`): passes a request whose `Host` is loopback
 /// ([`is_loopback_host`]), answers 403 [`REFUSED`] to any other, and to one without a
-/// `Host` (an HTTP/1.1 request must have one, RFC 9112 §3.2).
+/// `Host` (an HTTP/1.1 request must have one, RFC 9112 §3.2). Without a `Host`, the URI's
+/// authority is checked instead (HTTP/2's `:authority`, should the server ever speak it:
+/// today `axum::serve` here serves HTTP/1.1 only).
 pub async fn only_loopback_host(request: Request, next: Next) -> Response {
-    let loopback = request
+    let host = request
         .headers()
         .get(header::HOST)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(is_loopback_host);
+        .map(str::to_owned)
+        .or_else(|| request.uri().authority().map(ToString::to_string));
+    let loopback = host.as_deref().is_some_and(is_loopback_host);
     if loopback {
         next.run(request).await
     } else {
