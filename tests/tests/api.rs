@@ -172,19 +172,41 @@ async fn every_route_answers_another_tenants_ids_with_404() {
     assert_eq!(replay.status, 200, "{}", replay.text);
     assert_eq!(replay.json["replayed"], 0, "{}", replay.text);
     assert_eq!(dead_letters(&local).await.len(), 1, "A's dead letter stays");
-    // An event id is unique across the deployment: B cannot take A's, and learns only
-    // that it is taken.
-    let taken = api
+    // Event ids are per tenant: B publishing A's id writes B's own event (its answer the
+    // one any new id gets, nothing of A's in it), delivered to B's endpoint only.
+    let own = api
         .post(
             &b("events"),
-            &json!({"id": "evt_isolated_a", "type": "order.paid", "payload": {"n": 1}}),
+            &json!({"id": "evt_isolated_a", "type": "order.paid", "payload": {"n": "b's"}}),
         )
         .await;
     assert_eq!(
-        (taken.status, taken.problem(), taken.field()),
-        (409, "event-id-conflict", "id")
+        (own.status, own.json["created"].clone()),
+        (202, json!(true)),
+        "{}",
+        own.text
     );
-    assert!(!taken.text.contains("tnt_a"), "{}", taken.text);
+    assert!(!own.text.contains("tnt_a"), "{}", own.text);
+    let got = receiver.wait_for("/b", 2, WAIT).await;
+    let b_copy = got
+        .iter()
+        .find(|r| r.header("webhook-id") == Some("evt_isolated_a"))
+        .expect("B's event with A's id reaches B's endpoint");
+    assert_eq!(&b_copy.body[..], br#"{"n":"b's"}"#);
+    let b_event = api.get(&b("events/evt_isolated_a")).await;
+    assert_eq!(
+        b_event.json["payload"],
+        json!({"n": "b's"}),
+        "{}",
+        b_event.text
+    );
+    let b_attempts = api.get(&b("events/evt_isolated_a/attempts")).await;
+    assert_eq!(b_attempts.status, 200, "{}", b_attempts.text);
+    assert!(
+        !b_attempts.text.contains(a1.as_str()) && !b_attempts.text.contains(a_dead.as_str()),
+        "B's attempts of its event name none of A's endpoints: {}",
+        b_attempts.text
+    );
 
     // Nothing of A's changed.
     let a_after = api.get(&format!("/v1/tenants/tnt_a/endpoints/{a1}")).await;
@@ -200,6 +222,7 @@ async fn every_route_answers_another_tenants_ids_with_404() {
     assert_eq!(a_dead_now.json["enabled"], true);
     let a_event = api.get("/v1/tenants/tnt_a/events/evt_isolated_a").await;
     assert_eq!(a_event.status, 200, "{}", a_event.text);
+    assert_eq!(a_event.json["payload"], json!({"n": 1}), "A's event is A's");
 }
 
 /// The same id with the same body returns the original event; with another body, 409;

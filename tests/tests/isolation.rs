@@ -22,13 +22,9 @@ const VICTIM: &str = "tnt_victim";
 const ATTACKER: &str = "tnt_attacker";
 const WAIT: Duration = Duration::from_secs(30);
 
-/// Operations whose attack is not in this suite yet, each with the reason. Publishing is
-/// the one: event ids are still unique across tenants (issue 27, attack 2), so a publish
-/// with the victim's id answers 409 where an unknown id is accepted.
-const KNOWN_OPEN: &[(&str, &str)] = &[(
-    "publishEvent",
-    "event ids are global until they are keyed per tenant (issue 27, item 2)",
-)];
+/// Operations whose attack is not in this suite yet, each with the reason. None: event
+/// ids became per tenant (issue 27, attack 2), the last one open.
+const KNOWN_OPEN: &[(&str, &str)] = &[];
 
 fn options() -> LocalOptions {
     LocalOptions {
@@ -68,6 +64,10 @@ fn blank(answer: &Answer, ids: &[String]) -> (u16, String) {
     let mut text = answer.text.clone();
     for id in ids {
         text = text.replace(id.as_str(), "<id>");
+    }
+    // A publish answers with its event's creation time: two publishes differ in it.
+    if let Some(time) = answer.json["created_at"].as_str() {
+        text = text.replace(time, "<time>");
     }
     (answer.status, text)
 }
@@ -144,6 +144,7 @@ const ATTACKED: &[&str] = &[
     "listEventAttempts",
     "resendEvent",
     "createPortalSession",
+    "publishEvent",
 ];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -453,6 +454,38 @@ async fn another_tenants_ids_get_the_unknown_ids_answer() {
             );
         }
     }
+    // Publishing the victim's event id: the answer any new id gets (202, the attacker's
+    // own event), not the 409 of a taken id. Last: the attacker then has an event of its
+    // own with that id, which its own reads rightly show.
+    let publish =
+        |id: &str| Some(json!({"id": id, "type": "order.paid", "payload": {"n": "attacker"}}));
+    let victim = api
+        .call("POST", &att("events"), publish("evt_victim_1").as_ref())
+        .await;
+    let unknown = api
+        .call("POST", &att("events"), publish("evt_attacker_new").as_ref())
+        .await;
+    let publish_ids = ["evt_victim_1".to_owned(), "evt_attacker_new".to_owned()];
+    assert_eq!(
+        blank(&victim, &publish_ids),
+        blank(&unknown, &publish_ids),
+        "publishEvent with the victim's id got another answer than a new id"
+    );
+    assert_eq!(victim.status, 202, "{}", victim.text);
+    seen.insert("publishEvent");
+    // The attacker's event with the victim's id is the attacker's, delivered to its own
+    // endpoint with its own payload.
+    let got = receiver.wait_for("/a", 3, WAIT).await;
+    assert!(
+        got.iter()
+            .any(|r| r.header("webhook-id") == Some("evt_victim_1")
+                && &r.body[..] == br#"{"n":"attacker"}"#),
+        "the attacker's own evt_victim_1 reached the attacker's endpoint: {:?}",
+        got.iter()
+            .map(|r| r.header("webhook-id"))
+            .collect::<Vec<_>>()
+    );
+
     let attacked: BTreeSet<&str> = ATTACKED.iter().copied().collect();
     assert_eq!(
         seen, attacked,
@@ -479,5 +512,94 @@ async fn another_tenants_ids_get_the_unknown_ids_answer() {
         dead_letters(&local).await.len(),
         v_dead_letters,
         "the victim's dead letter stays"
+    );
+}
+
+/// Attack 2 of issue 27: event ids are per tenant. A tenant's backend builds ids from its
+/// business keys (`evt_order_o_1_paid`, as the docs suggest); another tenant that
+/// publishes that id first (through the API) must neither cancel the first tenant's
+/// business transaction nor take its event. Before: the transaction was cancelled by the
+/// outbox put's condition and the first tenant's event was never delivered. Now both
+/// events are delivered, each to its own tenant's endpoint with its own payload and the
+/// same `webhook-id`, and the first tenant's own retry is still refused by the condition.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_id_another_tenant_published_first_never_cancels_a_transaction() {
+    use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
+
+    let receiver = Receiver::start().await.expect("receiver");
+    let (mut local, _rx) = deployment("isolation-ids", options()).await;
+    local
+        .start_api(0, tern_local::api::local_credentials())
+        .expect("the local API starts");
+    let api = ApiClient::of(&local);
+    created_endpoint(&api, VICTIM, json!({"url": receiver.url("/v")})).await;
+    created_endpoint(&api, ATTACKER, json!({"url": receiver.url("/a")})).await;
+    let id = "evt_order_o_1_paid";
+
+    // The attacker takes the victim's next id first: the answer any new id gets.
+    let first = api
+        .post(
+            &format!("/v1/tenants/{ATTACKER}/events"),
+            &json!({"id": id, "type": "order.paid", "payload": {"n": "attacker"}}),
+        )
+        .await;
+    assert_eq!(first.status, 202, "{}", first.text);
+
+    // The victim's backend: its order and the outbox item in one transaction.
+    let transaction = async || {
+        let prepared = tern_outbox::OutboxWriter::new(&local.resources.outbox_table)
+            .prepare_with_id(
+                tern_outbox::EventId::new(id).expect("id"),
+                "order.paid",
+                VICTIM,
+                r#"{"n":"victim"}"#,
+            )
+            .expect("valid event");
+        let order = Put::builder()
+            .table_name(&local.resources.outbox_table)
+            .item("event_id", AttributeValue::S("order_o_1".into()))
+            .item("status", AttributeValue::S("paid".into()))
+            .build()
+            .expect("put");
+        local
+            .dynamodb()
+            .transact_write_items()
+            .transact_items(TransactWriteItem::builder().put(order).build())
+            .transact_items(prepared.transact_item().expect("outbox put"))
+            .send()
+            .await
+    };
+    transaction()
+        .await
+        .expect("the victim's transaction commits: another tenant's id is another event");
+
+    let v = receiver.wait_for("/v", 1, WAIT).await;
+    let a = receiver.wait_for("/a", 1, WAIT).await;
+    assert_eq!(
+        (v[0].header("webhook-id"), &v[0].body[..]),
+        (Some(id), &br#"{"n":"victim"}"#[..])
+    );
+    assert_eq!(
+        (a[0].header("webhook-id"), &a[0].body[..]),
+        (Some(id), &br#"{"n":"attacker"}"#[..])
+    );
+    // Each tenant reads its own event under the id.
+    for (tenant, n) in [(VICTIM, "victim"), (ATTACKER, "attacker")] {
+        let event = api.get(&format!("/v1/tenants/{tenant}/events/{id}")).await;
+        assert_eq!(event.status, 200, "{}", event.text);
+        assert_eq!(event.json["payload"], json!({"n": n}), "{tenant}");
+    }
+    // The victim's own retry is still refused: ids are never reused within a tenant.
+    let again = transaction()
+        .await
+        .expect_err("a retried transaction is cancelled");
+    assert!(
+        tern_outbox::failed_condition_at(&again, 1),
+        "cancelled by the outbox put's condition: {again:?}"
+    );
+    // One delivery per tenant.
+    assert_eq!(
+        (receiver.requests("/v").len(), receiver.requests("/a").len()),
+        (1, 1)
     );
 }

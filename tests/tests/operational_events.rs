@@ -230,7 +230,11 @@ async fn the_outbox_event_reaches_the_tenants_subscribed_endpoint_signed_and_onc
         .table_name(&local.resources.outbox_table)
         .key(
             "event_id",
-            aws_sdk_dynamodb::types::AttributeValue::S(event.event_id_text()),
+            // Keyed by tenant and id (outbox schema version 2).
+            aws_sdk_dynamodb::types::AttributeValue::S(format!(
+                "tnt_acme#{}",
+                event.event_id_text()
+            )),
         )
         .send()
         .await

@@ -75,13 +75,27 @@ struct MemCheckpoints(Mutex<HashMap<String, EndpointId>>);
 
 #[async_trait]
 impl FanOutCheckpoints for MemCheckpoints {
-    async fn read(&self, event: &EventId) -> Result<Option<EndpointId>, PortError> {
-        Ok(self.0.lock().unwrap().get(event.as_str()).cloned())
+    async fn read(
+        &self,
+        tenant: &TenantId,
+        event: &EventId,
+    ) -> Result<Option<EndpointId>, PortError> {
+        Ok(self
+            .0
+            .lock()
+            .unwrap()
+            .get(&format!("{tenant}/{event}"))
+            .cloned())
     }
-    async fn write(&self, event: &EventId, through: &EndpointId) -> Result<(), PortError> {
+    async fn write(
+        &self,
+        tenant: &TenantId,
+        event: &EventId,
+        through: &EndpointId,
+    ) -> Result<(), PortError> {
         let mut map = self.0.lock().unwrap();
         let entry = map
-            .entry(event.to_string())
+            .entry(format!("{tenant}/{event}"))
             .or_insert_with(|| through.clone());
         if *through > *entry {
             *entry = through.clone();
@@ -235,7 +249,9 @@ async fn a_fan_out_cut_by_the_deadline_resumes_without_resending() {
 }
 
 /// The checkpoint item on moto: absent at first, never moved back (a retried or stale
-/// write changes nothing), and invisible to the attempt log that shares its partition.
+/// write changes nothing), its tenant's own (event ids are per tenant: another tenant's
+/// event with the same id starts its fan-out from the first endpoint), and invisible to
+/// the attempt log that shares its partition.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn checkpoints_on_moto_never_move_back_and_stay_out_of_the_attempt_log() {
     let local = tern_tests::deployment_without_pollers(
@@ -248,14 +264,25 @@ async fn checkpoints_on_moto_never_move_back_and_stay_out_of_the_attempt_log() {
         &local.resources.attempts_table,
     );
     let event = EventId::generate();
+    let (a, b) = (
+        TenantId::new("tnt_a").unwrap(),
+        TenantId::new("tnt_b").unwrap(),
+    );
     let id = |s: &str| EndpointId::new(s).unwrap();
-    assert_eq!(store.read(&event).await.unwrap(), None);
-    store.write(&event, &id("ep_00100")).await.unwrap();
-    store.write(&event, &id("ep_00050")).await.unwrap();
-    store.write(&event, &id("ep_00100")).await.unwrap();
-    assert_eq!(store.read(&event).await.unwrap(), Some(id("ep_00100")));
-    store.write(&event, &id("ep_00200")).await.unwrap();
-    assert_eq!(store.read(&event).await.unwrap(), Some(id("ep_00200")));
+    assert_eq!(store.read(&a, &event).await.unwrap(), None);
+    store.write(&a, &event, &id("ep_00100")).await.unwrap();
+    store.write(&a, &event, &id("ep_00050")).await.unwrap();
+    store.write(&a, &event, &id("ep_00100")).await.unwrap();
+    assert_eq!(store.read(&a, &event).await.unwrap(), Some(id("ep_00100")));
+    assert_eq!(
+        store.read(&b, &event).await.unwrap(),
+        None,
+        "another tenant's event with this id has no checkpoint"
+    );
+    store.write(&b, &event, &id("ep_00010")).await.unwrap();
+    store.write(&a, &event, &id("ep_00200")).await.unwrap();
+    assert_eq!(store.read(&a, &event).await.unwrap(), Some(id("ep_00200")));
+    assert_eq!(store.read(&b, &event).await.unwrap(), Some(id("ep_00010")));
     let history = local
         .sender
         .ledger

@@ -397,7 +397,7 @@ pub async fn run() -> Result<ApiReport, BoxError> {
                 ok(s, 200, "event", &b)
             },
             async |_| {
-                d.events.get(&seed).await?;
+                d.events.get(tn, &seed).await?;
                 d.endpoints.list_for_tenant(tn).await?;
                 d.ledger.pair_states(&seed).await?;
                 Ok(())

@@ -3,7 +3,7 @@
 from .auth import SigV4HttpxAuth
 from .canonical import canonical_json
 from .client import TernApiError, create_client, unwrap
-from .outbox import OutboxError, OutboxWriter, PreparedEvent, generate_event_id
+from .outbox import OutboxError, OutboxWriter, PreparedEvent, generate_event_id, outbox_key
 
 __all__ = [
     "OutboxError",
@@ -14,5 +14,6 @@ __all__ = [
     "canonical_json",
     "create_client",
     "generate_event_id",
+    "outbox_key",
     "unwrap",
 ]

@@ -4,7 +4,7 @@ Write your business change and a Tern outbox item in one DynamoDB ``TransactWrit
 both commit or neither does, so an event exists exactly when its business fact does. This
 module builds the outbox ``Put`` (DynamoDB JSON, as boto3's low-level client takes it);
 you add it to your own transaction. The item is the one of
-clients/outbox/outbox-item.v1.schema.json, written exactly as the Rust writer
+clients/outbox/outbox-item.v2.schema.json, written exactly as the Rust writer
 (``tern-outbox``) writes it: the vectors in clients/outbox/vectors are reproduced byte
 for byte (tests/test_vectors.py)::
 
@@ -34,10 +34,17 @@ DEFAULT_TTL_DAYS = 7
 MAX_TTL_DAYS = 3650
 #: Longest event id, tenant id and event type, bytes (tern_core::ids::MAX_ID_LEN).
 MAX_ID_LEN = 128
-#: The schema version this builder writes (outbox-item.v1.schema.json).
-OUTBOX_SCHEMA_VERSION = 1
-#: The condition on every outbox Put: an event id is never reused.
+#: The schema version this builder writes (outbox-item.v2.schema.json): items keyed by
+#: tenant and event id, so event ids are per tenant.
+OUTBOX_SCHEMA_VERSION = 2
+#: The condition on every outbox Put: an event id is never reused within its tenant.
 CONDITION_EXPRESSION = "attribute_not_exists(event_id)"
+
+
+def outbox_key(tenant_id: str, event_id: str) -> str:
+    """The outbox table's key of a tenant's event (schema version 2):
+    ``<tenant_id>#<event_id>``. The same id in two tenants is two items, two events."""
+    return f"{tenant_id}#{event_id}"
 
 _ID_RE = re.compile(r"[A-Za-z0-9_-]+")
 _TYPE_RE = re.compile(r"[A-Za-z0-9._:-]+")
@@ -240,7 +247,7 @@ class OutboxWriter:
         put = {
             "TableName": self.table,
             "Item": {
-                "event_id": {"S": event_id},
+                "event_id": {"S": outbox_key(tenant_id, event_id)},
                 "tern_record": {"S": "outbox_event"},
                 "schema_version": {"N": str(OUTBOX_SCHEMA_VERSION)},
                 "event_type": {"S": type},

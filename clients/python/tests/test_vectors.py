@@ -1,6 +1,6 @@
 """The outbox test vectors (clients/outbox/vectors): this builder reproduces every one
 byte for byte, as the Rust writer and the TypeScript builder do, and every item it builds
-is valid under outbox-item.v1.schema.json (jsonschema, draft 2020-12)."""
+is valid under outbox-item.v2.schema.json (jsonschema, draft 2020-12)."""
 
 from __future__ import annotations
 
@@ -16,13 +16,13 @@ import referencing
 from tern_client import OutboxError, OutboxWriter, canonical_json
 
 OUTBOX = pathlib.Path(__file__).resolve().parents[2] / "outbox"
-SCHEMA = json.loads((OUTBOX / "outbox-item.v1.schema.json").read_text("utf-8"))
+SCHEMA = json.loads((OUTBOX / "outbox-item.v2.schema.json").read_text("utf-8"))
 VECTORS = sorted((OUTBOX / "vectors").glob("*.json"))
 ITEM = jsonschema.Draft202012Validator(
     SCHEMA, format_checker=jsonschema.FormatChecker()
 )
 PUT = jsonschema.Draft202012Validator(
-    {"$ref": "urn:tern:outbox-item:v1#/$defs/transactWriteItem"},
+    {"$ref": "urn:tern:outbox-item:v2#/$defs/transactWriteItem"},
     registry=referencing.Registry().with_resource(
         SCHEMA["$id"], referencing.Resource.from_contents(SCHEMA)
     ),
@@ -85,8 +85,12 @@ def test_the_schema_refuses_items_no_builder_writes() -> None:
     )
     ITEM.validate(good)
     for change in (
-        {"schema_version": {"N": "2"}},
+        {"schema_version": {"N": "1"}},
+        {"schema_version": {"N": "3"}},
         {"event_id": {"S": "evt.1"}},
+        # Version 2 keys name the tenant: a bare id is a version 1 key.
+        {"event_id": {"S": "evt_1"}},
+        {"event_id": {"S": "tnt_a#evt_1#x"}},
         {"payload": {"S": "[1]"}},
         {"expires_at": {"S": "1"}},
         {"created_at": {"S": "2026-12-01T14:35:00Z"}},

@@ -1,7 +1,7 @@
 /**
  * The transactional outbox item builder: turns an event into the `Put` to add to your
  * own DynamoDB `TransactWriteItems`, so the event exists exactly when your business
- * change does. It writes the item of clients/outbox/outbox-item.v1.schema.json exactly
+ * change does. It writes the item of clients/outbox/outbox-item.v2.schema.json exactly
  * as the Rust writer (`tern-outbox`) does: the vectors in clients/outbox/vectors are
  * reproduced byte for byte (test/vectors.test.ts).
  */
@@ -15,10 +15,21 @@ export const DEFAULT_TTL_DAYS = 7;
 export const MAX_TTL_DAYS = 3650;
 /** Longest event id, tenant id and event type, bytes (tern_core::ids::MAX_ID_LEN). */
 export const MAX_ID_LEN = 128;
-/** The schema version this builder writes (outbox-item.v1.schema.json). */
-export const OUTBOX_SCHEMA_VERSION = 1;
-/** The condition on every outbox Put: an event id is never reused. */
+/**
+ * The schema version this builder writes (outbox-item.v2.schema.json): items keyed by
+ * tenant and event id, so event ids are per tenant.
+ */
+export const OUTBOX_SCHEMA_VERSION = 2;
+/** The condition on every outbox Put: an event id is never reused within its tenant. */
 export const CONDITION_EXPRESSION = "attribute_not_exists(event_id)";
+
+/**
+ * The outbox table's key of a tenant's event (schema version 2): `<tenantId>#<id>`. The
+ * same id in two tenants is two items, two events.
+ */
+export function outboxKey(tenantId: string, id: string): string {
+  return `${tenantId}#${id}`;
+}
 
 /** Why an event cannot be written: the same codes in the Rust, TypeScript and Python builders. */
 export type OutboxErrorCode =
@@ -216,7 +227,7 @@ export class OutboxWriter {
     const put: OutboxPut = {
       TableName: this.table,
       Item: {
-        event_id: { S: id },
+        event_id: { S: outboxKey(event.tenantId, id) },
         tern_record: { S: "outbox_event" },
         schema_version: { N: String(OUTBOX_SCHEMA_VERSION) },
         event_type: { S: event.type },

@@ -1,6 +1,6 @@
 // The outbox test vectors (clients/outbox/vectors): this builder reproduces every one byte
 // for byte, as the Rust writer (shared/tern-outbox/tests/vectors.rs) and the Python builder
-// do, and every item it builds is valid under outbox-item.v1.schema.json (ajv, draft 2020-12).
+// do, and every item it builds is valid under outbox-item.v2.schema.json (ajv, draft 2020-12).
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
@@ -11,10 +11,10 @@ import { Ajv2020 } from "ajv/dist/2020.js";
 import { canonicalJson, OutboxError, OutboxWriter } from "../src/index.js";
 
 const outbox = join(dirname(fileURLToPath(import.meta.url)), "../../outbox");
-const schema = JSON.parse(readFileSync(join(outbox, "outbox-item.v1.schema.json"), "utf8"));
+const schema = JSON.parse(readFileSync(join(outbox, "outbox-item.v2.schema.json"), "utf8"));
 const ajv = new Ajv2020({ strict: true, allErrors: true });
 const validateItem = ajv.compile(schema);
-const validatePut = ajv.getSchema("urn:tern:outbox-item:v1#/$defs/transactWriteItem");
+const validatePut = ajv.getSchema("urn:tern:outbox-item:v2#/$defs/transactWriteItem");
 
 interface Vector {
   description: string;
@@ -87,8 +87,12 @@ test("the schema refuses items no builder writes", () => {
   const good = new OutboxWriter("t").prepare({ type: "a.b", tenantId: "tnt_a", payload: "{}" }).put.Item;
   assert.ok(validateItem(good));
   const broken = [
-    { ...good, schema_version: { N: "2" } },
+    { ...good, schema_version: { N: "1" } },
+    { ...good, schema_version: { N: "3" } },
     { ...good, event_id: { S: "evt.1" } },
+    // Version 2 keys name the tenant: a bare id is a version 1 key.
+    { ...good, event_id: { S: "evt_1" } },
+    { ...good, event_id: { S: "tnt_a#evt_1#x" } },
     { ...good, payload: { S: "[1]" } },
     { ...good, expires_at: { S: "1" } },
     { ...good, created_at: { S: "2026-12-01T14:35:00Z" } },

@@ -1,7 +1,9 @@
 //! The outbox table as an [`EventStore`]: a publish is one conditional `PutItem` of the
 //! same outbox item an application's transaction writes (`tern_outbox`), so the event
 //! takes the same stream -> relay path. A plain put costs half the write units of the same
-//! item in a transaction (DynamoDB bills transactional writes twice).
+//! item in a transaction (DynamoDB bills transactional writes twice). Items are keyed by
+//! tenant and id (`tern_core::outbox::outbox_key`, schema version 2): a read of an id
+//! absent under that key costs a second GetItem, for an item written before version 2.
 
 use std::collections::HashMap;
 
@@ -11,9 +13,9 @@ use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
 use tern_core::event::MAX_CONFIGURABLE_PAYLOAD_BYTES;
 use tern_core::event_store::{EventStore, Published};
-use tern_core::outbox::OutboxRecord;
+use tern_core::outbox::{KEY_ATTRIBUTE, OutboxRecord, outbox_key};
 use tern_core::ports::PortError;
-use tern_core::{Event, EventId};
+use tern_core::{Event, EventId, TenantId};
 
 use crate::error::port_error;
 
@@ -55,6 +57,7 @@ impl EventStore for DynamoEventStore {
             .put_item()
             .table_name(&self.table)
             .set_item(Some(item))
+            // The key is the tenant's (`outbox_key`): only its own id can refuse it.
             .condition_expression("attribute_not_exists(event_id)")
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send()
@@ -72,16 +75,26 @@ impl EventStore for DynamoEventStore {
         }
     }
 
-    async fn get(&self, id: &EventId) -> Result<Option<Event>, PortError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .key("event_id", AttributeValue::S(id.to_string()))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(port_error)?;
-        Ok(out.item.and_then(event_of))
+    async fn get(&self, tenant: &TenantId, id: &EventId) -> Result<Option<Event>, PortError> {
+        // The version 2 key first; then the bare id an item written before version 2 has,
+        // taken only when it is this tenant's.
+        for key in [outbox_key(tenant, id), id.to_string()] {
+            let out = self
+                .client
+                .get_item()
+                .table_name(&self.table)
+                .key(KEY_ATTRIBUTE, AttributeValue::S(key))
+                .consistent_read(true)
+                .send()
+                .await
+                .map_err(port_error)?;
+            if let Some(event) = out.item.and_then(event_of)
+                && event.tenant_id == *tenant
+                && event.id == *id
+            {
+                return Ok(Some(event));
+            }
+        }
+        Ok(None)
     }
 }

@@ -1,6 +1,7 @@
 //! Fan-out checkpoints ([`tern_core::fanout`]) in the attempts table: one item per event
 //! whose fan-out an invocation cut short, beside the event's delivery state items:
-//! `event_id` (partition) = the event, `sk` = [`CHECKPOINT_SK`], `fanout_through` = the
+//! `event_id` (partition) = the event, `sk` = [`CHECKPOINT_SK`] `#<tenant id>` (event ids
+//! are per tenant: two tenants' events with one id have two checkpoints), `fanout_through` = the
 //! last endpoint id through which every message is sent, `expires_at` = its TTL.
 //!
 //! Cost: only events with at least [`tern_core::fanout::CHECKPOINT_MIN_FANOUT`] subscribed
@@ -16,13 +17,25 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::Utc;
 use tern_core::fanout::FanOutCheckpoints;
 use tern_core::ports::PortError;
-use tern_core::{EndpointId, EventId};
+use tern_core::{EndpointId, EventId, TenantId};
 
 use crate::error::port_error;
 
-/// Sort key of an event's checkpoint item in the attempts table. Attempt rows start with
-/// `attempt#`, state items with `state#`: no collision.
+/// Start of the sort key of an event's checkpoint item in the attempts table, followed by
+/// `#<tenant id>` ([`checkpoint_sk`]). Attempt rows start with `attempt#`, state items with
+/// `state#`: no collision.
 pub const CHECKPOINT_SK: &str = "relay#fanout";
+
+/// The sort key of `tenant`'s checkpoint: [`CHECKPOINT_SK`] `#<tenant id>`.
+pub fn checkpoint_sk(tenant: &TenantId) -> String {
+    format!("{CHECKPOINT_SK}#{tenant}")
+}
+
+/// True for the sort key of any tenant's checkpoint item (the attempt log skips them).
+pub fn is_checkpoint_sk(sk: &str) -> bool {
+    sk.strip_prefix(CHECKPOINT_SK)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('#'))
+}
 
 /// Attribute holding the checkpoint's endpoint id.
 pub const THROUGH_ATTRIBUTE: &str = "fanout_through";
@@ -49,17 +62,21 @@ impl DynamoFanOutCheckpoints {
     }
 }
 
-fn key(event: &EventId) -> [(String, AttributeValue); 2] {
+fn key(tenant: &TenantId, event: &EventId) -> [(String, AttributeValue); 2] {
     [
         ("event_id".into(), AttributeValue::S(event.to_string())),
-        ("sk".into(), AttributeValue::S(CHECKPOINT_SK.into())),
+        ("sk".into(), AttributeValue::S(checkpoint_sk(tenant))),
     ]
 }
 
 #[async_trait]
 impl FanOutCheckpoints for DynamoFanOutCheckpoints {
-    async fn read(&self, event: &EventId) -> Result<Option<EndpointId>, PortError> {
-        let [k1, k2] = key(event);
+    async fn read(
+        &self,
+        tenant: &TenantId,
+        event: &EventId,
+    ) -> Result<Option<EndpointId>, PortError> {
+        let [k1, k2] = key(tenant, event);
         let out = self
             .client
             .get_item()
@@ -85,8 +102,13 @@ impl FanOutCheckpoints for DynamoFanOutCheckpoints {
         }
     }
 
-    async fn write(&self, event: &EventId, through: &EndpointId) -> Result<(), PortError> {
-        let [k1, k2] = key(event);
+    async fn write(
+        &self,
+        tenant: &TenantId,
+        event: &EventId,
+        through: &EndpointId,
+    ) -> Result<(), PortError> {
+        let [k1, k2] = key(tenant, event);
         let expires = (Utc::now() + chrono::Duration::days(CHECKPOINT_TTL_DAYS)).timestamp();
         let result = self
             .client
@@ -116,6 +138,16 @@ impl FanOutCheckpoints for DynamoFanOutCheckpoints {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_tenant_has_its_own_checkpoint_and_the_log_knows_them_all() {
+        let a = checkpoint_sk(&TenantId::new("tnt_a").unwrap());
+        let b = checkpoint_sk(&TenantId::new("tnt_b").unwrap());
+        assert_eq!(a, "relay#fanout#tnt_a");
+        assert_ne!(a, b);
+        assert!(is_checkpoint_sk(&a) && is_checkpoint_sk(CHECKPOINT_SK));
+        assert!(!is_checkpoint_sk("relay#fanoutx") && !is_checkpoint_sk("state#ep_1"));
+    }
 
     /// The relay's IAM policy lets it touch only these attributes of the attempts table
     /// (a `dynamodb:Attributes` condition in both stacks): the item must use no other.

@@ -971,7 +971,7 @@ impl DeliveryLedger for DynamoLedger {
                 .map_err(port_error)?;
             for item in out.items.unwrap_or_default() {
                 // The relay's fan-out checkpoint shares the partition; it is no attempt.
-                if matches!(item.get("sk"), Some(AttributeValue::S(sk)) if sk == crate::fanout::CHECKPOINT_SK)
+                if matches!(item.get("sk"), Some(AttributeValue::S(sk)) if crate::fanout::is_checkpoint_sk(sk))
                 {
                     continue;
                 }

@@ -19,10 +19,10 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnConsumedCapacity};
 use chrono::{DateTime, Utc};
-use tern_core::outbox::OUTBOX_RECORD_KIND;
+use tern_core::TenantId;
+use tern_core::outbox::{OUTBOX_RECORD_KIND, event_id_in_key};
 use tern_core::ports::PortError;
 use tern_core::trace::{OutboxEntry, OutboxReader, OutboxScan};
-use tern_core::{EventId, TenantId};
 
 use crate::error::port_error;
 
@@ -128,9 +128,10 @@ fn entry(item: &HashMap<String, AttributeValue>) -> Result<OutboxEntry, String> 
     };
     let id = text("event_id").unwrap_or_default();
     let bad = |what: &str| format!("outbox item {id:?}: {what}");
-    let event_id = EventId::new(id.clone()).map_err(|e| bad(&e.to_string()))?;
-    let tenant_id = TenantId::new(text("tenant_id").unwrap_or_default())
-        .map_err(|e| bad(&format!("tenant_id: {e}")))?;
+    let tenant = text("tenant_id").unwrap_or_default();
+    let tenant_id = TenantId::new(tenant.clone()).map_err(|e| bad(&format!("tenant_id: {e}")))?;
+    // `<tenant>#<id>` from schema version 2, the bare id before.
+    let event_id = event_id_in_key(&id, &tenant).map_err(|e| bad(&e.to_string()))?;
     let created = text("created_at").unwrap_or_default();
     let created_at = DateTime::parse_from_rfc3339(&created)
         .map_err(|_| bad(&format!("created_at {created:?} is not RFC 3339")))?
@@ -190,5 +191,10 @@ mod tests {
         let why = entry(&item("evt_2", "yesterday")).expect_err("bad time");
         assert!(why.contains("evt_2") && why.contains("RFC 3339"), "{why}");
         assert!(entry(&item("", "2026-12-01T10:00:00Z")).is_err());
+        // Version 2 keys: the tenant's own prefix, never another's.
+        let v2 = entry(&item("tnt_a#evt_3", "2026-12-01T10:00:00.000Z")).expect("v2 key");
+        assert_eq!(v2.event_id.as_str(), "evt_3");
+        let why = entry(&item("tnt_b#evt_3", "2026-12-01T10:00:00.000Z")).expect_err("foreign");
+        assert!(why.contains("tnt_b#evt_3"), "{why}");
     }
 }

@@ -12,6 +12,7 @@ use clap::{Parser, Subcommand};
 use serde::Serialize;
 use tern_aws::{DynamoEndpointStore, DynamoLedger, SqsQueue};
 use tern_core::endpoint::EndpointUpdate;
+use tern_core::event_store::EventStore as _;
 use tern_core::ports::{DeliveryLedger as _, EndpointStore};
 use tern_core::{
     DeadLetterReason, EndpointId, EventId, EventType, PayloadFormat, RetrySchedule, TenantId,
@@ -107,6 +108,11 @@ enum Command {
         /// Only this endpoint's attempts.
         #[arg(long)]
         endpoint: Option<String>,
+        /// The event's tenant: event ids are per tenant, so telling "not tried yet" from
+        /// "no such event" for an event without attempts needs it (outbox items are keyed
+        /// by tenant and id).
+        #[arg(long)]
+        tenant: Option<String>,
     },
     /// Inspect the DLQ without changing it: dead letters grouped by endpoint and reason.
     Dlq {
@@ -565,9 +571,20 @@ async fn run(cli: Cli) -> Result<(), OpsError> {
             let ctx = Ctx::new(cli.stack.as_deref(), cli.json).await?;
             endpoints(&ctx, command, &mut out).await
         }
-        Command::Attempts { event_id, endpoint } => {
+        Command::Attempts {
+            event_id,
+            endpoint,
+            tenant,
+        } => {
             let ctx = Ctx::new(cli.stack.as_deref(), cli.json).await?;
-            attempts(&ctx, &event_id, endpoint.as_deref(), &mut out).await
+            attempts(
+                &ctx,
+                &event_id,
+                endpoint.as_deref(),
+                tenant.as_deref(),
+                &mut out,
+            )
+            .await
         }
         Command::Dlq { max, list, show } => {
             let ctx = Ctx::new(cli.stack.as_deref(), cli.json).await?;
@@ -681,15 +698,20 @@ async fn run(cli: Cli) -> Result<(), OpsError> {
 }
 
 /// `tern attempts`: an unknown event id (not in the outbox table) is an error; a known
-/// one without attempts says so.
+/// one without attempts says so. Outbox items are keyed by tenant and id (schema version
+/// 2): without `tenant` only an item written before version 2 (keyed by the bare id) can
+/// be found, and an event with no attempts and no such item is an error that asks for
+/// `--tenant`.
 async fn attempts(
     ctx: &Ctx,
     event_id: &str,
     endpoint: Option<&str>,
+    tenant: Option<&str>,
     out: &mut dyn Write,
 ) -> Result<(), OpsError> {
     let event = EventId::new(event_id).map_err(invalid)?;
     let endpoint = endpoint.map(EndpointId::new).transpose().map_err(invalid)?;
+    let tenant = tenant.map(TenantId::new).transpose().map_err(invalid)?;
     let ledger = DynamoLedger::new(ctx.dynamodb(), ctx.names.get("TERN_ATTEMPTS_TABLE")?, 30);
     let history = ledger.history(&event).await?;
     let report = ops::attempts::report_scaled(
@@ -706,27 +728,42 @@ async fn attempts(
         // an error (a deleted endpoint's attempts, when there are any, still show).
         ops::find_endpoint(&ctx.endpoints()?, None, id).await?;
     }
-    if report.attempts.is_empty() {
+    if history.is_empty() {
         // Tell "no such event" from "not tried yet": the outbox table has every event
-        // until its TTL.
+        // until its TTL. (An attempt to any endpoint says the event exists.)
         let outbox = ctx.names.get("TERN_OUTBOX_TABLE")?;
-        let item = ctx
-            .dynamodb()
-            .get_item()
-            .table_name(&outbox)
-            .key(
-                "event_id",
-                aws_sdk_dynamodb::types::AttributeValue::S(event.to_string()),
-            )
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(tern_aws::error::port_error)?;
-        if item.item().is_none() {
-            return Err(OpsError::Invalid(format!(
-                "event {event} not found: it is not in the outbox table {outbox} \
-                 (a wrong id, or its item expired after the outbox TTL, 7 days by default)"
-            )));
+        let found = match &tenant {
+            Some(t) => tern_aws::DynamoEventStore::new(ctx.dynamodb(), &outbox, 7)
+                .get(t, &event)
+                .await?
+                .is_some(),
+            None => ctx
+                .dynamodb()
+                .get_item()
+                .table_name(&outbox)
+                .key(
+                    tern_core::outbox::KEY_ATTRIBUTE,
+                    aws_sdk_dynamodb::types::AttributeValue::S(event.to_string()),
+                )
+                .consistent_read(true)
+                .send()
+                .await
+                .map_err(tern_aws::error::port_error)?
+                .item()
+                .is_some(),
+        };
+        if !found {
+            return Err(OpsError::Invalid(match &tenant {
+                Some(t) => format!(
+                    "event {event} of tenant {t} not found: it is not in the outbox table {outbox} \
+                     (a wrong id or tenant, or its item expired after the outbox TTL, 7 days by default)"
+                ),
+                None => format!(
+                    "event {event} not found: it has no attempts, and the outbox table {outbox} keys \
+                     events by tenant and id: pass --tenant <tenant id> to look it up \
+                     (a wrong id, or its item expired after the outbox TTL, 7 days by default)"
+                ),
+            }));
         }
     }
     if ctx.json {

@@ -100,10 +100,11 @@ fn outbox_event_id(record: &Value) -> Option<String> {
     {
         return None;
     }
+    // The key: `<tenant>#<event id>` from outbox schema version 2.
     image
         .pointer("/event_id/S")
         .and_then(Value::as_str)
-        .map(str::to_owned)
+        .map(|key| tern_core::outbox::event_id_part(key).to_owned())
 }
 
 /// Why the listing shows no events for a batch.

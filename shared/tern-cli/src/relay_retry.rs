@@ -190,12 +190,20 @@ async fn relay_again(
             view.message_id
         )))
     })?;
+    // The item's own key, as the stream record gave it (`<tenant>#<event id>` from outbox
+    // schema version 2); a body cut to its event id alone names a version 1 key.
+    let key = view
+        .keys
+        .as_ref()
+        .and_then(|k| k.pointer("/event_id/S"))
+        .and_then(Value::as_str)
+        .map_or_else(|| event_id.clone(), str::to_owned);
     let outbox = ctx.names.get("TERN_OUTBOX_TABLE").map_err(stay)?;
     let item = ctx
         .dynamodb()
         .get_item()
         .table_name(&outbox)
-        .key("event_id", AttributeValue::S(event_id.clone()))
+        .key("event_id", AttributeValue::S(key.clone()))
         .consistent_read(true)
         .send()
         .await
@@ -207,7 +215,7 @@ async fn relay_again(
     };
     let record = insert_record(
         &format!("tern-relay-retry-{}", view.message_id),
-        &event_id,
+        &key,
         image(item).map_err(stay)?,
         view.sequence_number.as_deref().unwrap_or("0"),
         ctx,
@@ -283,7 +291,7 @@ async fn relay_again(
 /// An outbox item as the INSERT record Lambda would deliver for it (NEW_IMAGE stream).
 pub(crate) fn insert_record(
     stream_event_id: &str,
-    event_id: &str,
+    key: &str,
     image: Value,
     sequence: &str,
     ctx: &Ctx,
@@ -295,7 +303,7 @@ pub(crate) fn insert_record(
         "eventSource": "aws:dynamodb",
         "awsRegion": ctx.aws.region().map_or("us-east-1", |r| r.as_ref()),
         "dynamodb": {
-            "Keys": { "event_id": { "S": event_id } },
+            "Keys": { "event_id": { "S": key } },
             "NewImage": image,
             "SequenceNumber": sequence,
             "SizeBytes": 0,

@@ -17,7 +17,7 @@ fn help(args: &[&str]) -> String {
 /// The summary line of `command` in `tern --help`'s command list.
 fn summary<'a>(help: &'a str, command: &str) -> &'a str {
     help.lines()
-        .find(|l| l.trim_start().split_whitespace().next() == Some(command))
+        .find(|l| l.split_whitespace().next() == Some(command))
         .unwrap_or_else(|| panic!("{command} is not listed: {help}"))
 }
 

@@ -381,14 +381,31 @@ async fn attempts_show_excerpt_next_due_and_dead_letter() {
     assert_eq!(v["attempts"].as_array().unwrap().len(), 1);
     assert_eq!(v["attempts"][0]["outcome"], "delivered");
 
-    // A known event not tried yet, and an unknown id: different answers.
-    let out = expect(&s.env, &["attempts", &untried], 0);
+    // A known event not tried yet, and an unknown id: different answers. Ids are per
+    // tenant: the lookup of an event without attempts takes its tenant.
+    let out = expect(&s.env, &["attempts", &untried, "--tenant", "tnt_a"], 0);
     assert!(out.contains("no attempts yet"), "{out}");
-    let out = tern(&s.env, &["attempts", "evt_never_written"]);
+    let out = tern(&s.env, &["attempts", &untried, "--tenant", "tnt_b"]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "another tenant's id is not found"
+    );
+    let out = tern(&s.env, &["attempts", &untried]);
     assert_eq!(out.status.code(), Some(1));
     let err = text(&out.stderr);
     assert!(
-        err.contains("event evt_never_written not found")
+        err.contains("--tenant"),
+        "without a tenant it says what to add: {err}"
+    );
+    let out = tern(
+        &s.env,
+        &["attempts", "evt_never_written", "--tenant", "tnt_a"],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("event evt_never_written of tenant tnt_a not found")
             && err.contains(&s.resources.outbox_table),
         "{err}"
     );
@@ -544,12 +561,13 @@ async fn relay_failures_name_the_tern_event_and_retry_it() {
 
     // A poison record, parked by the real relay: schema version 99.
     let good = outbox_event(&s, "tnt_a").await;
+    let good_key = format!("tnt_a#{good}");
     let item = ddb
         .get_item()
         .table_name(&s.resources.outbox_table)
         .key(
             "event_id",
-            aws_sdk_dynamodb::types::AttributeValue::S(good.clone()),
+            aws_sdk_dynamodb::types::AttributeValue::S(good_key.clone()),
         )
         .send()
         .await
@@ -571,7 +589,7 @@ async fn relay_failures_name_the_tern_event_and_retry_it() {
     let record = serde_json::json!({"Records": [{
         "eventID": "stream-record-77", "eventName": "INSERT", "eventVersion": "1.1",
         "eventSource": "aws:dynamodb", "awsRegion": "us-east-1",
-        "dynamodb": {"Keys": {"event_id": {"S": good}}, "NewImage": image,
+        "dynamodb": {"Keys": {"event_id": {"S": good_key}}, "NewImage": image,
                      "SequenceNumber": "700", "SizeBytes": 10, "StreamViewType": "NEW_IMAGE"}
     }]});
     let deps = tern_handlers::relay::RelayDeps {
@@ -606,7 +624,7 @@ async fn relay_failures_name_the_tern_event_and_retry_it() {
             body: serde_json::json!({
                 "source": "tern-relay", "reason": "delivery queue refused the message: MessageTooLong",
                 "event_id": "stream-record-78", "sequence_number": "800",
-                "keys": {"event_id": {"S": refused}}, "tern_event_id": refused, "endpoint_id": "ep_two",
+                "keys": {"event_id": {"S": format!("tnt_a#{refused}")}}, "tern_event_id": refused, "endpoint_id": "ep_two",
             })
             .to_string(),
             delay_seconds: 0,
@@ -672,7 +690,7 @@ async fn relay_failures_name_the_tern_event_and_retry_it() {
         .table_name(&s.resources.outbox_table)
         .key(
             "event_id",
-            aws_sdk_dynamodb::types::AttributeValue::S(good.clone()),
+            aws_sdk_dynamodb::types::AttributeValue::S(good_key.clone()),
         )
         .update_expression("SET schema_version = :v")
         .expression_attribute_values(
@@ -718,10 +736,10 @@ async fn relay_failures_name_the_tern_event_and_retry_it() {
         .table_name(&s.resources.outbox_table)
         .key(
             "event_id",
-            aws_sdk_dynamodb::types::AttributeValue::S(good.clone()),
+            aws_sdk_dynamodb::types::AttributeValue::S(good_key.clone()),
         )
         .update_expression("SET schema_version = :v")
-        .expression_attribute_values(":v", aws_sdk_dynamodb::types::AttributeValue::N("1".into()))
+        .expression_attribute_values(":v", aws_sdk_dynamodb::types::AttributeValue::N("2".into()))
         .send()
         .await
         .unwrap();

@@ -10,7 +10,7 @@
 
 use async_trait::async_trait;
 
-use crate::ids::{EndpointId, EventId};
+use crate::ids::{EndpointId, EventId, TenantId};
 use crate::ports::PortError;
 
 /// Fewest subscribed endpoints for which the relay reads (and, when it stops inside the
@@ -26,19 +26,29 @@ pub const CHECKPOINT_MIN_FANOUT: usize = 50;
 #[async_trait]
 pub trait FanOutCheckpoints: Send + Sync {
     /// The id of the last endpoint, in id order, through which every delivery message of
-    /// `event` was sent (or parked) by an earlier invocation; `None` when there is no
-    /// checkpoint.
+    /// `tenant`'s `event` was sent (or parked) by an earlier invocation; `None` when there
+    /// is no checkpoint. Event ids are per tenant: another tenant's event with the same id
+    /// has a checkpoint of its own.
     ///
     /// # Errors
     /// [`PortError::Unavailable`] when the store cannot answer now;
     /// [`PortError::Rejected`] when it never will (no permission, no such table).
-    async fn read(&self, event: &EventId) -> Result<Option<EndpointId>, PortError>;
+    async fn read(
+        &self,
+        tenant: &TenantId,
+        event: &EventId,
+    ) -> Result<Option<EndpointId>, PortError>;
 
-    /// Records that every delivery message of `event` up to and including endpoint
+    /// Records that every delivery message of `tenant`'s `event` up to and including endpoint
     /// `through` (in id order) is sent. Never moves a checkpoint back: a write whose
     /// `through` sorts at or before the stored one changes nothing and is not an error.
     ///
     /// # Errors
     /// [`PortError`] when the write failed; the retry then sends those messages again.
-    async fn write(&self, event: &EventId, through: &EndpointId) -> Result<(), PortError>;
+    async fn write(
+        &self,
+        tenant: &TenantId,
+        event: &EventId,
+        through: &EndpointId,
+    ) -> Result<(), PortError>;
 }

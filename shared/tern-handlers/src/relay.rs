@@ -537,7 +537,7 @@ async fn checkpoint(
     let by = deadline.map(|d| d.checked_sub(CHECKPOINT_RESERVE).unwrap_or(d));
     match within(
         by,
-        store.write(&event.id, through),
+        store.write(&event.tenant_id, &event.id, through),
         "the fan-out checkpoint",
     )
     .await
@@ -634,7 +634,7 @@ async fn deliver_plan(
         .as_ref()
         .filter(|_| subscribed >= CHECKPOINT_MIN_FANOUT)
     {
-        match store.read(&event.id).await {
+        match store.read(&event.tenant_id, &event.id).await {
             Ok(Some(through)) => {
                 endpoints.retain(|e| *e > through);
                 tracing::info!(
@@ -779,13 +779,15 @@ async fn settle(
     }
 }
 
-/// The names a log line gives a stream record: the Tern event id (the outbox item's
-/// `event_id` key, what `tern attempts` and `tern relay-failures` print), when the record
-/// has one, and the stream record's own `eventID`.
+/// The names a log line gives a stream record: the Tern event id (from the outbox item's
+/// `event_id` key, `<tenant>#<event id>` from schema version 2; what `tern attempts` and
+/// `tern relay-failures` print), when the record has one, and the stream record's own
+/// `eventID`.
 fn record_names(raw: &Value) -> (Option<&str>, Option<&str>) {
     (
         raw.pointer("/dynamodb/Keys/event_id/S")
-            .and_then(Value::as_str),
+            .and_then(Value::as_str)
+            .map(tern_core::outbox::event_id_part),
         raw.get("eventID").and_then(Value::as_str),
     )
 }

@@ -157,9 +157,11 @@ pub fn view(message: &ReceivedMessage) -> RelayFailureView {
     let keys = body.get("keys").filter(|k| !k.is_null()).cloned();
     RelayFailureView {
         message_id: message.message_id.clone(),
+        // The key is `<tenant>#<event id>` from outbox schema version 2: its event id.
         tern_event_id: text(body.get("tern_event_id"))
             .or_else(|| text(keys.as_ref().and_then(|k| k.pointer("/event_id/S"))))
-            .or_else(|| text(body.pointer("/record/dynamodb/NewImage/event_id/S"))),
+            .or_else(|| text(body.pointer("/record/dynamodb/NewImage/event_id/S")))
+            .map(|key| tern_core::outbox::event_id_part(&key).to_owned()),
         endpoint_id: text(body.get("endpoint_id")),
         reason: text(body.get("reason")).unwrap_or_else(|| "-".into()),
         kind,

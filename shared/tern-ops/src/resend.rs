@@ -72,9 +72,8 @@ pub async fn tenant_event(
     id: &EventId,
 ) -> Result<Event, ResendError> {
     events
-        .get(id)
+        .get(tenant, id)
         .await?
-        .filter(|e| e.tenant_id == *tenant)
         .ok_or_else(|| ResendError::EventNotFound(id.clone()))
 }
 

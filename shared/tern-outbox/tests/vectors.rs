@@ -10,7 +10,7 @@
 //! payloads, the object itself.
 //!
 //! Every item the writer builds is also valid under the schema
-//! (`clients/outbox/outbox-item.v1.schema.json`, draft 2020-12, checked with the
+//! (`clients/outbox/outbox-item.v2.schema.json`, draft 2020-12, checked with the
 //! `jsonschema` crate), as the other builders check it with ajv and Python's jsonschema.
 //!
 //! `TERN_WRITE_VECTORS=1 cargo test -p tern-outbox --test vectors` writes the expected
@@ -35,7 +35,7 @@ fn vectors_dir() -> PathBuf {
 }
 
 fn schema() -> Value {
-    let text = std::fs::read_to_string(outbox_dir().join("outbox-item.v1.schema.json"))
+    let text = std::fs::read_to_string(outbox_dir().join("outbox-item.v2.schema.json"))
         .expect("read the schema");
     serde_json::from_str(&text).expect("schema JSON")
 }
@@ -264,8 +264,12 @@ fn the_schema_refuses_items_no_builder_writes() {
     let item = &good["Put"]["Item"];
     assert!(item_schema.is_valid(item));
     for (attribute, value) in [
-        ("schema_version", json!({"N": "2"})),
+        ("schema_version", json!({"N": "1"})),
+        ("schema_version", json!({"N": "3"})),
         ("event_id", json!({"S": "evt.1"})),
+        // Version 2 keys name the tenant: a bare id is a version 1 key.
+        ("event_id", json!({"S": "evt_1"})),
+        ("event_id", json!({"S": "tnt_a#evt_1#x"})),
         ("payload", json!({"S": "[1]"})),
         ("expires_at", json!({"S": "1"})),
         ("created_at", json!({"S": "2026-12-01T14:35:00Z"})),

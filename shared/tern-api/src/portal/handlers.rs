@@ -776,11 +776,10 @@ pub(super) async fn log(
         let ty = match EventId::new(item.event_id.clone()) {
             Ok(eid) => deps
                 .events
-                .get(&eid)
+                .get(&s.grant.tenant, &eid)
                 .await
                 .ok()
                 .flatten()
-                .filter(|e| e.tenant_id == s.grant.tenant)
                 .map(|e| e.event_type.to_string()),
             Err(_) => None,
         };
@@ -857,18 +856,13 @@ async fn attempt_page(
         Ok(None) => return missing(portal, s, "endpoint"),
         Err(e) => return error_page(portal, s, &e.into()),
     };
-    // The event must be this tenant's: its outbox record says so. Past the outbox's TTL
-    // the attempts are still shown when the log holds them for this endpoint.
-    let event = match deps.events.get(&eid).await {
+    // The tenant's own event with this id (another tenant's is another event). Past the
+    // outbox's TTL the attempts are still shown when the log holds them for this
+    // endpoint, which is the tenant's.
+    let event = match deps.events.get(&s.grant.tenant, &eid).await {
         Ok(e) => e,
         Err(e) => return error_page(portal, s, &e.into()),
     };
-    if event
-        .as_ref()
-        .is_some_and(|e| e.tenant_id != s.grant.tenant)
-    {
-        return missing(portal, s, "event");
-    }
     let history = match deps.ledger.history(&eid).await {
         Ok(h) => h,
         Err(e) => return error_page(portal, s, &e.into()),

@@ -125,11 +125,7 @@ pub(crate) async fn get_event(
 ) -> ApiResult<Json<Event>> {
     let tenant = tenant(&p.tenant_id)?;
     let id = event_id(&p.event_id)?;
-    let event = deps
-        .events
-        .get(&id)
-        .await?
-        .filter(|e| e.tenant_id == tenant);
+    let event = deps.events.get(&tenant, &id).await?;
     let endpoints = tenant_endpoints(&deps, &tenant).await?;
     // Another tenant's pairs are left out: their endpoints are not this tenant's.
     let states: Vec<_> = deps
@@ -217,11 +213,7 @@ pub(crate) async fn list_event_attempts(
         .collect();
     if rows.is_empty() {
         // No attempt yet, or not this tenant's event: only the outbox can tell.
-        let own = deps
-            .events
-            .get(&id)
-            .await?
-            .is_some_and(|e| e.tenant_id == tenant);
+        let own = deps.events.get(&tenant, &id).await?.is_some();
         if !own {
             return Err(ApiError::not_found("event", &id));
         }

@@ -359,6 +359,9 @@ struct Known {
     events: Vec<OutboxEntry>,
     endpoints: HashMap<(TenantId, EndpointId), Endpoint>,
     by_tenant: HashMap<TenantId, Vec<Endpoint>>,
+    /// Each existing endpoint's tenant: the ledger's partition of an event id holds every
+    /// tenant's pairs of an event with that id (ids are per tenant).
+    owner: HashMap<EndpointId, TenantId>,
     health: HashMap<(TenantId, EndpointId), EndpointHealth>,
     dlq: HashMap<(String, String), classify::DlqHit>,
     parked: ParkedIndex,
@@ -390,7 +393,11 @@ fn pair_endpoints(
     }
     ids.sort();
     ids.dedup();
-    ids.retain(|id| only.is_none_or(|o| o == id));
+    // Another tenant's event with the same id shares the ledger's partition: its
+    // endpoints' pairs are that event's, not this one's.
+    ids.retain(|id| {
+        only.is_none_or(|o| o == id) && known.owner.get(id).is_none_or(|t| *t == event.tenant_id)
+    });
     ids
 }
 
@@ -460,6 +467,7 @@ pub async fn audit(
         events: Vec::new(),
         endpoints: HashMap::new(),
         by_tenant: HashMap::new(),
+        owner: HashMap::new(),
         health: health
             .into_iter()
             .map(|h| ((h.tenant_id.clone(), h.endpoint_id.clone()), h))
@@ -469,6 +477,7 @@ pub async fn audit(
         dlq_complete: false,
     };
     for e in list {
+        known.owner.insert(e.id.clone(), e.tenant_id.clone());
         known
             .by_tenant
             .entry(e.tenant_id.clone())
