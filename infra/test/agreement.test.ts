@@ -221,6 +221,38 @@ describe('CDK and SAM templates agree', () => {
     expect(pairs(samStatements, samNames)).toEqual(pairs(cdkStatements, names));
   });
 
+  test('replay role: the same statements, conditions included, in both', () => {
+    const { stack, json } = defaultStack();
+    const roleId = json.Resources[stack.getLogicalId(stack.functions.replay.node.defaultChild as CfnElement)].Properties.Role['Fn::GetAtt'][0];
+    const names: Names = {
+      [stack.getLogicalId(stack.queues.dlq.node.defaultChild as CfnElement)]: 'dlq',
+      [stack.getLogicalId(stack.queues.delivery.node.defaultChild as CfnElement)]: 'delivery',
+      [stack.getLogicalId(stack.storage.attempts.node.defaultChild as CfnElement)]: 'attempts',
+    };
+    const pairs = (statements: any[], n: Names) =>
+      statements
+        .flatMap((s) =>
+          [s.Action].flat().flatMap((a: string) =>
+            [s.Resource].flat().map((r: any) => `${a} on ${JSON.stringify(normalizeValue(r, n, json))} if ${JSON.stringify(s.Condition ?? {})}`),
+          ),
+        )
+        .filter((p) => !p.startsWith('logs:'))
+        // CDK's queue grant adds the reads a consumer needs; SAM names the three it uses.
+        .filter((p) => !/^sqs:(GetQueueAttributes|GetQueueUrl) /.test(p))
+        .sort();
+    const cdkStatements = Object.values(json.Resources)
+      .filter((r) => r.Type === 'AWS::IAM::Policy' && r.Properties.Roles.some((x: any) => x.Ref === roleId))
+      .flatMap((r) => r.Properties.PolicyDocument.Statement);
+    const t = samTemplate();
+    const samStatements = t.Resources.ReplayFunction.Properties.Policies.flatMap((p: any) => p.Statement);
+    const samNames: Names = { Dlq: 'dlq', DeliveryQueue: 'delivery', AttemptsTable: 'attempts' };
+    const sam = pairs(samStatements, samNames);
+    expect(sam.filter((p) => p.startsWith('dynamodb:DeleteItem'))).toEqual([
+      'dynamodb:DeleteItem on "attempts.Arn" if {"ForAllValues:StringLike":{"dynamodb:LeadingKeys":["dl#*"]}}',
+    ]);
+    expect(sam).toEqual(pairs(cdkStatements, names));
+  });
+
   test('sender role: the same statements in both', () => {
     const { stack, json } = defaultStack();
     const lid = (c: { node: { defaultChild?: unknown } }) => stack.getLogicalId(c.node.defaultChild as CfnElement);
@@ -335,7 +367,8 @@ describe('CDK and SAM templates agree', () => {
       EndpointSecretsKey: 'secretsKey',
     };
     const sam = pairs(samStatements, samNames, t);
-    expect(sam).toHaveLength(20);
+    // 20, and the dead-letter record's BatchGetItem and DeleteItem on the attempts table.
+    expect(sam).toHaveLength(22);
     expect(sam).toEqual(pairs(cdkStatements, names, json));
   });
 

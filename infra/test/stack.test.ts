@@ -308,6 +308,8 @@ describe('functions', () => {
       TERN_METRICS_NAMESPACE: 'Tern',
       TERN_DLQ_URL: ref(stack.queues.dlq),
       TERN_DELIVERY_QUEUE_URL: ref(stack.queues.delivery),
+      // The per-tenant dead-letter record.
+      TERN_ATTEMPTS_TABLE: ref(stack.storage.attempts),
     });
   });
 
@@ -456,13 +458,18 @@ describe('least-privilege IAM', () => {
     );
   });
 
-  test('replay: take from the DLQ, send to the delivery queue', () => {
+  test('replay: take from the DLQ, send to the delivery queue, read and trim the dead-letter record', () => {
     expect(permissions(roleOf(stack.functions.replay))).toEqual(
       [
         'sqs:ChangeMessageVisibility on dlq',
         'sqs:DeleteMessage on dlq',
         'sqs:ReceiveMessage on dlq',
         'sqs:SendMessage on delivery',
+        // The tenant's dead-letter record: read (a Query per shard, the pairs' states), and
+        // the removal of what a replay moved (DeleteItem on `dl#*` partitions only).
+        'dynamodb:Query on attempts',
+        'dynamodb:BatchGetItem on attempts',
+        'dynamodb:DeleteItem on attempts',
         'logs:CreateLogStream on own log group',
         'logs:PutLogEvents on own log group',
       ].sort(),
@@ -479,6 +486,8 @@ describe('least-privilege IAM', () => {
         // Enable.
         'dynamodb:UpdateItem on endpoints',
         'dynamodb:Query on attempts',
+        // The dead letters widget reads the per-tenant record (the pairs' states in one batch).
+        'dynamodb:BatchGetItem on attempts',
         // The waiting index (Waiting and Endpoints widgets), by name: no `index/*`.
         'dynamodb:Query on attempts/index/waiting',
         'dynamodb:Scan on attempts/index/waiting',
@@ -503,7 +512,7 @@ describe('least-privilege IAM', () => {
     );
   });
 
-  test('api: exactly the items its routes read and write, the delivery queue, the DLQ; no Scan, no index, no attempt writes', () => {
+  test('api: exactly the items its routes read and write, the delivery queue, the DLQ; no Scan, no index, no attempt writes but a replayed dead letter\'s removal', () => {
     expect(permissions(roleOf(stack.functions.api))).toEqual(
       [
         // Read one (ownership), list a tenant's, create, PATCH/enable/disable/rotate, delete.
@@ -514,6 +523,10 @@ describe('least-privilege IAM', () => {
         'dynamodb:DeleteItem on endpoints',
         // An event's attempts and pair states, an endpoint's log: the table, no index.
         'dynamodb:Query on attempts',
+        // The dead-letter record: the pairs' states of a list, and a replayed entry's removal
+        // (DeleteItem on `dl#*` partitions only).
+        'dynamodb:BatchGetItem on attempts',
+        'dynamodb:DeleteItem on attempts',
         // Publish (conditional put) and read an event.
         'dynamodb:PutItem on outbox',
         'dynamodb:GetItem on outbox',
@@ -540,6 +553,17 @@ describe('least-privilege IAM', () => {
         'logs:PutLogEvents on own log group',
       ].sort(),
     );
+  });
+
+  test('a dead-letter entry is removed only from the record\'s partitions (api and replay): no other attempts item can be deleted', () => {
+    for (const fn of [stack.functions.api, stack.functions.replay]) {
+      const deletes = statementsOfRole(roleOf(fn)).filter((st) =>
+        [st.Action].flat().includes('dynamodb:DeleteItem') &&
+        [st.Resource].flat().some((r: any) => r?.['Fn::GetAtt']?.[0] === logicalId(stack.storage.attempts)),
+      );
+      expect(deletes).toHaveLength(1);
+      expect(deletes[0].Condition).toEqual({ 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': ['dl#*'] } });
+    }
   });
 
   test('only the sender and the api write the outbox, and only PutItem (operational events, publish; the application writes the rest)', () => {

@@ -19,9 +19,19 @@ pub struct Answer {
     pub text: String,
     /// Body as JSON (`null` when empty or not JSON).
     pub json: Value,
+    /// Every header of the answer, names in lower case.
+    pub headers: Vec<(String, String)>,
 }
 
 impl Answer {
+    /// The first value of header `name` (any case).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
     /// The problem's `type` name after `urn:tern:problem:`.
     pub fn problem(&self) -> &str {
         self.json["type"]
@@ -121,11 +131,39 @@ impl ApiClient {
         content_type: Option<&str>,
         signed: bool,
     ) -> Answer {
+        self.raw_with(method, path, bytes, content_type, signed, &[])
+            .await
+    }
+
+    /// `POST` with a JSON body and `extra` headers (signed with the rest).
+    pub async fn post_with(&self, path: &str, body: &Value, extra: &[(&str, &str)]) -> Answer {
+        self.raw_with(
+            "POST",
+            path,
+            body.to_string().into_bytes(),
+            Some("application/json"),
+            true,
+            extra,
+        )
+        .await
+    }
+
+    /// As [`Self::raw`], with `extra` headers sent (and signed, when signed).
+    pub async fn raw_with(
+        &self,
+        method: &str,
+        path: &str,
+        bytes: Vec<u8>,
+        content_type: Option<&str>,
+        signed: bool,
+        extra: &[(&str, &str)],
+    ) -> Answer {
         let host = self.base.trim_start_matches("http://").to_owned();
         let mut headers: Vec<(&str, &str)> = vec![("host", host.as_str())];
         if let Some(ct) = content_type {
             headers.push(("content-type", ct));
         }
+        headers.extend_from_slice(extra);
         let mut request = self
             .http
             .request(
@@ -135,6 +173,9 @@ impl ApiClient {
             .body(bytes.clone());
         if let Some(ct) = content_type {
             request = request.header("content-type", ct);
+        }
+        for (k, v) in extra {
+            request = request.header(*k, *v);
         }
         if signed {
             let added = sign_request(
@@ -153,6 +194,16 @@ impl ApiClient {
         }
         let response = request.send().await.expect("the local API answers");
         let status = response.status().as_u16();
+        let answer_headers: Vec<(String, String)> = response
+            .headers()
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.as_str().to_owned(),
+                    v.to_str().unwrap_or_default().to_owned(),
+                )
+            })
+            .collect();
         let content_type = response
             .headers()
             .get("content-type")
@@ -166,6 +217,7 @@ impl ApiClient {
             content_type,
             text,
             json,
+            headers: answer_headers,
         }
     }
 }

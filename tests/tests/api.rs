@@ -1685,3 +1685,100 @@ async fn a_time_without_an_offset_gets_an_error_that_says_so() {
         .await;
     assert_eq!(fine.status, 200, "{}", fine.text);
 }
+
+/// Issue 28: a create retried after a timeout made a second endpoint with a second secret,
+/// and every event then went out twice. With an `Idempotency-Key` (as Stripe and Svix
+/// honour it), the retry answers the first create: the same endpoint and secret,
+/// `Idempotent-Replayed: true`, nothing written; concurrent retries write one endpoint;
+/// the key with another body is a 422; another tenant's same key is its own. A create
+/// without a key is unchanged (two creates, two endpoints).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retried_create_with_an_idempotency_key_creates_one_endpoint() {
+    let receiver = Receiver::start().await.expect("receiver");
+    let (_local, _rx, api) = api_deployment("api-idempotency-key", options()).await;
+    let body = json!({"url": receiver.url("/hook"), "event_types": ["order.paid"]});
+    let key = [("idempotency-key", "3f2b8c1e-7d4a-4e0b-9a57-2c1d5e6f7a80")];
+    let path = "/v1/tenants/tnt_a/endpoints";
+    let first = api.post_with(path, &body, &key).await;
+    assert_eq!(first.status, 201, "{}", first.text);
+    assert_eq!(first.header("idempotent-replayed"), None);
+    // The retries: the client never saw the first answer; one at a time, then five at once.
+    let again = api.post_with(path, &body, &key).await;
+    assert_eq!(again.status, 201, "{}", again.text);
+    assert_eq!(again.header("idempotent-replayed"), Some("true"));
+    assert_eq!(again.json["endpoint"]["id"], first.json["endpoint"]["id"]);
+    assert_eq!(
+        again.json["secret"], first.json["secret"],
+        "the secret the first answer carried"
+    );
+    let racing = futures::future::join_all((0..5).map(|_| api.post_with(path, &body, &key))).await;
+    for r in &racing {
+        assert_eq!(
+            (r.status, &r.json["endpoint"]["id"]),
+            (201, &first.json["endpoint"]["id"]),
+            "{}",
+            r.text
+        );
+    }
+    // The IETF draft's form of the same key (a quoted string) is the same key.
+    let quoted = [(
+        "idempotency-key",
+        "\"3f2b8c1e-7d4a-4e0b-9a57-2c1d5e6f7a80\"",
+    )];
+    let same = api.post_with(path, &body, &quoted).await;
+    assert_eq!(
+        same.json["endpoint"]["id"], first.json["endpoint"]["id"],
+        "{}",
+        same.text
+    );
+    let listed = api.get(path).await;
+    assert_eq!(
+        listed.json["items"].as_array().map(Vec::len),
+        Some(1),
+        "one endpoint: {}",
+        listed.text
+    );
+    // The key with another body: refused, nothing written.
+    let other = api
+        .post_with(
+            path,
+            &json!({"url": receiver.url("/other"), "event_types": ["order.paid"]}),
+            &key,
+        )
+        .await;
+    assert_eq!(
+        (other.status, other.problem(), other.field()),
+        (422, "idempotency-key-reused", "Idempotency-Key"),
+        "{}",
+        other.text
+    );
+    // Another tenant's same key is its own endpoint.
+    let theirs = api
+        .post_with("/v1/tenants/tnt_b/endpoints", &body, &key)
+        .await;
+    assert_eq!(theirs.status, 201, "{}", theirs.text);
+    assert_eq!(theirs.header("idempotent-replayed"), None);
+    assert_ne!(theirs.json["endpoint"]["id"], first.json["endpoint"]["id"]);
+    // Bad keys: a clear 400 naming the header.
+    for bad in ["", "a key", &"k".repeat(256)] {
+        let answer = api
+            .post_with(path, &body, &[("idempotency-key", bad)])
+            .await;
+        assert_eq!(
+            (answer.status, answer.field()),
+            (400, "Idempotency-Key"),
+            "{bad:?}: {}",
+            answer.text
+        );
+    }
+    // Without a key: two creates, two endpoints, as before.
+    api.post(path, &body).await;
+    api.post(path, &body).await;
+    let listed = api.get(path).await;
+    assert_eq!(
+        listed.json["items"].as_array().map(Vec::len),
+        Some(3),
+        "{}",
+        listed.text
+    );
+}

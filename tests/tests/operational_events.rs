@@ -486,7 +486,9 @@ async fn an_sns_outage_delays_endpoint_disabled_and_the_owner_gets_it_once_sns_i
     .unwrap();
     assert!(!stored.enabled, "not disabled");
     assert_eq!(counts.endpoints_auto_disabled, 1);
-    assert_eq!(counts.operational_events_unpublished, 1, "{counts:?}");
+    // At least once: the batch's later message tries the publish again when the scaled
+    // retry wait (1 s at the time scale) has passed, which a loaded machine reaches.
+    assert!(counts.operational_events_unpublished >= 1, "{counts:?}");
     let store = tern_aws::DynamoHealthStore::new(
         aws_sdk_dynamodb::Client::new(&local.aws),
         &local.resources.health_table,

@@ -175,6 +175,91 @@ async fn replay_binary_answers_a_replay_request() {
     assert_eq!(message.delivery_id.as_str(), "evt_fixture_1.ep_fixture");
 }
 
+/// The replay binary reads the tenant's dead-letter record (the stacks give it the
+/// attempts table): a tenant's dry run counts the record's entry without receiving from
+/// the shared DLQ (no message is held invisible), and a replay removes the entry it
+/// moved. Before, its wiring had no ledger: the dry run received (and hid) the DLQ's
+/// messages, and a replayed entry stayed in the record.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replay_binary_reads_and_trims_the_tenants_dead_letter_record() {
+    let local = deployment_without_pollers("rbreplayrec", LocalOptions::default()).await;
+    let batch = fixture_json("sqs-delivery-batch.json");
+    let body = batch["Records"][0]["body"].as_str().expect("fixture body");
+    let dead = tern_core::DeliveryMessage::parse(body)
+        .expect("fixture message")
+        .dead_lettered(tern_core::DeadLetter {
+            reason: tern_core::DeadLetterReason::Exhausted,
+            last_status: Some(500),
+            last_error: None,
+            attempts: 8,
+            at: chrono::Utc::now(),
+        });
+    // As the sender dead-letters: the record's entry, then the DLQ message.
+    local
+        .sender
+        .ledger
+        .record_dead_letter(&dead)
+        .await
+        .expect("record");
+    local
+        .sqs()
+        .send_message()
+        .queue_url(&local.resources.dlq_url)
+        .message_body(dead.to_body())
+        .send()
+        .await
+        .expect("seed the DLQ");
+    let tenant = dead.event.tenant_id.to_string();
+    let mut f = Function::start("replay", &local).await;
+    let dry = f
+        .invoke(&json!({ "dry_run": true, "filters": { "tenant_id": tenant } }))
+        .await;
+    assert_eq!(
+        (dry["recorded"].clone(), dry["matched"].clone()),
+        (json!(1), json!(1)),
+        "{dry}"
+    );
+    let hidden = local
+        .sqs()
+        .get_queue_attributes()
+        .queue_url(&local.resources.dlq_url)
+        .attribute_names(
+            aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessagesNotVisible,
+        )
+        .send()
+        .await
+        .expect("attributes");
+    assert_eq!(
+        hidden
+            .attributes()
+            .and_then(|a| a.get(
+                &aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessagesNotVisible
+            ))
+            .map(String::as_str),
+        Some("0"),
+        "the dry run held no DLQ message"
+    );
+    let done = f
+        .invoke(&json!({ "filters": { "tenant_id": tenant } }))
+        .await;
+    assert_eq!(done["replayed"], json!(1), "{done}");
+    let left = local
+        .sender
+        .ledger
+        .dead_letters(&tern_core::dead_letters::DeadLetterQuery {
+            tenant: dead.event.tenant_id.clone(),
+            endpoint: None,
+            max: 10,
+        })
+        .await
+        .expect("read the record");
+    assert!(
+        left.entries.is_empty(),
+        "the replayed entry is out of the record: {:?}",
+        left.entries
+    );
+}
+
 /// The api binary answers an API Gateway HTTP API event (payload 2.0) whose request
 /// context carries the IAM caller API Gateway authorized (`events/apigw-http-iam-get-endpoint.json`):
 /// the endpoint, no secret. The same event without the IAM authorizer (a route left open

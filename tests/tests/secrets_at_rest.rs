@@ -384,7 +384,16 @@ async fn kms_failing_at_the_sender_is_our_failure_and_the_delivery_goes_when_it_
     // read failed (the read and the claim run together), the redelivery took that claim
     // over, and the row of that try says it was not sent and why, never "stopped before
     // recording" (tests/tests/mtls.rs makes that case every time).
-    let history = attempts_of(&local, &event, &ep).await;
+    // The sender records the delivered row after the receiver answered: wait for it.
+    let mut history = Vec::new();
+    assert!(
+        eventually(Duration::from_secs(30), async || {
+            history = attempts_of(&local, &event, &ep).await;
+            history.iter().any(|r| r.outcome == "delivered")
+        })
+        .await,
+        "the delivered row: {history:?}"
+    );
     for row in history
         .iter()
         .filter(|r| r.outcome == tern_core::ports::OUTCOME_ABANDONED)

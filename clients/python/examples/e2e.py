@@ -5,9 +5,12 @@ clients/README.md). What a Python backend does with Tern:
 2. creates an endpoint for it through the Tern API (SigV4-signed), keeping the secret;
 3. writes an order row (its own table) and the event in ONE TransactWriteItems;
 4. sees the event delivered, verified by the independent ``standardwebhooks`` library;
-5. reads the delivery back through the API (event, attempts);
+5. reads the delivery back through the API (event, attempts, the endpoint's log), sends
+   a test event, and publishes an event through the API (idempotent on its id);
 6. checks an error answer (problem+json naming the field), tenant isolation (another
    tenant's endpoint id is a 404) and atomicity (a failed transaction publishes nothing).
+
+Every call goes through the facade (``Tern``); ``tern.raw`` only to read a header.
 
 Prints one JSON line with what it saw; exits 1 with the reason on any failure.
 """
@@ -27,10 +30,9 @@ from typing import Any, ClassVar, TypeVar
 import boto3
 from botocore.credentials import Credentials
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
-from tern_api.api.endpoints import create_endpoint, get_endpoint, list_endpoint_attempts
-from tern_api.api.events import get_event, list_event_attempts
-from tern_api.models import DeliveryState, NewEndpoint, OutcomeFilter, Problem
-from tern_client import OutboxWriter, create_client, unwrap
+from tern_api.api.endpoints import create_endpoint
+from tern_api.models import DeliveryState, NewEndpoint, Problem
+from tern_client import OutboxWriter, Tern, TernApiError
 
 T = TypeVar("T")
 
@@ -53,6 +55,15 @@ def eventually(what: str, seconds: float, probe: Callable[[], T | None]) -> T:
         time.sleep(0.1)
 
 
+def api_error(what: str, call: Callable[[], object]) -> TernApiError:
+    """The ``TernApiError`` a call raises; raises if it succeeds."""
+    try:
+        call()
+    except TernApiError as e:
+        return e
+    raise RuntimeError(f"{what} succeeded")
+
+
 class Receiver(http.server.BaseHTTPRequestHandler):
     received: ClassVar[list[dict[str, Any]]] = []
 
@@ -67,6 +78,14 @@ class Receiver(http.server.BaseHTTPRequestHandler):
     def log_message(self, *args: Any) -> None:
         pass
 
+    @classmethod
+    def first(cls, webhook_id: str) -> dict[str, Any] | None:
+        """The first request received with this ``webhook-id``, if any."""
+        return next(
+            (r for r in cls.received if r["headers"].get("webhook-id") == webhook_id),
+            None,
+        )
+
 
 def main() -> None:
     tenant, other_tenant = env("TERN_E2E_TENANT"), env("TERN_E2E_OTHER_TENANT")
@@ -79,17 +98,12 @@ def main() -> None:
     port = server.server_address[1]
     try:
         # 2. The endpoint, through the API.
-        tern = create_client(env("TERN_API_URL"), region, credentials)
-        created = unwrap(
-            create_endpoint.sync_detailed(
-                tenant,
-                client=tern,
-                body=NewEndpoint(
-                    url=f"http://127.0.0.1:{port}/hooks/py",
-                    event_types=["order.paid"],
-                    description="python e2e",
-                ),
-            )
+        tern = Tern(env("TERN_API_URL"), region, credentials)
+        created = tern.endpoints.create(
+            tenant,
+            url=f"http://127.0.0.1:{port}/hooks/py",
+            event_types=["order.paid"],
+            description="python e2e",
         )
         endpoint_id = created.endpoint.id
         webhook = Webhook(created.secret)
@@ -131,18 +145,7 @@ def main() -> None:
         dynamodb.transact_write_items(TransactItems=[order_put, event.transact_item])
 
         # 4. Delivered and verified by an independent library.
-        hit = eventually(
-            "the webhook",
-            30,
-            lambda: next(
-                (
-                    r
-                    for r in Receiver.received
-                    if r["headers"].get("webhook-id") == event.id
-                ),
-                None,
-            ),
-        )
+        hit = eventually("the webhook", 30, lambda: Receiver.first(event.id))
         webhook.verify(hit["body"], hit["headers"])  # raises WebhookVerificationError
         if hit["body"] != payload.encode("utf-8"):
             raise RuntimeError(f"body differs from the payload: {hit['body']!r}")
@@ -154,7 +157,7 @@ def main() -> None:
 
         # 5. The delivery, read back through the API.
         def delivered() -> Any:
-            got = unwrap(get_event.sync_detailed(tenant, event.id, client=tern))
+            got = tern.events.get(tenant, event.id)
             mine = [d for d in got.deliveries if d.endpoint_id == endpoint_id]
             return got if mine and mine[0].state == DeliveryState.DELIVERED else None
 
@@ -163,9 +166,7 @@ def main() -> None:
             raise RuntimeError(f"event type {got.type_}")
 
         def attempted() -> Any:
-            found = unwrap(
-                list_event_attempts.sync_detailed(tenant, event.id, client=tern)
-            )
+            found = tern.events.attempts(tenant, event.id)
             ok = any(
                 a.endpoint_id == endpoint_id and a.outcome == "delivered"
                 for a in found.attempts
@@ -179,38 +180,95 @@ def main() -> None:
         since = datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=10)
 
         def logged() -> Any:
-            page = unwrap(
-                list_endpoint_attempts.sync_detailed(
-                    tenant,
-                    endpoint_id,
-                    client=tern,
-                    since=since,
-                    outcome=OutcomeFilter.DELIVERED,
-                    limit=10,
-                )
+            page = tern.endpoints.attempts(
+                tenant, endpoint_id, since=since, outcome="delivered", limit=10
             )
             return page if any(a.event_id == event.id for a in page.items) else None
 
         log = eventually("the endpoint's delivery log", 30, logged)
 
-        # 6a. An error answer: RFC 9457 problem naming the field.
-        bad = create_endpoint.sync_detailed(
-            tenant, client=tern, body=NewEndpoint(url="not a url")
+        # The endpoint as the API shows it, in its tenant's list.
+        shown = tern.endpoints.get(tenant, endpoint_id)
+        if shown.url != f"http://127.0.0.1:{port}/hooks/py" or not shown.enabled:
+            raise RuntimeError(f"the endpoint reads back as {shown.to_dict()}")
+        listed = tern.endpoints.list(tenant, state="enabled")
+        if not any(e.id == endpoint_id for e in listed.items):
+            raise RuntimeError("the endpoint is not listed")
+        # A test send: signed like any delivery, answered now.
+        test_send = tern.endpoints.test(tenant, endpoint_id)
+        if not test_send.delivered:
+            raise RuntimeError(
+                f"the test send was not delivered: {test_send.to_dict()}"
+            )
+        test_hit = eventually(
+            "the test event", 30, lambda: Receiver.first(test_send.event_id)
         )
-        content_type = bad.headers.get("content-type", "")
+        webhook.verify(test_hit["body"], test_hit["headers"])
+
+        # Publish through the API, the payload a dict: delivered as that JSON object, and
+        # a repeat of the same id is the original (created False).
+        api_payload = {
+            "order_id": order_id,
+            "source": "api",
+            "amount_cents": 4200,
+            "note": "Zoë ✓",
+        }
+        api_event_id = f"evt_py_api_{time.time_ns()}"
+        published = tern.events.publish(
+            tenant, type="order.paid", payload=api_payload, id=api_event_id
+        )
+        repeated = tern.events.publish(
+            tenant, type="order.paid", payload=api_payload, id=api_event_id
+        )
         if not (
-            bad.status_code == 400
-            and content_type.startswith("application/problem+json")
-            and isinstance(bad.parsed, Problem)
-            and bad.parsed.field == "url"
+            published.id == api_event_id
+            and published.created
+            and repeated.id == api_event_id
+            and not repeated.created
         ):
             raise RuntimeError(
-                f"expected a 400 problem naming url, got {bad.status_code} {content_type} {bad.content!r}"
+                f"publish {published.to_dict()}, then {repeated.to_dict()}"
+            )
+        api_hit = eventually(
+            "the published event", 30, lambda: Receiver.first(api_event_id)
+        )
+        webhook.verify(api_hit["body"], api_hit["headers"])
+        if json.loads(api_hit["body"]) != api_payload:
+            raise RuntimeError(f"published body differs: {api_hit['body']!r}")
+
+        # 6a. An error answer: RFC 9457 problem naming the field, as a TernApiError; its
+        # content type through the generated call on the raw client.
+        bad = api_error(
+            "an endpoint with a bad url",
+            lambda: tern.endpoints.create(tenant, url="not a url"),
+        )
+        if not (
+            bad.status == 400
+            and bad.problem is not None
+            and bad.problem.field == "url"
+            and bad.problem.type_ == "urn:tern:problem:validation"
+        ):
+            raise RuntimeError(f"expected a 400 problem naming url, got {bad}")
+        raw_bad = create_endpoint.sync_detailed(
+            tenant, client=tern.raw, body=NewEndpoint(url="not a url")
+        )
+        content_type = raw_bad.headers.get("content-type", "")
+        if not (
+            raw_bad.status_code == 400
+            and content_type.startswith("application/problem+json")
+            and isinstance(raw_bad.parsed, Problem)
+            and raw_bad.parsed.field == "url"
+        ):
+            raise RuntimeError(
+                f"expected a 400 problem naming url, got {raw_bad.status_code} {content_type} {raw_bad.content!r}"
             )
         # 6b. Another tenant's view of this endpoint: 404, never 403.
-        foreign = get_endpoint.sync_detailed(other_tenant, endpoint_id, client=tern)
-        if foreign.status_code != 404:
-            raise RuntimeError(f"another tenant got {foreign.status_code}")
+        foreign = api_error(
+            "another tenant's read",
+            lambda: tern.endpoints.get(other_tenant, endpoint_id),
+        )
+        if foreign.status != 404:
+            raise RuntimeError(f"another tenant got {foreign.status}")
         # 6c. Atomicity: the same order again fails its condition, so its event never exists.
         again = writer.prepare(
             type="order.paid", tenant_id=tenant, payload=f'{{"order_id":"{order_id}"}}'
@@ -222,9 +280,11 @@ def main() -> None:
             raise RuntimeError("a duplicate order was written")
         except dynamodb.exceptions.TransactionCanceledException:
             pass
-        ghost = get_event.sync_detailed(tenant, again.id, client=tern)
-        if ghost.status_code != 404:
-            raise RuntimeError(f"the canceled event exists: {ghost.status_code}")
+        ghost = api_error(
+            "the canceled event's read", lambda: tern.events.get(tenant, again.id)
+        )
+        if ghost.status != 404:
+            raise RuntimeError(f"the canceled event exists: {ghost.status}")
         row = dynamodb.get_item(TableName=orders, Key={"order_id": {"S": order_id}})
         if row.get("Item", {}).get("event_id", {}).get("S") != event.id:
             raise RuntimeError("the order row is not the first transaction's")
@@ -240,9 +300,11 @@ def main() -> None:
                     "verified": "standardwebhooks",
                     "attempts": len(attempts.attempts),
                     "endpoint_log": len(log.items),
-                    "problem_field": bad.parsed.field,
-                    "other_tenant_status": int(foreign.status_code),
-                    "canceled_event_status": int(ghost.status_code),
+                    "api_event_id": api_event_id,
+                    "test_send_status": test_send.status,
+                    "problem_field": bad.problem.field,
+                    "other_tenant_status": foreign.status,
+                    "canceled_event_status": ghost.status,
                 }
             )
         )

@@ -1,8 +1,10 @@
-"""tern-client: the Tern API (generated, SigV4-signed) and the transactional outbox builder."""
+"""tern-client: the Tern API (the :class:`Tern` facade over the generated client, every
+request SigV4-signed) and the transactional outbox builder."""
 
 from .auth import SigV4HttpxAuth
 from .canonical import canonical_json
 from .client import TernApiError, create_client, unwrap
+from .facade import Tern
 from .outbox import OutboxError, OutboxWriter, PreparedEvent, generate_event_id, outbox_key
 
 __all__ = [
@@ -10,6 +12,7 @@ __all__ = [
     "OutboxWriter",
     "PreparedEvent",
     "SigV4HttpxAuth",
+    "Tern",
     "TernApiError",
     "canonical_json",
     "create_client",

@@ -21,8 +21,8 @@ class MissingCredentials(RuntimeError):
 
 
 class SigV4HttpxAuth(httpx.Auth):
-    """Signs every request with SigV4: the method, path, query, the ``host`` and
-    ``content-type`` headers and the body. Headers a proxy may rewrite
+    """Signs every request with SigV4: the method, path, query, the ``host``,
+    ``content-type`` and ``idempotency-key`` headers and the body. Headers a proxy may rewrite
     (``connection``, ``accept-encoding``, ``user-agent``) are left unsigned.
 
     :param region: the API's region (us-east-1 in local mode)
@@ -52,8 +52,11 @@ class SigV4HttpxAuth(httpx.Auth):
         self, request: httpx.Request
     ) -> Generator[httpx.Request, httpx.Response, None]:
         signed_headers = {"host": request.headers["host"]}
-        if "content-type" in request.headers:
-            signed_headers["content-type"] = request.headers["content-type"]
+        # The headers that mean something to the API: a changed Idempotency-Key would make
+        # a retry a new create.
+        for name in ("content-type", "idempotency-key"):
+            if name in request.headers:
+                signed_headers[name] = request.headers[name]
         aws = AWSRequest(
             method=request.method,
             url=str(request.url),

@@ -4,9 +4,11 @@
 //  2. creates an endpoint for it through the Tern API (SigV4-signed), keeping the secret;
 //  3. writes an order row (its own table) and the event in ONE TransactWriteItems;
 //  4. sees the event delivered, verified by the independent `standardwebhooks` library;
-//  5. reads the delivery back through the API (event, attempts);
+//  5. reads the delivery back through the API (event, attempts, the endpoint's log), sends
+//     a test event, and publishes an event through the API (idempotent on its id);
 //  6. checks an error answer (problem+json naming the field), tenant isolation (another
 //     tenant's endpoint id is a 404) and atomicity (a failed transaction publishes nothing).
+// Every call goes through the facade (`createTern`); `tern.raw` only to read a header.
 // Prints one JSON line with what it saw; exits 1 with the reason on any failure.
 import { createServer, type IncomingMessage } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -19,7 +21,7 @@ import {
   waitUntilTableExists,
 } from "@aws-sdk/client-dynamodb";
 import { Webhook } from "standardwebhooks";
-import { createTernClient, OutboxWriter, unwrap } from "../src/index.js";
+import { createTern, OutboxWriter, TernApiError } from "../src/index.js";
 
 function env(name: string): string {
   const value = process.env[name];
@@ -35,6 +37,17 @@ async function eventually<T>(what: string, seconds: number, probe: () => Promise
     if (Date.now() > deadline) throw new Error(`timed out after ${seconds} s waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 100));
   }
+}
+
+/** The `TernApiError` a call rejects with; throws if it resolves or fails otherwise. */
+async function apiError(what: string, call: Promise<unknown>): Promise<TernApiError> {
+  try {
+    await call;
+  } catch (e) {
+    if (e instanceof TernApiError) return e;
+    throw e;
+  }
+  throw new Error(`${what} succeeded`);
 }
 
 interface Received {
@@ -66,13 +79,12 @@ async function main(): Promise<void> {
 
   try {
     // 2. The endpoint, through the API.
-    const tern = createTernClient({ baseUrl: env("TERN_API_URL"), region, credentials });
-    const created = unwrap(
-      await tern.POST("/v1/tenants/{tenant_id}/endpoints", {
-        params: { path: { tenant_id: tenant } },
-        body: { url: `http://127.0.0.1:${port}/hooks/ts`, event_types: ["order.paid"], description: "node e2e" },
-      }),
-    );
+    const tern = createTern({ baseUrl: env("TERN_API_URL"), region, credentials });
+    const created = await tern.endpoints.create(tenant, {
+      url: `http://127.0.0.1:${port}/hooks/ts`,
+      event_types: ["order.paid"],
+      description: "node e2e",
+    });
     const endpointId = created.endpoint.id;
     const webhook = new Webhook(created.secret);
 
@@ -118,21 +130,13 @@ async function main(): Promise<void> {
 
     // 5. The delivery, read back through the API.
     const delivered = await eventually("the delivery state", 30, async () => {
-      const got = unwrap(
-        await tern.GET("/v1/tenants/{tenant_id}/events/{event_id}", {
-          params: { path: { tenant_id: tenant, event_id: event.id } },
-        }),
-      );
+      const got = await tern.events.get(tenant, event.id);
       const mine = got.deliveries.find((d) => d.endpoint_id === endpointId);
       return mine?.state === "delivered" ? got : undefined;
     });
     if (delivered.type !== "order.paid") throw new Error(`event type ${delivered.type}`);
     const attempts = await eventually("the attempt", 30, async () => {
-      const got = unwrap(
-        await tern.GET("/v1/tenants/{tenant_id}/events/{event_id}/attempts", {
-          params: { path: { tenant_id: tenant, event_id: event.id } },
-        }),
-      );
+      const got = await tern.events.attempts(tenant, event.id);
       return got.attempts.some((a) => a.endpoint_id === endpointId && a.outcome === "delivered") ? got : undefined;
     });
 
@@ -140,31 +144,57 @@ async function main(): Promise<void> {
     // (with the ':' of a timestamp) is signed too.
     const since = new Date(Date.now() - 10 * 60 * 1000).toISOString();
     const log = await eventually("the endpoint's delivery log", 30, async () => {
-      const page = unwrap(
-        await tern.GET("/v1/tenants/{tenant_id}/endpoints/{endpoint_id}/attempts", {
-          params: {
-            path: { tenant_id: tenant, endpoint_id: endpointId },
-            query: { since, outcome: "delivered", limit: 10 },
-          },
-        }),
-      );
+      const page = await tern.endpoints.attempts(tenant, endpointId, { since, outcome: "delivered", limit: 10 });
       return page.items.some((a) => a.event_id === event.id) ? page : undefined;
     });
 
-    // 6a. An error answer: RFC 9457 problem naming the field.
-    const bad = await tern.POST("/v1/tenants/{tenant_id}/endpoints", {
+    // The endpoint as the API shows it, in its tenant's list.
+    const shown = await tern.endpoints.get(tenant, endpointId);
+    if (shown.url !== `http://127.0.0.1:${port}/hooks/ts` || !shown.enabled) {
+      throw new Error(`the endpoint reads back as ${JSON.stringify(shown)}`);
+    }
+    const listed = await tern.endpoints.list(tenant, { state: "enabled" });
+    if (!listed.items.some((e) => e.id === endpointId)) throw new Error("the endpoint is not listed");
+    // A test send: signed like any delivery, answered now.
+    const testSend = await tern.endpoints.test(tenant, endpointId);
+    if (!testSend.delivered) throw new Error(`the test send was not delivered: ${JSON.stringify(testSend)}`);
+    const testHit = await eventually("the test event", 30, async () =>
+      received.find((r) => r.headers["webhook-id"] === testSend.event_id),
+    );
+    webhook.verify(testHit.body, testHit.headers);
+
+    // Publish through the API, the payload a plain object: delivered as the JSON text sent,
+    // and a repeat of the same id is the original (created: false).
+    const apiPayload = { order_id: orderId, source: "api", amount_cents: 4200, note: "Zoë ✓" };
+    const apiEventId = `evt_ts_api_${Date.now()}`;
+    const published = await tern.events.publish(tenant, { type: "order.paid", payload: apiPayload, id: apiEventId });
+    const repeated = await tern.events.publish(tenant, { type: "order.paid", payload: apiPayload, id: apiEventId });
+    if (published.id !== apiEventId || !published.created || repeated.created || repeated.id !== apiEventId) {
+      throw new Error(`publish ${JSON.stringify(published)}, then ${JSON.stringify(repeated)}`);
+    }
+    const apiHit = await eventually("the published event", 30, async () =>
+      received.find((r) => r.headers["webhook-id"] === apiEventId),
+    );
+    webhook.verify(apiHit.body, apiHit.headers);
+    if (apiHit.body !== JSON.stringify(apiPayload)) throw new Error(`published body differs: ${apiHit.body}`);
+
+    // 6a. An error answer: RFC 9457 problem naming the field, as a TernApiError; its
+    // content type through the raw client.
+    const bad = await apiError("an endpoint with a bad url", tern.endpoints.create(tenant, { url: "not a url" }));
+    if (bad.status !== 400 || bad.problem.field !== "url" || bad.problem.type !== "urn:tern:problem:validation") {
+      throw new Error(`expected a 400 problem naming url, got ${bad.status} ${JSON.stringify(bad.problem)}`);
+    }
+    const rawBad = await tern.raw.POST("/v1/tenants/{tenant_id}/endpoints", {
       params: { path: { tenant_id: tenant } },
       body: { url: "not a url" },
     });
-    const contentType = bad.response.headers.get("content-type") ?? "";
-    if (bad.response.status !== 400 || !contentType.startsWith("application/problem+json") || bad.error?.field !== "url") {
-      throw new Error(`expected a 400 problem naming url, got ${bad.response.status} ${contentType} ${JSON.stringify(bad.error)}`);
+    const contentType = rawBad.response.headers.get("content-type") ?? "";
+    if (rawBad.response.status !== 400 || !contentType.startsWith("application/problem+json") || rawBad.error?.field !== "url") {
+      throw new Error(`expected a 400 problem naming url, got ${rawBad.response.status} ${contentType} ${JSON.stringify(rawBad.error)}`);
     }
     // 6b. Another tenant's view of this endpoint: 404, never 403.
-    const foreign = await tern.GET("/v1/tenants/{tenant_id}/endpoints/{endpoint_id}", {
-      params: { path: { tenant_id: otherTenant, endpoint_id: endpointId } },
-    });
-    if (foreign.response.status !== 404) throw new Error(`another tenant got ${foreign.response.status}`);
+    const foreign = await apiError("another tenant's read", tern.endpoints.get(otherTenant, endpointId));
+    if (foreign.status !== 404) throw new Error(`another tenant got ${foreign.status}`);
     // 6c. Atomicity: the same order again fails its condition, so its event never exists.
     const again = writer.prepare({ type: "order.paid", tenantId: tenant, payload: `{"order_id":"${orderId}"}` });
     let canceled = false;
@@ -174,10 +204,8 @@ async function main(): Promise<void> {
       canceled = e instanceof TransactionCanceledException;
     }
     if (!canceled) throw new Error("a duplicate order was written");
-    const ghost = await tern.GET("/v1/tenants/{tenant_id}/events/{event_id}", {
-      params: { path: { tenant_id: tenant, event_id: again.id } },
-    });
-    if (ghost.response.status !== 404) throw new Error(`the canceled event exists: ${ghost.response.status}`);
+    const ghost = await apiError("the canceled event's read", tern.events.get(tenant, again.id));
+    if (ghost.status !== 404) throw new Error(`the canceled event exists: ${ghost.status}`);
     const row = await dynamodb.send(new GetItemCommand({ TableName: orders, Key: { order_id: { S: orderId } } }));
     if (row.Item?.event_id?.S !== event.id) throw new Error("the order row is not the first transaction's");
 
@@ -191,9 +219,11 @@ async function main(): Promise<void> {
         verified: "standardwebhooks",
         attempts: attempts.attempts.length,
         endpoint_log: log.items.length,
-        problem_field: bad.error?.field,
-        other_tenant_status: foreign.response.status,
-        canceled_event_status: ghost.response.status,
+        api_event_id: apiEventId,
+        test_send_status: testSend.status,
+        problem_field: bad.problem.field,
+        other_tenant_status: foreign.status,
+        canceled_event_status: ghost.status,
       }),
     );
   } finally {

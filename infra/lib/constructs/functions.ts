@@ -30,6 +30,8 @@ export interface FunctionsProps {
 export const RELAY_CHECKPOINT_ATTRIBUTES = ['event_id', 'sk', 'fanout_through', 'expires_at'];
 /** The health item's key and its rate-limit schedule (`rt`): all the console's Enable may update. */
 export const HEALTH_RATE_SCHEDULE_ATTRIBUTES = ['tenant_id', 'endpoint_id', 'rt'];
+/** The dead-letter record's partition keys in the attempts table (`dl#<tenant id>#<shard>`, tern_aws::dead_letters). */
+export const DEAD_LETTER_PARTITIONS = 'dl#*';
 
 /** The five binaries of the Rust workspace (crates functions/relay, functions/sender, functions/replay, functions/console, functions/api). */
 export type FunctionName = 'relay' | 'sender' | 'replay' | 'console' | 'api';
@@ -131,6 +133,9 @@ export class Functions extends Construct {
         ...common,
         TERN_DLQ_URL: queues.dlq.queueUrl,
         TERN_DELIVERY_QUEUE_URL: queues.delivery.queueUrl,
+        // The per-tenant dead-letter record: a tenant's dry run reads it, a replay removes
+        // what it moved.
+        TERN_ATTEMPTS_TABLE: storage.attempts.tableName,
       },
     });
 
@@ -200,6 +205,9 @@ export class Functions extends Construct {
     // replay: reads the DLQ by hand (no mapping) and puts messages back on the delivery queue.
     queues.dlq.grant(this.replay, 'sqs:ReceiveMessage', 'sqs:DeleteMessage', 'sqs:ChangeMessageVisibility');
     queues.delivery.grant(this.replay, 'sqs:SendMessage');
+    // The tenant's dead-letter record (DynamoLedger::dead_letters: a Query per shard, one
+    // BatchGetItem of the pairs' states) and the removal of a replayed entry.
+    this.grantDeadLetterRecord(this.replay, storage, { query: true, remove: true });
     this.wireConsole(storage, queues);
     this.wireApi(s, storage, queues, props.portal);
   }
@@ -231,6 +239,8 @@ export class Functions extends Construct {
     this.api.addToRolePolicy(
       new iam.PolicyStatement({ actions: ['dynamodb:Query'], resources: [storage.attempts.tableArn] }),
     );
+    // The tenant's dead-letter record: lists and dry runs read it, a replay removes what it moved.
+    this.grantDeadLetterRecord(this.api, storage, { query: false, remove: true });
     // Outbox (DynamoEventStore): PutItem is publish (conditional on a new event id; a repeat
     // reads the existing item back from the refused write); GetItem reads an event (the event
     // view, its attempts, resend, recover).
@@ -257,6 +267,28 @@ export class Functions extends Construct {
   }
 
   /**
+   * The per-tenant dead-letter record in the attempts table (tern_aws::dead_letters): Query
+   * reads a tenant's 32 shards (granted with the attempt log), BatchGetItem the pairs' state
+   * items (to drop entries a later budget claimed), and with `remove` a DeleteItem of a
+   * replayed entry, only on the record's partitions (`dl#<tenant>#<shard>`).
+   */
+  private grantDeadLetterRecord(fn: lambda.Function, storage: Storage, how: { query: boolean; remove: boolean }): void {
+    // Query comes with the attempt log for the console and the api.
+    const actions = how.query ? ['dynamodb:Query', 'dynamodb:BatchGetItem'] : ['dynamodb:BatchGetItem'];
+    fn.addToRolePolicy(new iam.PolicyStatement({ actions, resources: [storage.attempts.tableArn] }));
+    const remove = how.remove;
+    if (remove) {
+      fn.addToRolePolicy(
+        new iam.PolicyStatement({
+          actions: ['dynamodb:DeleteItem'],
+          resources: [storage.attempts.tableArn],
+          conditions: { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': [DEAD_LETTER_PARTITIONS] } },
+        }),
+      );
+    }
+  }
+
+  /**
    * The console may only read (the DLQ without deleting: receive, then release with
    * ChangeMessageVisibility; endpoints; the attempt log), invoke the replay function and
    * enable endpoints (UpdateItem, and DeleteItem of the endpoint's health record, then an
@@ -276,6 +308,9 @@ export class Functions extends Construct {
     this.console.addToRolePolicy(
       new iam.PolicyStatement({ actions: ['dynamodb:Query', 'dynamodb:Scan'], resources: [storage.waitingIndexArn] }),
     );
+    // The dead letters widget reads the per-tenant record (its pairs' states in one
+    // BatchGetItem); it removes nothing (a replay is the replay function's).
+    this.grantDeadLetterRecord(this.console, storage, { query: false, remove: false });
     // Health: read; Enable deletes the endpoint's record so it starts with a closed circuit.
     storage.health.grant(this.console, 'dynamodb:GetItem', 'dynamodb:Query', 'dynamodb:Scan', 'dynamodb:DeleteItem');
     // Enable puts a rate-limit schedule that lies ahead back (deliveries holding its slots may

@@ -84,7 +84,7 @@ impl From<tern_core::PayloadFormat> for PayloadFormat {
 }
 
 /// A new endpoint.
-#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(example = json!({"url": "https://receiver.example.com/webhooks", "event_types": ["order.paid"], "description": "Acme's order hook"}))]
 pub struct NewEndpoint {

@@ -47,6 +47,9 @@ pub enum Kind {
     /// 409: the endpoint's client certificate (mutual TLS) cannot be read or used: its
     /// secret does not exist, may not be read, or is not a certificate and its key.
     ClientCertificateUnusable,
+    /// 422: the `Idempotency-Key` was used for a request with other settings (IETF
+    /// draft-ietf-httpapi-idempotency-key-header §2.7: a key reused with another payload).
+    IdempotencyKeyReused,
     /// 413: the body is larger than the limit.
     PayloadTooLarge,
     /// 415: the body is not `application/json`.
@@ -75,6 +78,7 @@ impl Kind {
             Self::NotSubscribed => "not-subscribed",
             Self::NoActiveSecret => "no-active-secret",
             Self::ClientCertificateUnusable => "client-certificate-unusable",
+            Self::IdempotencyKeyReused => "idempotency-key-reused",
             Self::PayloadTooLarge => "payload-too-large",
             Self::UnsupportedMediaType => "unsupported-media-type",
             Self::TooManyRequests => "too-many-requests",
@@ -96,6 +100,7 @@ impl Kind {
             | Self::NotSubscribed
             | Self::NoActiveSecret
             | Self::ClientCertificateUnusable => StatusCode::CONFLICT,
+            Self::IdempotencyKeyReused => StatusCode::UNPROCESSABLE_ENTITY,
             Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::TooManyRequests => StatusCode::TOO_MANY_REQUESTS,
@@ -118,6 +123,7 @@ impl Kind {
             Self::NotSubscribed => "Endpoint not subscribed",
             Self::NoActiveSecret => "No signing secret",
             Self::ClientCertificateUnusable => "Client certificate unusable",
+            Self::IdempotencyKeyReused => "Idempotency key used for another request",
             Self::PayloadTooLarge => "Body too large",
             Self::UnsupportedMediaType => "Body must be JSON",
             Self::TooManyRequests => "Too many requests",

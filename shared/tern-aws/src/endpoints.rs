@@ -542,6 +542,41 @@ impl EndpointStore for DynamoEndpointStore {
         Ok(())
     }
 
+    async fn create(&self, endpoint: &Endpoint) -> Result<Option<Endpoint>, PortError> {
+        let mut item = to_item(endpoint)?;
+        self.seal_attributes(&endpoint.tenant_id, &endpoint.id, &mut item)
+            .await?;
+        let result = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .condition_expression("attribute_not_exists(endpoint_id)")
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(None),
+            Err(e)
+                if matches!(
+                    e.as_service_error(),
+                    Some(aws_sdk_dynamodb::operation::put_item::PutItemError::ConditionalCheckFailedException(_))
+                ) =>
+            {
+                // Read back whole (its secrets opened), as every other read.
+                self.get(&endpoint.tenant_id, &endpoint.id)
+                    .await?
+                    .map(Some)
+                    .ok_or_else(|| {
+                        PortError::Unavailable(format!(
+                            "endpoint {} was there and is gone: try again",
+                            endpoint.id
+                        ))
+                    })
+            }
+            Err(e) => Err(port_error(e)),
+        }
+    }
+
     async fn disable(
         &self,
         tenant: &TenantId,

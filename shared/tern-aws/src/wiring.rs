@@ -139,9 +139,16 @@ pub fn replay_deps(config: &ReplayConfig, aws: &SdkConfig) -> ReplayDeps {
     ReplayDeps {
         dlq: Arc::new(SqsQueue::new(sqs.clone(), &config.dlq_url)),
         delivery_queue: Arc::new(SqsQueue::new(sqs, &config.delivery_queue_url)),
-        // The replay function's settings name no attempts table (nor does its role
-        // reach one): it reads the DLQ; the API, `tern` and the console give the ledger.
-        ledger: None,
+        // The dead-letter record, when the stack names the attempts table: its role may
+        // read the record and delete its entries only (`dl#*` partitions). The TTL is for
+        // writes, which the replay makes none of.
+        ledger: config.attempts_table.as_ref().map(|table| {
+            Arc::new(DynamoLedger::new(
+                aws_sdk_dynamodb::Client::new(aws),
+                table,
+                30,
+            )) as Arc<dyn tern_core::ports::DeliveryLedger>
+        }),
     }
 }
 

@@ -182,6 +182,12 @@ pub struct Endpoint {
     /// When an operator last changed its settings (`tern endpoints update`).
     #[serde(default)]
     pub updated_at: Option<DateTime<Utc>>,
+    /// The fingerprint of the create request that made it under an `Idempotency-Key`
+    /// (SHA-256 hex of the tenant, the key and the request's settings; `tern_api`): a
+    /// retry with the same key and settings gets this endpoint back, other settings
+    /// under the key are refused. `None` for endpoints created without a key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub creation_request: Option<String>,
 }
 
 /// A change to an endpoint's settings (`tern endpoints update`): each `Some` field is
@@ -347,6 +353,7 @@ impl Endpoint {
             description: None,
             created_at: now,
             updated_at: None,
+            creation_request: None,
         }
     }
 

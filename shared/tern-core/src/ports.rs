@@ -125,6 +125,22 @@ pub trait EndpointStore: Send + Sync {
     }
     /// Creates or replaces an endpoint.
     async fn put(&self, endpoint: &Endpoint) -> Result<(), PortError>;
+
+    /// Creates `endpoint` unless its tenant has one with its id: `None` when it was
+    /// written, `Some(existing)` (as stored) when not. Creates under an `Idempotency-Key`
+    /// use it, their id being derived from the key, so concurrent retries write one.
+    /// The default reads, then puts (not atomic: for stores no two writers share); the
+    /// DynamoDB store makes it one conditional `PutItem`.
+    ///
+    /// # Errors
+    /// [`PortError`] when the store cannot answer.
+    async fn create(&self, endpoint: &Endpoint) -> Result<Option<Endpoint>, PortError> {
+        if let Some(existing) = self.get(&endpoint.tenant_id, &endpoint.id).await? {
+            return Ok(Some(existing));
+        }
+        self.put(endpoint).await?;
+        Ok(None)
+    }
     /// Disables an endpoint, recording why (replacing an earlier reason) and, the first
     /// time, when. [`PortError::Rejected`] when it does not exist.
     async fn disable(

@@ -392,6 +392,10 @@ pub struct ReplayConfig {
     pub delivery_queue_url: String,
     /// `TERN_METRICS_NAMESPACE`.
     pub metrics_namespace: String,
+    /// `TERN_ATTEMPTS_TABLE`, optional: the per-tenant dead-letter record. With it, a
+    /// tenant's dry run reads only the record and a replay removes the entries it moved;
+    /// without it (a stack from before December 2026) every run reads the DLQ.
+    pub attempts_table: Option<String>,
 }
 
 impl ReplayConfig {
@@ -404,6 +408,7 @@ impl ReplayConfig {
             dlq_url: env.required("TERN_DLQ_URL")?,
             delivery_queue_url: env.required("TERN_DELIVERY_QUEUE_URL")?,
             metrics_namespace: metrics_namespace(env),
+            attempts_table: env.get("TERN_ATTEMPTS_TABLE"),
         })
     }
 }

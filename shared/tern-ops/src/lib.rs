@@ -130,6 +130,66 @@ pub async fn add_endpoint(
     policy: &DestinationPolicy,
     lookup: &dyn HostLookup,
 ) -> Result<Endpoint, OpsError> {
+    let endpoint = new_endpoint(EndpointId::generate(), new, policy, lookup).await?;
+    store.put(&endpoint).await?;
+    Ok(endpoint)
+}
+
+/// What [`add_endpoint_once`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CreatedOnce {
+    /// The endpoint was created now.
+    Created(Endpoint),
+    /// A create with this key and these settings made it before: here it is, as stored
+    /// (its secret too: the first answer may never have reached the caller).
+    Replayed(Endpoint),
+    /// The key made an endpoint with other settings: nothing was written.
+    KeyReused(Endpoint),
+}
+
+/// As [`add_endpoint`] for a create under an idempotency key: the endpoint's id `id` is
+/// derived from the tenant and the key, and `fingerprint` names the request's settings
+/// ([`Endpoint::creation_request`]). A retry finds the endpoint the first try made (no
+/// second endpoint, no second secret); concurrent tries write one (a conditional create).
+///
+/// # Errors
+/// As [`add_endpoint`].
+pub async fn add_endpoint_once(
+    store: &dyn EndpointStore,
+    new: NewEndpoint,
+    id: EndpointId,
+    fingerprint: String,
+    policy: &DestinationPolicy,
+    lookup: &dyn HostLookup,
+) -> Result<CreatedOnce, OpsError> {
+    let tenant = TenantId::new(new.tenant.clone()).map_err(|e| OpsError::Invalid(e.to_string()))?;
+    let seen = |existing: Endpoint| {
+        if existing.creation_request.as_deref() == Some(fingerprint.as_str()) {
+            CreatedOnce::Replayed(existing)
+        } else {
+            CreatedOnce::KeyReused(existing)
+        }
+    };
+    // A retry is answered from the store, before any check of the URL.
+    if let Some(existing) = store.get(&tenant, &id).await? {
+        return Ok(seen(existing));
+    }
+    let mut endpoint = new_endpoint(id, new, policy, lookup).await?;
+    endpoint.creation_request = Some(fingerprint.clone());
+    Ok(match store.create(&endpoint).await? {
+        None => CreatedOnce::Created(endpoint),
+        Some(existing) => seen(existing),
+    })
+}
+
+/// A new endpoint `id` from `new`, checked (the URL and the OAuth2 token URL by the SSRF
+/// guard, then every setting), not stored.
+async fn new_endpoint(
+    id: EndpointId,
+    new: NewEndpoint,
+    policy: &DestinationPolicy,
+    lookup: &dyn HostLookup,
+) -> Result<Endpoint, OpsError> {
     let bad = |e: &dyn std::fmt::Display| OpsError::Invalid(e.to_string());
     tern_http::check_endpoint_url(&new.url, policy, lookup)
         .await
@@ -145,7 +205,7 @@ pub async fn add_endpoint(
         new.event_types
     };
     let mut endpoint = Endpoint::new(
-        EndpointId::generate(),
+        id,
         TenantId::new(new.tenant).map_err(|e| bad(&e))?,
         new.url,
         event_types,
@@ -172,7 +232,6 @@ pub async fn add_endpoint(
             .map_err(|e| bad(&e))?;
     }
     endpoint.validate().map_err(|e| bad(&e))?;
-    store.put(&endpoint).await?;
     Ok(endpoint)
 }
 

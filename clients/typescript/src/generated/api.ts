@@ -57,7 +57,12 @@ export interface paths {
         /** List the tenant's endpoints, a page at a time, in id order. */
         get: operations["listEndpoints"];
         put?: never;
-        /** Create an endpoint; its signing secret is returned this once. */
+        /**
+         * Create an endpoint; its signing secret is returned this once. With an
+         *     `Idempotency-Key`, a retry of the same create (same key, same body) answers what the
+         *     first did (the same endpoint and secret, `Idempotent-Replayed: true`) and creates
+         *     nothing; the key with another body is a 422.
+         */
         post: operations["createEndpoint"];
         delete?: never;
         options?: never;
@@ -1489,7 +1494,10 @@ export interface operations {
     createEndpoint: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes retries of this create safe: 1-255 visible ASCII characters (a UUID), bare or in double quotes. The same key and body answer the endpoint the first request created (with its secret, and `Idempotent-Replayed: true`) for as long as it exists; the key with another body is a 422 `idempotency-key-reused`. Keys are per tenant. */
+                "Idempotency-Key"?: string | null;
+            };
             path: {
                 /** @description Tenant id */
                 tenant_id: string;
@@ -1502,9 +1510,11 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Created; `secret` is shown only now */
+            /** @description Created; `secret` is shown only now (and to a retry under the same `Idempotency-Key`) */
             201: {
                 headers: {
+                    /** @description `true` when a create under this `Idempotency-Key` made the endpoint before */
+                    "Idempotent-Replayed"?: string;
                     [name: string]: unknown;
                 };
                 content: {

@@ -423,6 +423,7 @@ pub(super) async fn create(
                 ApiPath(TenantPath {
                     tenant_id: s.grant.tenant.to_string(),
                 }),
+                axum::http::HeaderMap::new(),
                 ApiJson(new),
             )
             .await
@@ -430,7 +431,7 @@ pub(super) async fn create(
         Err(e) => Err(e),
     };
     match result {
-        Ok((_, Json(created))) => {
+        Ok((_, _, Json(created))) => {
             tracing::info!(session_id = %s.grant.session_id, tenant = %s.grant.tenant, endpoint_id = %created.endpoint.id, "portal: endpoint added");
             html(
                 &portal,

@@ -153,16 +153,88 @@ async fn owned(
         .ok_or_else(|| ApiError::not_found("endpoint", id))
 }
 
-/// Create an endpoint; its signing secret is returned this once.
+/// Longest `Idempotency-Key`, in characters: 255 (Stripe's limit).
+pub const MAX_IDEMPOTENCY_KEY_LEN: usize = 255;
+
+/// The header a create may carry so that its retries create nothing more
+/// (draft-ietf-httpapi-idempotency-key-header).
+pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
+
+/// The header on the answer to a retry that a key's earlier create answered.
+pub const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
+
+/// The request's `Idempotency-Key`, when it has one: 1-255 visible ASCII characters,
+/// bare (Stripe's form) or as a Structured Field string in double quotes (the IETF
+/// draft's form, RFC 8941 §3.3.3), which is unquoted.
+///
+/// # Errors
+/// A 400 naming `Idempotency-Key` for an empty, too long or non-ASCII key.
+fn idempotency_key(headers: &axum::http::HeaderMap) -> ApiResult<Option<String>> {
+    let Some(raw) = headers.get(IDEMPOTENCY_KEY) else {
+        return Ok(None);
+    };
+    let bad = || {
+        ApiError::invalid(
+            "Idempotency-Key",
+            format!(
+                "Idempotency-Key must be 1-{MAX_IDEMPOTENCY_KEY_LEN} visible ASCII characters (a UUID is a good key), bare or in double quotes"
+            ),
+        )
+    };
+    let text = raw.to_str().map_err(|_| bad())?.trim();
+    let key = text
+        .strip_prefix('"')
+        .and_then(|t| t.strip_suffix('"'))
+        .unwrap_or(text);
+    if key.is_empty()
+        || key.len() > MAX_IDEMPOTENCY_KEY_LEN
+        || !key
+            .bytes()
+            .all(|b| b.is_ascii_graphic() && b != b'"' && b != b'\\')
+    {
+        return Err(bad());
+    }
+    Ok(Some(key.to_owned()))
+}
+
+/// The id of the endpoint `tenant`'s create under `key` makes: `ep_` and 32 hex digits of
+/// SHA-256 over the tenant and the key, so every retry names the same endpoint and two
+/// tenants' keys never meet.
+fn keyed_endpoint_id(tenant: &TenantId, key: &str) -> ApiResult<EndpointId> {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(format!("tern-idempotency-key\0{tenant}\0{key}"));
+    EndpointId::new(format!("ep_{}", &hex::encode(digest)[..32]))
+        .map_err(|e| ApiError::new(Kind::Internal, e.to_string()))
+}
+
+/// The fingerprint of a create's settings under `key`: SHA-256 hex of the key and the
+/// body as parsed (so spacing and key order do not count, a field's value does).
+fn creation_fingerprint(key: &str, body: &NewEndpoint) -> ApiResult<String> {
+    use sha2::Digest;
+    let settings =
+        serde_json::to_string(body).map_err(|e| ApiError::new(Kind::Internal, e.to_string()))?;
+    Ok(hex::encode(sha2::Sha256::digest(format!(
+        "{key}\0{settings}"
+    ))))
+}
+
+/// Create an endpoint; its signing secret is returned this once. With an
+/// `Idempotency-Key`, a retry of the same create (same key, same body) answers what the
+/// first did (the same endpoint and secret, `Idempotent-Replayed: true`) and creates
+/// nothing; the key with another body is a 422.
 #[utoipa::path(
     post,
     path = "/v1/tenants/{tenant_id}/endpoints",
     operation_id = "createEndpoint",
     tag = "endpoints",
-    params(("tenant_id" = String, Path, description = "Tenant id")),
+    params(
+        ("tenant_id" = String, Path, description = "Tenant id"),
+        ("Idempotency-Key" = Option<String>, Header, description = "Makes retries of this create safe: 1-255 visible ASCII characters (a UUID), bare or in double quotes. The same key and body answer the endpoint the first request created (with its secret, and `Idempotent-Replayed: true`) for as long as it exists; the key with another body is a 422 `idempotency-key-reused`. Keys are per tenant."),
+    ),
     request_body = NewEndpoint,
     responses(
-        (status = 201, description = "Created; `secret` is shown only now", body = EndpointCreated),
+        (status = 201, description = "Created; `secret` is shown only now (and to a retry under the same `Idempotency-Key`)", body = EndpointCreated,
+            headers(("Idempotent-Replayed" = String, description = "`true` when a create under this `Idempotency-Key` made the endpoint before"))),
         Problems
     ),
     security(("sigv4" = []))
@@ -170,9 +242,11 @@ async fn owned(
 pub(crate) async fn create_endpoint(
     State(deps): State<ApiDeps>,
     ApiPath(p): ApiPath<TenantPath>,
+    headers: axum::http::HeaderMap,
     ApiJson(body): ApiJson<NewEndpoint>,
-) -> ApiResult<(StatusCode, Json<EndpointCreated>)> {
+) -> ApiResult<(StatusCode, axum::http::HeaderMap, Json<EndpointCreated>)> {
     let tenant = tenant(&p.tenant_id)?;
+    let key = idempotency_key(&headers)?;
     check_settings(
         Some(&body.url),
         body.event_types.as_deref(),
@@ -183,6 +257,13 @@ pub(crate) async fn create_endpoint(
         body.description.as_deref(),
     )?;
     let certificate = client_certificate(body.client_certificate_arn.as_deref(), &tenant)?;
+    let once = match &key {
+        Some(k) => Some((
+            keyed_endpoint_id(&tenant, k)?,
+            creation_fingerprint(k, &body)?,
+        )),
+        None => None,
+    };
     let new = tern_ops::NewEndpoint {
         tenant: tenant.to_string(),
         url: body.url,
@@ -205,14 +286,44 @@ pub(crate) async fn create_endpoint(
     };
     // Every field but the URL's destination was checked above: what add_endpoint still
     // refuses is the SSRF guard's verdict on the URL.
-    let created = tern_ops::add_endpoint(
-        deps.endpoints.as_ref(),
-        new,
-        &deps.settings.destinations,
-        deps.lookup.as_ref(),
-    )
-    .await
-    .map_err(|e| ops_error(e, Some("url")))?;
+    let mut answer_headers = axum::http::HeaderMap::new();
+    let created = match once {
+        None => tern_ops::add_endpoint(
+            deps.endpoints.as_ref(),
+            new,
+            &deps.settings.destinations,
+            deps.lookup.as_ref(),
+        )
+        .await
+        .map_err(|e| ops_error(e, Some("url")))?,
+        Some((id, fingerprint)) => match tern_ops::add_endpoint_once(
+            deps.endpoints.as_ref(),
+            new,
+            id,
+            fingerprint,
+            &deps.settings.destinations,
+            deps.lookup.as_ref(),
+        )
+        .await
+        .map_err(|e| ops_error(e, Some("url")))?
+        {
+            tern_ops::CreatedOnce::Created(e) => e,
+            tern_ops::CreatedOnce::Replayed(e) => {
+                answer_headers.insert(
+                    IDEMPOTENT_REPLAYED,
+                    axum::http::HeaderValue::from_static("true"),
+                );
+                e
+            }
+            tern_ops::CreatedOnce::KeyReused(_) => {
+                return Err(ApiError::new(
+                    Kind::IdempotencyKeyReused,
+                    "this Idempotency-Key created an endpoint with other settings: use a new key for a new endpoint",
+                )
+                .with_field("Idempotency-Key"));
+            }
+        },
+    };
     let secret = created
         .secrets
         .first()
@@ -220,6 +331,7 @@ pub(crate) async fn create_endpoint(
         .ok_or_else(|| ApiError::new(Kind::Internal, "the endpoint has no secret"))?;
     Ok((
         StatusCode::CREATED,
+        answer_headers,
         Json(EndpointCreated {
             endpoint: Endpoint::of(&created),
             secret,

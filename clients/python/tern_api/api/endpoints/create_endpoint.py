@@ -9,15 +9,18 @@ from ...client import AuthenticatedClient, Client
 from ...models.endpoint_created import EndpointCreated
 from ...models.new_endpoint import NewEndpoint
 from ...models.problem import Problem
-from ...types import Response
+from ...types import UNSET, Response, Unset
 
 
 def _get_kwargs(
     tenant_id: str,
     *,
     body: NewEndpoint,
+    idempotency_key: None | str | Unset = UNSET,
 ) -> dict[str, Any]:
     headers: dict[str, Any] = {}
+    if not isinstance(idempotency_key, Unset):
+        headers["Idempotency-Key"] = idempotency_key
 
     _kwargs: dict[str, Any] = {
         "method": "post",
@@ -99,11 +102,16 @@ def sync_detailed(
     *,
     client: AuthenticatedClient,
     body: NewEndpoint,
+    idempotency_key: None | str | Unset = UNSET,
 ) -> Response[EndpointCreated | Problem]:
-    """Create an endpoint; its signing secret is returned this once.
+    """Create an endpoint; its signing secret is returned this once. With an
+    `Idempotency-Key`, a retry of the same create (same key, same body) answers what the
+    first did (the same endpoint and secret, `Idempotent-Replayed: true`) and creates
+    nothing; the key with another body is a 422.
 
     Args:
         tenant_id (str):
+        idempotency_key (None | str | Unset):
         body (NewEndpoint): A new endpoint. Example: {'description': "Acme's order hook",
             'event_types': ['order.paid'], 'url': 'https://receiver.example.com/webhooks'}.
 
@@ -118,6 +126,7 @@ def sync_detailed(
     kwargs = _get_kwargs(
         tenant_id=tenant_id,
         body=body,
+        idempotency_key=idempotency_key,
     )
 
     response = client.get_httpx_client().request(
@@ -132,11 +141,16 @@ def sync(
     *,
     client: AuthenticatedClient,
     body: NewEndpoint,
+    idempotency_key: None | str | Unset = UNSET,
 ) -> EndpointCreated | Problem | None:
-    """Create an endpoint; its signing secret is returned this once.
+    """Create an endpoint; its signing secret is returned this once. With an
+    `Idempotency-Key`, a retry of the same create (same key, same body) answers what the
+    first did (the same endpoint and secret, `Idempotent-Replayed: true`) and creates
+    nothing; the key with another body is a 422.
 
     Args:
         tenant_id (str):
+        idempotency_key (None | str | Unset):
         body (NewEndpoint): A new endpoint. Example: {'description': "Acme's order hook",
             'event_types': ['order.paid'], 'url': 'https://receiver.example.com/webhooks'}.
 
@@ -152,6 +166,7 @@ def sync(
         tenant_id=tenant_id,
         client=client,
         body=body,
+        idempotency_key=idempotency_key,
     ).parsed
 
 
@@ -160,11 +175,16 @@ async def asyncio_detailed(
     *,
     client: AuthenticatedClient,
     body: NewEndpoint,
+    idempotency_key: None | str | Unset = UNSET,
 ) -> Response[EndpointCreated | Problem]:
-    """Create an endpoint; its signing secret is returned this once.
+    """Create an endpoint; its signing secret is returned this once. With an
+    `Idempotency-Key`, a retry of the same create (same key, same body) answers what the
+    first did (the same endpoint and secret, `Idempotent-Replayed: true`) and creates
+    nothing; the key with another body is a 422.
 
     Args:
         tenant_id (str):
+        idempotency_key (None | str | Unset):
         body (NewEndpoint): A new endpoint. Example: {'description': "Acme's order hook",
             'event_types': ['order.paid'], 'url': 'https://receiver.example.com/webhooks'}.
 
@@ -179,6 +199,7 @@ async def asyncio_detailed(
     kwargs = _get_kwargs(
         tenant_id=tenant_id,
         body=body,
+        idempotency_key=idempotency_key,
     )
 
     response = await client.get_async_httpx_client().request(**kwargs)
@@ -191,11 +212,16 @@ async def asyncio(
     *,
     client: AuthenticatedClient,
     body: NewEndpoint,
+    idempotency_key: None | str | Unset = UNSET,
 ) -> EndpointCreated | Problem | None:
-    """Create an endpoint; its signing secret is returned this once.
+    """Create an endpoint; its signing secret is returned this once. With an
+    `Idempotency-Key`, a retry of the same create (same key, same body) answers what the
+    first did (the same endpoint and secret, `Idempotent-Replayed: true`) and creates
+    nothing; the key with another body is a 422.
 
     Args:
         tenant_id (str):
+        idempotency_key (None | str | Unset):
         body (NewEndpoint): A new endpoint. Example: {'description': "Acme's order hook",
             'event_types': ['order.paid'], 'url': 'https://receiver.example.com/webhooks'}.
 
@@ -212,5 +238,6 @@ async def asyncio(
             tenant_id=tenant_id,
             client=client,
             body=body,
+            idempotency_key=idempotency_key,
         )
     ).parsed

@@ -1,0 +1,520 @@
+"""The resource-style facade over the generated client: one method per operation of
+shared/tern-api/openapi.json, ``tern.endpoints.create("tnt_acme", url=...)``.
+
+Every method takes the tenant id first, then the path ids, then the body's fields or the
+query parameters as keyword arguments (named as in the document; a field left out is not
+sent, ``None`` sends ``null``). It returns the generated attrs model of the answer
+(``tern_api.models``; ``.to_dict()`` gives its JSON) and raises :class:`TernApiError` on
+an error answer. It only maps arguments onto the generated ``sync_detailed`` calls; the
+generated client stays available as ``Tern.raw`` for anything else (headers, ``asyncio``).
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping
+from typing import Any, Self
+
+from botocore.credentials import Credentials
+from tern_api import AuthenticatedClient
+from tern_api.api.dead_letters import list_dead_letters, replay_dead_letters
+from tern_api.api.endpoints import (
+    create_endpoint,
+    delete_endpoint,
+    disable_endpoint,
+    enable_endpoint,
+    get_endpoint,
+    get_endpoint_health,
+    list_endpoint_attempts,
+    list_endpoints,
+    recover_endpoint,
+    rotate_endpoint_secret,
+    send_test_event,
+    update_endpoint,
+)
+from tern_api.api.events import (
+    get_event,
+    list_event_attempts,
+    publish_event,
+    resend_event,
+)
+from tern_api.api.portal import create_portal_session
+from tern_api.models import (
+    DeadLetterGroups,
+    DisableRequest,
+    Endpoint,
+    EndpointAttemptList,
+    EndpointCreated,
+    EndpointHealth,
+    EndpointList,
+    EndpointPatch,
+    EndpointStateFilter,
+    Event,
+    EventAttempts,
+    NewEndpoint,
+    NewEvent,
+    NewEventPayload,
+    OutcomeFilter,
+    PayloadFormat,
+    PortalSession,
+    PortalSessionRequest,
+    PublishedEvent,
+    RecoverReport,
+    RecoverRequest,
+    ReplayReport,
+    ReplayRequest,
+    Resend,
+    RotatedSecret,
+    RotateSecretRequest,
+    TestSend,
+)
+from tern_api.types import UNSET, Unset
+
+from .client import create_client, unwrap
+
+__all__ = ["DeadLetters", "Endpoints", "Events", "Portal", "Tern"]
+
+# Aliases: inside a class with a ``list`` method, ``list[str]`` would name the method.
+_Strs = list[str]
+_Ints = list[int]
+
+
+def _id(name: str, value: str) -> str:
+    """A path id, checked: an empty id, ``.`` or ``..`` would change the path the request
+    goes to (URLs drop dot segments), so it raises ``ValueError`` before anything is sent."""
+    if value in ("", ".", ".."):
+        raise ValueError(f"{name} must be an id, not {value!r}")
+    return value
+
+
+def _enum(kind: type[Any], value: Any) -> Any:
+    """An enum from its member or its value (``"failed"``), so a wrong one raises
+    ``ValueError`` here; ``UNSET`` and ``None`` stay."""
+    return value if value is None or isinstance(value, Unset) else kind(value)
+
+
+class Endpoints:
+    """The endpoints of a tenant: ``tern.endpoints``."""
+
+    def __init__(self, client: AuthenticatedClient) -> None:
+        self._client = client
+
+    def list(
+        self,
+        tenant_id: str,
+        *,
+        state: EndpointStateFilter | str | Unset = UNSET,
+        limit: int | Unset = UNSET,
+        cursor: str | Unset = UNSET,
+    ) -> EndpointList:
+        """``listEndpoints``: a page of endpoints in id order; pass ``next_cursor`` as
+        ``cursor`` for the next. ``state``: ``"enabled"`` or ``"disabled"``."""
+        return unwrap(
+            list_endpoints.sync_detailed(
+                _id("tenant_id", tenant_id),
+                client=self._client,
+                state=_enum(EndpointStateFilter, state),
+                limit=limit,
+                cursor=cursor,
+            )
+        )
+
+    def create(
+        self,
+        tenant_id: str,
+        *,
+        url: str,
+        event_types: _Strs | None | Unset = UNSET,
+        description: str | None | Unset = UNSET,
+        payload_format: PayloadFormat | str | None | Unset = UNSET,
+        max_attempts: int | None | Unset = UNSET,
+        max_per_second: int | None | Unset = UNSET,
+        schedule_seconds: _Ints | None | Unset = UNSET,
+        timeout_ms: int | None | Unset = UNSET,
+        client_certificate_arn: str | None | Unset = UNSET,
+        idempotency_key: str | Unset = UNSET,
+    ) -> EndpointCreated:
+        """``createEndpoint``: the endpoint and its signing secret (``.secret``), shown
+        this once. The fields are ``NewEndpoint``'s. ``idempotency_key`` (a UUID you keep
+        for the retries of this one create) makes a retry answer the first create's
+        endpoint and secret instead of creating a second one; the key with other fields
+        raises ``TernApiError`` 422 ``idempotency-key-reused``."""
+        body = NewEndpoint(
+            url=url,
+            event_types=event_types,
+            description=description,
+            payload_format=_enum(PayloadFormat, payload_format),
+            max_attempts=max_attempts,
+            max_per_second=max_per_second,
+            schedule_seconds=schedule_seconds,
+            timeout_ms=timeout_ms,
+            client_certificate_arn=client_certificate_arn,
+        )
+        return unwrap(
+            create_endpoint.sync_detailed(
+                _id("tenant_id", tenant_id),
+                client=self._client,
+                body=body,
+                idempotency_key=idempotency_key,
+            )
+        )
+
+    def get(self, tenant_id: str, endpoint_id: str) -> Endpoint:
+        """``getEndpoint``."""
+        return unwrap(
+            get_endpoint.sync_detailed(
+                _id("tenant_id", tenant_id),
+                _id("endpoint_id", endpoint_id),
+                client=self._client,
+            )
+        )
+
+    def update(
+        self,
+        tenant_id: str,
+        endpoint_id: str,
+        *,
+        url: str | None | Unset = UNSET,
+        event_types: _Strs | None | Unset = UNSET,
+        description: str | None | Unset = UNSET,
+        payload_format: PayloadFormat | str | None | Unset = UNSET,
+        max_attempts: int | None | Unset = UNSET,
+        max_per_second: int | None | Unset = UNSET,
+        schedule_seconds: _Ints | None | Unset = UNSET,
+        timeout_ms: int | None | Unset = UNSET,
+        client_certificate_arn: str | None | Unset = UNSET,
+    ) -> Endpoint:
+        """``updateEndpoint``: only the fields given change; ``None`` returns a setting
+        to its default. The fields are ``EndpointPatch``'s."""
+        body = EndpointPatch(
+            url=url,
+            event_types=event_types,
+            description=description,
+            payload_format=_enum(PayloadFormat, payload_format),
+            max_attempts=max_attempts,
+            max_per_second=max_per_second,
+            schedule_seconds=schedule_seconds,
+            timeout_ms=timeout_ms,
+            client_certificate_arn=client_certificate_arn,
+        )
+        return unwrap(
+            update_endpoint.sync_detailed(
+                _id("tenant_id", tenant_id),
+                _id("endpoint_id", endpoint_id),
+                client=self._client,
+                body=body,
+            )
+        )
+
+    def delete(self, tenant_id: str, endpoint_id: str) -> None:
+        """``deleteEndpoint`` (204: returns ``None``)."""
+        unwrap(
+            delete_endpoint.sync_detailed(
+                _id("tenant_id", tenant_id),
+                _id("endpoint_id", endpoint_id),
+                client=self._client,
+            )
+        )
+
+    def enable(self, tenant_id: str, endpoint_id: str) -> Endpoint:
+        """``enableEndpoint``: its health is reset (circuit closed)."""
+        return unwrap(
+            enable_endpoint.sync_detailed(
+                _id("tenant_id", tenant_id),
+                _id("endpoint_id", endpoint_id),
+                client=self._client,
+            )
+        )
+
+    def disable(
+        self, tenant_id: str, endpoint_id: str, *, reason: str | None | Unset = UNSET
+    ) -> Endpoint:
+        """``disableEndpoint``, with an optional ``reason`` kept on the endpoint."""
+        return unwrap(
+            disable_endpoint.sync_detailed(
+                _id("tenant_id", tenant_id),
+                _id("endpoint_id", endpoint_id),
+                client=self._client,
+                body=DisableRequest(reason=reason),
+            )
+        )
+
+    def rotate_secret(
+        self,
+        tenant_id: str,
+        endpoint_id: str,
+        *,
+        overlap_hours: int | None | Unset = UNSET,
+    ) -> RotatedSecret:
+        """``rotateEndpointSecret``: the new secret (``.secret``), shown this once; the
+        old one keeps signing ``overlap_hours`` (default 24)."""
+        return unwrap(
+            rotate_endpoint_secret.sync_detailed(
+                _id("tenant_id", tenant_id),
+                _id("endpoint_id", endpoint_id),
+                client=self._client,
+                body=RotateSecretRequest(overlap_hours=overlap_hours),
+            )
+        )
+
+    def test(self, tenant_id: str, endpoint_id: str) -> TestSend:
+        """``sendTestEvent``: a ``tern.test`` event sent now, and what the receiver did."""
+        return unwrap(
+            send_test_event.sync_detailed(
+                _id("tenant_id", tenant_id),
+                _id("endpoint_id", endpoint_id),
+                client=self._client,
+            )
+        )
+
+    def health(self, tenant_id: str, endpoint_id: str) -> EndpointHealth:
+        """``getEndpointHealth``."""
+        return unwrap(
+            get_endpoint_health.sync_detailed(
+                _id("tenant_id", tenant_id),
+                _id("endpoint_id", endpoint_id),
+                client=self._client,
+            )
+        )
+
+    def attempts(
+        self,
+        tenant_id: str,
+        endpoint_id: str,
+        *,
+        since: datetime.datetime | Unset = UNSET,
+        until: datetime.datetime | Unset = UNSET,
+        outcome: OutcomeFilter | str | Unset = UNSET,
+        limit: int | Unset = UNSET,
+        cursor: str | Unset = UNSET,
+    ) -> EndpointAttemptList:
+        """``listEndpointAttempts``: the endpoint's delivery log, newest first.
+        ``since``/``until``: aware datetimes; ``outcome``: ``"delivered"``, ``"failed"``,
+        ``"retry"`` or ``"dead_letter"``."""
+        return unwrap(
+            list_endpoint_attempts.sync_detailed(
+                _id("tenant_id", tenant_id),
+                _id("endpoint_id", endpoint_id),
+                client=self._client,
+                since=since,
+                until=until,
+                outcome=_enum(OutcomeFilter, outcome),
+                limit=limit,
+                cursor=cursor,
+            )
+        )
+
+    def recover(
+        self,
+        tenant_id: str,
+        endpoint_id: str,
+        *,
+        since: datetime.datetime,
+        until: datetime.datetime | None | Unset = UNSET,
+        enable: bool | Unset = UNSET,
+    ) -> RecoverReport:
+        """``recoverEndpoint``: every delivery that failed in ``since``..``until``
+        (default now) is sent again; ``enable=True`` enables a disabled endpoint first."""
+        return unwrap(
+            recover_endpoint.sync_detailed(
+                _id("tenant_id", tenant_id),
+                _id("endpoint_id", endpoint_id),
+                client=self._client,
+                body=RecoverRequest(since=since, until=until, enable=enable),
+            )
+        )
+
+
+class Events:
+    """The events of a tenant: ``tern.events``."""
+
+    def __init__(self, client: AuthenticatedClient) -> None:
+        self._client = client
+
+    def publish(
+        self,
+        tenant_id: str,
+        *,
+        type: str,
+        payload: Mapping[str, Any],
+        id: str | None = None,
+    ) -> PublishedEvent:
+        """``publishEvent``: ``payload`` a dict (any JSON object), sent as JSON. Idempotent on ``id``
+        (default: a new ``evt_`` id): a repeat returns the original, ``created`` False."""
+        body = NewEvent(
+            type_=type,
+            payload=NewEventPayload.from_dict(payload),
+            id=UNSET if id is None else id,
+        )
+        return unwrap(
+            publish_event.sync_detailed(
+                _id("tenant_id", tenant_id), client=self._client, body=body
+            )
+        )
+
+    def get(self, tenant_id: str, event_id: str) -> Event:
+        """``getEvent``: the event and where each of its deliveries stands (its type is
+        ``.type_``)."""
+        return unwrap(
+            get_event.sync_detailed(
+                _id("tenant_id", tenant_id),
+                _id("event_id", event_id),
+                client=self._client,
+            )
+        )
+
+    def attempts(self, tenant_id: str, event_id: str) -> EventAttempts:
+        """``listEventAttempts``: every try of the event, oldest first, and its
+        dead-lettered budgets."""
+        return unwrap(
+            list_event_attempts.sync_detailed(
+                _id("tenant_id", tenant_id),
+                _id("event_id", event_id),
+                client=self._client,
+            )
+        )
+
+    def resend(self, tenant_id: str, event_id: str, endpoint_id: str) -> Resend:
+        """``resendEvent``: the event goes to the endpoint again."""
+        return unwrap(
+            resend_event.sync_detailed(
+                _id("tenant_id", tenant_id),
+                _id("event_id", event_id),
+                _id("endpoint_id", endpoint_id),
+                client=self._client,
+            )
+        )
+
+
+class DeadLetters:
+    """The dead letters of a tenant: ``tern.dead_letters``."""
+
+    def __init__(self, client: AuthenticatedClient) -> None:
+        self._client = client
+
+    def list(
+        self,
+        tenant_id: str,
+        *,
+        max: int | Unset = UNSET,
+    ) -> DeadLetterGroups:
+        """``listDeadLetters``: grouped by endpoint and reason, largest group first;
+        ``max`` 1..=500 (default 100)."""
+        return unwrap(
+            list_dead_letters.sync_detailed(
+                _id("tenant_id", tenant_id), client=self._client, max_=max
+            )
+        )
+
+    def replay(
+        self,
+        tenant_id: str,
+        *,
+        endpoint_id: str | None | Unset = UNSET,
+        event_id: str | None | Unset = UNSET,
+        event_type: str | None | Unset = UNSET,
+        reason: str | None | Unset = UNSET,
+        dead_lettered_since: datetime.datetime | None | Unset = UNSET,
+        dead_lettered_until: datetime.datetime | None | Unset = UNSET,
+        dry_run: bool | Unset = UNSET,
+        force: bool | Unset = UNSET,
+    ) -> ReplayReport:
+        """``replayDeadLetters``: every filter given must match (none: all of them)."""
+        body = ReplayRequest(
+            endpoint_id=endpoint_id,
+            event_id=event_id,
+            event_type=event_type,
+            reason=reason,
+            dead_lettered_since=dead_lettered_since,
+            dead_lettered_until=dead_lettered_until,
+            dry_run=dry_run,
+            force=force,
+        )
+        return unwrap(
+            replay_dead_letters.sync_detailed(
+                _id("tenant_id", tenant_id), client=self._client, body=body
+            )
+        )
+
+
+class Portal:
+    """The customer portal: ``tern.portal``."""
+
+    def __init__(self, client: AuthenticatedClient) -> None:
+        self._client = client
+
+    def create_session(
+        self,
+        tenant_id: str,
+        *,
+        endpoint_ids: _Strs | None | Unset = UNSET,
+        event_types: _Strs | None | Unset = UNSET,
+        read_only: bool | Unset = UNSET,
+        expires_in_seconds: int | None | Unset = UNSET,
+        brand_color: str | None | Unset = UNSET,
+        logo_url: str | None | Unset = UNSET,
+    ) -> PortalSession:
+        """``createPortalSession``: a single-use link (``.url``); by default to every
+        endpoint of the tenant, for an hour."""
+        body = PortalSessionRequest(
+            endpoint_ids=endpoint_ids,
+            event_types=event_types,
+            read_only=read_only,
+            expires_in_seconds=expires_in_seconds,
+            brand_color=brand_color,
+            logo_url=logo_url,
+        )
+        return unwrap(
+            create_portal_session.sync_detailed(
+                _id("tenant_id", tenant_id), client=self._client, body=body
+            )
+        )
+
+
+class Tern:
+    """The Tern API by resource, every request SigV4-signed:
+    ``Tern(url, region).endpoints.create("tnt_acme", url="https://...")``.
+
+    The arguments are :func:`tern_client.create_client`'s. ``raw`` is the generated client
+    it builds (``tern_api.AuthenticatedClient``), for the generated calls themselves. Use
+    it as a context manager, or call :meth:`close`, to close its connections.
+
+    :param base_url: the stacks' ApiUrl output, or TERN_API_URL from .tern/local.env
+    :param region: the API's region (us-east-1 in local mode)
+    :param credentials: ``botocore.credentials.Credentials``; default botocore's chain
+    :param timeout_seconds: per-request timeout, seconds (default 30)
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        region: str,
+        credentials: Credentials | None = None,
+        *,
+        timeout_seconds: float = 30.0,
+        **httpx_args: Any,
+    ) -> None:
+        #: The generated, signed client the facade calls.
+        self.raw: AuthenticatedClient = create_client(
+            base_url, region, credentials, timeout_seconds=timeout_seconds, **httpx_args
+        )
+        #: ``listEndpoints`` ... ``recoverEndpoint``.
+        self.endpoints = Endpoints(self.raw)
+        #: ``publishEvent``, ``getEvent``, ``listEventAttempts``, ``resendEvent``.
+        self.events = Events(self.raw)
+        #: ``listDeadLetters``, ``replayDeadLetters``.
+        self.dead_letters = DeadLetters(self.raw)
+        #: ``createPortalSession``.
+        self.portal = Portal(self.raw)
+
+    def close(self) -> None:
+        """Closes the client's connections."""
+        self.raw.get_httpx_client().close()
+
+    def __enter__(self) -> Self:
+        """The facade itself; its connections close on exit."""
+        return self
+
+    def __exit__(self, *args: object) -> None:
+        """Closes the connections."""
+        self.close()
