@@ -228,6 +228,14 @@ async fn browser_portal_customer_adds_tests_sees_failures_recovers_and_embeds() 
         "{log}"
     );
     assert!(log.contains("data-outcome=\"retry\""));
+    // What the customer reads: words, not the raw outcomes (issue 28).
+    let log_text = text(&report, "log");
+    assert!(
+        log_text.contains("Gave up: every attempt failed")
+            && log_text.contains("Failed: tried again later")
+            && !log_text.contains("dead_letter:"),
+        "{log_text}"
+    );
     assert!(
         !html(&report, "log-delivered").contains("data-outcome=\"retry\""),
         "filtered by outcome"

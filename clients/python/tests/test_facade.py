@@ -281,7 +281,9 @@ def server() -> Iterator[Server]:
             if answer.body is None:
                 self.end_headers()
                 return
-            text = json.dumps(answer.body).encode()
+            text = (
+                answer.body if isinstance(answer.body, bytes) else json.dumps(answer.body).encode()
+            )
             self.send_header("content-type", answer.content_type or "application/json")
             self.send_header("content-length", str(len(text)))
             self.end_headers()
@@ -683,3 +685,22 @@ def test_endpoints_create_sends_an_idempotency_key_as_the_header_signed(
         assert re.search(r"SignedHeaders=[^,]*\bidempotency-key\b", got.headers["authorization"])
         t.endpoints.create(TENANT, url="https://hooks.example/tern")
         assert "idempotency-key" not in only(server, count + 1).headers
+
+
+def test_an_error_answer_that_is_no_problem_document_still_raises_tern_api_error(
+    server: Server,
+) -> None:
+    # API Gateway's own answer to a bad signature, and a proxy's HTML page.
+    for answer, status, detail in [
+        (Answer(403, "application/json", {"message": "Forbidden"}), 403, "Forbidden"),
+        (Answer(502, "text/html", b"<html>Bad Gateway</html>"), 502, "<html>Bad Gateway</html>"),
+        (Answer(404, "application/json", b""), 404, "Not Found"),
+    ]:
+        server.answer = answer
+        with facade(server) as t:
+            with pytest.raises(TernApiError) as raised:
+                t.endpoints.get(TENANT, EP)
+        assert raised.value.status == status
+        assert raised.value.problem is not None
+        assert raised.value.problem.type_ == "about:blank"
+        assert raised.value.problem.detail == detail

@@ -99,14 +99,44 @@ export class TernApiError extends Error {
   }
 }
 
+/** Most characters of a non-problem error body kept as the problem's `detail`. */
+export const MAX_DETAIL_CHARS = 1000;
+
+/**
+ * An error answer's body as a problem: a problem document as it came; anything else (API
+ * Gateway's own `{"message": "Forbidden"}` for a bad signature, a proxy's HTML 502, no
+ * body) as the problem RFC 9457 §4.2.1 means by a missing type: `about:blank`, the
+ * status's text as title, the body's `message` (or its first characters) as detail.
+ */
+export function asProblem(error: unknown, response: Response): Problem {
+  const doc = error as Record<string, unknown> | undefined;
+  if (
+    doc !== null &&
+    typeof doc === "object" &&
+    typeof doc.type === "string" &&
+    typeof doc.title === "string" &&
+    typeof doc.status === "number" &&
+    typeof doc.detail === "string"
+  ) {
+    return doc as unknown as Problem;
+  }
+  const title = response.statusText || `HTTP ${response.status}`;
+  const text =
+    doc !== null && typeof doc === "object" && typeof doc.message === "string"
+      ? doc.message
+      : typeof error === "string"
+        ? error.trim()
+        : "";
+  return { type: "about:blank", title, status: response.status, detail: text.slice(0, MAX_DETAIL_CHARS) || title };
+}
+
 /**
  * The data of an openapi-fetch result, or a `TernApiError` for an error answer:
  * `const created = unwrap(await client.POST(...))`.
  */
 export function unwrap<T>(result: { data?: T; error?: unknown; response: Response }): T {
   if (result.error !== undefined || !result.response.ok) {
-    const problem = (result.error ?? {}) as Problem;
-    throw new TernApiError(result.response.status, problem);
+    throw new TernApiError(result.response.status, asProblem(result.error, result.response));
   }
   // A 204 (delete) has no data.
   return result.data as T;

@@ -205,7 +205,8 @@ before(async () => {
       });
       const headers: Record<string, string> = {};
       if (next.contentType !== undefined) headers["content-type"] = next.contentType;
-      res.writeHead(next.status, headers).end(next.body === undefined ? undefined : JSON.stringify(next.body));
+      const raw = next.body instanceof Buffer ? next.body : next.body === undefined ? undefined : JSON.stringify(next.body);
+      res.writeHead(next.status, headers).end(raw);
     });
   });
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
@@ -517,6 +518,25 @@ test("endpoints.create sends an idempotency key as the Idempotency-Key header, s
   assert.match(String(got.headers["authorization"]), /SignedHeaders=[^,]*\bidempotency-key\b/);
   await tern().endpoints.create(TENANT, { url: "https://hooks.example/tern" });
   assert.equal(only(count + 1).headers["idempotency-key"], undefined);
+});
+
+test("an error answer that is no problem document still throws TernApiError with a problem", async () => {
+  const cases: [typeof next, number, string][] = [
+    // API Gateway's own answer to a bad signature, a proxy's HTML page, no body.
+    [{ status: 403, contentType: "application/json", body: { message: "Forbidden" } }, 403, "Forbidden"],
+    [{ status: 502, contentType: "text/html", body: Buffer.from("<html>Bad Gateway</html>") }, 502, "<html>Bad Gateway</html>"],
+    [{ status: 404, contentType: undefined, body: undefined }, 404, "Not Found"],
+  ];
+  for (const [answer, status, detail] of cases) {
+    next = answer;
+    await assert.rejects(tern().endpoints.get(TENANT, ENDPOINT), (e: unknown) => {
+      assert.ok(e instanceof TernApiError);
+      assert.equal(e.status, status);
+      assert.equal(e.problem.type, "about:blank");
+      assert.equal(e.problem.detail, detail);
+      return true;
+    });
+  }
 });
 
 test("raw is the signed openapi-fetch client", async () => {

@@ -103,6 +103,45 @@ fn time(t: DateTime<Utc>) -> String {
     t.format("%Y-%m-%d %H:%M:%S UTC").to_string()
 }
 
+/// An attempt's outcome in a customer's words (issue 28: the portal showed raw outcomes
+/// such as `dead_letter:endpoint_disabled`). The raw value stays in `data-outcome` for
+/// scripts and filters; an outcome this build does not know is shown as it is.
+pub fn outcome_words(outcome: &str) -> String {
+    use tern_core::DeadLetterReason as R;
+    if let Some(reason) = outcome.strip_prefix("dead_letter:") {
+        return match reason.parse::<R>() {
+            Ok(R::Exhausted) => "Gave up: every attempt failed".into(),
+            Ok(R::Gone) => "Gave up: the endpoint answered 410 Gone".into(),
+            Ok(R::EndpointDisabled) => {
+                "Held: the endpoint is disabled (enable it, then recover to send it)".into()
+            }
+            Ok(R::EndpointDeleted) => "Not sent: the endpoint was deleted".into(),
+            Ok(R::BlockedDestination) => "Not sent: the URL's address is not allowed".into(),
+            Ok(R::MalformedMessage) => "Not sent: the delivery could not be read".into(),
+            Ok(R::NoActiveSecret) => "Not sent: no signing secret is active".into(),
+            Err(_) => format!("Gave up ({reason})"),
+        };
+    }
+    match outcome {
+        tern_core::ports::OUTCOME_DELIVERED => "Delivered".into(),
+        tern_core::ports::OUTCOME_RETRY => "Failed: tried again later".into(),
+        tern_core::ports::OUTCOME_REQUEUED => "Held by the rate limit: sent later".into(),
+        tern_core::ports::OUTCOME_ABANDONED => "Not sent (a fault on our side): tried again".into(),
+        tern_core::ports::OUTCOME_DUPLICATE => "A duplicate copy: not sent again".into(),
+        other => other.to_owned(),
+    }
+}
+
+/// Why an endpoint is disabled, in a customer's words: the sender's `auto_disabled: ...`
+/// and an operator's reasons read as sentences.
+pub fn disabled_words(reason: &str) -> String {
+    match reason.strip_prefix("auto_disabled: ") {
+        Some(rest) => format!("Turned off automatically: {rest}"),
+        None if reason == "operator" || reason == "disabled" => "Turned off by hand".into(),
+        None => reason.to_owned(),
+    }
+}
+
 fn rate(r: Option<f64>) -> String {
     r.map_or_else(
         || "no attempts".to_owned(),
@@ -370,7 +409,7 @@ pub fn detail(
                 dt { "Id" } dd { code { (e.id) } }
                 @if let Some(d) = &e.description { dt { "Description" } dd { (d) } }
                 dt { "State" } dd id="state" { (state_badge(if e.enabled { &row.state } else { "disabled" })) }
-                @if let Some(r) = &e.disabled_reason { dt { "Disabled because" } dd { (r) } }
+                @if let Some(r) = &e.disabled_reason { dt { "Disabled because" } dd { (disabled_words(r)) } }
                 dt { "Success (24 h)" } dd { (rate(row.success_rate)) @if row.attempts > 0 { " of " (row.attempts) " attempts" } }
                 @if let Some(h) = health {
                     @if let Some(f) = &h.last_failure {
@@ -528,7 +567,7 @@ pub fn log(
                                     td { (a.attempt) @if a.replay_count > 0 { " (replay " (a.replay_count) ")" } }
                                     td { (a.status.map_or_else(|| a.error_class.clone().unwrap_or_else(|| "-".into()), |s| s.to_string())) }
                                     td { (a.latency_ms) " ms" }
-                                    td { (a.outcome) }
+                                    td { (outcome_words(&a.outcome)) }
                                 }
                             }
                         }
@@ -607,7 +646,7 @@ pub fn attempt(
             }
             @for a in attempts.iter().rev() {
                 section class="attempt" aria-label=(format!("Attempt {}", a.attempt)) {
-                    h2 { "Attempt " (a.attempt) @if a.replay_count > 0 { " of replay " (a.replay_count) } ": " (a.outcome) }
+                    h2 { "Attempt " (a.attempt) @if a.replay_count > 0 { " of replay " (a.replay_count) } ": " (outcome_words(&a.outcome)) }
                     dl class="facts" {
                         dt { "Started" } dd { (time(a.started_at)) }
                         dt { "Status" } dd { (a.status.map_or_else(|| "no answer".to_owned(), |s| s.to_string())) }
@@ -669,4 +708,36 @@ pub fn operational(ctx: &Ctx<'_>) -> Markup {
             p { "Subscribe them on an endpoint other than the one they are about: a failing endpoint would not receive them." }
         },
     )
+}
+
+#[cfg(test)]
+mod words_tests {
+    use super::*;
+
+    /// Every dead-letter reason and outcome the sender writes reads as words, never as
+    /// its raw name.
+    #[test]
+    fn every_outcome_reads_in_a_customers_words() {
+        for reason in tern_core::DeadLetterReason::ALL {
+            let raw = format!("dead_letter:{}", reason.as_str());
+            let words = outcome_words(&raw);
+            assert!(
+                !words.contains("dead_letter") && !words.contains('_'),
+                "{raw}: {words}"
+            );
+        }
+        for raw in [
+            tern_core::ports::OUTCOME_DELIVERED,
+            tern_core::ports::OUTCOME_RETRY,
+            tern_core::ports::OUTCOME_REQUEUED,
+            tern_core::ports::OUTCOME_ABANDONED,
+            tern_core::ports::OUTCOME_DUPLICATE,
+        ] {
+            assert_ne!(outcome_words(raw), raw);
+        }
+        assert_eq!(
+            disabled_words("auto_disabled: 12 % success over 1 min, last status 503"),
+            "Turned off automatically: 12 % success over 1 min, last status 503"
+        );
+    }
 }
