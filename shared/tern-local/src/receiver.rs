@@ -63,6 +63,13 @@ pub enum Behavior {
         /// Their status.
         status: u16,
     },
+    /// `status` for the first request of each `webhook-id` on the path, then 200: every
+    /// delivery fails once and succeeds on its retry, however its attempts interleave with
+    /// the others' (unlike [`Behavior::FailFirst`], which counts requests of any delivery).
+    FailFirstOfEach {
+        /// The first request's status.
+        status: u16,
+    },
     /// A rate limiter: 200 for at most `per_second` requests in any one-second window,
     /// `429` with `Retry-After: <retry_after>` beyond (the rejected ones do not count).
     RateLimit {
@@ -171,6 +178,17 @@ async fn answer(State(inner): State<Arc<Mutex<Inner>>>, request: Request) -> Res
                 .unwrap_or(Reply::status(200)),
             Some(Behavior::FailFirst { count, status }) => {
                 Reply::status(if n <= *count { *status } else { 200 })
+            }
+            Some(Behavior::FailFirstOfEach { status }) => {
+                let id = headers
+                    .iter()
+                    .find(|(k, _)| k == "webhook-id")
+                    .map(|(_, v)| v.as_str());
+                let before = g
+                    .captured
+                    .iter()
+                    .any(|c| c.path == path && id.is_some() && c.header("webhook-id") == id);
+                Reply::status(if before { 200 } else { *status })
             }
             // Recorded as 0: nothing was answered.
             Some(Behavior::Hang) => Reply::status(0),
@@ -285,5 +303,36 @@ impl Receiver {
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each delivery's first request fails and its second succeeds, in any order.
+    #[tokio::test]
+    async fn fail_first_of_each_fails_every_webhook_id_once() {
+        let receiver = Receiver::start().await.unwrap();
+        receiver.set("/r", Behavior::FailFirstOfEach { status: 500 });
+        let http = reqwest::Client::new();
+        let post = async |id: &str| {
+            http.post(receiver.url("/r"))
+                .header("webhook-id", id)
+                .body("{}")
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        };
+        let statuses = [
+            post("a").await,
+            post("b").await,
+            post("a").await,
+            post("b").await,
+            post("a").await,
+        ];
+        assert_eq!(statuses, [500, 500, 200, 200, 200]);
     }
 }

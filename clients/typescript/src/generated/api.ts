@@ -1582,6 +1582,18 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /**
+             * @description The `Idempotency-Key` was used for a request with another body
+             *     (`idempotency-key-reused`; draft-ietf-httpapi-idempotency-key-header).
+             */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description A service Tern depends on did not answer in time; retry (after `Retry-After`). */
             503: {
                 headers: {

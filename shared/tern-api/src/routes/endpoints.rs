@@ -14,7 +14,8 @@ use tern_ops::resend::ResendDeps;
 use tern_ops::test_send::TestSendError;
 
 use super::{
-    Conflict, EndpointPath, Problems, TenantPath, decode_cursor, encode_cursor, page_size,
+    Conflict, EndpointPath, KeyReused, Problems, TenantPath, decode_cursor, encode_cursor,
+    page_size,
 };
 use crate::ApiDeps;
 use crate::extract::{ApiJson, ApiPath, ApiQuery, endpoint_id, tenant};
@@ -235,6 +236,7 @@ fn creation_fingerprint(key: &str, body: &NewEndpoint) -> ApiResult<String> {
     responses(
         (status = 201, description = "Created; `secret` is shown only now (and to a retry under the same `Idempotency-Key`)", body = EndpointCreated,
             headers(("Idempotent-Replayed" = String, description = "`true` when a create under this `Idempotency-Key` made the endpoint before"))),
+        KeyReused,
         Problems
     ),
     security(("sigv4" = []))
