@@ -685,13 +685,14 @@ async fn a_held_delivery_spends_no_attempt_and_comes_back_for_its_slot() {
     limit(&local, &ep, 5).await;
     let sender = instance(&local);
 
-    // Forty-five due at once, five a second: the batch sends those whose slots begin
+    // Seventy due at once, five a second: the batch sends those whose slots begin
     // within its send horizon (1.75 s: eight, from 0.25 s on), a slot each; the other
-    // thirty-seven go back on the queue holding theirs (up to 9.05 s: slots still ahead
-    // after the batch, however long a loaded machine takes over it, up to ~8 s).
+    // sixty-two go back on the queue holding theirs (up to 14.05 s: slots still ahead
+    // after the batch, however long a loaded machine takes over it; a suite running
+    // beside it on 2 cores has made it take over 8 s).
     // (On a loaded machine a claim can outrun the slots' lead: that delivery asks for a
     // new slot, and without one in reach is put back unsent, with no slot; allowed for.)
-    let batch = messages(&ep, 45);
+    let batch = messages(&ep, 70);
     let started = Utc::now();
     let sink = metrics();
     let results = send_counted(&sender.deps, &batch, &sink).await;
@@ -706,7 +707,7 @@ async fn a_held_delivery_spends_no_attempt_and_comes_back_for_its_slot() {
     assert_eq!(receiver.requests("/five").len(), sent);
     let first_writes = sender.health.slot_writes.load(Ordering::SeqCst);
     assert_slot_writes(first_writes, 1, &sink);
-    assert_eq!(held.len(), 37, "{held:?}");
+    assert_eq!(held.len(), 62, "{held:?}");
     for (m, _) in &late {
         let said = attempt_log(&local, &m.event.id).await;
         assert!(
@@ -738,18 +739,24 @@ async fn a_held_delivery_spends_no_attempt_and_comes_back_for_its_slot() {
     // them over: each sent at its slot, without another write; none spent a second
     // attempt.
     let now = Utc::now();
+    let last_held = held.iter().map(|(m, _)| m.rate_slot.unwrap().at).max();
+    eprintln!(
+        "first batch took {} ms; last held slot {:?} ms after its start",
+        (now - started).num_milliseconds(),
+        last_held.map(|t| (t - started).num_milliseconds())
+    );
     let first_ahead = held
         .iter()
         .map(|(m, _)| m.rate_slot.unwrap().at)
         .filter(|at| *at >= now + chrono::Duration::milliseconds(500))
         .min()
-        .expect("held slots reach 9 s ahead: some lie ahead of the clock");
+        .expect("held slots reach 14 s ahead: some lie ahead of the clock");
     let (back, later): (Vec<DeliveryMessage>, Vec<DeliveryMessage>) =
         held.into_iter().map(|(m, _)| m).partition(|m| {
             let at = m.rate_slot.unwrap().at;
             at >= first_ahead && at < first_ahead + chrono::Duration::milliseconds(1100)
         });
-    // Six at 5 a second in 1.1 s; fewer only at the end of the schedule (9 s).
+    // Six at 5 a second in 1.1 s; fewer only at the end of the schedule (14 s).
     assert!(
         !back.is_empty() && back.len() <= 6,
         "{} slots in 1.1 s at 5 a second",

@@ -347,11 +347,21 @@ impl HealthStore for DynamoHealthStore {
         let hour = bucket_start(delta.at, LONG_BUCKET_SECONDS) / long;
         u.add(&format!("w{window}"), n(delta.attempts));
         u.add(&format!("h{hour}"), n(delta.attempts));
-        let second = delta.at.timestamp();
+        // Each success in the second its request was sent (the pace's estimate reads
+        // them at a push-back's send time), the ones too old to keep left out.
+        let oldest = delta.at.timestamp() - tern_core::health::RECENT_SECONDS + 1;
+        let seconds: Vec<(i64, u64)> = delta
+            .success_seconds
+            .iter()
+            .copied()
+            .filter(|(s, _)| *s >= oldest)
+            .collect();
         if delta.successes > 0 {
             u.add(&format!("x{window}"), n(delta.successes));
             u.add(&format!("k{hour}"), n(delta.successes));
-            u.add(&format!("s{second}"), n(delta.successes));
+        }
+        for (second, count) in &seconds {
+            u.add(&format!("s{second}"), n(*count));
         }
         u.set("bs", n(bucket_seconds));
         u.set("ua", ms(Utc::now()));
@@ -397,7 +407,7 @@ impl HealthStore for DynamoHealthStore {
             for old in p
                 .expired_seconds(delta.at)
                 .into_iter()
-                .filter(|s| *s != second)
+                .filter(|s| !seconds.iter().any(|(added, _)| added == s))
             {
                 u.remove.push(format!("s{old}"));
             }

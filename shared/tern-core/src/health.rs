@@ -383,9 +383,11 @@ pub struct EndpointHealth {
 }
 
 /// Seconds of successes a health record keeps per second
-/// ([`EndpointHealth::recent_successes`]): three, the two the pace's estimate reads and
-/// the one a write may still be counting into.
-pub const RECENT_SECONDS: i64 = 3;
+/// ([`EndpointHealth::recent_successes`]): ten. A success is counted in the second its
+/// request was sent, and its batch writes it when the batch ends, seconds later (a batch
+/// waits for its slots and its claims); the pace a push-back learns is read at the second
+/// of that push-back ([`crate::pacing::Pace::estimate`]), which a slow batch settles late.
+pub const RECENT_SECONDS: i64 = 10;
 
 /// An operational event waiting to be published: written with the change it reports, in
 /// the same conditional write, and removed once a publish succeeded, so an SNS outage
@@ -595,6 +597,14 @@ pub struct HealthDelta {
     /// When the last request they answered was sent: a push-back to a request sent under
     /// an older pace says nothing about the current one ([`crate::pacing::after_batch`]).
     pub pushed_back_sent_at: Option<DateTime<Utc>>,
+    /// Successes per whole Unix second their request was sent in (second, count): the
+    /// seconds of [`EndpointHealth::recent_successes`] they are added to.
+    pub success_seconds: Vec<(i64, u64)>,
+    /// Requests this sender saw the receiver accept in the second before the batch's
+    /// latest push-back, counted by send time in the sender's memory: exact for what this
+    /// sender sent, a lower bound of what the receiver takes per second
+    /// ([`crate::pacing::after_batch`]).
+    pub accepted_before_push_back: Option<u32>,
     /// When the batch's attempts were counted (their bucket).
     pub at: DateTime<Utc>,
 }
@@ -612,6 +622,8 @@ impl HealthDelta {
             backpressure: 0,
             pause_until: None,
             pushed_back_sent_at: None,
+            success_seconds: Vec::new(),
+            accepted_before_push_back: None,
             at,
         }
     }
@@ -625,6 +637,11 @@ impl HealthDelta {
                 self.trailing_failures = 0;
                 self.failing_since = None;
                 self.last_success_at = Some(self.last_success_at.map_or(at, |t| t.max(at)));
+                let second = at.timestamp();
+                match self.success_seconds.iter_mut().find(|(s, _)| *s == second) {
+                    Some((_, n)) => *n += 1,
+                    None => self.success_seconds.push((second, 1)),
+                }
             }
             HealthSignal::Failure(f) => {
                 self.attempts += 1;
@@ -832,6 +849,7 @@ pub fn transitions(
     }
     if let Some(until) = delta.pause_until
         && after.paused_until.is_none_or(|p| p < until)
+        && crate::pacing::pauses(after.pace, until - delta.pushed_back_sent_at.unwrap_or(now))
     {
         // A pause that starts while the previous one's backlog is still coming back
         // means that backlog pushed the receiver over again: the next comes back slower.
@@ -851,6 +869,7 @@ pub fn transitions(
         &after.recent_successes,
         own_limit,
         delta.pushed_back_sent_at,
+        delta.accepted_before_push_back.map(f64::from),
         delta.any_success(),
         now,
     ) {
@@ -1303,6 +1322,49 @@ mod tests {
         );
         // A disabled endpoint learns nothing.
         assert!(transitions(&h, &pushed, false, None, &policy, &tm, now).is_empty());
+    }
+
+    #[test]
+    fn a_paced_endpoint_is_not_paused_by_a_short_push_back_but_by_a_long_one() {
+        let policy = HealthPolicy::default();
+        let tm = timings();
+        let now = t(100);
+        let push_back = |seconds: i64| {
+            let mut d = HealthDelta::new(now);
+            d.add(HealthSignal::Backpressure {
+                pause_until: now + Duration::seconds(seconds),
+                sent_at: now,
+            });
+            d
+        };
+        let is_pause = |t: &Transition| matches!(t, Transition::Pause { .. });
+        let mut h = record(vec![], 0);
+        // Unpaced: even a one-second push-back pauses it (and teaches a pace).
+        let got = transitions(&h, &push_back(1), true, None, &policy, &tm, now);
+        assert!(got.iter().any(is_pause), "{got:?}");
+        // Paced: a one- or two-second push-back lowers the pace and pauses nothing.
+        h.pace = Some(crate::pacing::Pace {
+            per_second: 5,
+            changed_at: t(90),
+            slow_start: false,
+        });
+        for seconds in [1, 2] {
+            let got = transitions(&h, &push_back(seconds), true, None, &policy, &tm, now);
+            assert!(!got.iter().any(is_pause), "{got:?}");
+            assert!(
+                got.contains(&Transition::Pace {
+                    change: crate::pacing::PaceChange::Set {
+                        per_second: 4,
+                        slow_start: false
+                    },
+                    seen: Some(t(90))
+                }),
+                "{got:?}"
+            );
+        }
+        // A longer one is the receiver's word that it is down: paused.
+        let got = transitions(&h, &push_back(30), true, None, &policy, &tm, now);
+        assert!(got.iter().any(is_pause), "{got:?}");
     }
 
     #[test]

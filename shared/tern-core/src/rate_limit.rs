@@ -89,6 +89,9 @@ pub struct RateLimit {
     /// How far ahead its slots are given out, in seconds: [`RESERVE_HORIZON_SECONDS`] for
     /// an endpoint's own limit, [`PACED_HORIZON_SECONDS`] for a pace its receiver taught.
     horizon_seconds: i64,
+    /// For a pace, when it was set (Unix milliseconds): its slots carry it, and a slot of
+    /// another pace is void even at the same rate ([`returning`]).
+    epoch: Option<i64>,
 }
 
 /// How far ahead the slots of a learnt pace (`crate::pacing`) are given out, in seconds:
@@ -108,6 +111,7 @@ impl RateLimit {
             Ok(Self {
                 per_second,
                 horizon_seconds: RESERVE_HORIZON_SECONDS,
+                epoch: None,
             })
         } else {
             Err(RateLimitError::OutOfRange(per_second))
@@ -124,6 +128,23 @@ impl RateLimit {
             horizon_seconds: PACED_HORIZON_SECONDS,
             ..Self::new(per_second)?
         })
+    }
+
+    /// The same limit, its slots marked as given under the pace set at `set_at`: a pace
+    /// that changes from 3 to 2 and back to 3 a second later starts a new schedule, and
+    /// the slots the first 3 gave out must not run beside it.
+    #[must_use]
+    pub fn with_epoch(self, set_at: DateTime<Utc>) -> Self {
+        Self {
+            epoch: Some(set_at.timestamp_millis()),
+            ..self
+        }
+    }
+
+    /// When the pace this limit is was set (Unix milliseconds); `None` for an endpoint's
+    /// own limit.
+    pub fn epoch(self) -> Option<i64> {
+        self.epoch
     }
 
     /// How far ahead its slots are given out.
@@ -170,6 +191,10 @@ pub struct RateSlot {
     /// The limit the slot was given under: when the endpoint's limit changed since, the
     /// slot is void and the delivery takes a new one ([`returning`]).
     pub per_second: u32,
+    /// The pace it was given under ([`RateLimit::epoch`]), `None` for an endpoint's own
+    /// limit (and in messages written before paces had epochs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epoch: Option<i64>,
 }
 
 /// One conditional write that takes `count` slots for a batch.
@@ -292,6 +317,7 @@ pub fn slot_use(first: DateTime<Utc>, index: u32, limit: RateLimit, now: DateTim
         SlotUse::Hold(RateSlot {
             at,
             per_second: limit.per_second(),
+            epoch: limit.epoch(),
         })
     }
 }
@@ -339,7 +365,10 @@ pub fn returning(slot: RateSlot, limit: Option<RateLimit>, now: DateTime<Utc>) -
     let Some(limit) = limit else {
         return Returning::Unlimited;
     };
-    if slot.per_second != limit.per_second() || slot.at < earliest(now) {
+    if slot.per_second != limit.per_second()
+        || slot.epoch != limit.epoch()
+        || slot.at < earliest(now)
+    {
         Returning::Lapsed
     } else if slot.at >= now + Duration::milliseconds(SEND_HORIZON_MS) {
         Returning::Hold(slot)
@@ -497,7 +526,8 @@ mod tests {
             slot_use(t(L), index + 1, ten(), now),
             SlotUse::Hold(RateSlot {
                 at: t(L + (last_sent + 1) * I),
-                per_second: 10
+                per_second: 10,
+                epoch: None,
             })
         );
         // Held: the whole seconds that bring it back at least the return lead before its
@@ -509,10 +539,37 @@ mod tests {
     }
 
     #[test]
+    fn a_slot_of_an_earlier_pace_is_void_even_at_the_same_rate() {
+        // Paced at 3 (set at t(0)), then 2, then 3 again (set at t(2000)): a delivery
+        // holding a slot of the first 3 would run beside the new schedule.
+        let first = RateLimit::paced(3).unwrap().with_epoch(t(0));
+        let again = RateLimit::paced(3).unwrap().with_epoch(t(2000));
+        let SlotUse::Hold(slot) = slot_use(t(4000), 0, first, t(0)) else {
+            panic!("four seconds ahead is held");
+        };
+        assert_eq!(slot.epoch, Some(t(0).timestamp_millis()));
+        assert_eq!(
+            returning(slot, Some(first), t(3000)),
+            Returning::SendAt(t(4000))
+        );
+        assert_eq!(returning(slot, Some(again), t(3000)), Returning::Lapsed);
+        // An endpoint's own limit has no epoch: its slots stay valid.
+        let own = RateLimit::new(3).unwrap();
+        assert_eq!(own.epoch(), None);
+        // A message written before epochs reads as none.
+        let old: RateSlot =
+            serde_json::from_str(r#"{"at":"2025-12-01T00:00:04Z","per_second":3}"#).unwrap();
+        assert_eq!(old.epoch, None);
+        assert_eq!(returning(old, Some(own), t(0)), Returning::Hold(old));
+        assert_eq!(returning(old, Some(first), t(0)), Returning::Lapsed);
+    }
+
+    #[test]
     fn a_returning_delivery_keeps_its_slot_while_it_can_claim_before_it() {
         let slot = RateSlot {
             at: t(5000),
             per_second: 10,
+            epoch: None,
         };
         assert_eq!(returning(slot, None, t(0)), Returning::Unlimited);
         assert_eq!(returning(slot, Some(ten()), t(3000)), Returning::Hold(slot));
@@ -580,7 +637,11 @@ mod tests {
                     held.pop();
                     // The queue's pickup: up to a second and more (moto's long poll).
                     let gate = now + Duration::milliseconds(rng.random_range(0..1200));
-                    let slot = RateSlot { at, per_second };
+                    let slot = RateSlot {
+                        at,
+                        per_second,
+                        epoch: None,
+                    };
                     match returning(slot, Some(limit), gate) {
                         Returning::SendAt(at) => sent.push(at.max(claim(&mut rng, gate))),
                         Returning::Hold(s) => held.push(Reverse((

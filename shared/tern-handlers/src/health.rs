@@ -14,7 +14,7 @@
 //! circuit were closed; when it cannot be written, the batch's counts are lost and logged.
 //! Neither ever fails a message.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -85,7 +85,25 @@ pub struct CircuitBreaker {
     /// batch's settle tries the due ones again, whichever endpoints the batch touched, on
     /// their own short schedule ([`tern_core::decision::our_retry_wait`]).
     unpublished: Mutex<HashMap<EndpointKey, (PendingReport, u32)>>,
+    /// The send times of this instance's successes per endpoint over the last
+    /// [`ACCEPTED_MEMORY_MS`], at most [`ACCEPTED_MEMORY_ENTRIES`] each: what
+    /// the receiver took just before it pushed back ([`CircuitBreaker::note_backpressure`]).
+    accepted: Mutex<HashMap<EndpointKey, VecDeque<DateTime<Utc>>>>,
 }
+
+/// How long an instance remembers its successes' send times per endpoint, in
+/// milliseconds: ten seconds, the second a push-back's estimate counts and the time its
+/// batch may take to settle (the estimate is read again then, when every answer to a
+/// request sent before the push-back has come).
+pub const ACCEPTED_MEMORY_MS: i64 = 10_000;
+
+/// Most success send times an instance remembers per endpoint: four seconds at the
+/// highest rate limit ([`tern_core::rate_limit::MAX_PER_SECOND`]), 48 KB.
+pub const ACCEPTED_MEMORY_ENTRIES: usize = 4 * tern_core::rate_limit::MAX_PER_SECOND as usize;
+
+/// How many endpoints' success times an instance keeps before it sweeps out those with
+/// none in the last [`ACCEPTED_MEMORY_MS`].
+const ACCEPTED_SWEEP_AT: usize = 256;
 
 /// A pause one of this instance's attempts was asked for ([`CircuitBreaker::note_backpressure`]).
 #[derive(Debug, Clone, Copy)]
@@ -94,6 +112,8 @@ struct NotedPause {
     until: DateTime<Utc>,
     /// When the push-back was noted.
     noted_at: DateTime<Utc>,
+    /// When the latest pushed-back request was sent.
+    sent_at: DateTime<Utc>,
 }
 
 /// What one batch may do with one endpoint's deliveries.
@@ -173,6 +193,17 @@ impl BatchHealth {
             .add(signal);
     }
 
+    /// Notes that this sender saw `key`'s receiver accept `count` requests in the second
+    /// before it pushed back ([`CircuitBreaker::note_backpressure`]); the batch keeps
+    /// the largest.
+    pub fn note_accepted_before_push_back(&self, key: EndpointKey, count: u32) {
+        let mut deltas = self.deltas.lock().unwrap_or_else(PoisonError::into_inner);
+        let delta = deltas
+            .entry(key)
+            .or_insert_with(|| HealthDelta::new(Utc::now()));
+        delta.accepted_before_push_back = delta.accepted_before_push_back.max(Some(count));
+    }
+
     fn take(&self) -> Vec<(EndpointKey, HealthDelta)> {
         let mut deltas = self.deltas.lock().unwrap_or_else(PoisonError::into_inner);
         deltas.drain().collect()
@@ -204,6 +235,7 @@ impl CircuitBreaker {
             slot_lead_ms: std::sync::atomic::AtomicI64::new(0),
             noted_pauses: Mutex::new(HashMap::new()),
             unpublished: Mutex::new(HashMap::new()),
+            accepted: Mutex::new(HashMap::new()),
         }
     }
 
@@ -281,8 +313,10 @@ impl CircuitBreaker {
     /// The endpoint's learnt pace as this instance last read or wrote it
     /// ([`tern_core::pacing`]); `None` when it has none or none is cached. Until the
     /// first push-back's pace is on the record (the batch's settle writes it), an endpoint
-    /// this instance saw push back is paced at the slowest pace, in slow start, so the
-    /// backlog does not rush the receiver again the moment its pause ends.
+    /// this instance saw push back is paced at what it saw the receiver accept (nine
+    /// tenths of it, [`tern_core::pacing::ESTIMATE_FACTOR`]; the slowest pace when it saw
+    /// nothing), so the backlog does not rush the receiver again the moment its pause
+    /// ends.
     pub fn cached_pace(&self, key: &EndpointKey) -> Option<Pace> {
         self.cached(key).flatten().and_then(|h| h.pace).or_else(|| {
             let noted = self
@@ -290,14 +324,20 @@ impl CircuitBreaker {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .get(key)
-                .map(|p| p.noted_at)?;
-            (Utc::now() - noted < chrono::Duration::milliseconds(PROVISIONAL_PACE_MS)).then_some(
-                Pace {
-                    per_second: tern_core::pacing::MIN_PER_SECOND,
-                    changed_at: noted,
+                .copied()?;
+            let seen = self.accepted_before(key, noted.sent_at);
+            let per_second = seen.map_or(tern_core::pacing::MIN_PER_SECOND, |s| {
+                ((f64::from(s) * tern_core::pacing::ESTIMATE_FACTOR).floor() as u32).clamp(
+                    tern_core::pacing::MIN_PER_SECOND,
+                    tern_core::rate_limit::MAX_PER_SECOND,
+                )
+            });
+            (Utc::now() - noted.noted_at < chrono::Duration::milliseconds(PROVISIONAL_PACE_MS))
+                .then_some(Pace {
+                    per_second,
+                    changed_at: noted.noted_at,
                     slow_start: true,
-                },
-            )
+                })
         })
     }
 
@@ -306,7 +346,21 @@ impl CircuitBreaker {
     /// (the batch's other POSTs that have not left, and the gates of batches starting
     /// meanwhile, see it at once). Kept beside the record's copy, not in it: the batch's
     /// settle decides the pause's transition on the record as stored.
-    pub fn note_backpressure(&self, key: &EndpointKey, until: DateTime<Utc>) {
+    /// `sent_at` is the pushed-back request's send time: until the record holds a pace,
+    /// this instance paces the endpoint at what it saw accepted in the second before it
+    /// ([`Self::note_success`]), which it returns (`None`: it saw nothing accepted).
+    pub fn note_backpressure(
+        &self,
+        key: &EndpointKey,
+        until: DateTime<Utc>,
+        sent_at: DateTime<Utc>,
+    ) -> Option<u32> {
+        let seen = self.accepted_before(key, sent_at);
+        let pace = self.cached(key).flatten().and_then(|h| h.pace);
+        if !tern_core::pacing::pauses(pace, until - sent_at) {
+            // Paced already: the pace's decrease answers a short push-back, not a pause.
+            return seen;
+        }
         let mut noted = self
             .noted_pauses
             .lock()
@@ -317,11 +371,45 @@ impl CircuitBreaker {
         let entry = noted.entry(key.clone()).or_insert(NotedPause {
             until,
             noted_at: now,
+            sent_at,
         });
         *entry = NotedPause {
             until: entry.until.max(until),
             noted_at: now,
+            sent_at: entry.sent_at.max(sent_at),
         };
+        seen
+    }
+
+    /// Notes a success of this instance's to `key`, its request sent at `sent_at`.
+    pub fn note_success(&self, key: &EndpointKey, sent_at: DateTime<Utc>) {
+        let mut accepted = self.accepted.lock().unwrap_or_else(PoisonError::into_inner);
+        let oldest = Utc::now() - chrono::Duration::milliseconds(ACCEPTED_MEMORY_MS);
+        // Endpoints with no success lately take no memory: swept when a new one comes
+        // and many are kept, not on every success (a warm sender serves thousands).
+        if !accepted.contains_key(key) && accepted.len() >= ACCEPTED_SWEEP_AT {
+            accepted.retain(|_, times| times.back().is_some_and(|t| *t >= oldest));
+        }
+        let times = accepted.entry(key.clone()).or_default();
+        while times.front().is_some_and(|t| *t < oldest) || times.len() >= ACCEPTED_MEMORY_ENTRIES {
+            times.pop_front();
+        }
+        // Answers arrive out of order: kept sorted by send time.
+        let at = times.partition_point(|t| *t <= sent_at);
+        times.insert(at, sent_at);
+    }
+
+    /// Successes of this instance's to `key` sent in the second before `sent_at`; `None`
+    /// when there were none.
+    fn accepted_before(&self, key: &EndpointKey, sent_at: DateTime<Utc>) -> Option<u32> {
+        let accepted = self.accepted.lock().unwrap_or_else(PoisonError::into_inner);
+        let from = sent_at - chrono::Duration::seconds(1);
+        let n = accepted
+            .get(key)?
+            .iter()
+            .filter(|t| **t > from && **t <= sent_at)
+            .count();
+        (n > 0).then(|| u32::try_from(n).unwrap_or(u32::MAX))
     }
 
     /// Until when this instance knows the receiver of `key` asked for a pause (noted by
@@ -478,8 +566,14 @@ impl CircuitBreaker {
         endpoints: &dyn EndpointStore,
         metrics: &Metrics,
     ) {
-        let work = batch.take().into_iter().map(|(key, delta)| async move {
+        let work = batch.take().into_iter().map(|(key, mut delta)| async move {
             metrics.update(|c| c.backpressure += delta.backpressure);
+            // Read now, not when the push-back came: by the batch's end the answers to
+            // requests sent before it have all been noted.
+            let again = delta
+                .pushed_back_sent_at
+                .and_then(|sent_at| self.accepted_before(&key, sent_at));
+            delta.accepted_before_push_back = delta.accepted_before_push_back.max(again);
             let Some(after) = self.record(&key, &delta).await else {
                 return;
             };

@@ -422,14 +422,16 @@ mod tests {
             got[13],
             RateAdmission::Hold(RateSlot {
                 at: t(1800),
-                per_second: 10
+                per_second: 10,
+                epoch: None,
             })
         );
         assert_eq!(
             got[14],
             RateAdmission::Hold(RateSlot {
                 at: t(1900),
-                per_second: 10
+                per_second: 10,
+                epoch: None,
             })
         );
         // The sixteenth got no slot: the schedule has room (its end is not 900 s ahead),
@@ -456,6 +458,7 @@ mod tests {
         held.rate_slot = Some(RateSlot {
             at: t(300),
             per_second: 10,
+            epoch: None,
         });
         assert!(!needs_slot(&held, ten(), t(0)));
         assert_eq!(gate.admit(&held), RateAdmission::SendAt(t(300)));
@@ -463,6 +466,7 @@ mod tests {
         lapsed.rate_slot = Some(RateSlot {
             at: t(-500),
             per_second: 10,
+            epoch: None,
         });
         assert!(needs_slot(&lapsed, ten(), t(0)));
         assert_eq!(gate.admit(&lapsed), RateAdmission::SendAt(t(0)));

@@ -1095,13 +1095,23 @@ async fn attempt(
     if error_class.is_some_and(ErrorClass::is_ours) {
         metrics.update(|c| c.our_failures += 1);
     }
-    if let HealthSignal::Backpressure { pause_until, .. } = &decision.health {
+    if let HealthSignal::Backpressure {
+        pause_until,
+        sent_at,
+    } = &decision.health
+    {
         tracing::info!(delivery_id = %message.delivery_id, endpoint_id = %message.endpoint_id, status, pause_until = %pause_until.to_rfc3339(), "receiver pushed back; not counted against its health");
         // This instance holds the endpoint's other deliveries back at once, before the
         // batch's health write tells every sender.
-        if let Some(breaker) = &deps.breaker {
-            breaker.note_backpressure(&key, *pause_until);
+        if let Some(breaker) = &deps.breaker
+            && let Some(seen) = breaker.note_backpressure(&key, *pause_until, *sent_at)
+        {
+            health.note_accepted_before_push_back(key.clone(), seen);
         }
+    }
+    if let (HealthSignal::Success { at }, Some(breaker)) = (&decision.health, &deps.breaker) {
+        // What the receiver took, for the pace its next push-back teaches.
+        breaker.note_success(&key, *at);
     }
     health.add(
         (message.event.tenant_id.clone(), message.endpoint_id.clone()),
