@@ -55,6 +55,8 @@ pub struct PacingRun {
     pub refused_percent: f64,
     /// From the first outbox write to the last accepted request, seconds.
     pub seconds_to_deliver: f64,
+    /// From the first outbox write to the last, seconds (the burst's own pace).
+    pub seconds_to_write: f64,
     /// Deliveries / the receiver's rate, seconds (`None`: no limit).
     pub ideal_seconds: Option<f64>,
     /// `seconds_to_deliver / ideal_seconds`.
@@ -66,6 +68,9 @@ pub struct PacingRun {
     /// The learnt pace sampled each second (seconds since the first write, requests per
     /// second; 0 while unpaced).
     pub pace: Vec<(u64, u32)>,
+    /// Requests the receiver accepted and refused in each whole second since the first
+    /// write (second, accepted, refused).
+    pub timeline: Vec<(i64, usize, usize)>,
     /// AWS requests per delivery by caller and operation.
     pub per_delivery: BTreeMap<String, BTreeMap<String, f64>>,
     /// DynamoDB and SQS requests of the billed callers, $ per million deliveries.
@@ -145,7 +150,16 @@ async fn burst(proxy: &CountingProxy, per_second: Option<u32>) -> Result<PacingR
 
     let started = Utc::now();
     let wall = Instant::now();
-    let ids = write_burst(&app, &local.resources.outbox_table, "tnt_pace", DELIVERIES).await?;
+    // Written beside the sampling below, so the pace is seen from the first second.
+    let writes = {
+        let (app, table) = (app.clone(), local.resources.outbox_table.clone());
+        tokio::spawn(async move {
+            let ids = write_burst(&app, &table, "tnt_pace", DELIVERIES)
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok::<_, String>((ids, Utc::now()))
+        })
+    };
     let bar = crate::progress(DELIVERIES as u64, &format!("pacing, receiver {name}"));
     let accepted = |got: &[tern_local::receiver::Captured]| {
         got.iter()
@@ -177,6 +191,7 @@ async fn burst(proxy: &CountingProxy, per_second: Option<u32>) -> Result<PacingR
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     bar.finish_and_clear();
+    let (ids, written) = writes.await??;
     let got = receiver.requests("/hook");
     let accepted_at: Vec<DateTime<Utc>> = got
         .iter()
@@ -184,6 +199,20 @@ async fn burst(proxy: &CountingProxy, per_second: Option<u32>) -> Result<PacingR
         .map(|r| r.at)
         .collect();
     let refused = got.iter().filter(|r| r.answered == 429).count();
+    let mut seconds_seen: BTreeMap<i64, (usize, usize)> = BTreeMap::new();
+    for r in &got {
+        let second = (r.at - started).num_seconds();
+        let entry = seconds_seen.entry(second).or_default();
+        match r.answered {
+            200 => entry.0 += 1,
+            429 => entry.1 += 1,
+            _ => {}
+        }
+    }
+    let timeline = seconds_seen
+        .into_iter()
+        .map(|(s, (a, r))| (s, a, r))
+        .collect();
     let last = accepted_at.iter().max().copied().unwrap_or(started);
     let mut attempts_beyond_first = 0;
     for id in &ids {
@@ -213,11 +242,13 @@ async fn burst(proxy: &CountingProxy, per_second: Option<u32>) -> Result<PacingR
         refused,
         refused_percent: refused as f64 * 100.0 / DELIVERIES as f64,
         seconds_to_deliver: seconds,
+        seconds_to_write: (written - started).num_milliseconds() as f64 / 1000.0,
         ideal_seconds: ideal,
         times_ideal: ideal.map(|i| seconds / i),
         busiest_second: busiest_second(&accepted_at),
         attempts_beyond_first,
         pace,
+        timeline,
         dynamodb_sqs_cost_per_million: cost_per_million(&per_delivery),
         per_delivery,
     })
@@ -257,8 +288,13 @@ impl PacingReport {
             ));
         }
         s.push_str(&format!(
-            "\nAgainst 50/s: {:.1} s, against the receiver that takes everything: {:.1} s.\n",
-            self.fast.seconds_to_deliver, self.free.seconds_to_deliver
+            "\nAgainst 50/s: {:.1} s, against the receiver that takes everything: {:.1} s. \
+             Writing the {DELIVERIES} outbox items took {:.1} / {:.1} / {:.1} s.\n",
+            self.fast.seconds_to_deliver,
+            self.free.seconds_to_deliver,
+            self.slow.seconds_to_write,
+            self.fast.seconds_to_write,
+            self.free.seconds_to_write,
         ));
         s.push_str(
             "\nThe pace the 5/s receiver taught, each second (requests per second; 0 unpaced):\n\n",
@@ -270,6 +306,24 @@ impl PacingReport {
             .map(|(t, p)| format!("{t}s:{p}"))
             .collect();
         s.push_str(&format!("`{}`\n", trace.join(" ")));
+        for run in [&self.slow, &self.fast] {
+            let line: Vec<String> = run
+                .timeline
+                .iter()
+                .map(|(t, a, r)| {
+                    if *r > 0 {
+                        format!("{t}s:{a}/{r}")
+                    } else {
+                        format!("{t}s:{a}")
+                    }
+                })
+                .collect();
+            s.push_str(&format!(
+                "\nAccepted (/refused) each second since the first write, receiver {}/s:\n\n`{}`\n",
+                run.receiver_per_second.unwrap_or_default(),
+                line.join(" ")
+            ));
+        }
         s.push_str(
             "\nRequests per delivery against 5/s (`esm`: the local event source mappings' receives \
              and deletes, idle polling included):\n\n| caller | operation | per delivery |\n| --- | --- | ---: |\n",
