@@ -477,7 +477,10 @@ pub struct EndpointAttempt {
     pub status: Option<u16>,
     /// Error class, when there was no usable answer.
     pub error_class: Option<String>,
-    /// `delivered`, `retry`, `dead_letter:<reason>` or `abandoned`.
+    /// `delivered`, `retry`, `requeued` (the receiver pushed back or the failure was
+    /// ours: the same attempt went back on the queue, none spent), `duplicate` (copies
+    /// of the message found the pair delivered and were dropped without a POST),
+    /// `dead_letter:<reason>` or `abandoned`.
     pub outcome: String,
 }
 
@@ -507,7 +510,10 @@ pub struct Attempt {
     pub latency_ms: u64,
     /// HTTP status.
     pub status: Option<u16>,
-    /// `delivered`, `retry`, `dead_letter:<reason>` or `abandoned`.
+    /// `delivered`, `retry`, `requeued` (the receiver pushed back or the failure was
+    /// ours: the same attempt went back on the queue, none spent), `duplicate` (copies
+    /// of the message found the pair delivered and were dropped without a POST),
+    /// `dead_letter:<reason>` or `abandoned`.
     pub outcome: String,
     /// Error text.
     pub error: Option<String>,

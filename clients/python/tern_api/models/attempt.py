@@ -21,7 +21,10 @@ class Attempt:
         endpoint_id (str): Endpoint.
         excerpt_truncated (bool): True when the body was longer than the excerpt.
         latency_ms (int): Start to end, milliseconds.
-        outcome (str): `delivered`, `retry`, `dead_letter:<reason>` or `abandoned`.
+        outcome (str): `delivered`, `retry`, `requeued` (the receiver pushed back or the failure was
+            ours: the same attempt went back on the queue, none spent), `duplicate` (copies
+            of the message found the pair delivered and were dropped without a POST),
+            `dead_letter:<reason>` or `abandoned`.
         replay_count (int): Replays before this budget.
         started_at (datetime.datetime): When it started.
         takeover (int): 0, or the n-th takeover.

@@ -22,7 +22,10 @@ class EndpointAttempt:
             endpoint_id (str): Endpoint.
             event_id (str): Event (`webhook-id`).
             latency_ms (int): Start to end of the answer (or the error), milliseconds.
-            outcome (str): `delivered`, `retry`, `dead_letter:<reason>` or `abandoned`.
+            outcome (str): `delivered`, `retry`, `requeued` (the receiver pushed back or the failure was
+                ours: the same attempt went back on the queue, none spent), `duplicate` (copies
+                of the message found the pair delivered and were dropped without a POST),
+                `dead_letter:<reason>` or `abandoned`.
             replay_count (int): Replays before this budget (0: the first; a resend or a DLQ replay adds one).
             started_at (datetime.datetime): When the attempt started.
             takeover (int): 0, or the n-th takeover of the attempt after a lost lease.

@@ -369,7 +369,12 @@ export interface components {
              * @description Wait before the next attempt, seconds (a retry).
              */
             next_wait_seconds?: number | null;
-            /** @description `delivered`, `retry`, `dead_letter:<reason>` or `abandoned`. */
+            /**
+             * @description `delivered`, `retry`, `requeued` (the receiver pushed back or the failure was
+             *     ours: the same attempt went back on the queue, none spent), `duplicate` (copies
+             *     of the message found the pair delivered and were dropped without a POST),
+             *     `dead_letter:<reason>` or `abandoned`.
+             */
             outcome: string;
             /**
              * Format: int32
@@ -617,7 +622,12 @@ export interface components {
              * @description Start to end of the answer (or the error), milliseconds.
              */
             latency_ms: number;
-            /** @description `delivered`, `retry`, `dead_letter:<reason>` or `abandoned`. */
+            /**
+             * @description `delivered`, `retry`, `requeued` (the receiver pushed back or the failure was
+             *     ours: the same attempt went back on the queue, none spent), `duplicate` (copies
+             *     of the message found the pair delivered and were dropped without a POST),
+             *     `dead_letter:<reason>` or `abandoned`.
+             */
             outcome: string;
             /**
              * Format: int32
