@@ -367,8 +367,9 @@ describe('CDK and SAM templates agree', () => {
       EndpointSecretsKey: 'secretsKey',
     };
     const sam = pairs(samStatements, samNames, t);
-    // 20, and the dead-letter record's BatchGetItem and DeleteItem on the attempts table.
-    expect(sam).toHaveLength(22);
+    // 20, the dead-letter record's BatchGetItem and DeleteItem on the attempts table, and
+    // enable's reset putting back what it keeps of a health item (UpdateItem).
+    expect(sam).toHaveLength(23);
     expect(sam).toEqual(pairs(cdkStatements, names, json));
   });
 

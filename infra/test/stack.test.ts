@@ -498,7 +498,7 @@ describe('least-privilege IAM', () => {
         'dynamodb:GetItem on health',
         'dynamodb:Query on health',
         'dynamodb:Scan on health',
-        // Enable puts a rate-limit schedule that lies ahead back (`rt` alone).
+        // Enable's reset puts back a rate-limit schedule ahead and the kept history.
         'dynamodb:UpdateItem on health',
         // Is anything lost? The outbox scanned, the relay-failure queue read and released,
         // the delivery queue counted.
@@ -530,9 +530,10 @@ describe('least-privilege IAM', () => {
         // Publish (conditional put) and read an event.
         'dynamodb:PutItem on outbox',
         'dynamodb:GetItem on outbox',
-        // The health view, and enable's reset.
+        // The health view, and enable's reset (delete, then put back what it keeps).
         'dynamodb:GetItem on health',
         'dynamodb:DeleteItem on health',
+        'dynamodb:UpdateItem on health',
         // Resend, recover and replay.
         'sqs:SendMessage on delivery',
         // The tenant's dead letters: read, let go, and delete what a replay moved.
@@ -563,6 +564,37 @@ describe('least-privilege IAM', () => {
       );
       expect(deletes).toHaveLength(1);
       expect(deletes[0].Condition).toEqual({ 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': ['dl#*'] } });
+    }
+  });
+
+  test('an enable\'s reset (api and console) updates a health item only in the attributes it puts back, returning nothing', () => {
+    for (const fn of [stack.functions.api, stack.functions.console]) {
+      const updates = statementsOfRole(roleOf(fn)).filter((st) =>
+        [st.Action].flat().includes('dynamodb:UpdateItem') &&
+        [st.Resource].flat().some((r: any) => r?.['Fn::GetAtt']?.[0] === logicalId(stack.storage.health)),
+      );
+      expect(updates).toHaveLength(1);
+      expect(updates[0].Condition).toEqual({
+        // tern_aws::health reset: the key, `rt`, and the history it keeps.
+        'ForAllValues:StringLike': {
+          'dynamodb:Attributes': ['tenant_id', 'endpoint_id', 'rt', 'ls', 'bs', 'pe', 'pa', 'lf_*', 'h*', 'k*'],
+        },
+        StringEqualsIfExists: { 'dynamodb:ReturnValues': 'NONE' },
+      });
+    }
+    // The SAM template's two roles say the same.
+    const t = samTemplate();
+    for (const fn of ['ApiFunction', 'ConsoleFunction']) {
+      const updates = t.Resources[fn].Properties.Policies.flatMap((p: any) => p.Statement).filter(
+        (st: any) => [st.Action].flat().includes('dynamodb:UpdateItem') && JSON.stringify(st.Resource).includes('HealthTable'),
+      );
+      expect(updates).toHaveLength(1);
+      expect(updates[0].Condition).toEqual({
+        'ForAllValues:StringLike': {
+          'dynamodb:Attributes': ['tenant_id', 'endpoint_id', 'rt', 'ls', 'bs', 'pe', 'pa', 'lf_*', 'h*', 'k*'],
+        },
+        StringEqualsIfExists: { 'dynamodb:ReturnValues': 'NONE' },
+      });
     }
   });
 

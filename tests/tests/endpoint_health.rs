@@ -594,8 +594,13 @@ async fn auto_disable_once_below_the_threshold_for_a_whole_window_with_enough_at
     );
     assert_eq!(events.kinds().len(), 2);
 
-    // `tern endpoints enable` re-enables it and starts its health afresh.
+    // `tern endpoints enable` re-enables it and starts its health afresh: the window, the
+    // failures in a row and the disable go; the 24 h view and the last success and failure
+    // stay (a customer reading "100 % of 2" after 60 requests would be misled).
     let health = health_store(&local);
+    let before = health.get(&ep.tenant_id, &ep.id).await.unwrap().unwrap();
+    let day_before = before.long_rate(Utc::now());
+    assert!(day_before.attempts >= 21, "{day_before:?}");
     tern_local::ops::enable_endpoint(
         local.sender.endpoints.as_ref(),
         Some(&health as &dyn HealthStore),
@@ -604,7 +609,30 @@ async fn auto_disable_once_below_the_threshold_for_a_whole_window_with_enough_at
     )
     .await
     .unwrap();
-    assert!(health.get(&ep.tenant_id, &ep.id).await.unwrap().is_none());
+    let after = health.get(&ep.tenant_id, &ep.id).await.unwrap().unwrap();
+    assert_eq!(
+        after.long_rate(Utc::now()),
+        day_before,
+        "the 24 h view is kept"
+    );
+    assert_eq!(after.last_success_at, before.last_success_at);
+    assert_eq!(after.last_failure, before.last_failure);
+    assert_eq!(after.window_rate(Utc::now()).attempts, 0, "{after:?}");
+    assert_eq!(after.consecutive_failures, 0);
+    assert_eq!(
+        (
+            after.below_since,
+            after.disabled_at,
+            after.failing_since,
+            after.opened_at
+        ),
+        (None, None, None, None),
+        "{after:?}"
+    );
+    assert_eq!(
+        after.state(true, &p, Utc::now()),
+        tern_core::health::HealthState::Healthy
+    );
     assert!(enabled(&local, &ep).await);
 }
 

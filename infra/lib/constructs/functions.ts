@@ -28,8 +28,14 @@ export interface FunctionsProps {
 
 /** The attributes of a fan-out checkpoint item (shared/tern-aws/src/fanout.rs), the only ones the relay may touch in the attempts table. */
 export const RELAY_CHECKPOINT_ATTRIBUTES = ['event_id', 'sk', 'fanout_through', 'expires_at'];
-/** The health item's key and its rate-limit schedule (`rt`): all the console's Enable may update. */
-export const HEALTH_RATE_SCHEDULE_ATTRIBUTES = ['tenant_id', 'endpoint_id', 'rt'];
+/**
+ * What an enable's reset (tern_aws::health, `reset`) puts back after deleting an endpoint's
+ * health item, all it may update: the key, the rate-limit schedule (`rt`), and the history
+ * kept (24 h view buckets `h<n>`/`k<n>`, last success `ls`, bucket size `bs`, a pending
+ * operational event `pe`/`pa`, the last failure `lf_*`). Patterns of `dynamodb:Attributes`
+ * (ForAllValues:StringLike).
+ */
+export const HEALTH_RESET_ATTRIBUTES = ['tenant_id', 'endpoint_id', 'rt', 'ls', 'bs', 'pe', 'pa', 'lf_*', 'h*', 'k*'];
 /** The dead-letter record's partition keys in the attempts table (`dl#<tenant id>#<shard>`, tern_aws::dead_letters). */
 export const DEAD_LETTER_PARTITIONS = 'dl#*';
 
@@ -245,9 +251,10 @@ export class Functions extends Construct {
     // reads the existing item back from the refused write); GetItem reads an event (the event
     // view, its attempts, resend, recover).
     storage.outbox.grant(this.api, 'dynamodb:PutItem', 'dynamodb:GetItem');
-    // Health (DynamoHealthStore): GetItem is the health view; DeleteItem is enable's reset
-    // (the circuit starts closed), as the console's Enable does.
-    storage.health.grant(this.api, 'dynamodb:GetItem', 'dynamodb:DeleteItem');
+    // Health (DynamoHealthStore): GetItem is the health view; enable's reset (the circuit
+    // starts closed, the history kept), as the console's Enable does.
+    storage.health.grant(this.api, 'dynamodb:GetItem');
+    this.grantHealthReset(this.api, storage);
     // Resend and recover put a message on the delivery queue; a replay moves dead letters
     // there (SendMessageBatch is authorized by sqs:SendMessage).
     queues.delivery.grant(this.api, 'sqs:SendMessage');
@@ -272,6 +279,26 @@ export class Functions extends Construct {
    * items (to drop entries a later budget claimed), and with `remove` a DeleteItem of a
    * replayed entry, only on the record's partitions (`dl#<tenant>#<shard>`).
    */
+  /**
+   * An enable's reset of a health item (tern_aws::health, `reset`): DeleteItem of the item,
+   * then UpdateItems that put back a rate-limit schedule that lies ahead (deliveries holding
+   * its slots may still be on the queue) and the history kept; only those attributes
+   * ({@link HEALTH_RESET_ATTRIBUTES}), nothing returned.
+   */
+  private grantHealthReset(fn: lambda.Function, storage: Storage): void {
+    storage.health.grant(fn, 'dynamodb:DeleteItem');
+    fn.addToRolePolicy(
+      new iam.PolicyStatement({
+        actions: ['dynamodb:UpdateItem'],
+        resources: [storage.health.tableArn],
+        conditions: {
+          'ForAllValues:StringLike': { 'dynamodb:Attributes': HEALTH_RESET_ATTRIBUTES },
+          StringEqualsIfExists: { 'dynamodb:ReturnValues': 'NONE' },
+        },
+      }),
+    );
+  }
+
   private grantDeadLetterRecord(fn: lambda.Function, storage: Storage, how: { query: boolean; remove: boolean }): void {
     // Query comes with the attempt log for the console and the api.
     const actions = how.query ? ['dynamodb:Query', 'dynamodb:BatchGetItem'] : ['dynamodb:BatchGetItem'];
@@ -291,8 +318,8 @@ export class Functions extends Construct {
   /**
    * The console may only read (the DLQ without deleting: receive, then release with
    * ChangeMessageVisibility; endpoints; the attempt log), invoke the replay function and
-   * enable endpoints (UpdateItem, and DeleteItem of the endpoint's health record, then an
-   * UpdateItem of its rate-limit schedule `rt` alone when that lies ahead). No sqs:DeleteMessage,
+   * enable endpoints (UpdateItem, and the reset of the endpoint's health record:
+   * DeleteItem, then UpdateItems of its rate-limit schedule and kept history alone). No sqs:DeleteMessage,
    * no sqs:SendMessage, no PutItem.
    */
   private wireConsole(storage: Storage, queues: Queues): void {
@@ -311,20 +338,9 @@ export class Functions extends Construct {
     // The dead letters widget reads the per-tenant record (its pairs' states in one
     // BatchGetItem); it removes nothing (a replay is the replay function's).
     this.grantDeadLetterRecord(this.console, storage, { query: false, remove: false });
-    // Health: read; Enable deletes the endpoint's record so it starts with a closed circuit.
-    storage.health.grant(this.console, 'dynamodb:GetItem', 'dynamodb:Query', 'dynamodb:Scan', 'dynamodb:DeleteItem');
-    // Enable puts a rate-limit schedule that lies ahead back (deliveries holding its slots may
-    // still be on the queue): an UpdateItem of that one attribute, nothing returned.
-    this.console.addToRolePolicy(
-      new iam.PolicyStatement({
-        actions: ['dynamodb:UpdateItem'],
-        resources: [storage.health.tableArn],
-        conditions: {
-          'ForAllValues:StringEquals': { 'dynamodb:Attributes': HEALTH_RATE_SCHEDULE_ATTRIBUTES },
-          StringEqualsIfExists: { 'dynamodb:ReturnValues': 'NONE' },
-        },
-      }),
-    );
+    // Health: read; Enable resets the endpoint's record so it starts with a closed circuit.
+    storage.health.grant(this.console, 'dynamodb:GetItem', 'dynamodb:Query', 'dynamodb:Scan');
+    this.grantHealthReset(this.console, storage);
     // The unqualified function only (grantInvoke would add every version and alias, `:*`).
     this.console.addToRolePolicy(
       new iam.PolicyStatement({ actions: ['lambda:InvokeFunction'], resources: [this.replay.functionArn] }),

@@ -23,7 +23,7 @@
 //! | `ua` | last write (ms) |
 //! | `rt` | rate limit: end of the last slot given out (theoretical arrival time), Unix microseconds |
 //! | `pr`, `pc`, `ps` | the learnt pace (requests per second, `tern_core::pacing`), when it last changed (ms), whether it is in slow start; absent while unpaced |
-//! | `s<n>` | successes in Unix second `n`, kept for the last three seconds (the pace's estimate) |
+//! | `s<n>` | successes in Unix second `n`, kept for the last ten seconds (`tern_core::health::RECENT_SECONDS`, the pace's estimate) |
 //! | `t_op`, `t_pb`, `t_cl`, `t_dg`, `t_rc`, `t_da` | token of the last open, probe claim, close, degrade, recover, disable (8 bytes) |
 //! | `t_rl` | token of the last rate-limit write (8 bytes) |
 //! | `t_pc` | token of the last pace change (8 bytes) |
@@ -247,6 +247,12 @@ impl Update {
     fn add(&mut self, attr: &str, v: AttributeValue) {
         let p = self.value(v);
         self.add.push(format!("{attr} {p}"));
+    }
+    /// Sets `attr` to `v` unless the item already has it (a newer write won).
+    fn keep(&mut self, attr: &str, v: AttributeValue) {
+        let p = self.value(v);
+        self.set
+            .push(format!("{attr} = if_not_exists({attr}, {p})"));
     }
     /// Writes `report` as the record's pending operational event.
     fn report(&mut self, report: &PendingReport) {
@@ -688,35 +694,105 @@ impl HealthStore for DynamoHealthStore {
             .send()
             .await
             .map_err(port_error)?;
+        let Some(old) = old.attributes else {
+            return Ok(());
+        };
+        // The history goes back: added to whatever a batch wrote since the delete, never
+        // over a newer value (ADD and if_not_exists).
+        if let Some(history) = kept_history(&old) {
+            self.update(tenant, endpoint, history, None).await?;
+        }
+        // The last failure is one group: put back only when no newer failure was written.
+        if let Some(failure) = kept_failure(&old) {
+            self.update(
+                tenant,
+                endpoint,
+                failure,
+                Some("attribute_not_exists(lf_at)"),
+            )
+            .await?;
+        }
         // Deliveries holding rate-limit slots ahead may still be on the queue: a new
         // schedule starting at now would give their slots out again. Put the schedule
         // back unless a batch has written a later one since.
-        let ahead = old
-            .attributes
-            .as_ref()
-            .and_then(|item| time_micros(item, "rt"))
-            .filter(|tat| *tat > Utc::now());
-        if let Some(tat) = ahead {
-            let put_back = self
-                .client
-                .update_item()
-                .table_name(&self.table)
-                .set_key(Some(key(tenant, endpoint)))
-                .update_expression("SET rt = :rt")
-                .condition_expression("attribute_not_exists(rt) OR rt < :rt")
-                .expression_attribute_values(":rt", micros(tat))
-                .send()
-                .await;
-            match put_back {
-                Ok(_) => {}
-                Err(e)
-                    if matches!(
-                        e.as_service_error(),
-                        Some(UpdateItemError::ConditionalCheckFailedException(_))
-                    ) => {}
-                Err(e) => return Err(port_error(e)),
-            }
+        if let Some(tat) = time_micros(&old, "rt").filter(|tat| *tat > Utc::now()) {
+            let mut u = Update::default();
+            u.set("rt", micros(tat));
+            let p = u.value(micros(tat));
+            let condition = format!("attribute_not_exists(rt) OR rt < {p}");
+            self.update(tenant, endpoint, u, Some(&condition)).await?;
         }
         Ok(())
     }
+}
+
+impl DynamoHealthStore {
+    /// One UpdateItem of `u`; a refused `condition` is no error (a newer write won).
+    async fn update(
+        &self,
+        tenant: &TenantId,
+        endpoint: &EndpointId,
+        u: Update,
+        condition: Option<&str>,
+    ) -> Result<(), PortError> {
+        let mut request = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(key(tenant, endpoint)))
+            .update_expression(u.expression())
+            .set_condition_expression(condition.map(str::to_owned));
+        for (name, value) in u.values {
+            request = request.expression_attribute_values(name, value);
+        }
+        match request.send().await {
+            Ok(_) => Ok(()),
+            Err(e)
+                if matches!(
+                    e.as_service_error(),
+                    Some(UpdateItemError::ConditionalCheckFailedException(_))
+                ) =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(port_error(e)),
+        }
+    }
+}
+
+/// What [`HealthStore::reset`] keeps of a record, as a write: the 24 h view (`h<n>` /
+/// `k<n>`), the last success (`ls`), the bucket size (`bs`) and an operational event not
+/// yet published (`pe`, `pa`: its owner is still told). `None` when there is none of it.
+/// Everything that decides (window buckets, consecutive failures, the circuit, pauses,
+/// the learnt pace, `below_since`, `disabled_at`) is left deleted: an endpoint enabled
+/// with its old window would be disabled again by its next failure.
+fn kept_history(old: &HashMap<String, AttributeValue>) -> Option<Update> {
+    let mut u = Update::default();
+    for (name, value) in old {
+        let long_view = name
+            .strip_prefix(['h', 'k'])
+            .is_some_and(|i| !i.is_empty() && i.bytes().all(|b| b.is_ascii_digit()));
+        if long_view && value.as_n().is_ok() {
+            u.add(name, value.clone());
+        }
+    }
+    for attr in ["ls", "bs", "pe", "pa"] {
+        if let Some(v) = old.get(attr) {
+            u.keep(attr, v.clone());
+        }
+    }
+    (!u.set.is_empty() || !u.add.is_empty()).then_some(u)
+}
+
+/// The last failure ([`EndpointHealth::last_failure`], `lf_*`) of a reset record, as a
+/// write; `None` when it had none.
+fn kept_failure(old: &HashMap<String, AttributeValue>) -> Option<Update> {
+    old.get("lf_at")?;
+    let mut u = Update::default();
+    for attr in ["lf_at", "lf_st", "lf_cl", "lf_er", "lf_x"] {
+        if let Some(v) = old.get(attr) {
+            u.set(attr, v.clone());
+        }
+    }
+    Some(u)
 }

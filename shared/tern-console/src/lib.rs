@@ -124,7 +124,7 @@ pub struct ConsoleDeps {
     /// Replays.
     pub replay: Arc<dyn ReplayInvoker>,
     /// Endpoint health records: Enable deletes the endpoint's first, so it starts with a
-    /// closed circuit and empty counters (as `tern endpoints enable` does). `None` only in
+    /// closed circuit and an empty window, its 24 h history kept (as `tern endpoints enable` does). `None` only in
     /// set-ups without a health table.
     pub health: Option<Arc<dyn tern_core::health::HealthStore>>,
     /// The ledger's waiting list (the Waiting widget, and the Endpoints widget's waiting

@@ -18,8 +18,9 @@
 //!   failure;
 //! - **disabled** once the success rate has stayed below 50 % for a whole window (1 h)
 //!   with at least 20 attempts in it (or a 410, or an operator): deliveries dead-letter
-//!   `endpoint_disabled` until `tern endpoints enable`, which also resets the health
-//!   record. A short burst of failures opens the circuit instead.
+//!   `endpoint_disabled` until `tern endpoints enable`, which also starts the health
+//!   record afresh (its 24 h history kept, [`HealthStore::reset`]). A short burst of
+//!   failures opens the circuit instead.
 //!
 //! Every duration of the model runs at the deployment's time scale ([`Timings`]), like the
 //! retry waits, so local mode plays the model out at the speed of its schedule.
@@ -352,8 +353,8 @@ pub struct EndpointHealth {
     pub next_probe_at: Option<DateTime<Utc>>,
     /// When `endpoint.degraded` was last reported; cleared by `endpoint.recovered`.
     pub degraded_at: Option<DateTime<Utc>>,
-    /// When this record auto-disabled the endpoint (cleared by `enable`, which deletes
-    /// the record).
+    /// When this record auto-disabled the endpoint (cleared by `enable`,
+    /// [`HealthStore::reset`]).
     pub disabled_at: Option<DateTime<Utc>>,
     /// Since when the success rate has been below the disable threshold with enough
     /// attempts; cleared once it is not. Auto-disable waits a whole window from here.
@@ -944,7 +945,7 @@ pub fn chrono_duration(d: std::time::Duration) -> Duration {
 /// Where health records live (a DynamoDB table in AWS).
 #[async_trait]
 pub trait HealthStore: Send + Sync {
-    /// One endpoint's record, `None` when it has none (never attempted, or reset).
+    /// One endpoint's record, `None` when it has none (never attempted).
     async fn get(
         &self,
         tenant: &TenantId,
@@ -987,8 +988,11 @@ pub trait HealthStore: Send + Sync {
         request: &crate::rate_limit::SlotRequest,
     ) -> Result<crate::rate_limit::SlotAnswer, PortError>;
 
-    /// Deletes the record (`tern endpoints enable` starts the endpoint afresh), all but a
-    /// rate-limit schedule that lies ahead ([`EndpointHealth::rate_tat`]).
+    /// Starts the endpoint afresh (`tern endpoints enable`): deletes everything that
+    /// decides (the window, consecutive failures, the circuit, pauses, the learnt pace, the
+    /// disable) and keeps its history: the 24 h view ([`EndpointHealth::hourly`]), the
+    /// last success and failure, an operational event not yet published, and a rate-limit
+    /// schedule that lies ahead ([`EndpointHealth::rate_tat`]).
     async fn reset(&self, tenant: &TenantId, endpoint: &EndpointId) -> Result<(), PortError>;
 }
 

@@ -373,18 +373,19 @@ pub const DEFAULT_DISABLE_REASON: &str = "disabled by an operator";
 /// When deliveries resume after [`enable_endpoint`] (or the console's Enable), as the CLI
 /// and the console say it. At once: a sender reads the registry past its endpoint cache
 /// before it dead-letters a delivery as disabled (`tern_handlers::sender`), and enable
-/// deletes the health record. What is still cached: a sender's copy of the old health
+/// resets the health record. What is still cached: a sender's copy of the old health
 /// record, for `TERN_HEALTH_CACHE_SECONDS` (5 s by default, times the time scale), during
 /// which it may hold a delivery back to the old record's next probe.
 pub const ENABLED_RESUME_NOTE: &str = "Deliveries resume now: a sender checks the registry past its endpoint cache before it \
-refuses a delivery as disabled, and the endpoint's health record was reset (closed circuit, empty counters). \
+refuses a delivery as disabled, and the endpoint's health record was reset (closed circuit, empty window; its 24 h history kept). \
 For up to 5 s (TERN_HEALTH_CACHE_SECONDS) a sender may still hold a delivery back on its cached copy of the old \
 record, until that record's next probe (at most one probe interval, 60 s, plus up to 60 s of spread).";
 
 /// `tern endpoints enable`: turns a disabled endpoint (by a 410, auto-disable or an
 /// operator) back on; its reason and time move to `last_disabled_reason` /
-/// `last_disabled_at`. Given the health store, first deletes the endpoint's health record,
-/// so it starts with a closed circuit and empty counters. Returns the endpoint as stored.
+/// `last_disabled_at`. Given the health store, first resets the endpoint's health record
+/// ([`tern_core::health::HealthStore::reset`]), so it starts with a closed circuit and an
+/// empty window, its 24 h history kept. Returns the endpoint as stored.
 ///
 /// # Errors
 /// [`OpsError::NotFound`], [`OpsError::Ambiguous`], or a store error.

@@ -143,7 +143,7 @@ export interface paths {
         put?: never;
         /**
          * Enable an endpoint: its disabled reason is kept as `last_disabled_reason`, its health
-         *     reset (a closed circuit, empty counters).
+         *     reset (a closed circuit, an empty window; its 24 h history kept).
          */
         post: operations["enableEndpoint"];
         delete?: never;

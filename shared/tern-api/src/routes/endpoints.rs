@@ -493,7 +493,7 @@ pub(crate) async fn delete_endpoint(
 }
 
 /// Enable an endpoint: its disabled reason is kept as `last_disabled_reason`, its health
-/// reset (a closed circuit, empty counters).
+/// reset (a closed circuit, an empty window; its 24 h history kept).
 #[utoipa::path(
     post,
     path = "/v1/tenants/{tenant_id}/endpoints/{endpoint_id}/enable",

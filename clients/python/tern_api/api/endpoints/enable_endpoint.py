@@ -94,7 +94,7 @@ def sync_detailed(
     client: AuthenticatedClient,
 ) -> Response[Endpoint | Problem]:
     """Enable an endpoint: its disabled reason is kept as `last_disabled_reason`, its health
-    reset (a closed circuit, empty counters).
+    reset (a closed circuit, an empty window; its 24 h history kept).
 
     Args:
         tenant_id (str):
@@ -127,7 +127,7 @@ def sync(
     client: AuthenticatedClient,
 ) -> Endpoint | Problem | None:
     """Enable an endpoint: its disabled reason is kept as `last_disabled_reason`, its health
-    reset (a closed circuit, empty counters).
+    reset (a closed circuit, an empty window; its 24 h history kept).
 
     Args:
         tenant_id (str):
@@ -155,7 +155,7 @@ async def asyncio_detailed(
     client: AuthenticatedClient,
 ) -> Response[Endpoint | Problem]:
     """Enable an endpoint: its disabled reason is kept as `last_disabled_reason`, its health
-    reset (a closed circuit, empty counters).
+    reset (a closed circuit, an empty window; its 24 h history kept).
 
     Args:
         tenant_id (str):
@@ -186,7 +186,7 @@ async def asyncio(
     client: AuthenticatedClient,
 ) -> Endpoint | Problem | None:
     """Enable an endpoint: its disabled reason is kept as `last_disabled_reason`, its health
-    reset (a closed circuit, empty counters).
+    reset (a closed circuit, an empty window; its 24 h history kept).
 
     Args:
         tenant_id (str):
