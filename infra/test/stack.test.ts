@@ -512,7 +512,7 @@ describe('least-privilege IAM', () => {
     );
   });
 
-  test('api: exactly the items its routes read and write, the delivery queue, the DLQ; no Scan, no index, no attempt writes but a replayed dead letter\'s removal', () => {
+  test('api: exactly the items its routes read and write, the delivery queue, the DLQ; no Scan, one index (waiting, Query), no attempt writes but a replayed dead letter\'s removal', () => {
     expect(permissions(roleOf(stack.functions.api))).toEqual(
       [
         // Read one (ownership), list a tenant's, create, PATCH/enable/disable/rotate, delete.
@@ -521,8 +521,10 @@ describe('least-privilege IAM', () => {
         'dynamodb:PutItem on endpoints',
         'dynamodb:UpdateItem on endpoints',
         'dynamodb:DeleteItem on endpoints',
-        // An event's attempts and pair states, an endpoint's log: the table, no index.
+        // An event's attempts and pair states, an endpoint's log: the table.
         'dynamodb:Query on attempts',
+        // An endpoint's health counts its waiting deliveries: the waiting index, by name.
+        'dynamodb:Query on attempts/index/waiting',
         // The dead-letter record: the pairs' states of a list, and a replayed entry's removal
         // (DeleteItem on `dl#*` partitions only).
         'dynamodb:BatchGetItem on attempts',

@@ -1782,3 +1782,98 @@ async fn a_retried_create_with_an_idempotency_key_creates_one_endpoint() {
         listed.text
     );
 }
+
+/// The API's endpoint health says all that `tern endpoints health --json` says of the
+/// endpoint (issue 28: failing since, circuit opened, the receiver's answer, the waiting
+/// deliveries and the pace were the CLI's alone), with the same values.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn endpoint_health_says_what_the_cli_says() {
+    let policy = tern_core::health::HealthPolicy::default();
+    let receiver = Receiver::start().await.expect("receiver");
+    receiver.set(
+        "/broken",
+        Behavior::Always(Reply::status(500).body("upstream database is down")),
+    );
+    // Real time: the circuit, once open, stays open for the probe interval (60 s), so the
+    // two reads below see one state.
+    let (local, _rx, api) = api_deployment(
+        "api-health",
+        LocalOptions {
+            time_scale: 1.0,
+            health: Some(policy.clone()),
+            ..options()
+        },
+    )
+    .await;
+    let (id, _) = create(&api, "tnt_h", json!({"url": receiver.url("/broken")})).await;
+    for i in 0..(policy.failure_threshold + 2) {
+        let answer = api
+            .post(
+                "/v1/tenants/tnt_h/events",
+                &json!({"id": format!("evt_h{i}"), "type": "order.paid", "payload": {"n": i}}),
+            )
+            .await;
+        assert_eq!(answer.status, 202, "{}", answer.text);
+    }
+    let path = format!("/v1/tenants/tnt_h/endpoints/{id}/health");
+    let opened = eventually(Duration::from_secs(60), async || {
+        let h = api.get(&path).await;
+        h.json["state"] == "open" && h.json["waiting"].as_u64().unwrap_or(0) >= 1
+    })
+    .await;
+    assert!(opened, "{}", api.get(&path).await.text);
+
+    let tenant = TenantId::new("tnt_h").unwrap();
+    let ddb = aws_sdk_dynamodb::Client::new(&local.aws);
+    let health = tern_aws::DynamoHealthStore::new(ddb.clone(), &local.resources.health_table);
+    let ledger = tern_aws::DynamoLedger::new(ddb, &local.resources.attempts_table, 30);
+    // Read the API, the CLI's rows, the API again: compared when the state held still.
+    let mut compared = false;
+    for _ in 0..10 {
+        let before = api.get(&path).await.json;
+        let report = tern_ops::health::health_rows_waiting(
+            local.sender.endpoints.as_ref(),
+            &health,
+            &ledger,
+            Some(&tenant),
+            &policy,
+            chrono::Utc::now(),
+        )
+        .await
+        .expect("the CLI's rows");
+        let after = api.get(&path).await.json;
+        if before != after {
+            continue;
+        }
+        let row = report
+            .endpoints
+            .iter()
+            .find(|r| r.endpoint_id.as_str() == id)
+            .expect("the endpoint's row");
+        let mut cli = serde_json::to_value(row).unwrap();
+        let cli = cli.as_object_mut().unwrap();
+        // Not the API's to say again: the tenant is in the path, the URL in the endpoint.
+        cli.remove("tenant_id");
+        cli.remove("url");
+        cli.insert("waiting_complete".into(), json!(report.waiting_complete));
+        if let Some(failure) = cli.get_mut("last_failure").and_then(Value::as_object_mut) {
+            let excerpt = failure.remove("excerpt").unwrap_or(Value::Null);
+            failure.insert("response_excerpt".into(), excerpt);
+        }
+        assert_eq!(
+            Value::Object(cli.clone()),
+            after,
+            "the CLI's row and the API's"
+        );
+        compared = true;
+        break;
+    }
+    assert!(compared, "the health never held still for two reads");
+    let h = api.get(&path).await.json;
+    assert!(h["failing_since"].is_string(), "{h}");
+    assert!(h["circuit_opened_at"].is_string(), "{h}");
+    assert_eq!(
+        h["last_failure"]["response_excerpt"], "upstream database is down",
+        "{h}"
+    );
+}

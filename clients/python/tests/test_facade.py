@@ -132,7 +132,11 @@ FIXTURES: dict[str, dict[str, Any]] = {
         "window_seconds": 3600,
         "consecutive_failures": 0,
         "success_rate_window": 1.0,
-        "last_failure": {"at": T0, "status": 503},
+        "last_failure": {"at": T0, "status": 503, "response_excerpt": "busy"},
+        "waiting": 2,
+        "waiting_complete": True,
+        "report_pending": False,
+        "pace": {"per_second": 5, "changed_at": T0, "slow_start": False},
     },
     "EndpointAttemptList": {
         "items": [

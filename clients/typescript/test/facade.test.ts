@@ -105,7 +105,11 @@ const fixtures: { [K in keyof Schemas]?: Schemas[K] } = {
     window_seconds: 3600,
     consecutive_failures: 0,
     success_rate_window: 1,
-    last_failure: { at: T0, status: 503 },
+    last_failure: { at: T0, status: 503, response_excerpt: "busy" },
+    waiting: 2,
+    waiting_complete: true,
+    report_pending: false,
+    pace: { per_second: 5, changed_at: T0, slow_start: false },
   },
   EndpointAttemptList: {
     items: [

@@ -245,6 +245,9 @@ export class Functions extends Construct {
     this.api.addToRolePolicy(
       new iam.PolicyStatement({ actions: ['dynamodb:Query'], resources: [storage.attempts.tableArn] }),
     );
+    // An endpoint's health counts its waiting deliveries: a Query of the waiting index, by
+    // name (the endpoint's partition, `<tenant>#<endpoint>`); no Scan.
+    this.api.addToRolePolicy(new iam.PolicyStatement({ actions: ['dynamodb:Query'], resources: [storage.waitingIndexArn] }));
     // The tenant's dead-letter record: lists and dry runs read it, a replay removes what it moved.
     this.grantDeadLetterRecord(this.api, storage, { query: false, remove: true });
     // Outbox (DynamoEventStore): PutItem is publish (conditional on a new event id; a repeat

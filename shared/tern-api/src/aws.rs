@@ -219,6 +219,7 @@ pub fn api_deps(
             config.outbox_ttl_days,
         )),
         health: Arc::new(DynamoHealthStore::new(ddb, &config.health_table)),
+        waiting: ledger.clone(),
         queues: Arc::new(ReplayDeps {
             dlq: Arc::new(SqsQueue::new(sqs.clone(), &config.dlq_url)),
             delivery_queue: Arc::new(SqsQueue::new(sqs, &config.delivery_queue_url)),

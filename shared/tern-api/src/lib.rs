@@ -75,6 +75,8 @@ pub struct ApiDeps {
     pub events: Arc<dyn EventStore>,
     /// Endpoint health records.
     pub health: Arc<dyn HealthStore>,
+    /// The waiting list (an endpoint's health counts its waiting deliveries).
+    pub waiting: Arc<dyn tern_core::waiting::WaitingList>,
     /// The DLQ and the delivery queue (replays, resends).
     pub queues: Arc<ReplayDeps>,
     /// The delivery client, for test sends (its SSRF guard applies).

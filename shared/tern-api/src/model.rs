@@ -353,6 +353,22 @@ pub struct LastFailure {
     pub error_class: Option<String>,
     /// Error text.
     pub error: Option<String>,
+    /// The first bytes of what the receiver answered (at most 512 bytes), when it
+    /// answered with a body.
+    pub response_excerpt: Option<String>,
+}
+
+/// The pace an endpoint's receiver taught by pushing back (adaptive pacing,
+/// docs/endpoint-health.md).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct EndpointPace {
+    /// Requests per second its deliveries are spaced at (the lower of this and the
+    /// endpoint's own `max_per_second`).
+    pub per_second: u32,
+    /// When it last changed.
+    pub changed_at: DateTime<Utc>,
+    /// Still in slow start: doubling while the receiver takes it.
+    pub slow_start: bool,
 }
 
 /// An endpoint's health, as `tern endpoints health` shows it.
@@ -374,18 +390,36 @@ pub struct EndpointHealth {
     pub window_seconds: u64,
     /// Failed attempts since the last success.
     pub consecutive_failures: u64,
+    /// When the current run of failures began (the first failed attempt after the last
+    /// success); `null` while the last attempt succeeded.
+    pub failing_since: Option<DateTime<Utc>>,
+    /// While the circuit is open: when it opened.
+    pub circuit_opened_at: Option<DateTime<Utc>>,
     /// Last success.
     pub last_success_at: Option<DateTime<Utc>>,
-    /// Last failure.
+    /// Last failure, with the start of what the receiver answered.
     pub last_failure: Option<LastFailure>,
     /// While the circuit is open: when the next probe may go.
     pub next_probe_at: Option<DateTime<Utc>>,
     /// While the receiver's pause lasts: when it ends.
     pub paused_until: Option<DateTime<Utc>>,
+    /// Deliveries waiting for a later attempt (retries scheduled, and deliveries held back
+    /// by the circuit, a pause or the rate limit); a lower bound when `waiting_complete`
+    /// is false.
+    pub waiting: u64,
+    /// False when the endpoint had more waiting deliveries than one answer counts (10,000).
+    pub waiting_complete: bool,
+    /// When the soonest waiting delivery is due.
+    pub next_due_at: Option<DateTime<Utc>>,
     /// Since when the success rate is below the disable threshold.
     pub below_since: Option<DateTime<Utc>>,
+    /// True while a change of its health was decided but its operational event is not
+    /// published yet (the next batch for the endpoint publishes it).
+    pub report_pending: bool,
     /// Why it is disabled.
     pub disabled_reason: Option<String>,
+    /// The pace its receiver taught by pushing back; `null` while it has none.
+    pub pace: Option<EndpointPace>,
 }
 
 /// What a receiver did with a test event.

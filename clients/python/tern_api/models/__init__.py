@@ -14,6 +14,7 @@ from .endpoint_attempt_list import EndpointAttemptList
 from .endpoint_created import EndpointCreated
 from .endpoint_health import EndpointHealth
 from .endpoint_list import EndpointList
+from .endpoint_pace import EndpointPace
 from .endpoint_patch import EndpointPatch
 from .endpoint_state_filter import EndpointStateFilter
 from .event import Event
@@ -55,6 +56,7 @@ __all__ = (
     "EndpointCreated",
     "EndpointHealth",
     "EndpointList",
+    "EndpointPace",
     "EndpointPatch",
     "EndpointStateFilter",
     "Event",

@@ -10,6 +10,7 @@ from attrs import field as _attrs_field
 from ..types import UNSET, Unset
 
 if TYPE_CHECKING:
+    from ..models.endpoint_pace import EndpointPace
     from ..models.last_failure import LastFailure
 
 
@@ -25,13 +26,25 @@ class EndpointHealth:
         attempts_window (int): Attempts in the window.
         consecutive_failures (int): Failed attempts since the last success.
         endpoint_id (str): Endpoint.
+        report_pending (bool): True while a change of its health was decided but its operational event is not
+            published yet (the next batch for the endpoint publishes it).
         state (str): `healthy`, `degraded`, `paused`, `open` or `disabled`.
+        waiting (int): Deliveries waiting for a later attempt (retries scheduled, and deliveries held back
+            by the circuit, a pause or the rate limit); a lower bound when `waiting_complete`
+            is false.
+        waiting_complete (bool): False when the endpoint had more waiting deliveries than one answer counts (10,000).
         window_seconds (int): The window, seconds.
         below_since (datetime.datetime | None | Unset): Since when the success rate is below the disable threshold.
+        circuit_opened_at (datetime.datetime | None | Unset): While the circuit is open: when it opened.
         disabled_reason (None | str | Unset): Why it is disabled.
+        failing_since (datetime.datetime | None | Unset): When the current run of failures began (the first failed
+            attempt after the last
+            success); `null` while the last attempt succeeded.
         last_failure (LastFailure | None | Unset):
         last_success_at (datetime.datetime | None | Unset): Last success.
+        next_due_at (datetime.datetime | None | Unset): When the soonest waiting delivery is due.
         next_probe_at (datetime.datetime | None | Unset): While the circuit is open: when the next probe may go.
+        pace (EndpointPace | None | Unset):
         paused_until (datetime.datetime | None | Unset): While the receiver's pause lasts: when it ends.
         success_rate_24h (float | None | Unset): Successes / attempts over 24 hours.
         success_rate_window (float | None | Unset): Successes / attempts over the window, 0..=1; `null` without
@@ -42,19 +55,27 @@ class EndpointHealth:
     attempts_window: int
     consecutive_failures: int
     endpoint_id: str
+    report_pending: bool
     state: str
+    waiting: int
+    waiting_complete: bool
     window_seconds: int
     below_since: datetime.datetime | None | Unset = UNSET
+    circuit_opened_at: datetime.datetime | None | Unset = UNSET
     disabled_reason: None | str | Unset = UNSET
+    failing_since: datetime.datetime | None | Unset = UNSET
     last_failure: LastFailure | None | Unset = UNSET
     last_success_at: datetime.datetime | None | Unset = UNSET
+    next_due_at: datetime.datetime | None | Unset = UNSET
     next_probe_at: datetime.datetime | None | Unset = UNSET
+    pace: EndpointPace | None | Unset = UNSET
     paused_until: datetime.datetime | None | Unset = UNSET
     success_rate_24h: float | None | Unset = UNSET
     success_rate_window: float | None | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        from ..models.endpoint_pace import EndpointPace
         from ..models.last_failure import LastFailure
 
         attempts_24h = self.attempts_24h
@@ -65,7 +86,13 @@ class EndpointHealth:
 
         endpoint_id = self.endpoint_id
 
+        report_pending = self.report_pending
+
         state = self.state
+
+        waiting = self.waiting
+
+        waiting_complete = self.waiting_complete
 
         window_seconds = self.window_seconds
 
@@ -77,11 +104,27 @@ class EndpointHealth:
         else:
             below_since = self.below_since
 
+        circuit_opened_at: None | str | Unset
+        if isinstance(self.circuit_opened_at, Unset):
+            circuit_opened_at = UNSET
+        elif isinstance(self.circuit_opened_at, datetime.datetime):
+            circuit_opened_at = self.circuit_opened_at.isoformat()
+        else:
+            circuit_opened_at = self.circuit_opened_at
+
         disabled_reason: None | str | Unset
         if isinstance(self.disabled_reason, Unset):
             disabled_reason = UNSET
         else:
             disabled_reason = self.disabled_reason
+
+        failing_since: None | str | Unset
+        if isinstance(self.failing_since, Unset):
+            failing_since = UNSET
+        elif isinstance(self.failing_since, datetime.datetime):
+            failing_since = self.failing_since.isoformat()
+        else:
+            failing_since = self.failing_since
 
         last_failure: dict[str, Any] | None | Unset
         if isinstance(self.last_failure, Unset):
@@ -99,6 +142,14 @@ class EndpointHealth:
         else:
             last_success_at = self.last_success_at
 
+        next_due_at: None | str | Unset
+        if isinstance(self.next_due_at, Unset):
+            next_due_at = UNSET
+        elif isinstance(self.next_due_at, datetime.datetime):
+            next_due_at = self.next_due_at.isoformat()
+        else:
+            next_due_at = self.next_due_at
+
         next_probe_at: None | str | Unset
         if isinstance(self.next_probe_at, Unset):
             next_probe_at = UNSET
@@ -106,6 +157,14 @@ class EndpointHealth:
             next_probe_at = self.next_probe_at.isoformat()
         else:
             next_probe_at = self.next_probe_at
+
+        pace: dict[str, Any] | None | Unset
+        if isinstance(self.pace, Unset):
+            pace = UNSET
+        elif isinstance(self.pace, EndpointPace):
+            pace = self.pace.to_dict()
+        else:
+            pace = self.pace
 
         paused_until: None | str | Unset
         if isinstance(self.paused_until, Unset):
@@ -135,20 +194,31 @@ class EndpointHealth:
                 "attempts_window": attempts_window,
                 "consecutive_failures": consecutive_failures,
                 "endpoint_id": endpoint_id,
+                "report_pending": report_pending,
                 "state": state,
+                "waiting": waiting,
+                "waiting_complete": waiting_complete,
                 "window_seconds": window_seconds,
             }
         )
         if below_since is not UNSET:
             field_dict["below_since"] = below_since
+        if circuit_opened_at is not UNSET:
+            field_dict["circuit_opened_at"] = circuit_opened_at
         if disabled_reason is not UNSET:
             field_dict["disabled_reason"] = disabled_reason
+        if failing_since is not UNSET:
+            field_dict["failing_since"] = failing_since
         if last_failure is not UNSET:
             field_dict["last_failure"] = last_failure
         if last_success_at is not UNSET:
             field_dict["last_success_at"] = last_success_at
+        if next_due_at is not UNSET:
+            field_dict["next_due_at"] = next_due_at
         if next_probe_at is not UNSET:
             field_dict["next_probe_at"] = next_probe_at
+        if pace is not UNSET:
+            field_dict["pace"] = pace
         if paused_until is not UNSET:
             field_dict["paused_until"] = paused_until
         if success_rate_24h is not UNSET:
@@ -160,6 +230,7 @@ class EndpointHealth:
 
     @classmethod
     def from_dict(cls, src_dict: Mapping[str, Any]) -> Self:
+        from ..models.endpoint_pace import EndpointPace
         from ..models.last_failure import LastFailure
 
         d = dict(src_dict)
@@ -171,7 +242,13 @@ class EndpointHealth:
 
         endpoint_id = d.pop("endpoint_id")
 
+        report_pending = d.pop("report_pending")
+
         state = d.pop("state")
+
+        waiting = d.pop("waiting")
+
+        waiting_complete = d.pop("waiting_complete")
 
         window_seconds = d.pop("window_seconds")
 
@@ -192,6 +269,23 @@ class EndpointHealth:
 
         below_since = _parse_below_since(d.pop("below_since", UNSET))
 
+        def _parse_circuit_opened_at(data: object) -> datetime.datetime | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, str):
+                    raise TypeError()
+                circuit_opened_at_type_0 = datetime.datetime.fromisoformat(data)
+
+                return circuit_opened_at_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(datetime.datetime | None | Unset, data)
+
+        circuit_opened_at = _parse_circuit_opened_at(d.pop("circuit_opened_at", UNSET))
+
         def _parse_disabled_reason(data: object) -> None | str | Unset:
             if data is None:
                 return data
@@ -200,6 +294,23 @@ class EndpointHealth:
             return cast(None | str | Unset, data)
 
         disabled_reason = _parse_disabled_reason(d.pop("disabled_reason", UNSET))
+
+        def _parse_failing_since(data: object) -> datetime.datetime | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, str):
+                    raise TypeError()
+                failing_since_type_0 = datetime.datetime.fromisoformat(data)
+
+                return failing_since_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(datetime.datetime | None | Unset, data)
+
+        failing_since = _parse_failing_since(d.pop("failing_since", UNSET))
 
         def _parse_last_failure(data: object) -> LastFailure | None | Unset:
             if data is None:
@@ -235,6 +346,23 @@ class EndpointHealth:
 
         last_success_at = _parse_last_success_at(d.pop("last_success_at", UNSET))
 
+        def _parse_next_due_at(data: object) -> datetime.datetime | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, str):
+                    raise TypeError()
+                next_due_at_type_0 = datetime.datetime.fromisoformat(data)
+
+                return next_due_at_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(datetime.datetime | None | Unset, data)
+
+        next_due_at = _parse_next_due_at(d.pop("next_due_at", UNSET))
+
         def _parse_next_probe_at(data: object) -> datetime.datetime | None | Unset:
             if data is None:
                 return data
@@ -251,6 +379,23 @@ class EndpointHealth:
             return cast(datetime.datetime | None | Unset, data)
 
         next_probe_at = _parse_next_probe_at(d.pop("next_probe_at", UNSET))
+
+        def _parse_pace(data: object) -> EndpointPace | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                pace_type_0 = EndpointPace.from_dict(data)
+
+                return pace_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(EndpointPace | None | Unset, data)
+
+        pace = _parse_pace(d.pop("pace", UNSET))
 
         def _parse_paused_until(data: object) -> datetime.datetime | None | Unset:
             if data is None:
@@ -294,13 +439,20 @@ class EndpointHealth:
             attempts_window=attempts_window,
             consecutive_failures=consecutive_failures,
             endpoint_id=endpoint_id,
+            report_pending=report_pending,
             state=state,
+            waiting=waiting,
+            waiting_complete=waiting_complete,
             window_seconds=window_seconds,
             below_since=below_since,
+            circuit_opened_at=circuit_opened_at,
             disabled_reason=disabled_reason,
+            failing_since=failing_since,
             last_failure=last_failure,
             last_success_at=last_success_at,
+            next_due_at=next_due_at,
             next_probe_at=next_probe_at,
+            pace=pace,
             paused_until=paused_until,
             success_rate_24h=success_rate_24h,
             success_rate_window=success_rate_window,

@@ -20,12 +20,16 @@ class LastFailure:
         at (datetime.datetime): When the attempt started.
         error (None | str | Unset): Error text.
         error_class (None | str | Unset): Error class, when there was no usable answer.
+        response_excerpt (None | str | Unset): The first bytes of what the receiver answered (at most 512 bytes), when
+            it
+            answered with a body.
         status (int | None | Unset): HTTP status, when the receiver answered.
     """
 
     at: datetime.datetime
     error: None | str | Unset = UNSET
     error_class: None | str | Unset = UNSET
+    response_excerpt: None | str | Unset = UNSET
     status: int | None | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
@@ -44,6 +48,12 @@ class LastFailure:
         else:
             error_class = self.error_class
 
+        response_excerpt: None | str | Unset
+        if isinstance(self.response_excerpt, Unset):
+            response_excerpt = UNSET
+        else:
+            response_excerpt = self.response_excerpt
+
         status: int | None | Unset
         if isinstance(self.status, Unset):
             status = UNSET
@@ -61,6 +71,8 @@ class LastFailure:
             field_dict["error"] = error
         if error_class is not UNSET:
             field_dict["error_class"] = error_class
+        if response_excerpt is not UNSET:
+            field_dict["response_excerpt"] = response_excerpt
         if status is not UNSET:
             field_dict["status"] = status
 
@@ -89,6 +101,15 @@ class LastFailure:
 
         error_class = _parse_error_class(d.pop("error_class", UNSET))
 
+        def _parse_response_excerpt(data: object) -> None | str | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(None | str | Unset, data)
+
+        response_excerpt = _parse_response_excerpt(d.pop("response_excerpt", UNSET))
+
         def _parse_status(data: object) -> int | None | Unset:
             if data is None:
                 return data
@@ -102,6 +123,7 @@ class LastFailure:
             at=at,
             error=error,
             error_class=error_class,
+            response_excerpt=response_excerpt,
             status=status,
         )
 

@@ -682,6 +682,11 @@ export interface components {
              */
             below_since?: string | null;
             /**
+             * Format: date-time
+             * @description While the circuit is open: when it opened.
+             */
+            circuit_opened_at?: string | null;
+            /**
              * Format: int64
              * @description Failed attempts since the last success.
              */
@@ -690,6 +695,12 @@ export interface components {
             disabled_reason?: string | null;
             /** @description Endpoint. */
             endpoint_id: string;
+            /**
+             * Format: date-time
+             * @description When the current run of failures began (the first failed attempt after the last
+             *     success); `null` while the last attempt succeeded.
+             */
+            failing_since?: string | null;
             last_failure?: components["schemas"]["LastFailure"] | null;
             /**
              * Format: date-time
@@ -698,14 +709,25 @@ export interface components {
             last_success_at?: string | null;
             /**
              * Format: date-time
+             * @description When the soonest waiting delivery is due.
+             */
+            next_due_at?: string | null;
+            /**
+             * Format: date-time
              * @description While the circuit is open: when the next probe may go.
              */
             next_probe_at?: string | null;
+            pace?: components["schemas"]["EndpointPace"] | null;
             /**
              * Format: date-time
              * @description While the receiver's pause lasts: when it ends.
              */
             paused_until?: string | null;
+            /**
+             * @description True while a change of its health was decided but its operational event is not
+             *     published yet (the next batch for the endpoint publishes it).
+             */
+            report_pending: boolean;
             /** @description `healthy`, `degraded`, `paused`, `open` or `disabled`. */
             state: string;
             /**
@@ -720,6 +742,15 @@ export interface components {
             success_rate_window?: number | null;
             /**
              * Format: int64
+             * @description Deliveries waiting for a later attempt (retries scheduled, and deliveries held back
+             *     by the circuit, a pause or the rate limit); a lower bound when `waiting_complete`
+             *     is false.
+             */
+            waiting: number;
+            /** @description False when the endpoint had more waiting deliveries than one answer counts (10,000). */
+            waiting_complete: boolean;
+            /**
+             * Format: int64
              * @description The window, seconds.
              */
             window_seconds: number;
@@ -730,6 +761,25 @@ export interface components {
             items: components["schemas"]["Endpoint"][];
             /** @description Pass as `cursor` for the next page; `null` on the last page. */
             next_cursor?: string | null;
+        };
+        /**
+         * @description The pace an endpoint's receiver taught by pushing back (adaptive pacing,
+         *     docs/endpoint-health.md).
+         */
+        EndpointPace: {
+            /**
+             * Format: date-time
+             * @description When it last changed.
+             */
+            changed_at: string;
+            /**
+             * Format: int32
+             * @description Requests per second its deliveries are spaced at (the lower of this and the
+             *     endpoint's own `max_per_second`).
+             */
+            per_second: number;
+            /** @description Still in slow start: doubling while the receiver takes it. */
+            slow_start: boolean;
         };
         /**
          * @description A change to an endpoint: only the fields present change. `null` returns an optional
@@ -811,6 +861,11 @@ export interface components {
             error?: string | null;
             /** @description Error class, when there was no usable answer. */
             error_class?: string | null;
+            /**
+             * @description The first bytes of what the receiver answered (at most 512 bytes), when it
+             *     answered with a body.
+             */
+            response_excerpt?: string | null;
             /**
              * Format: int32
              * @description HTTP status, when the receiver answered.

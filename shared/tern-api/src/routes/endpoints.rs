@@ -7,6 +7,7 @@ use axum::http::StatusCode;
 use chrono::Utc;
 use tern_core::delivery_log::{EndpointLogQuery, LogPosition};
 use tern_core::endpoint::{EndpointError, EndpointUpdate, MAX_ROTATION_OVERLAP_HOURS};
+use tern_core::waiting::WaitingScope;
 use tern_core::{EndpointId, EventType, RetrySchedule, TenantId, sqs_text};
 use tern_ops::OpsError;
 use tern_ops::recover::{RecoverDeps, RecoverError};
@@ -21,9 +22,10 @@ use crate::ApiDeps;
 use crate::extract::{ApiJson, ApiPath, ApiQuery, endpoint_id, tenant};
 use crate::model::{
     DisableRequest, Endpoint, EndpointAttempt, EndpointAttemptList, EndpointAttemptsQuery,
-    EndpointCreated, EndpointHealth, EndpointList, EndpointPatch, EndpointStateFilter, LastFailure,
-    ListEndpointsQuery, NewEndpoint, RecoverReport, RecoverRequest, ReplayReport, Resend,
-    RotateSecretRequest, RotatedSecret, TestSend, WaitingReport,
+    EndpointCreated, EndpointHealth, EndpointList, EndpointPace, EndpointPatch,
+    EndpointStateFilter, LastFailure, ListEndpointsQuery, NewEndpoint, RecoverReport,
+    RecoverRequest, ReplayReport, Resend, RotateSecretRequest, RotatedSecret, TestSend,
+    WaitingReport,
 };
 use crate::problem::{ApiError, ApiResult, Kind};
 
@@ -620,12 +622,21 @@ pub(crate) async fn get_endpoint_health(
     let id = endpoint_id(&p.endpoint_id)?;
     let endpoint = owned(&deps, &tenant, &id).await?;
     let record = deps.health.get(&tenant, &id).await?;
-    let row = tern_ops::health::HealthRow::of(
+    let mut row = tern_ops::health::HealthRow::of(
         &endpoint,
         record.as_ref(),
         &deps.settings.health,
         Utc::now(),
     );
+    // One Query of the waiting index, the endpoint's partition alone.
+    let waiting = deps
+        .waiting
+        .waiting(
+            &WaitingScope::Endpoint(tenant.clone(), id.clone()),
+            HEALTH_WAITING_READ,
+        )
+        .await?;
+    tern_ops::health::add_waiting(std::slice::from_mut(&mut row), &waiting);
     Ok(Json(EndpointHealth {
         endpoint_id: row.endpoint_id.to_string(),
         state: row.state.to_string(),
@@ -635,19 +646,36 @@ pub(crate) async fn get_endpoint_health(
         attempts_24h: row.attempts_24h,
         window_seconds: row.window_seconds,
         consecutive_failures: row.consecutive_failures,
+        failing_since: row.failing_since,
+        circuit_opened_at: row.circuit_opened_at,
         last_success_at: row.last_success_at,
         last_failure: row.last_failure.map(|f| LastFailure {
             at: f.at,
             status: f.status,
             error_class: f.error_class.map(|c| c.to_string()),
             error: f.error,
+            response_excerpt: f.excerpt,
         }),
         next_probe_at: row.next_probe_at,
         paused_until: row.paused_until,
+        waiting: row.waiting.unwrap_or(0),
+        waiting_complete: waiting.complete,
+        next_due_at: row.next_due_at,
         below_since: row.below_since,
+        report_pending: row.report_pending,
         disabled_reason: row.disabled_reason,
+        pace: row.pace.map(|p| EndpointPace {
+            per_second: p.per_second,
+            changed_at: p.changed_at,
+            slow_start: p.slow_start,
+        }),
     }))
 }
+
+/// Most waiting deliveries one health answer counts: 10,000 (about 1 MB of index
+/// entries, some 125 eventually consistent read units); beyond it the count is a lower
+/// bound (`waiting_complete` false) and `tern waiting` counts them all.
+pub const HEALTH_WAITING_READ: usize = 10_000;
 
 /// Send a `tern.test` event to the endpoint now, signed like any delivery, and return
 /// what the receiver did. Not a delivery: no attempt log row, no retry, no health.
