@@ -1524,13 +1524,11 @@ async fn a_test_send_returns_the_receivers_answer() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_endpoint_log_pages_newest_first_by_outcome() {
     let receiver = Receiver::start().await.expect("receiver");
-    receiver.set(
-        "/flaky",
-        Behavior::FailFirst {
-            count: 3,
-            status: 500,
-        },
-    );
+    // Three failures that say why (a tab in the text: the log line is tab-separated), then
+    // successes.
+    let mut script = vec![Reply::status(500).body("db down\tretry later"); 3];
+    script.push(Reply::status(200));
+    receiver.set("/flaky", Behavior::Script(script));
     let (_local, _rx, api) = api_deployment("api-log", options()).await;
     let (id, _) = create(
         &api,
@@ -1595,8 +1593,22 @@ async fn the_endpoint_log_pages_newest_first_by_outcome() {
             .iter()
             .all(|a| a["event_id"] == "evt_log_0" && a["status"] == 500)
     );
+    // Each failure says what the receiver answered (issue 28: the log had no response text).
+    assert!(
+        failed
+            .iter()
+            .all(|a| a["response_excerpt"] == "db down retry later"),
+        "{failed:#?}"
+    );
     let delivered = api.get(&format!("{ep}/attempts?outcome=delivered")).await;
     assert_eq!(delivered.json["items"].as_array().map(Vec::len), Some(5));
+    assert!(
+        delivered.json["items"]
+            .as_array()
+            .is_some_and(|items| items.iter().all(|a| a["response_excerpt"].is_null())),
+        "{}",
+        delivered.text
+    );
     // A window after everything: empty; one ending before the last event's attempt: not it.
     let later = (chrono::Utc::now() + chrono::Duration::minutes(1)).to_rfc3339();
     let none = api

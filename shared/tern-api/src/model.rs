@@ -353,7 +353,7 @@ pub struct LastFailure {
     pub error_class: Option<String>,
     /// Error text.
     pub error: Option<String>,
-    /// The first bytes of what the receiver answered (at most 512 bytes), when it
+    /// The first bytes of what the receiver answered (at most 100 bytes), when it
     /// answered with a body.
     pub response_excerpt: Option<String>,
 }
@@ -489,8 +489,8 @@ pub struct EndpointAttemptsQuery {
     pub cursor: Option<String>,
 }
 
-/// One attempt in an endpoint's log (the event's attempts have the error text and the
-/// response excerpt).
+/// One attempt in an endpoint's log (the event's attempts have the error text and a
+/// longer response excerpt).
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct EndpointAttempt {
     /// Event (`webhook-id`).
@@ -516,6 +516,10 @@ pub struct EndpointAttempt {
     /// of the message found the pair delivered and were dropped without a POST),
     /// `dead_letter:<reason>` or `abandoned`.
     pub outcome: String,
+    /// The start of what the receiver answered, for an attempt that was not delivered
+    /// (at most 100 bytes, on one line); `null` when it answered no body, or was
+    /// delivered.
+    pub response_excerpt: Option<String>,
 }
 
 /// A page of an endpoint's attempts, newest first.

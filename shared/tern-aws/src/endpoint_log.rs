@@ -6,7 +6,8 @@
 //! partition), sort key `<latest attempt start, Unix ms, 13 digits>#<UUIDv7>`, and holds the
 //! batch's lines for that endpoint in one string attribute (`entries`, one
 //! [`EndpointLogEntry::to_line`] per line). A batch of ten deliveries to one endpoint writes
-//! one item of about 700 bytes: one write unit per endpoint per batch, no index. Items
+//! one item of about 700 bytes: one write unit per endpoint per batch, no index (ten failed
+//! ones, each line with the start of the receiver's answer, about 1.7 KB: two). Items
 //! expire with the attempt log (`expires_at`).
 
 use std::collections::{BTreeMap, HashMap};
@@ -262,6 +263,7 @@ mod tests {
             status: Some(200),
             error_class: None,
             outcome: "delivered".into(),
+            response_excerpt: None,
         }
     }
 

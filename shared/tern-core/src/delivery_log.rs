@@ -83,6 +83,33 @@ pub struct EndpointLogEntry {
     /// `delivered`, `retry`, `requeued` (the same attempt again: a push-back or our
     /// failure), `dead_letter:<reason>`, `abandoned` or `duplicate`.
     pub outcome: String,
+    /// The start of what the receiver answered, for an attempt that was not delivered: at
+    /// most [`LOG_EXCERPT_BYTES`], on one line (tabs and line breaks as spaces), SQS-safe.
+    pub response_excerpt: Option<String>,
+}
+
+/// Bytes of a failed attempt's answer its endpoint log line keeps: 100, as the health
+/// record's last failure ([`crate::health::LAST_EXCERPT_BYTES`]); the event's attempt log
+/// keeps more. A batch of ten failed deliveries to one endpoint stays one item of about
+/// 1.7 KB (two write units); a delivered attempt's line holds none.
+pub const LOG_EXCERPT_BYTES: usize = crate::health::LAST_EXCERPT_BYTES;
+
+/// `text` as a log line's last field: one line, bounded, SQS-safe; `None` when empty.
+fn log_excerpt(text: &str) -> Option<String> {
+    // Only the first bytes can be kept: bound before the rewrite (4 bytes per character).
+    let head: String = text
+        .chars()
+        .take(LOG_EXCERPT_BYTES + 1)
+        .map(|c| {
+            if matches!(c, '\t' | '\n' | '\r') {
+                ' '
+            } else {
+                c
+            }
+        })
+        .collect();
+    let kept = crate::sqs_text::clean(head.trim(), LOG_EXCERPT_BYTES).into_owned();
+    (!kept.is_empty()).then_some(kept)
 }
 
 impl EndpointLogEntry {
@@ -99,6 +126,11 @@ impl EndpointLogEntry {
             status: record.status,
             error_class: record.error_class,
             outcome: record.outcome.clone(),
+            response_excerpt: record
+                .response_excerpt
+                .as_deref()
+                .filter(|_| record.outcome != "delivered")
+                .and_then(log_excerpt),
         }
     }
 
@@ -115,14 +147,15 @@ impl EndpointLogEntry {
 
     /// The entry as one line of an endpoint log item: tab-separated, no endpoint (the
     /// item's key holds it). Event ids, outcomes and error classes never hold a tab or a
-    /// line break.
+    /// line break; the response excerpt, last and only when there is one, has them
+    /// replaced.
     pub fn to_line(&self) -> String {
         let class = self
             .error_class
             .and_then(|c| serde_json::to_value(c).ok())
             .and_then(|v| v.as_str().map(str::to_owned))
             .unwrap_or_else(|| "-".into());
-        format!(
+        let mut line = format!(
             "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
             self.event_id,
             self.replay_count,
@@ -133,23 +166,33 @@ impl EndpointLogEntry {
             self.status.map_or_else(|| "-".into(), |s| s.to_string()),
             self.outcome,
             class
-        )
+        );
+        if let Some(excerpt) = self.response_excerpt.as_deref().and_then(log_excerpt) {
+            line.push('\t');
+            line.push_str(&excerpt);
+        }
+        line
     }
 
     /// Reads a line written by [`Self::to_line`]; `None` when it is not one.
     pub fn from_line(endpoint_id: &EndpointId, line: &str) -> Option<Self> {
-        let f: Vec<&str> = line.split('\t').collect();
-        let [
-            event,
-            replay,
-            attempt,
-            takeover,
-            started,
-            latency,
-            status,
-            outcome,
-            class,
-        ] = f.as_slice()
+        // Nine fields, and a tenth (the excerpt) when there is one; lines written before
+        // it existed have nine.
+        let f: Vec<&str> = line.splitn(10, '\t').collect();
+        let (
+            [
+                event,
+                replay,
+                attempt,
+                takeover,
+                started,
+                latency,
+                status,
+                outcome,
+                class,
+            ],
+            excerpt,
+        ) = (f.get(..9)?, f.get(9))
         else {
             return None;
         };
@@ -170,6 +213,7 @@ impl EndpointLogEntry {
                 "-" => None,
                 c => Some(serde_json::from_value(serde_json::Value::String(c.to_owned())).ok()?),
             },
+            response_excerpt: excerpt.map(|x| (*x).to_owned()),
         })
     }
 }
@@ -406,6 +450,7 @@ mod tests {
             status: (outcome == "delivered").then_some(200),
             error_class: (outcome != "delivered").then_some(ErrorClass::Timeout),
             outcome: outcome.into(),
+            response_excerpt: None,
         }
     }
 
@@ -570,5 +615,45 @@ mod tests {
             delivered_at: None,
         };
         assert_eq!(s.next_replay_count(), 3);
+    }
+
+    #[test]
+    fn a_failed_attempts_line_keeps_the_start_of_the_answer_on_one_line() {
+        let ep = EndpointId::new("ep_1").unwrap();
+        let mut record = AttemptRecord {
+            event_id: EventId::new("evt_1").unwrap(),
+            endpoint_id: ep.clone(),
+            replay_count: 0,
+            attempt: 2,
+            takeover: 0,
+            started_at: DateTime::from_timestamp_millis(1_764_547_200_000).unwrap(),
+            latency_ms: 40,
+            status: Some(503),
+            error_class: None,
+            error: Some("http status 503".into()),
+            location: None,
+            response_excerpt: Some(format!("line one\tcol\r\nline two {}", "é".repeat(400))),
+            excerpt_truncated: true,
+            outcome: "retry".into(),
+            next_wait_seconds: Some(300),
+        };
+        let entry = EndpointLogEntry::of(&record);
+        let excerpt = entry.response_excerpt.clone().expect("an excerpt");
+        assert!(excerpt.starts_with("line one col  line two é"), "{excerpt}");
+        assert!(excerpt.len() <= LOG_EXCERPT_BYTES, "{}", excerpt.len());
+        let line = entry.to_line();
+        assert_eq!(line.lines().count(), 1);
+        assert_eq!(EndpointLogEntry::from_line(&ep, &line), Some(entry.clone()));
+        // A line written before the excerpt existed (nine fields) still reads.
+        let old = line.rsplit_once('\t').unwrap().0;
+        let read = EndpointLogEntry::from_line(&ep, old).expect("an old line");
+        assert_eq!(read.response_excerpt, None);
+        assert_eq!(read.outcome, "retry");
+        // A delivered attempt keeps no excerpt, nor does an empty answer.
+        record.outcome = "delivered".into();
+        assert_eq!(EndpointLogEntry::of(&record).response_excerpt, None);
+        record.outcome = "retry".into();
+        record.response_excerpt = Some(" \n ".into());
+        assert_eq!(EndpointLogEntry::of(&record).response_excerpt, None);
     }
 }

@@ -14,8 +14,8 @@ T = TypeVar("T", bound="EndpointAttempt")
 
 @_attrs_define
 class EndpointAttempt:
-    """One attempt in an endpoint's log (the event's attempts have the error text and the
-    response excerpt).
+    """One attempt in an endpoint's log (the event's attempts have the error text and a
+    longer response excerpt).
 
         Attributes:
             attempt (int): 1-based attempt number within the budget.
@@ -30,6 +30,10 @@ class EndpointAttempt:
             started_at (datetime.datetime): When the attempt started.
             takeover (int): 0, or the n-th takeover of the attempt after a lost lease.
             error_class (None | str | Unset): Error class, when there was no usable answer.
+            response_excerpt (None | str | Unset): The start of what the receiver answered, for an attempt that was not
+                delivered
+                (at most 100 bytes, on one line); `null` when it answered no body, or was
+                delivered.
             status (int | None | Unset): HTTP status, when the receiver answered.
     """
 
@@ -42,6 +46,7 @@ class EndpointAttempt:
     started_at: datetime.datetime
     takeover: int
     error_class: None | str | Unset = UNSET
+    response_excerpt: None | str | Unset = UNSET
     status: int | None | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
@@ -68,6 +73,12 @@ class EndpointAttempt:
         else:
             error_class = self.error_class
 
+        response_excerpt: None | str | Unset
+        if isinstance(self.response_excerpt, Unset):
+            response_excerpt = UNSET
+        else:
+            response_excerpt = self.response_excerpt
+
         status: int | None | Unset
         if isinstance(self.status, Unset):
             status = UNSET
@@ -90,6 +101,8 @@ class EndpointAttempt:
         )
         if error_class is not UNSET:
             field_dict["error_class"] = error_class
+        if response_excerpt is not UNSET:
+            field_dict["response_excerpt"] = response_excerpt
         if status is not UNSET:
             field_dict["status"] = status
 
@@ -123,6 +136,15 @@ class EndpointAttempt:
 
         error_class = _parse_error_class(d.pop("error_class", UNSET))
 
+        def _parse_response_excerpt(data: object) -> None | str | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(None | str | Unset, data)
+
+        response_excerpt = _parse_response_excerpt(d.pop("response_excerpt", UNSET))
+
         def _parse_status(data: object) -> int | None | Unset:
             if data is None:
                 return data
@@ -142,6 +164,7 @@ class EndpointAttempt:
             started_at=started_at,
             takeover=takeover,
             error_class=error_class,
+            response_excerpt=response_excerpt,
             status=status,
         )
 

@@ -20,7 +20,7 @@ class LastFailure:
         at (datetime.datetime): When the attempt started.
         error (None | str | Unset): Error text.
         error_class (None | str | Unset): Error class, when there was no usable answer.
-        response_excerpt (None | str | Unset): The first bytes of what the receiver answered (at most 512 bytes), when
+        response_excerpt (None | str | Unset): The first bytes of what the receiver answered (at most 100 bytes), when
             it
             answered with a body.
         status (int | None | Unset): HTTP status, when the receiver answered.

@@ -602,8 +602,8 @@ export interface components {
             url: string;
         };
         /**
-         * @description One attempt in an endpoint's log (the event's attempts have the error text and the
-         *     response excerpt).
+         * @description One attempt in an endpoint's log (the event's attempts have the error text and a
+         *     longer response excerpt).
          */
         EndpointAttempt: {
             /**
@@ -634,6 +634,12 @@ export interface components {
              * @description Replays before this budget (0: the first; a resend or a DLQ replay adds one).
              */
             replay_count: number;
+            /**
+             * @description The start of what the receiver answered, for an attempt that was not delivered
+             *     (at most 100 bytes, on one line); `null` when it answered no body, or was
+             *     delivered.
+             */
+            response_excerpt?: string | null;
             /**
              * Format: date-time
              * @description When the attempt started.
@@ -862,7 +868,7 @@ export interface components {
             /** @description Error class, when there was no usable answer. */
             error_class?: string | null;
             /**
-             * @description The first bytes of what the receiver answered (at most 512 bytes), when it
+             * @description The first bytes of what the receiver answered (at most 100 bytes), when it
              *     answered with a body.
              */
             response_excerpt?: string | null;

@@ -557,7 +557,7 @@ pub fn log(
                 div class="scroll" {
                     table id="log" {
                         caption { "Attempts, newest first" }
-                        thead { tr { th scope="col" { "Started" } th scope="col" { "Event" } th scope="col" { "Type" } th scope="col" { "Attempt" } th scope="col" { "Status" } th scope="col" { "Latency" } th scope="col" { "Outcome" } } }
+                        thead { tr { th scope="col" { "Started" } th scope="col" { "Event" } th scope="col" { "Type" } th scope="col" { "Attempt" } th scope="col" { "Status" } th scope="col" { "Latency" } th scope="col" { "Outcome" } th scope="col" { "Response" } } }
                         tbody {
                             @for (a, ty) in rows {
                                 tr class={"outcome-" (a.outcome.split(':').next().unwrap_or(""))} data-event=(a.event_id) data-outcome=(a.outcome) {
@@ -568,6 +568,7 @@ pub fn log(
                                     td { (a.status.map_or_else(|| a.error_class.clone().unwrap_or_else(|| "-".into()), |s| s.to_string())) }
                                     td { (a.latency_ms) " ms" }
                                     td { (outcome_words(&a.outcome)) }
+                                    td class="response" { @if let Some(x) = &a.response_excerpt { code { (x) } } @else { "-" } }
                                 }
                             }
                         }

@@ -812,6 +812,7 @@ pub(crate) async fn list_endpoint_attempts(
                 status: e.status,
                 error_class: e.error_class.map(|c| c.to_string()),
                 outcome: e.outcome,
+                response_excerpt: e.response_excerpt,
             })
             .collect(),
         next_cursor: page.next.map(|p| encode_cursor(&scope, &p.to_text())),
