@@ -1533,7 +1533,7 @@ async fn the_endpoint_log_pages_newest_first_by_outcome() {
     let (id, _) = create(
         &api,
         "tnt_a",
-        json!({"url": receiver.url("/flaky"), "schedule_seconds": [1, 1, 1, 1]}),
+        json!({"url": receiver.url("/flaky"), "schedule_seconds": [600, 600, 600, 600]}),
     )
     .await;
     let ep = format!("/v1/tenants/tnt_a/endpoints/{id}");
@@ -1637,6 +1637,34 @@ async fn the_endpoint_log_pages_newest_first_by_outcome() {
         .map(|a| a["outcome"].as_str().unwrap_or(""))
         .collect();
     assert_eq!(outcomes, ["retry", "retry", "retry", "delivered"]);
+    // Each retry is due after its wait at the deployment's time scale (0.001: 600 s are
+    // 0.6 s), as the sender waited, not 600 s later (issue 28: local mode showed unscaled
+    // times).
+    for a in attempts.json["attempts"].as_array().expect("attempts") {
+        if a["outcome"] != "retry" {
+            assert!(a["next_attempt_due_at"].is_null(), "{a}");
+            continue;
+        }
+        // The schedule's wait, jittered.
+        assert!(
+            a["next_wait_seconds"].as_u64().is_some_and(|w| w >= 500),
+            "{a}"
+        );
+        let started: chrono::DateTime<chrono::Utc> = a["started_at"]
+            .as_str()
+            .expect("start")
+            .parse()
+            .expect("time");
+        let due: chrono::DateTime<chrono::Utc> = a["next_attempt_due_at"]
+            .as_str()
+            .expect("a due time")
+            .parse()
+            .expect("time");
+        assert!(
+            due - started < chrono::Duration::seconds(60),
+            "due {due}, started {started}: unscaled"
+        );
+    }
     let event = api.get("/v1/tenants/tnt_a/events/evt_log_0").await;
     assert_eq!(event.json["type"], "order.paid");
     assert_eq!(event.json["payload"], json!({"i": 0}));

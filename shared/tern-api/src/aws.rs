@@ -141,6 +141,7 @@ impl ApiConfig {
                 max_payload_bytes,
                 health: health_policy(&env)?,
                 attempt_timeout: policy.attempt_timeout,
+                time_scale: policy.time_scale,
             },
         })
     }

@@ -55,6 +55,9 @@ pub struct ApiSettings {
     pub health: HealthPolicy,
     /// Default attempt deadline (`TERN_ATTEMPT_TIMEOUT_MS`), for a test send.
     pub attempt_timeout: Duration,
+    /// The deployment's time scale (`TERN_TIME_SCALE`: local mode's `--time-scale`, 1 in
+    /// production): next-attempt times are shown as the sender waits them.
+    pub time_scale: f64,
 }
 
 impl ApiSettings {

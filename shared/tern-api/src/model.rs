@@ -561,9 +561,10 @@ pub struct Attempt {
     pub excerpt_truncated: bool,
     /// `Location` of a 3xx answer (never followed).
     pub location: Option<String>,
-    /// Wait before the next attempt, seconds (a retry).
+    /// Wait before the next attempt as the schedule says it, seconds (a retry).
     pub next_wait_seconds: Option<u64>,
-    /// When the next attempt is due (a retry).
+    /// When the next attempt is due (a retry): the attempt's end plus its wait at the
+    /// deployment's time scale (local mode runs the schedule faster).
     pub next_attempt_due_at: Option<DateTime<Utc>>,
 }
 

@@ -85,6 +85,22 @@ fn ended_at(r: &AttemptRecord) -> DateTime<Utc> {
     r.started_at + Duration::milliseconds(i64::try_from(r.latency_ms).unwrap_or(i64::MAX / 2))
 }
 
+/// When the attempt after `r` is due, for a retry: its end plus its wait at `time_scale`
+/// (`TERN_TIME_SCALE`, 1 in production), as the sender waited. `None` for any other
+/// outcome.
+pub fn next_attempt_due_at(r: &AttemptRecord, time_scale: f64) -> Option<DateTime<Utc>> {
+    match (r.outcome.as_str(), r.next_wait_seconds) {
+        ("retry", Some(wait)) => Some(
+            ended_at(r)
+                + Duration::seconds(
+                    i64::try_from(tern_core::retry::real_wait_seconds(wait, time_scale))
+                        .unwrap_or(i64::MAX / 2),
+                ),
+        ),
+        _ => None,
+    }
+}
+
 /// Builds the report from the ledger's rows (any order), keeping only `endpoint` when given,
 /// for a deployment in real time (time scale 1: production).
 pub fn report(event_id: &str, endpoint: Option<&str>, rows: &[AttemptRecord]) -> AttemptsReport {
@@ -121,16 +137,7 @@ pub fn report_scaled(
             excerpt_truncated: r.excerpt_truncated,
             location: r.location.clone(),
             next_wait_seconds: r.next_wait_seconds,
-            next_attempt_due_at: match (r.outcome.as_str(), r.next_wait_seconds) {
-                ("retry", Some(wait)) => Some(
-                    ended_at(r)
-                        + Duration::seconds(
-                            i64::try_from(tern_core::retry::real_wait_seconds(wait, time_scale))
-                                .unwrap_or(i64::MAX / 2),
-                        ),
-                ),
-                _ => None,
-            },
+            next_attempt_due_at: next_attempt_due_at(r, time_scale),
         })
         .collect();
     let dead_letters = rows

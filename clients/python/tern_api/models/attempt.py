@@ -30,8 +30,10 @@ class Attempt:
         takeover (int): 0, or the n-th takeover.
         error (None | str | Unset): Error text.
         location (None | str | Unset): `Location` of a 3xx answer (never followed).
-        next_attempt_due_at (datetime.datetime | None | Unset): When the next attempt is due (a retry).
-        next_wait_seconds (int | None | Unset): Wait before the next attempt, seconds (a retry).
+        next_attempt_due_at (datetime.datetime | None | Unset): When the next attempt is due (a retry): the attempt's
+            end plus its wait at the
+            deployment's time scale (local mode runs the schedule faster).
+        next_wait_seconds (int | None | Unset): Wait before the next attempt as the schedule says it, seconds (a retry).
         response_excerpt (None | str | Unset): First bytes of the answer's body (failures only).
         status (int | None | Unset): HTTP status.
     """

@@ -361,12 +361,13 @@ export interface components {
             location?: string | null;
             /**
              * Format: date-time
-             * @description When the next attempt is due (a retry).
+             * @description When the next attempt is due (a retry): the attempt's end plus its wait at the
+             *     deployment's time scale (local mode runs the schedule faster).
              */
             next_attempt_due_at?: string | null;
             /**
              * Format: int64
-             * @description Wait before the next attempt, seconds (a retry).
+             * @description Wait before the next attempt as the schedule says it, seconds (a retry).
              */
             next_wait_seconds?: number | null;
             /**

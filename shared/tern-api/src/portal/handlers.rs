@@ -885,6 +885,7 @@ async fn attempt_page(
             &eid,
             event.as_ref(),
             &attempts,
+            deps.settings.time_scale,
             banner.as_ref(),
         ),
     )

@@ -623,6 +623,7 @@ pub fn attempt(
     event_id: &EventId,
     event: Option<&Event>,
     attempts: &[AttemptRecord],
+    time_scale: f64,
     b: Option<&Banner>,
 ) -> Markup {
     let base = format!("/portal/endpoints/{}", endpoint.id);
@@ -654,7 +655,7 @@ pub fn attempt(
                         dt { "Latency" } dd { (a.latency_ms) " ms" }
                         @if let Some(c) = a.error_class { dt { "Error class" } dd { (c.to_string()) } }
                         @if let Some(e) = &a.error { dt { "Error" } dd { (cut(e, 500)) } }
-                        @if let Some(w) = a.next_wait_seconds { dt { "Next attempt after" } dd { (w) " s" } }
+                        @if let Some(due) = tern_ops::attempts::next_attempt_due_at(a, time_scale) { dt { "Next attempt" } dd class="next-attempt" { (time(due)) } }
                     }
                     h3 { "Request headers" }
                     table class="headers" {

@@ -218,7 +218,8 @@ pub(crate) async fn list_event_attempts(
             return Err(ApiError::not_found("event", &id));
         }
     }
-    let report = tern_ops::attempts::report(id.as_str(), None, &rows);
+    let report =
+        tern_ops::attempts::report_scaled(id.as_str(), None, &rows, deps.settings.time_scale);
     Ok(Json(EventAttempts {
         event_id: report.event_id,
         attempts: report
