@@ -633,6 +633,43 @@ mod tests {
         }
     }
 
+    // Fuzzing of the response head a receiver sends, read here when hyper cannot (issue
+    // 28): any bytes, and bytes shaped like a head, never panic; what is read is a final
+    // status and header values of at most MAX_HEADER_VALUE_CHARS characters.
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 2_000, ..Default::default() })]
+
+        #[test]
+        fn any_bytes_as_a_response_head(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..400)) {
+            if let Some(h) = CapturedHead::parse(&bytes) {
+                proptest::prop_assert!((200..=599).contains(&h.status));
+            }
+        }
+
+        #[test]
+        fn heads_shaped_like_real_ones(
+            version in proptest::prop_oneof![proptest::strategy::Just("HTTP/1.1 "), proptest::strategy::Just("HTTP/1.0 ")],
+            status in "[0-9]{0,5}",
+            lines in proptest::collection::vec(
+                ("(?i:retry-after|location|x-[a-z]{1,8}|)", "[^\r\n]{0,3000}"),
+                0..6,
+            ),
+            rest in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64),
+        ) {
+            let mut head = format!("{version}{status} Reason\r\n").into_bytes();
+            for (name, value) in &lines {
+                head.extend_from_slice(format!("{name}: {value}\r\n").as_bytes());
+            }
+            head.extend_from_slice(&rest);
+            if let Some(h) = CapturedHead::parse(&head) {
+                proptest::prop_assert!((200..=599).contains(&h.status));
+                for v in [&h.retry_after, &h.location].into_iter().flatten() {
+                    proptest::prop_assert!(v.chars().count() <= crate::client::MAX_HEADER_VALUE_CHARS);
+                }
+            }
+        }
+    }
+
     #[test]
     fn a_connection_is_stale_only_after_a_completed_response_and_before_any_answer_byte() {
         let s = ConnState::default();
