@@ -1917,3 +1917,193 @@ async fn endpoint_health_says_what_the_cli_says() {
         "{h}"
     );
 }
+
+/// The document's constraints are the server's (issue 28: generated clients and contract
+/// tests sent values the server refused). For every documented bound of a request body's
+/// field (minimum, maximum, minItems, maxItems, maxLength, pattern, enum), read from the
+/// committed openapi.json, the values at the bound are accepted and the values just past it
+/// refused with a 400 or 422; a bound the document lacks is not tested, and a bound it
+/// states wrongly fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_documents_bounds_are_the_servers() {
+    let doc: Value = serde_json::from_str(include_str!("../../shared/tern-api/openapi.json"))
+        .expect("the document");
+    let receiver = Receiver::start().await.expect("receiver");
+    let (_local, _rx, api) = api_deployment("api-bounds", options()).await;
+    let url = receiver.url("/bounds");
+    // 21 endpoints: endpoint_ids' 20 at the bound, 21 past it.
+    let mut ids = Vec::new();
+    for _ in 0..21 {
+        ids.push(create(&api, "tnt_b", json!({"url": url})).await.0);
+    }
+    let ep = format!("/v1/tenants/tnt_b/endpoints/{}", ids[0]);
+    // (operation, method, path, a valid body, how to make an array's n-th item or a
+    // string of n bytes for a field)
+    struct Op {
+        id: &'static str,
+        method: &'static str,
+        path: String,
+        base: Value,
+    }
+    let ops = [
+        Op {
+            id: "createEndpoint",
+            method: "POST",
+            path: "/v1/tenants/tnt_b/endpoints".into(),
+            base: json!({"url": url}),
+        },
+        Op {
+            id: "updateEndpoint",
+            method: "PATCH",
+            path: ep.clone(),
+            base: json!({}),
+        },
+        Op {
+            id: "rotateEndpointSecret",
+            method: "POST",
+            path: format!("{ep}/rotate-secret"),
+            base: json!({}),
+        },
+        Op {
+            id: "createPortalSession",
+            method: "POST",
+            path: "/v1/tenants/tnt_b/portal-sessions".into(),
+            base: json!({}),
+        },
+        Op {
+            id: "replayDeadLetters",
+            method: "POST",
+            path: "/v1/tenants/tnt_b/dead-letters/replay".into(),
+            base: json!({"dry_run": true}),
+        },
+    ];
+    // An array field's i-th item, a string field's value of n bytes, valid otherwise.
+    let item = |field: &str, i: usize| -> Value {
+        match field {
+            "schedule_seconds" => json!(60),
+            "endpoint_ids" => json!(ids[i % ids.len()]),
+            "event_types" => json!(format!("type.{i}")),
+            other => panic!("no item maker for {other}: add one"),
+        }
+    };
+    let text = |field: &str, n: usize| -> String {
+        match field {
+            "logo_url" => {
+                let head = "https://cdn.example.com/";
+                format!("{head}{}", "a".repeat(n.saturating_sub(head.len())))
+            }
+            other => panic!("no text maker for {other}: add one"),
+        }
+    };
+    // Values that match / do not match a documented pattern (checked against it below).
+    let patterned = |field: &str| -> (Vec<&str>, Vec<&str>) {
+        match field {
+            "brand_color" => (
+                vec!["#0b5fff", "#ABCDEF"],
+                vec!["0b5fff", "#abc", "#gggggg"],
+            ),
+            other => panic!("no pattern examples for {other}: add some"),
+        }
+    };
+    let mut tested = 0;
+    for op in &ops {
+        let schema_ref = doc["paths"]
+            .as_object()
+            .unwrap()
+            .values()
+            .flat_map(|item| item.as_object().unwrap().values())
+            .find(|o| o["operationId"] == op.id)
+            .and_then(|o| {
+                o["requestBody"]["content"]["application/json"]["schema"]["$ref"].as_str()
+            })
+            .unwrap_or_else(|| panic!("{} has a request body", op.id));
+        let name = schema_ref.rsplit('/').next().unwrap();
+        let props = doc["components"]["schemas"][name]["properties"]
+            .as_object()
+            .unwrap_or_else(|| panic!("{name} has properties"));
+        for (field, schema) in props {
+            let mut cases: Vec<(Value, bool)> = Vec::new();
+            if let Some(min) = schema["minimum"].as_i64() {
+                cases.push((json!(min), true));
+                cases.push((json!(min - 1), false));
+            }
+            if let Some(max) = schema["maximum"].as_i64() {
+                cases.push((json!(max), true));
+                cases.push((json!(max + 1), false));
+            }
+            let items = |n: usize| Value::Array((0..n).map(|i| item(field, i)).collect());
+            if let Some(max) = schema["maxItems"].as_u64() {
+                let max = usize::try_from(max).unwrap();
+                cases.push((items(max), true));
+                cases.push((items(max + 1), false));
+            }
+            if let Some(min) = schema["minItems"].as_u64() {
+                let min = usize::try_from(min).unwrap();
+                cases.push((items(min), true));
+                if min > 0 {
+                    cases.push((items(min - 1), false));
+                }
+            }
+            if let Some(max) = schema["maxLength"].as_u64() {
+                let max = usize::try_from(max).unwrap();
+                cases.push((json!(text(field, max)), true));
+                cases.push((json!(text(field, max + 1)), false));
+            }
+            if let Some(pattern) = schema["pattern"].as_str() {
+                let re = regex_lite::Regex::new(pattern).expect("a pattern");
+                let (good, bad) = patterned(field);
+                for g in good {
+                    assert!(re.is_match(g), "{g} matches {pattern}");
+                    cases.push((json!(g), true));
+                }
+                for b in bad {
+                    assert!(!re.is_match(b), "{b} does not match {pattern}");
+                    cases.push((json!(b), false));
+                }
+            }
+            let values = schema["enum"]
+                .as_array()
+                .or_else(|| {
+                    schema["oneOf"].as_array().and_then(|alts| {
+                        alts.iter().find_map(|a| {
+                            let r = a["$ref"].as_str()?;
+                            doc["components"]["schemas"][r.rsplit('/').next()?]["enum"].as_array()
+                        })
+                    })
+                })
+                .cloned();
+            if let Some(values) = values {
+                for v in values {
+                    cases.push((v, true));
+                }
+                cases.push((json!("no_such_value"), false));
+            }
+            for (value, valid) in cases {
+                let mut body = op.base.clone();
+                body[field.as_str()] = value.clone();
+                let answer = api.call(op.method, &op.path, Some(&body)).await;
+                let shown = value.to_string();
+                let shown = &shown[..shown.len().min(80)];
+                if valid {
+                    assert!(
+                        answer.status < 300,
+                        "{} {field}={shown}: documented as valid, the server answered {}: {}",
+                        op.id,
+                        answer.status,
+                        answer.text
+                    );
+                } else {
+                    assert!(
+                        matches!(answer.status, 400 | 422),
+                        "{} {field}={shown}: documented as invalid, the server answered {}: {}",
+                        op.id,
+                        answer.status,
+                        answer.text
+                    );
+                }
+                tested += 1;
+            }
+        }
+    }
+    assert!(tested >= 30, "{tested} cases");
+}

@@ -98,16 +98,21 @@ pub struct NewEndpoint {
     /// Free text.
     #[serde(default)]
     pub description: Option<String>,
-    /// Attempt deadline, milliseconds, 1,000..=30,000; default: the deployment's.
+    /// Attempt deadline, milliseconds, 1,000..=30,000 (`tern_core::endpoint::MIN_TIMEOUT_MS`,
+    /// `MAX_TIMEOUT_MS`); default: the deployment's.
     #[serde(default)]
+    #[schema(minimum = 1000, maximum = 30000)]
     pub timeout_ms: Option<u64>,
-    /// Waits before each retry, seconds (1 to 30 of them; jitter of 0-10 % is added);
-    /// default: the deployment's schedule.
+    /// Waits before each retry, seconds (at most 50 of them, `tern_core::retry::MAX_SCHEDULE_LEN`,
+    /// each 1 to 604,800: a week; jitter of 0-10 % is added); default: the deployment's
+    /// schedule.
     #[serde(default)]
+    #[schema(max_items = 50)]
     pub schedule_seconds: Option<Vec<u64>>,
     /// Attempt budget, at least 1 (capped at the schedule's length + 1); default: the
     /// schedule's length + 1.
     #[serde(default)]
+    #[schema(minimum = 1)]
     pub max_attempts: Option<u32>,
     /// Request body format; default `raw`.
     #[serde(default)]
@@ -142,17 +147,18 @@ pub struct EndpointPatch {
     #[serde(default, deserialize_with = "nullable")]
     #[schema(value_type = Option<String>)]
     pub description: Option<Option<String>>,
-    /// New attempt deadline, milliseconds; `null`: the deployment's.
+    /// New attempt deadline, milliseconds, 1,000..=30,000; `null`: the deployment's.
     #[serde(default, deserialize_with = "nullable")]
-    #[schema(value_type = Option<u64>)]
+    #[schema(value_type = Option<u64>, minimum = 1000, maximum = 30000)]
     pub timeout_ms: Option<Option<u64>>,
-    /// New retry waits, seconds; `null`: the deployment's schedule.
+    /// New retry waits, seconds (at most 50, each 1 to 604,800); `null`: the deployment's
+    /// schedule.
     #[serde(default, deserialize_with = "nullable")]
-    #[schema(value_type = Option<Vec<u64>>)]
+    #[schema(value_type = Option<Vec<u64>>, max_items = 50)]
     pub schedule_seconds: Option<Option<Vec<u64>>>,
-    /// New attempt budget; `null`: the schedule's length + 1.
+    /// New attempt budget, at least 1; `null`: the schedule's length + 1.
     #[serde(default, deserialize_with = "nullable")]
-    #[schema(value_type = Option<u32>)]
+    #[schema(value_type = Option<u32>, minimum = 1)]
     pub max_attempts: Option<Option<u32>>,
     /// New request body format.
     #[serde(default)]
@@ -867,6 +873,7 @@ pub struct ReplayRequest {
     /// Only this reason (`exhausted`, `gone`, `endpoint_disabled`, `endpoint_deleted`,
     /// `blocked_destination`, `malformed_message`, `no_active_secret`).
     #[serde(default)]
+    #[schema(value_type = Option<DeadLetterReasonName>)]
     pub reason: Option<String>,
     /// Only this event.
     #[serde(default)]
@@ -884,6 +891,28 @@ pub struct ReplayRequest {
     /// once).
     #[serde(default)]
     pub force: bool,
+}
+
+/// Why a budget was dead-lettered: the values `reason` filters take
+/// (`tern_core::DeadLetterReason`). Documented only: the filter is read as text and a
+/// value outside these is a 400 naming `reason`.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum DeadLetterReasonName {
+    /// Every attempt failed.
+    Exhausted,
+    /// The receiver answered 410 Gone.
+    Gone,
+    /// The endpoint was disabled.
+    EndpointDisabled,
+    /// The endpoint was deleted.
+    EndpointDeleted,
+    /// The URL's address is one the deployment does not send to.
+    BlockedDestination,
+    /// The queue message could not be read.
+    MalformedMessage,
+    /// The endpoint had no secret to sign with.
+    NoActiveSecret,
 }
 
 /// An endpoint a replay would send dead letters to that cannot take them.
@@ -921,26 +950,33 @@ impl From<tern_ops::resend::Resent> for Resend {
 #[serde(deny_unknown_fields)]
 #[schema(example = json!({"endpoint_ids": ["ep_01H..."], "read_only": false, "expires_in_seconds": 3600, "brand_color": "#0b5fff"}))]
 pub struct PortalSessionRequest {
-    /// Limit the session to these endpoints of the tenant (1 to 20; each must exist). By
-    /// default it sees all of them and may add new ones.
+    /// Limit the session to these endpoints of the tenant (1 to 20,
+    /// `tern_core::portal::MAX_SESSION_ENDPOINTS`; each must exist). By default it sees all
+    /// of them and may add new ones.
     #[serde(default)]
+    #[schema(min_items = 1, max_items = 20)]
     pub endpoint_ids: Option<Vec<String>>,
     /// No change of any kind and no secret shown. Default `false`.
     #[serde(default)]
     pub read_only: bool,
-    /// Life of the link and of the session it opens, seconds: 60 to 86,400, default 3,600.
+    /// Life of the link and of the session it opens, seconds: 60 to 86,400, default 3,600
+    /// (`tern_core::portal::MIN_SESSION_SECONDS`, `MAX_SESSION_SECONDS`).
     #[serde(default)]
+    #[schema(minimum = 60, maximum = 86400)]
     pub expires_in_seconds: Option<i64>,
     /// Brand colour of the portal's header and buttons, `#rrggbb`.
     #[serde(default)]
+    #[schema(pattern = "^#[0-9A-Fa-f]{6}$")]
     pub brand_color: Option<String>,
     /// Logo shown in the header: an `https` URL of at most 512 bytes (the portal's CSP
     /// allows images from its origin only).
     #[serde(default)]
+    #[schema(max_length = 512)]
     pub logo_url: Option<String>,
     /// Event types the application sends, offered as choices when the customer adds an
     /// endpoint (at most 50), besides the types its endpoints already subscribe to.
     #[serde(default)]
+    #[schema(max_items = 50)]
     pub event_types: Option<Vec<String>>,
 }
 

@@ -4,6 +4,7 @@ from .attempt import Attempt
 from .dead_letter import DeadLetter
 from .dead_letter_group import DeadLetterGroup
 from .dead_letter_groups import DeadLetterGroups
+from .dead_letter_reason_name import DeadLetterReasonName
 from .dead_lettered_budget import DeadLetteredBudget
 from .delivery_state import DeliveryState
 from .delivery_status import DeliveryStatus
@@ -46,6 +47,7 @@ __all__ = (
     "DeadLetter",
     "DeadLetterGroup",
     "DeadLetterGroups",
+    "DeadLetterReasonName",
     "DeadLetteredBudget",
     "DeliveryState",
     "DeliveryStatus",

@@ -21,11 +21,13 @@ class EndpointPatch:
                 `tern/mtls/<tenant_id>/`) for mutual TLS; `null` removes it.
             description (None | str | Unset): New description; `null` removes it.
             event_types (list[str] | None | Unset): New subscriptions.
-            max_attempts (int | None | Unset): New attempt budget; `null`: the schedule's length + 1.
+            max_attempts (int | None | Unset): New attempt budget, at least 1; `null`: the schedule's length + 1.
             max_per_second (int | None | Unset): New rate limit, requests per second, 1..=1,000; `null` removes the limit.
             payload_format (None | PayloadFormat | Unset):
-            schedule_seconds (list[int] | None | Unset): New retry waits, seconds; `null`: the deployment's schedule.
-            timeout_ms (int | None | Unset): New attempt deadline, milliseconds; `null`: the deployment's.
+            schedule_seconds (list[int] | None | Unset): New retry waits, seconds (at most 50, each 1 to 604,800); `null`:
+                the deployment's
+                schedule.
+            timeout_ms (int | None | Unset): New attempt deadline, milliseconds, 1,000..=30,000; `null`: the deployment's.
             url (None | str | Unset): New receiver URL (checked as at creation).
     """
 

@@ -40,10 +40,13 @@ class NewEndpoint:
             sender batch, 1..=1,000 (`tern_core::rate_limit::MAX_PER_SECOND`); deliveries over
             it wait on the queue without spending an attempt. Default: no limit.
         payload_format (None | PayloadFormat | Unset):
-        schedule_seconds (list[int] | None | Unset): Waits before each retry, seconds (1 to 30 of them; jitter of 0-10 %
-            is added);
-            default: the deployment's schedule.
-        timeout_ms (int | None | Unset): Attempt deadline, milliseconds, 1,000..=30,000; default: the deployment's.
+        schedule_seconds (list[int] | None | Unset): Waits before each retry, seconds (at most 50 of them,
+            `tern_core::retry::MAX_SCHEDULE_LEN`,
+            each 1 to 604,800: a week; jitter of 0-10 % is added); default: the deployment's
+            schedule.
+        timeout_ms (int | None | Unset): Attempt deadline, milliseconds, 1,000..=30,000
+            (`tern_core::endpoint::MIN_TIMEOUT_MS`,
+            `MAX_TIMEOUT_MS`); default: the deployment's.
     """
 
     url: str

@@ -19,14 +19,15 @@ class PortalSessionRequest:
 
     Attributes:
         brand_color (None | str | Unset): Brand colour of the portal's header and buttons, `#rrggbb`.
-        endpoint_ids (list[str] | None | Unset): Limit the session to these endpoints of the tenant (1 to 20; each must
-            exist). By
-            default it sees all of them and may add new ones.
+        endpoint_ids (list[str] | None | Unset): Limit the session to these endpoints of the tenant (1 to 20,
+            `tern_core::portal::MAX_SESSION_ENDPOINTS`; each must exist). By default it sees all
+            of them and may add new ones.
         event_types (list[str] | None | Unset): Event types the application sends, offered as choices when the customer
             adds an
             endpoint (at most 50), besides the types its endpoints already subscribe to.
         expires_in_seconds (int | None | Unset): Life of the link and of the session it opens, seconds: 60 to 86,400,
-            default 3,600.
+            default 3,600
+            (`tern_core::portal::MIN_SESSION_SECONDS`, `MAX_SESSION_SECONDS`).
         logo_url (None | str | Unset): Logo shown in the header: an `https` URL of at most 512 bytes (the portal's CSP
             allows images from its origin only).
         read_only (bool | Unset): No change of any kind and no secret shown. Default `false`.

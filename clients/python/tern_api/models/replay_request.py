@@ -6,6 +6,7 @@ from typing import Any, Self, TypeVar, cast
 
 from attrs import define as _attrs_define
 
+from ..models.dead_letter_reason_name import DeadLetterReasonName
 from ..types import UNSET, Unset
 
 T = TypeVar("T", bound="ReplayRequest")
@@ -24,8 +25,7 @@ class ReplayRequest:
         event_type (None | str | Unset): Only this event type.
         force (bool | Unset): Force a replay to disabled or deleted endpoints (their deliveries come back at
             once).
-        reason (None | str | Unset): Only this reason (`exhausted`, `gone`, `endpoint_disabled`, `endpoint_deleted`,
-            `blocked_destination`, `malformed_message`, `no_active_secret`).
+        reason (DeadLetterReasonName | None | Unset):
     """
 
     dead_lettered_since: datetime.datetime | None | Unset = UNSET
@@ -35,7 +35,7 @@ class ReplayRequest:
     event_id: None | str | Unset = UNSET
     event_type: None | str | Unset = UNSET
     force: bool | Unset = UNSET
-    reason: None | str | Unset = UNSET
+    reason: DeadLetterReasonName | None | Unset = UNSET
 
     def to_dict(self) -> dict[str, Any]:
         dead_lettered_since: None | str | Unset
@@ -79,6 +79,8 @@ class ReplayRequest:
         reason: None | str | Unset
         if isinstance(self.reason, Unset):
             reason = UNSET
+        elif isinstance(self.reason, DeadLetterReasonName):
+            reason = self.reason.value
         else:
             reason = self.reason
 
@@ -181,12 +183,20 @@ class ReplayRequest:
 
         force = d.pop("force", UNSET)
 
-        def _parse_reason(data: object) -> None | str | Unset:
+        def _parse_reason(data: object) -> DeadLetterReasonName | None | Unset:
             if data is None:
                 return data
             if isinstance(data, Unset):
                 return data
-            return cast(None | str | Unset, data)
+            try:
+                if not isinstance(data, str):
+                    raise TypeError()
+                reason_type_0 = DeadLetterReasonName(data)
+
+                return reason_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(DeadLetterReasonName | None | Unset, data)
 
         reason = _parse_reason(d.pop("reason", UNSET))
 

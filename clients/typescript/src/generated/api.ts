@@ -483,6 +483,13 @@ export interface components {
             /** @description True when `max` cut the list: more of this tenant's dead letters may exist. */
             truncated: boolean;
         };
+        /**
+         * @description Why a budget was dead-lettered: the values `reason` filters take
+         *     (`tern_core::DeadLetterReason`). Documented only: the filter is read as text and a
+         *     value outside these is a 400 naming `reason`.
+         * @enum {string}
+         */
+        DeadLetterReasonName: "exhausted" | "gone" | "endpoint_disabled" | "endpoint_deleted" | "blocked_destination" | "malformed_message" | "no_active_secret";
         /** @description A budget that ended in the DLQ. */
         DeadLetteredBudget: {
             /**
@@ -804,7 +811,7 @@ export interface components {
             event_types?: string[] | null;
             /**
              * Format: int32
-             * @description New attempt budget; `null`: the schedule's length + 1.
+             * @description New attempt budget, at least 1; `null`: the schedule's length + 1.
              */
             max_attempts?: number | null;
             /**
@@ -813,11 +820,14 @@ export interface components {
              */
             max_per_second?: number | null;
             payload_format?: components["schemas"]["PayloadFormat"] | null;
-            /** @description New retry waits, seconds; `null`: the deployment's schedule. */
+            /**
+             * @description New retry waits, seconds (at most 50, each 1 to 604,800); `null`: the deployment's
+             *     schedule.
+             */
             schedule_seconds?: number[] | null;
             /**
              * Format: int64
-             * @description New attempt deadline, milliseconds; `null`: the deployment's.
+             * @description New attempt deadline, milliseconds, 1,000..=30,000; `null`: the deployment's.
              */
             timeout_ms?: number | null;
             /** @description New receiver URL (checked as at creation). */
@@ -917,13 +927,15 @@ export interface components {
             max_per_second?: number | null;
             payload_format?: components["schemas"]["PayloadFormat"] | null;
             /**
-             * @description Waits before each retry, seconds (1 to 30 of them; jitter of 0-10 % is added);
-             *     default: the deployment's schedule.
+             * @description Waits before each retry, seconds (at most 50 of them, `tern_core::retry::MAX_SCHEDULE_LEN`,
+             *     each 1 to 604,800: a week; jitter of 0-10 % is added); default: the deployment's
+             *     schedule.
              */
             schedule_seconds?: number[] | null;
             /**
              * Format: int64
-             * @description Attempt deadline, milliseconds, 1,000..=30,000; default: the deployment's.
+             * @description Attempt deadline, milliseconds, 1,000..=30,000 (`tern_core::endpoint::MIN_TIMEOUT_MS`,
+             *     `MAX_TIMEOUT_MS`); default: the deployment's.
              */
             timeout_ms?: number | null;
             /**
@@ -1003,8 +1015,9 @@ export interface components {
             /** @description Brand colour of the portal's header and buttons, `#rrggbb`. */
             brand_color?: string | null;
             /**
-             * @description Limit the session to these endpoints of the tenant (1 to 20; each must exist). By
-             *     default it sees all of them and may add new ones.
+             * @description Limit the session to these endpoints of the tenant (1 to 20,
+             *     `tern_core::portal::MAX_SESSION_ENDPOINTS`; each must exist). By default it sees all
+             *     of them and may add new ones.
              */
             endpoint_ids?: string[] | null;
             /**
@@ -1014,7 +1027,8 @@ export interface components {
             event_types?: string[] | null;
             /**
              * Format: int64
-             * @description Life of the link and of the session it opens, seconds: 60 to 86,400, default 3,600.
+             * @description Life of the link and of the session it opens, seconds: 60 to 86,400, default 3,600
+             *     (`tern_core::portal::MIN_SESSION_SECONDS`, `MAX_SESSION_SECONDS`).
              */
             expires_in_seconds?: number | null;
             /**
@@ -1160,11 +1174,7 @@ export interface components {
              *     once).
              */
             force?: boolean;
-            /**
-             * @description Only this reason (`exhausted`, `gone`, `endpoint_disabled`, `endpoint_deleted`,
-             *     `blocked_destination`, `malformed_message`, `no_active_secret`).
-             */
-            reason?: string | null;
+            reason?: components["schemas"]["DeadLetterReasonName"] | null;
         };
         /** @description A resend put on the delivery queue. */
         Resend: {
