@@ -948,10 +948,10 @@ async fn enable_keeps_a_schedule_that_lies_ahead() {
     store.reset(&tenant, &endpoint).await.unwrap();
     let after = store.get(&tenant, &endpoint).await.unwrap().expect("kept");
     assert_eq!(after.rate_tat, Some(now + chrono::Duration::seconds(100)));
-    assert!(
-        after.buckets.is_empty() && after.last_success_at.is_none(),
-        "{after:?}"
-    );
+    // The window starts afresh; the history (the 24 h view, the last success) is kept.
+    assert!(after.buckets.is_empty(), "{after:?}");
+    assert_eq!(after.long_rate(now).attempts, 1, "{after:?}");
+    assert!(after.last_success_at.is_some(), "{after:?}");
     // A batch after the enable follows the old schedule, not now.
     let next = store
         .reserve_slots(

@@ -1017,3 +1017,37 @@ mod time_tests {
         assert!(time_from(&"9".repeat(10_000)).unwrap_err().len() < 200);
     }
 }
+
+#[cfg(test)]
+mod reason_tests {
+    use super::DeadLetterReasonName;
+
+    /// The document's `reason` values are the dead-letter reasons, all of them: a reason
+    /// added to `tern_core` without its name here would be missing from the schema.
+    #[test]
+    fn the_documented_reasons_are_every_dead_letter_reason() {
+        let documented: Vec<String> = [
+            DeadLetterReasonName::Exhausted,
+            DeadLetterReasonName::Gone,
+            DeadLetterReasonName::EndpointDisabled,
+            DeadLetterReasonName::EndpointDeleted,
+            DeadLetterReasonName::BlockedDestination,
+            DeadLetterReasonName::MalformedMessage,
+            DeadLetterReasonName::NoActiveSecret,
+        ]
+        .iter()
+        .map(|r| {
+            serde_json::to_value(r)
+                .unwrap()
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+        let core: Vec<String> = tern_core::DeadLetterReason::ALL
+            .iter()
+            .map(|r| r.as_str().to_owned())
+            .collect();
+        assert_eq!(documented, core);
+    }
+}
