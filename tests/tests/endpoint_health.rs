@@ -247,7 +247,7 @@ async fn opens_after_n_failures_and_defers_without_spending_attempts() {
             local
                 .sender
                 .ledger
-                .history(&m.event.id)
+                .history(&m.event.tenant_id, &m.event.id)
                 .await
                 .unwrap()
                 .is_empty(),
@@ -1044,7 +1044,7 @@ async fn a_receiver_asking_for_an_hour_pauses_the_endpoint_and_nothing_spends_at
             local
                 .sender
                 .ledger
-                .history(&m.event.id)
+                .history(&m.event.tenant_id, &m.event.id)
                 .await
                 .unwrap()
                 .is_empty(),

@@ -26,8 +26,8 @@ export interface FunctionsProps {
   readonly portal: Portal;
 }
 
-/** The attributes of a fan-out checkpoint item (shared/tern-aws/src/fanout.rs), the only ones the relay may touch in the attempts table. */
-export const RELAY_CHECKPOINT_ATTRIBUTES = ['event_id', 'sk', 'fanout_through', 'expires_at'];
+/** The attributes of a fan-out record item (shared/tern-aws/src/fanout.rs: its ledger spread and checkpoint), the only ones the relay may touch in the attempts table. */
+export const RELAY_CHECKPOINT_ATTRIBUTES = ['event_id', 'sk', 'fanout_through', 'fanout_shards', 'expires_at'];
 /**
  * What an enable's reset (tern_aws::health, `reset`) puts back after deleting an endpoint's
  * health item, all it may update: the key, the rate-limit schedule (`rt`), and the history
@@ -98,6 +98,8 @@ export class Functions extends Construct {
         TERN_DELIVERY_QUEUE_URL: queues.delivery.queueUrl,
         TERN_RELAY_FAILURE_QUEUE_URL: queues.relayFailures.queueUrl,
         TERN_MAX_PAYLOAD_BYTES: String(c.maxPayloadBytes),
+        // A large fan-out's record outlives the ledger's items by 60 days.
+        TERN_ATTEMPT_LOG_TTL_DAYS: String(c.attemptLogTtlDays),
       },
     });
     this.sender = this.rustFunction(c, {

@@ -1,5 +1,4 @@
-//! The ledger's reads and writes by endpoint, in the attempts table: each pair's state
-//! (the `state#<endpoint>` items of an event's partition) and the endpoint log.
+//! The endpoint log, in the attempts table.
 //!
 //! An endpoint log item lives in a partition of its own endpoint, `event_id` =
 //! `log#<endpoint id>` (an event id never holds `#`, so it never meets an event's
@@ -13,12 +12,11 @@
 use std::collections::{BTreeMap, HashMap};
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use chrono::{DateTime, Utc};
+use tern_core::EndpointId;
 use tern_core::delivery_log::{
-    EndpointLogEntry, EndpointLogPage, EndpointLogQuery, LOG_ITEM_SPAN_MS, LogPager, PairState,
+    EndpointLogEntry, EndpointLogPage, EndpointLogQuery, LOG_ITEM_SPAN_MS, LogPager,
 };
-use tern_core::ports::{AttemptRecord, DeliveryState, PortError};
-use tern_core::{EndpointId, EventId};
+use tern_core::ports::{AttemptRecord, PortError};
 
 use crate::DynamoLedger;
 use crate::error::port_error;
@@ -67,41 +65,6 @@ fn text(item: &HashMap<String, AttributeValue>, name: &str) -> Option<String> {
 }
 
 impl DynamoLedger {
-    /// Every `state#` item of `event`, read consistently.
-    pub(crate) async fn read_pair_states(
-        &self,
-        event: &EventId,
-    ) -> Result<Vec<PairState>, PortError> {
-        let mut states = Vec::new();
-        let mut start = None;
-        loop {
-            let out = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .key_condition_expression("event_id = :e AND begins_with(sk, :state)")
-                .expression_attribute_values(":e", AttributeValue::S(event.to_string()))
-                .expression_attribute_values(":state", AttributeValue::S("state#".into()))
-                .consistent_read(true)
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .map_err(port_error)?;
-            for item in out.items.unwrap_or_default() {
-                if let Some(state) = pair_state(&item) {
-                    states.push(state);
-                } else {
-                    tracing::warn!(event_id = %event, "skipping an unreadable delivery state item");
-                }
-            }
-            start = out.last_evaluated_key;
-            if start.is_none() {
-                states.sort_by(|a, b| a.endpoint_id.cmp(&b.endpoint_id));
-                return Ok(states);
-            }
-        }
-    }
-
     /// One item per endpoint (and per [`LOG_ITEM_SPAN_MS`] of starts) for `records`, the
     /// writes made concurrently.
     pub(crate) async fn write_endpoint_log(
@@ -216,40 +179,11 @@ fn log_item(
     Some((ms, entries))
 }
 
-/// A `state#` item as a [`PairState`]; `None` when it is not one.
-fn pair_state(item: &HashMap<String, AttributeValue>) -> Option<PairState> {
-    let endpoint_id = EndpointId::new(text(item, "endpoint_id")?).ok()?;
-    let key: u64 = match item.get("claim_key") {
-        Some(AttributeValue::N(v)) => v.parse().ok()?,
-        _ => return None,
-    };
-    let done = matches!(item.get("claim_done"), Some(AttributeValue::Bool(true)));
-    let delivered_at = text(item, "delivered_at")
-        .and_then(|t| DateTime::parse_from_rfc3339(&t).ok())
-        .map(|t| t.with_timezone(&Utc));
-    // Delivered wins over everything: a pair a slow holder delivered while a later
-    // attempt holds the claim is delivered, whatever that holder is doing.
-    let state = if delivered_at.is_some() {
-        Some(DeliveryState::Delivered)
-    } else if done {
-        text(item, "delivery_state").and_then(|s| {
-            serde_json::from_value::<DeliveryState>(serde_json::Value::String(s)).ok()
-        })
-    } else {
-        None
-    };
-    Some(PairState {
-        endpoint_id,
-        state,
-        replay_count: u32::try_from(key >> 32).ok()?,
-        attempt: u32::try_from(key & u64::from(u32::MAX)).ok()?,
-        delivered_at,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use chrono::DateTime;
+    use tern_core::EventId;
 
     fn entry(ms: i64) -> EndpointLogEntry {
         EndpointLogEntry {
@@ -275,27 +209,5 @@ mod tests {
             .map(|i| i.iter().map(|e| e.started_at.timestamp_millis()).collect())
             .collect();
         assert_eq!(starts, vec![vec![0, 60_000], vec![70_000], vec![200_000]]);
-    }
-
-    #[test]
-    fn state_items_read_back() {
-        let item = HashMap::from([
-            ("endpoint_id".to_owned(), AttributeValue::S("ep_1".into())),
-            (
-                "claim_key".to_owned(),
-                AttributeValue::N(((2u64 << 32) | 3).to_string()),
-            ),
-            ("claim_done".to_owned(), AttributeValue::Bool(true)),
-            (
-                "delivery_state".to_owned(),
-                AttributeValue::S("retrying".into()),
-            ),
-        ]);
-        let s = pair_state(&item).unwrap();
-        assert_eq!(
-            (s.replay_count, s.attempt, s.state),
-            (2, 3, Some(DeliveryState::Retrying))
-        );
-        assert_eq!(s.delivered_at, None);
     }
 }

@@ -15,6 +15,8 @@ pub mod fanout;
 pub mod health;
 pub mod kms;
 pub mod ledger;
+pub mod ledger_keys;
+pub mod ledger_read;
 pub mod operational;
 pub mod outbox_reader;
 pub mod portal;

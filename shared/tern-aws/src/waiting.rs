@@ -24,7 +24,6 @@ use std::collections::HashMap;
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, Utc};
-use tern_core::EventId;
 use tern_core::ports::PortError;
 use tern_core::waiting::{
     WaitingDelivery, WaitingList, WaitingRead, WaitingScope, endpoint_key, parse_endpoint_key,
@@ -80,7 +79,8 @@ fn entry(item: &HashMap<String, AttributeValue>) -> Option<WaitingDelivery> {
     Some(WaitingDelivery {
         tenant_id,
         endpoint_id,
-        event_id: EventId::new(text("event_id")?.clone()).ok()?,
+        // The state item's partition: the event id, or its sharded partition.
+        event_id: crate::ledger_keys::parse_partition(text("event_id")?)?.1,
         attempt: number(WAIT_ATTEMPT)?.parse().ok()?,
         due_at: DateTime::from_timestamp_millis(number(WAIT_DUE)?.parse().ok()?)?,
     })
@@ -172,7 +172,10 @@ mod tests {
                 (name.to_owned(), v)
             })
             .collect();
-        item.insert("event_id".into(), AttributeValue::S("evt_9".into()));
+        item.insert(
+            "event_id".into(),
+            AttributeValue::S("ev#tnt_a#evt_9#03".into()),
+        );
         let d = entry(&item).unwrap();
         assert_eq!(
             (

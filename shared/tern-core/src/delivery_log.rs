@@ -424,6 +424,10 @@ pub struct PairState {
     pub attempt: u32,
     /// When the pair was delivered, if it was (by any budget).
     pub delivered_at: Option<DateTime<Utc>>,
+    /// Where the ledger keeps the pair's items: a new message of the pair (a manual
+    /// resend) is written in the same layout, so its claim meets the pair's earlier ones.
+    #[serde(default)]
+    pub ledger: crate::spread::LedgerLayout,
 }
 
 impl PairState {
@@ -431,6 +435,23 @@ impl PairState {
     /// so its claim outranks every earlier message of the pair.
     pub fn next_replay_count(&self) -> u32 {
         self.replay_count.saturating_add(1)
+    }
+
+    /// Of two state items of one pair (one in each ledger layout: only a relay retried
+    /// across the upgrade makes both), the one that speaks for the pair: a delivered one
+    /// (delivered wins), else the later claim.
+    pub fn prevailing(self, other: Self) -> Self {
+        let rank = |s: &Self| {
+            (
+                s.delivered_at.is_some(),
+                (u64::from(s.replay_count) << 32) | u64::from(s.attempt),
+            )
+        };
+        if rank(&other) > rank(&self) {
+            other
+        } else {
+            self
+        }
     }
 }
 
@@ -613,8 +634,34 @@ mod tests {
             replay_count: 2,
             attempt: 1,
             delivered_at: None,
+            ledger: crate::spread::LedgerLayout::Sharded { shards: 1 },
         };
         assert_eq!(s.next_replay_count(), 3);
+    }
+
+    #[test]
+    fn of_two_layouts_delivered_wins_then_the_later_claim() {
+        let s = |replay, attempt, delivered: bool, ledger| PairState {
+            endpoint_id: EndpointId::new("ep_1").unwrap(),
+            state: None,
+            replay_count: replay,
+            attempt,
+            delivered_at: delivered.then(Utc::now),
+            ledger,
+        };
+        use crate::spread::LedgerLayout::{Sharded, Unsharded};
+        let old_delivered = s(0, 1, true, Unsharded);
+        let new_claim = s(0, 3, false, Sharded { shards: 1 });
+        assert_eq!(
+            old_delivered.clone().prevailing(new_claim.clone()),
+            old_delivered
+        );
+        assert_eq!(
+            new_claim.clone().prevailing(old_delivered.clone()),
+            old_delivered
+        );
+        let later = s(1, 1, false, Unsharded);
+        assert_eq!(new_claim.clone().prevailing(later.clone()), later);
     }
 
     #[test]
