@@ -530,26 +530,29 @@ async fn a_slow_holder_and_its_takeover_both_keep_their_success_whatever_the_ord
 }
 
 /// The waiting index's entries of one endpoint, as `tern waiting --endpoint` reads them
-/// (a Query of the index), raw.
+/// (a Query of each of the index partitions its entries spread over), raw.
 async fn index_entries(
     local: &LocalTern,
     ep: &Endpoint,
 ) -> Vec<std::collections::HashMap<String, AttributeValue>> {
-    local
-        .dynamodb()
-        .query()
-        .table_name(&local.resources.attempts_table)
-        .index_name(tern_aws::waiting::WAITING_INDEX)
-        .key_condition_expression("wait_ep = :k")
-        .expression_attribute_values(
-            ":k",
-            AttributeValue::S(tern_core::waiting::endpoint_key(&ep.tenant_id, &ep.id)),
-        )
-        .send()
-        .await
-        .unwrap()
-        .items
-        .unwrap_or_default()
+    let mut all = Vec::new();
+    for key in tern_aws::waiting::wait_keys(&ep.tenant_id, &ep.id) {
+        all.extend(
+            local
+                .dynamodb()
+                .query()
+                .table_name(&local.resources.attempts_table)
+                .index_name(tern_aws::waiting::WAITING_INDEX)
+                .key_condition_expression("wait_ep = :k")
+                .expression_attribute_values(":k", AttributeValue::S(key))
+                .send()
+                .await
+                .unwrap()
+                .items
+                .unwrap_or_default(),
+        );
+    }
+    all
 }
 
 /// Issue 17: "what is waiting" costs no scan of SQS or Step Functions: a retry is listed by

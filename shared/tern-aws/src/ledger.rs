@@ -996,6 +996,7 @@ fn with_listing(
     for (name, value) in crate::waiting::listing(
         &message.event.tenant_id,
         &message.endpoint_id,
+        &message.event.id,
         attempt,
         due_at,
     ) {
