@@ -707,17 +707,22 @@ async fn the_endpoint_log_costs_one_write_per_endpoint_per_batch() {
     );
 
     // The item: ten lines, under 1 KB even with 36-character event ids.
-    let items = local
-        .dynamodb()
-        .query()
-        .table_name(&local.resources.attempts_table)
-        .key_condition_expression("event_id = :p")
-        .expression_attribute_values(":p", AttributeValue::S(format!("log#{}", one.id)))
-        .send()
-        .await
-        .unwrap()
-        .items
-        .unwrap_or_default();
+    let mut items = Vec::new();
+    for partition in tern_aws::endpoint_log::log_partitions(&one.id) {
+        items.extend(
+            local
+                .dynamodb()
+                .query()
+                .table_name(&local.resources.attempts_table)
+                .key_condition_expression("event_id = :p")
+                .expression_attribute_values(":p", AttributeValue::S(partition))
+                .send()
+                .await
+                .unwrap()
+                .items
+                .unwrap_or_default(),
+        );
+    }
     let item = items
         .iter()
         .find(|i| matches!(i.get("entries"), Some(AttributeValue::S(s)) if s.lines().count() == 10))

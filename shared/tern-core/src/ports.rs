@@ -536,7 +536,7 @@ pub trait DeliveryLedger: Send + Sync {
     }
 
     /// Adds the attempts a sender batch recorded to their endpoints' logs: one write per
-    /// endpoint (per [`crate::delivery_log::LOG_ITEM_SPAN_MS`] of attempt starts). For
+    /// endpoint (per [`crate::delivery_log::SPREAD_LOG_ITEM_SPAN_MS`] of attempt starts). For
     /// people, like the attempt rows: a failure loses those lines from the endpoint's log,
     /// never from the event's history. The default keeps no endpoint log.
     async fn append_endpoint_log(&self, records: &[AttemptRecord]) -> Result<(), PortError> {
