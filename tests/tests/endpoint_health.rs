@@ -807,12 +807,8 @@ async fn a_busy_endpoints_record_stays_under_one_write_unit() {
         .get_item()
         .table_name(&local.resources.health_table)
         .key(
-            "tenant_id",
-            aws_sdk_dynamodb::types::AttributeValue::S(tenant.to_string()),
-        )
-        .key(
-            "endpoint_id",
-            aws_sdk_dynamodb::types::AttributeValue::S(endpoint.to_string()),
+            tern_aws::health::HEALTH_KEY,
+            aws_sdk_dynamodb::types::AttributeValue::S(format!("{tenant}#{endpoint}")),
         )
         .send()
         .await

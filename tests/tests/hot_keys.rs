@@ -1,8 +1,9 @@
 //! The keys one endpoint writes at the rate of its traffic are spread (issue 29, "no hot
 //! key"), and their readers read every shard exactly, on moto: the endpoint log (pages
 //! across its 4 partitions and the one written before the spread: no line lost, none
-//! repeated) and the waiting list (an endpoint's entries over 8 index partitions, and the
-//! entries written before).
+//! repeated), the waiting list (an endpoint's entries over 8 index partitions, and the
+//! entries written before) and the health records (one partition key per endpoint; a
+//! tenant's listing through its index finds every one).
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -362,4 +363,109 @@ async fn an_endpoints_waiting_deliveries_spread_over_the_index_and_all_are_read(
         .await
         .unwrap();
     assert_eq!(tenant_read.entries.len(), 65);
+}
+
+/// 130 endpoints of one tenant and 3 of another, their health records written the ways the
+/// sender writes them (a batch's counts; a rate-limit slot write alone; a pause alone):
+/// each record has a partition key of its own, and the tenant's listing (`tern endpoints
+/// health --tenant`, the API, the portal: the tenant index, then the records by key in
+/// two `BatchGetItem` calls) finds exactly the tenant's 130; the full listing all 133.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenants_health_listing_finds_every_endpoint_and_no_two_share_a_key() {
+    use tern_core::health::{HealthChange, HealthDelta, HealthSignal, HealthStore};
+    let local = deployment_without_pollers("health-keys", options()).await;
+    let store = tern_aws::DynamoHealthStore::new(local.dynamodb(), &local.resources.health_table);
+    let (a, b) = (
+        TenantId::new("tnt_many").unwrap(),
+        TenantId::new("tnt_few").unwrap(),
+    );
+    let mut mine = std::collections::BTreeSet::new();
+    let now = Utc::now();
+    for i in 0..133usize {
+        let (tenant, endpoint) = if i < 130 {
+            (&a, EndpointId::new(format!("ep_{i:03}")).unwrap())
+        } else {
+            (&b, EndpointId::new(format!("ep_{i:03}")).unwrap())
+        };
+        match i % 3 {
+            0 => {
+                let mut delta = HealthDelta::new(now);
+                delta.add(HealthSignal::Success { at: now });
+                store
+                    .record(tenant, &endpoint, &delta, 600, None)
+                    .await
+                    .unwrap();
+            }
+            1 => {
+                let slots = tern_core::rate_limit::request(
+                    None,
+                    1,
+                    tern_core::rate_limit::RateLimit::new(5).unwrap(),
+                    now,
+                )
+                .unwrap();
+                store
+                    .reserve_slots(tenant, &endpoint, &slots)
+                    .await
+                    .unwrap();
+            }
+            _ => {
+                let pause = HealthChange::Pause {
+                    until: now + chrono::Duration::seconds(30),
+                    pauses: 1,
+                };
+                assert!(store.apply(tenant, &endpoint, &pause, now).await.unwrap());
+            }
+        }
+        if i < 130 {
+            mine.insert(endpoint.to_string());
+        }
+    }
+    let keys = partition_counts_of(
+        &local,
+        &local.resources.health_table,
+        tern_aws::health::HEALTH_KEY,
+    )
+    .await;
+    assert_eq!(keys.len(), 133, "one partition key per endpoint");
+    assert!(keys.values().all(|n| *n == 1));
+    let listed = store.list(Some(&a)).await.unwrap();
+    let names: std::collections::BTreeSet<String> =
+        listed.iter().map(|h| h.endpoint_id.to_string()).collect();
+    assert_eq!(names, mine, "the tenant's endpoints, every one");
+    assert!(listed.iter().all(|h| h.tenant_id == a));
+    assert_eq!(store.list(Some(&b)).await.unwrap().len(), 3);
+    assert_eq!(store.list(None).await.unwrap().len(), 133);
+    // A record read by key is whole.
+    let one = store
+        .get(&a, &EndpointId::new("ep_002").unwrap())
+        .await
+        .unwrap()
+        .expect("a paused endpoint's record");
+    assert!(one.paused_until.is_some());
+}
+
+/// Item counts per partition key attribute `key` of `table`.
+async fn partition_counts_of(local: &LocalTern, table: &str, key: &str) -> HashMap<String, usize> {
+    let mut out = HashMap::new();
+    let mut start = None;
+    loop {
+        let page = local
+            .dynamodb()
+            .scan()
+            .table_name(table)
+            .set_exclusive_start_key(start)
+            .send()
+            .await
+            .unwrap();
+        for item in page.items() {
+            if let Some(AttributeValue::S(pk)) = item.get(key) {
+                *out.entry(pk.clone()).or_default() += 1;
+            }
+        }
+        start = page.last_evaluated_key.filter(|k| !k.is_empty());
+        if start.is_none() {
+            return out;
+        }
+    }
 }

@@ -605,7 +605,8 @@ async fn attempt_log_items_carry_every_field_and_expire_by_ttl() {
 
     // Raw items: a row per failed (event, endpoint, replay, attempt); the success lives on
     // the pair's state item (one write marks it delivered and records the attempt). Each
-    // with a TTL about 30 days (the settings' attemptLogTtlDays) out.
+    // with a TTL about 30 days (the settings' attemptLogTtlDays) out. An event of one
+    // endpoint keeps its pairs in its tenant's sharded partition 0.
     let items = local
         .dynamodb()
         .query()
@@ -613,7 +614,11 @@ async fn attempt_log_items_carry_every_field_and_expire_by_ttl() {
         .key_condition_expression("event_id = :e")
         .expression_attribute_values(
             ":e",
-            aws_sdk_dynamodb::types::AttributeValue::S(id.to_string()),
+            aws_sdk_dynamodb::types::AttributeValue::S(tern_aws::ledger_keys::sharded_partition(
+                &ep.tenant_id,
+                &id,
+                0,
+            )),
         )
         .send()
         .await
