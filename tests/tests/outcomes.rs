@@ -607,24 +607,23 @@ async fn attempt_log_items_carry_every_field_and_expire_by_ttl() {
     // the pair's state item (one write marks it delivered and records the attempt). Each
     // with a TTL about 30 days (the settings' attemptLogTtlDays) out. An event of one
     // endpoint keeps its pairs in its tenant's sharded partition 0.
-    let items = local
-        .dynamodb()
-        .query()
-        .table_name(&local.resources.attempts_table)
-        .key_condition_expression("event_id = :e")
-        .expression_attribute_values(
-            ":e",
-            aws_sdk_dynamodb::types::AttributeValue::S(tern_aws::ledger_keys::sharded_partition(
-                &ep.tenant_id,
-                &id,
-                0,
-            )),
-        )
-        .send()
-        .await
-        .unwrap()
-        .items
-        .unwrap_or_default();
+    let items =
+        local
+            .dynamodb()
+            .query()
+            .table_name(&local.resources.attempts_table)
+            .key_condition_expression("event_id = :e")
+            .expression_attribute_values(
+                ":e",
+                aws_sdk_dynamodb::types::AttributeValue::S(
+                    tern_aws::ledger_keys::sharded_partition(&ep.tenant_id, &id, 0),
+                ),
+            )
+            .send()
+            .await
+            .unwrap()
+            .items
+            .unwrap_or_default();
     let keys: Vec<&str> = items
         .iter()
         .map(|i| i["sk"].as_s().unwrap().as_str())
