@@ -375,6 +375,26 @@ pub fn wire_rules(faults: &WireFaults, seed: u64) -> Vec<(String, Rule)> {
         Fault::Throttle,
         faults.throttle,
     );
+    // Issue 29: throttling aimed at the spread keys, at the throttle chance on top of the
+    // operation-wide rules: the sharded ledger partitions (claims, markers, attempt rows),
+    // the endpoint log's shards, the health items keyed by endpoint, and the writes that
+    // list a delivery in the waiting index's shards.
+    if faults.throttle > 0.0 {
+        for (op, text, what) in [
+            ("UpdateItem", r#""S":"ev#"#, "ledger shard"),
+            ("PutItem", r#""S":"ev#"#, "ledger shard"),
+            ("PutItem", r#""S":"log#"#, "endpoint log shard"),
+            ("UpdateItem", "endpoint_key", "health item"),
+            ("UpdateItem", ":wep", "waiting index shard"),
+        ] {
+            rules.push((
+                format!("DynamoDb {op} Throttle aimed at the {what}"),
+                Rule::on(Service::DynamoDb, op, Fault::Throttle)
+                    .body_contains(text)
+                    .chance(faults.throttle, rng.random()),
+            ));
+        }
+    }
     rules
 }
 
