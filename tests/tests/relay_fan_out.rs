@@ -252,6 +252,19 @@ async fn each_fan_out_keeps_the_ledger_layout_its_first_relay_chose() {
         [LedgerLayout::Sharded { shards: 1 }].into()
     );
     assert!(none.0.lock().unwrap().is_empty());
+
+    // A relay with no record to write (the retry of one refused message) keeps a big
+    // fan-out's pairs in one partition too: readers would not know of a spread.
+    let unrecorded = Arc::new(TimedQueue::new(Duration::from_millis(1)));
+    let deps = RelayDeps {
+        checkpoints: None,
+        ..deps_with(endpoints(300).await, unrecorded.clone(), none.clone())
+    };
+    tern_handlers::relay::handle_value(&deps, json!({"Records": [insert(4)]}), &metrics()).await;
+    assert_eq!(
+        unrecorded.layouts.lock().unwrap()["evt_4"],
+        [LedgerLayout::Sharded { shards: 1 }].into()
+    );
 }
 
 fn metrics() -> Metrics {

@@ -645,7 +645,10 @@ async fn deliver_plan(
 ) -> Result<Plan, PortError> {
     let mut endpoints = subscribers(deps, &event, tenants).await?;
     let subscribed = endpoints.len();
-    let mut layout = LedgerLayout::for_fan_out(subscribed);
+    // One partition unless the spread is on the event's record, where readers look for it
+    // (a relay without checkpoints, `tern relay-failures --retry` of one refused message,
+    // writes none).
+    let mut layout = LedgerLayout::for_fan_out(1);
     if let Some(store) = deps
         .checkpoints
         .as_ref()
@@ -662,25 +665,22 @@ async fn deliver_plan(
                     );
                 }
             }
-            Ok(None) => match store.begin(&event.tenant_id, &event.id, layout).await {
-                Ok(()) => {}
-                Err(e @ PortError::Unavailable(_)) => return Err(e),
-                Err(PortError::Rejected(error)) => {
-                    tracing::error!(
+            Ok(None) => {
+                let wide = LedgerLayout::for_fan_out(subscribed);
+                match store.begin(&event.tenant_id, &event.id, wide).await {
+                    Ok(()) => layout = wide,
+                    Err(e @ PortError::Unavailable(_)) => return Err(e),
+                    Err(PortError::Rejected(error)) => tracing::error!(
                         event_id = %event.id, %error,
                         "fan-out record not written: the event's pairs stay in one ledger partition"
-                    );
-                    layout = LedgerLayout::for_fan_out(1);
+                    ),
                 }
-            },
-            Err(e @ PortError::Unavailable(_)) => return Err(e),
-            Err(PortError::Rejected(error)) => {
-                tracing::error!(
-                    event_id = %event.id, %error,
-                    "fan-out checkpoint unreadable: relaying to every subscribed endpoint, its pairs in one ledger partition"
-                );
-                layout = LedgerLayout::for_fan_out(1);
             }
+            Err(e @ PortError::Unavailable(_)) => return Err(e),
+            Err(PortError::Rejected(error)) => tracing::error!(
+                event_id = %event.id, %error,
+                "fan-out checkpoint unreadable: relaying to every subscribed endpoint, its pairs in one ledger partition"
+            ),
         }
     }
     Ok(Plan::Deliver {
