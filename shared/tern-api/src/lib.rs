@@ -22,6 +22,7 @@ pub mod model;
 pub mod openapi;
 pub mod portal;
 pub mod problem;
+pub mod reach;
 pub(crate) mod routes;
 pub mod sigv4;
 

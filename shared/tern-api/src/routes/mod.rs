@@ -31,6 +31,7 @@ pub(crate) fn api() -> OpenApiRouter<ApiDeps> {
         .routes(routes!(endpoints::enable_endpoint))
         .routes(routes!(endpoints::disable_endpoint))
         .routes(routes!(endpoints::rotate_endpoint_secret))
+        .routes(routes!(endpoints::rotate_endpoint_signing_key))
         .routes(routes!(endpoints::get_endpoint_health))
         .routes(routes!(endpoints::send_test_event))
         .routes(routes!(endpoints::list_endpoint_attempts))
