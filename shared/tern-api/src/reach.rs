@@ -242,27 +242,34 @@ impl<'de> Deserialize<'de> for ReceiverAuthSetting {
             Some(_) => return Err(D::Error::custom("`type` must be a string")),
             None => return Err(D::Error::missing_field("type")),
         };
-        let read = |v: serde_json::Value| -> Result<Self, D::Error> {
-            let out = match kind.as_str() {
-                "none" => serde_json::from_value(v).map(Self::None),
-                "basic" => serde_json::from_value(v).map(Self::Basic),
-                "bearer" => serde_json::from_value(v).map(Self::Bearer),
-                "oauth2_client_credentials" => {
-                    serde_json::from_value(v).map(Self::Oauth2ClientCredentials)
+        // serde_json's own messages: they name a missing or unknown field, and for a
+        // value of the wrong type its type, never a string's text. A field inside is
+        // named to the caller's path through `crate::extract::NESTED_FIELD`.
+        fn read<T: serde::de::DeserializeOwned, E: serde::de::Error>(
+            v: serde_json::Value,
+        ) -> Result<T, E> {
+            serde_path_to_error::deserialize(v).map_err(|e| {
+                let path = e.path().to_string();
+                let inner = e.into_inner();
+                if path.is_empty() || path == "." {
+                    E::custom(inner)
+                } else {
+                    E::custom(format!("{}{path}`: {inner}", crate::extract::NESTED_FIELD))
                 }
-                other => {
-                    return Err(D::Error::custom(format!(
-                        "unknown variant `{}`, expected one of {}",
-                        tern_core::sqs_text::clean(other, 40),
-                        AUTH_TYPES.map(|t| format!("`{t}`")).join(", ")
-                    )));
-                }
-            };
-            // serde_json's own message: it names a missing or unknown field, and for a
-            // value of the wrong type its type, never a string's text.
-            out.map_err(|e| D::Error::custom(e.to_string()))
-        };
-        read(value)
+            })
+        }
+        match kind.as_str() {
+            "none" => read(value).map(Self::None),
+            "basic" => read(value).map(Self::Basic),
+            "bearer" => read(value).map(Self::Bearer),
+            "oauth2_client_credentials" => read(value).map(Self::Oauth2ClientCredentials),
+            other => Err(D::Error::custom(format!(
+                "{}type`: unknown variant `{}`, expected one of {}",
+                crate::extract::NESTED_FIELD,
+                tern_core::sqs_text::clean(other, 40),
+                AUTH_TYPES.map(|t| format!("`{t}`")).join(", ")
+            ))),
+        }
     }
 }
 
@@ -754,13 +761,18 @@ mod tests {
         }
         assert!(read(r#"{"auth":{"type":"bearer","token":"t"}}"#).is_ok());
         for (text, field) in [
-            (r#"{"auth":{"type":"magic"}}"#, "auth"),
+            (r#"{"auth":{"type":"magic"}}"#, "auth.type"),
+            (
+                r#"{"auth":{"type":"oauth2_client_credentials","token_url":"u","client_id":"c","client_auth":"jwt"}}"#,
+                "auth.client_auth",
+            ),
             (r#"{"auth":{"token":"t"}}"#, "auth.type"),
             (
                 r#"{"auth":{"type":"basic","password":"pw"}}"#,
                 "auth.username",
             ),
-            (r#"{"auth":{"type":"none","token":"pw"}}"#, "auth"),
+            (r#"{"auth":{"type":"none","token":"pw"}}"#, "auth.token"),
+            (r#"{"auth":{"type":"bearer","token":5}}"#, "auth.token"),
         ] {
             let e = read(text).err().unwrap();
             assert_eq!(e.field.as_deref(), Some(field), "{text}: {}", e.detail);
