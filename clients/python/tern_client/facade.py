@@ -29,6 +29,7 @@ from tern_api.api.endpoints import (
     list_endpoints,
     recover_endpoint,
     rotate_endpoint_secret,
+    rotate_endpoint_signing_key,
     send_test_event,
     update_endpoint,
 )
@@ -40,6 +41,11 @@ from tern_api.api.events import (
 )
 from tern_api.api.portal import create_portal_session
 from tern_api.models import (
+    AuthBasic,
+    AuthBearer,
+    AuthNone,
+    AuthOauth2ClientCredentials,
+    CustomHeaderSetting,
     DeadLetterGroups,
     DisableRequest,
     Endpoint,
@@ -65,18 +71,36 @@ from tern_api.models import (
     ReplayRequest,
     Resend,
     RotatedSecret,
+    RotatedSigningKey,
     RotateSecretRequest,
+    RotateSigningKeyRequest,
+    Signatures,
     TestSend,
 )
 from tern_api.types import UNSET, Unset
 
 from .client import create_client, unwrap
 
-__all__ = ["DeadLetters", "Endpoints", "Events", "Portal", "Tern"]
+__all__ = ["DeadLetters", "Endpoints", "Events", "Portal", "ReceiverAuth", "Tern"]
 
 # Aliases: inside a class with a ``list`` method, ``list[str]`` would name the method.
 _Strs = list[str]
 _Ints = list[int]
+
+#: An endpoint's authentication to its receiver, one model per ``type`` (the document's
+#: ``ReceiverAuthSetting``): ``AuthNone``, ``AuthBasic``, ``AuthBearer``,
+#: ``AuthOauth2ClientCredentials``. The facade also takes the JSON form, a dict such as
+#: ``{"type": "bearer", "token": "..."}``.
+ReceiverAuth = AuthNone | AuthBasic | AuthBearer | AuthOauth2ClientCredentials
+_AUTH_MODELS: dict[str, type[Any]] = {
+    "none": AuthNone,
+    "basic": AuthBasic,
+    "bearer": AuthBearer,
+    "oauth2_client_credentials": AuthOauth2ClientCredentials,
+}
+#: The custom headers argument: ``CustomHeaderSetting`` models or their JSON form,
+#: ``{"name": "X-Api-Key", "value": "...", "secret": True}``.
+_Headers = list[CustomHeaderSetting | Mapping[str, Any]]
 
 
 def _id(name: str, value: str) -> str:
@@ -91,6 +115,31 @@ def _enum(kind: type[Any], value: Any) -> Any:
     """An enum from its member or its value (``"failed"``), so a wrong one raises
     ``ValueError`` here; ``UNSET`` and ``None`` stay."""
     return value if value is None or isinstance(value, Unset) else kind(value)
+
+
+def _auth(value: Any) -> Any:
+    """An authentication model from a model or its dict (by ``type``); ``UNSET`` and
+    ``None`` stay. An unknown ``type`` raises ``ValueError`` before anything is sent."""
+    if value is None or isinstance(value, (Unset, *_AUTH_MODELS.values())):
+        return value
+    if isinstance(value, Mapping):
+        model = _AUTH_MODELS.get(str(value.get("type")))
+        if model is None:
+            raise ValueError(
+                f"auth type must be one of {', '.join(_AUTH_MODELS)}, not {value.get('type')!r}"
+            )
+        return model.from_dict(value)
+    raise TypeError(f"auth must be an Auth* model or a dict, not {type(value).__name__}")
+
+
+def _headers(value: Any) -> Any:
+    """``CustomHeaderSetting`` models from models or dicts; ``UNSET`` and ``None`` stay."""
+    if value is None or isinstance(value, Unset):
+        return value
+    return [
+        h if isinstance(h, CustomHeaderSetting) else CustomHeaderSetting.from_dict(h)
+        for h in value
+    ]
 
 
 class Endpoints:
@@ -132,13 +181,27 @@ class Endpoints:
         schedule_seconds: _Ints | None | Unset = UNSET,
         timeout_ms: int | None | Unset = UNSET,
         client_certificate_arn: str | None | Unset = UNSET,
+        headers: _Headers | None | Unset = UNSET,
+        auth: ReceiverAuth | Mapping[str, Any] | None | Unset = UNSET,
+        signatures: Signatures | str | None | Unset = UNSET,
         idempotency_key: str | Unset = UNSET,
     ) -> EndpointCreated:
         """``createEndpoint``: the endpoint and its signing secret (``.secret``), shown
         this once. The fields are ``NewEndpoint``'s. ``idempotency_key`` (a UUID you keep
         for the retries of this one create) makes a retry answer the first create's
         endpoint and secret instead of creating a second one; the key with other fields
-        raises ``TernApiError`` 422 ``idempotency-key-reused``."""
+        raises ``TernApiError`` 422 ``idempotency-key-reused``.
+
+        Receiver settings: ``headers``, custom headers sent with every attempt (at most
+        20; ``{"name": "X-Api-Key", "value": "...", "secret": True}`` is never shown
+        again); ``auth``, how requests authenticate to the receiver
+        (``{"type": "bearer", "token": "..."}``, ``"basic"`` with ``username`` and
+        ``password``, ``"oauth2_client_credentials"`` with ``token_url``, ``client_id``,
+        ``client_secret``, ``scope``, ``audience``, ``client_auth``; or the ``Auth*``
+        models); ``signatures``, ``"v1"`` (default), ``"v1a"`` or ``"both"`` (Ed25519: the
+        public key is in ``.endpoint.signing_keys``). Secrets are write-only: answers
+        show a secret header's value as ``None`` and name the auth's secret in
+        ``.endpoint.auth.secret``."""
         body = NewEndpoint(
             url=url,
             event_types=event_types,
@@ -149,6 +212,9 @@ class Endpoints:
             schedule_seconds=schedule_seconds,
             timeout_ms=timeout_ms,
             client_certificate_arn=client_certificate_arn,
+            headers=_headers(headers),
+            auth=_auth(auth),
+            signatures=_enum(Signatures, signatures),
         )
         return unwrap(
             create_endpoint.sync_detailed(
@@ -183,9 +249,19 @@ class Endpoints:
         schedule_seconds: _Ints | None | Unset = UNSET,
         timeout_ms: int | None | Unset = UNSET,
         client_certificate_arn: str | None | Unset = UNSET,
+        headers: _Headers | None | Unset = UNSET,
+        auth: ReceiverAuth | Mapping[str, Any] | None | Unset = UNSET,
+        signatures: Signatures | str | None | Unset = UNSET,
     ) -> Endpoint:
         """``updateEndpoint``: only the fields given change; ``None`` returns a setting
-        to its default. The fields are ``EndpointPatch``'s."""
+        to its default. The fields are ``EndpointPatch``'s.
+
+        ``headers`` replaces the whole list; a secret entry without ``value``
+        (``{"name": "X-Api-Key", "secret": True}``) keeps the stored value of that name.
+        ``auth`` replaces the setting; left out of it, a secret is kept when the stored
+        authentication has the same type (basic: the same ``username``; OAuth2: the same
+        ``token_url`` and ``client_id``). Turning ``signatures`` to ``"v1a"`` or
+        ``"both"`` makes an Ed25519 key when the endpoint has none."""
         body = EndpointPatch(
             url=url,
             event_types=event_types,
@@ -196,6 +272,9 @@ class Endpoints:
             schedule_seconds=schedule_seconds,
             timeout_ms=timeout_ms,
             client_certificate_arn=client_certificate_arn,
+            headers=_headers(headers),
+            auth=_auth(auth),
+            signatures=_enum(Signatures, signatures),
         )
         return unwrap(
             update_endpoint.sync_detailed(
@@ -254,6 +333,25 @@ class Endpoints:
                 _id("endpoint_id", endpoint_id),
                 client=self._client,
                 body=RotateSecretRequest(overlap_hours=overlap_hours),
+            )
+        )
+
+    def rotate_signing_key(
+        self,
+        tenant_id: str,
+        endpoint_id: str,
+        *,
+        overlap_hours: int | None | Unset = UNSET,
+    ) -> RotatedSigningKey:
+        """``rotateEndpointSigningKey``: a new Ed25519 key signs ``v1a`` at once, the old
+        one keeps signing ``overlap_hours`` (default 24). ``.public_key`` (``whpk_...``)
+        is no secret: give it to the receiver."""
+        return unwrap(
+            rotate_endpoint_signing_key.sync_detailed(
+                _id("tenant_id", tenant_id),
+                _id("endpoint_id", endpoint_id),
+                client=self._client,
+                body=RotateSigningKeyRequest(overlap_hours=overlap_hours),
             )
         )
 

@@ -84,6 +84,7 @@ def assert_valid(schema: str, value: Any) -> None:
 
 # Answers as the API gives them, one per success schema.
 T0 = "2026-12-01T09:00:00Z"
+PUBLIC_KEY = "whpk_MLJvOi3VgJcUO1WJtUxD1hQcGqgLDTvnxOmnbP3gGZk="
 ENDPOINT = {
     "id": "ep_1",
     "tenant_id": "tnt_acme",
@@ -94,6 +95,15 @@ ENDPOINT = {
     "secrets": [
         {"fingerprint": "sha256:5f2c0a1b2c3d", "state": "current", "created_at": T0}
     ],
+    "signatures": "both",
+    "signing_keys": [
+        {"public_key": PUBLIC_KEY, "state": "current", "created_at": T0, "expires_at": None}
+    ],
+    "headers": [
+        {"name": "x-tenant", "value": "acme", "secret": False},
+        {"name": "x-api-key", "value": None, "secret": True},
+    ],
+    "auth": {"type": "bearer", "secret": "token"},
     "created_at": T0,
 }
 REPLAY_REPORT = {
@@ -116,6 +126,7 @@ FIXTURES: dict[str, dict[str, Any]] = {
     "EndpointCreated": {"endpoint": ENDPOINT, "secret": "whsec_c2VjcmV0"},
     "EndpointList": {"items": [ENDPOINT], "next_cursor": None},
     "RotatedSecret": {"endpoint": ENDPOINT, "secret": "whsec_bmV3"},
+    "RotatedSigningKey": {"endpoint": ENDPOINT, "public_key": PUBLIC_KEY},
     "TestSend": {
         "event_id": "evt_test",
         "event_type": "tern.test",
@@ -355,6 +366,12 @@ CASES = [
             description=None,
             payload_format="standard_webhooks",
             max_per_second=10,
+            headers=[
+                {"name": "X-Api-Key", "value": "k-1", "secret": True},
+                tern_api.models.CustomHeaderSetting(name="X-Tenant", value="acme"),
+            ],
+            auth={"type": "bearer", "token": "t-1"},
+            signatures="both",
         ),
         f"/v1/tenants/{TENANT_PATH}/endpoints",
         body={
@@ -363,6 +380,12 @@ CASES = [
             "description": None,
             "payload_format": "standard_webhooks",
             "max_per_second": 10,
+            "headers": [
+                {"name": "X-Api-Key", "value": "k-1", "secret": True},
+                {"name": "X-Tenant", "value": "acme"},
+            ],
+            "auth": {"type": "bearer", "token": "t-1"},
+            "signatures": "both",
         },
     ),
     Case(
@@ -375,10 +398,31 @@ CASES = [
         "endpoints.update",
         "updateEndpoint",
         lambda t: t.endpoints.update(
-            TENANT, EP, url="https://hooks.example/v2", max_per_second=None
+            TENANT,
+            EP,
+            url="https://hooks.example/v2",
+            max_per_second=None,
+            # The secret header and the client secret kept: left out.
+            headers=[{"name": "x-api-key", "secret": True}],
+            auth=tern_api.models.AuthOauth2ClientCredentials(
+                type_=tern_api.models.AuthOauth2ClientCredentialsType.OAUTH2_CLIENT_CREDENTIALS,
+                token_url="https://auth.example/token",
+                client_id="tern",
+            ),
+            signatures=None,
         ),
         f"/v1/tenants/{TENANT_PATH}/endpoints/{EP_PATH}",
-        body={"url": "https://hooks.example/v2", "max_per_second": None},
+        body={
+            "url": "https://hooks.example/v2",
+            "max_per_second": None,
+            "headers": [{"name": "x-api-key", "secret": True}],
+            "auth": {
+                "type": "oauth2_client_credentials",
+                "token_url": "https://auth.example/token",
+                "client_id": "tern",
+            },
+            "signatures": None,
+        },
     ),
     Case(
         "endpoints.delete",
@@ -404,6 +448,13 @@ CASES = [
         "rotateEndpointSecret",
         lambda t: t.endpoints.rotate_secret(TENANT, EP, overlap_hours=2),
         f"/v1/tenants/{TENANT_PATH}/endpoints/{EP_PATH}/rotate-secret",
+        body={"overlap_hours": 2},
+    ),
+    Case(
+        "endpoints.rotate_signing_key",
+        "rotateEndpointSigningKey",
+        lambda t: t.endpoints.rotate_signing_key(TENANT, EP, overlap_hours=2),
+        f"/v1/tenants/{TENANT_PATH}/endpoints/{EP_PATH}/rotate-signing-key",
         body={"overlap_hours": 2},
     ),
     Case(
@@ -622,6 +673,7 @@ def test_optional_bodies_are_sent_as_an_empty_object(server: Server) -> None:
     calls: list[tuple[Callable[[], Any], str]] = [
         (lambda: t.endpoints.disable(TENANT, EP), "Endpoint"),
         (lambda: t.endpoints.rotate_secret(TENANT, EP), "RotatedSecret"),
+        (lambda: t.endpoints.rotate_signing_key(TENANT, EP), "RotatedSigningKey"),
         (lambda: t.dead_letters.replay(TENANT), "ReplayReport"),
         (lambda: t.portal.create_session(TENANT), "PortalSession"),
         # No id: none sent, the API makes one.
@@ -638,6 +690,12 @@ def test_optional_bodies_are_sent_as_an_empty_object(server: Server) -> None:
 def test_enum_arguments_take_their_values_and_refuse_others(server: Server) -> None:
     t = facade(server)
     with pytest.raises(ValueError):
+        t.endpoints.create(TENANT, url="https://x.example", signatures="v2")
+    with pytest.raises(ValueError):
+        t.endpoints.update(TENANT, EP, auth={"type": "magic", "token": "t"})
+    with pytest.raises(TypeError):
+        t.endpoints.update(TENANT, EP, auth="bearer t")
+    with pytest.raises(ValueError):
         t.endpoints.attempts(TENANT, EP, outcome="lost")
     with pytest.raises(ValueError):
         t.endpoints.create(TENANT, url="https://x.example", payload_format="xml")
@@ -645,6 +703,21 @@ def test_enum_arguments_take_their_values_and_refuse_others(server: Server) -> N
     count = len(server.received)
     t.endpoints.list(TENANT, state=tern_api.models.EndpointStateFilter.DISABLED)
     assert only(server, count).target.endswith("?state=disabled")
+
+
+def test_the_answer_shows_settings_and_never_a_secret(server: Server) -> None:
+    """The endpoint model carries every receiver setting; a secret header's value is None
+    and the authentication names its secret only."""
+    server.answer = Answer(200, "application/json", ENDPOINT)
+    endpoint = facade(server).endpoints.get(TENANT, EP)
+    assert [(h.name, h.value, h.secret) for h in endpoint.headers] == [
+        ("x-tenant", "acme", False),
+        ("x-api-key", None, True),
+    ]
+    assert endpoint.auth.type_ == tern_api.models.ReceiverAuthType.BEARER
+    assert endpoint.auth.secret == "token"
+    assert endpoint.signatures == tern_api.models.Signatures.BOTH
+    assert endpoint.signing_keys[0].public_key == PUBLIC_KEY
 
 
 def test_an_id_that_would_change_the_path_is_refused_before_anything_is_sent(

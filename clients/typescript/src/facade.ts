@@ -36,7 +36,11 @@ export interface TernEndpoints {
   ): Promise<Schemas["EndpointCreated"]>;
   /** `getEndpoint`. */
   get(tenantId: string, endpointId: string): Promise<Schemas["Endpoint"]>;
-  /** `updateEndpoint`: only the fields present change; `null` returns a setting to its default. */
+  /**
+   * `updateEndpoint`: only the fields present change; `null` returns a setting to its default.
+   * Secrets may be left out to keep the stored ones: a secret header entry without `value`,
+   * an `auth` of the same type without its password, token or client secret.
+   */
   update(tenantId: string, endpointId: string, body: Schemas["EndpointPatch"]): Promise<Schemas["Endpoint"]>;
   /** `deleteEndpoint` (204: resolves to `undefined`). */
   delete(tenantId: string, endpointId: string): Promise<void>;
@@ -50,6 +54,16 @@ export interface TernEndpoints {
     endpointId: string,
     body?: Schemas["RotateSecretRequest"],
   ): Promise<Schemas["RotatedSecret"]>;
+  /**
+   * `rotateEndpointSigningKey`: a new Ed25519 key signs `v1a` at once, the old one keeps
+   * signing for the overlap (default body `{}`: 24 h); resolves to the new `public_key`
+   * (`whpk_...`, no secret: give it to the receiver) and the endpoint.
+   */
+  rotateSigningKey(
+    tenantId: string,
+    endpointId: string,
+    body?: Schemas["RotateSigningKeyRequest"],
+  ): Promise<Schemas["RotatedSigningKey"]>;
   /** `sendTestEvent`: a `tern.test` event sent now, and what the receiver did with it. */
   test(tenantId: string, endpointId: string): Promise<Schemas["TestSend"]>;
   /** `getEndpointHealth`. */
@@ -177,6 +191,13 @@ export function createTern(options: TernClientOptions): Tern {
     rotateSecret: async (tenantId, endpointId, body = {}) =>
       unwrap(
         await raw.POST("/v1/tenants/{tenant_id}/endpoints/{endpoint_id}/rotate-secret", {
+          params: { path: endpoint(tenantId, endpointId) },
+          body,
+        }),
+      ),
+    rotateSigningKey: async (tenantId, endpointId, body = {}) =>
+      unwrap(
+        await raw.POST("/v1/tenants/{tenant_id}/endpoints/{endpoint_id}/rotate-signing-key", {
           params: { path: endpoint(tenantId, endpointId) },
           body,
         }),

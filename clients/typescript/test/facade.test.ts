@@ -59,6 +59,7 @@ function assertValid(schema: string, value: unknown): void {
 
 // Answers as the API gives them, one per success schema.
 const T0 = "2026-12-01T09:00:00Z";
+const PUBLIC_KEY = "whpk_MLJvOi3VgJcUO1WJtUxD1hQcGqgLDTvnxOmnbP3gGZk=";
 const endpoint: Schemas["Endpoint"] = {
   id: "ep_1",
   tenant_id: "tnt_acme",
@@ -67,6 +68,13 @@ const endpoint: Schemas["Endpoint"] = {
   enabled: true,
   payload_format: "raw",
   secrets: [{ fingerprint: "sha256:5f2c0a1b2c3d", state: "current", created_at: T0 }],
+  signatures: "both",
+  signing_keys: [{ public_key: PUBLIC_KEY, state: "current", created_at: T0, expires_at: null }],
+  headers: [
+    { name: "x-tenant", value: "acme", secret: false },
+    { name: "x-api-key", value: null, secret: true },
+  ],
+  auth: { type: "bearer", secret: "token" },
   created_at: T0,
 };
 const replayReport: Schemas["ReplayReport"] = {
@@ -89,6 +97,7 @@ const fixtures: { [K in keyof Schemas]?: Schemas[K] } = {
   EndpointCreated: { endpoint, secret: "whsec_c2VjcmV0" },
   EndpointList: { items: [endpoint], next_cursor: null },
   RotatedSecret: { endpoint, secret: "whsec_bmV3" },
+  RotatedSigningKey: { endpoint, public_key: PUBLIC_KEY },
   TestSend: {
     event_id: "evt_test",
     event_type: "tern.test",
@@ -269,6 +278,9 @@ const cases: Case[] = [
         description: null,
         payload_format: "standard_webhooks",
         max_per_second: 10,
+        headers: [{ name: "X-Api-Key", value: "k-1", secret: true }],
+        auth: { type: "bearer", token: "t-1" },
+        signatures: "both",
       }),
     path: `/v1/tenants/${TENANT_PATH}/endpoints`,
     body: {
@@ -277,6 +289,9 @@ const cases: Case[] = [
       description: null,
       payload_format: "standard_webhooks",
       max_per_second: 10,
+      headers: [{ name: "X-Api-Key", value: "k-1", secret: true }],
+      auth: { type: "bearer", token: "t-1" },
+      signatures: "both",
     },
   },
   {
@@ -288,9 +303,21 @@ const cases: Case[] = [
   {
     facade: "endpoints.update",
     operationId: "updateEndpoint",
-    call: (t) => t.endpoints.update(TENANT, ENDPOINT, { url: "https://hooks.example/v2", max_per_second: null }),
+    call: (t) =>
+      t.endpoints.update(TENANT, ENDPOINT, {
+        url: "https://hooks.example/v2",
+        max_per_second: null,
+        // The secret header and the client secret kept: left out.
+        headers: [{ name: "x-api-key", secret: true }],
+        auth: { type: "oauth2_client_credentials", token_url: "https://auth.example/token", client_id: "tern" },
+      }),
     path: `/v1/tenants/${TENANT_PATH}/endpoints/${ENDPOINT_PATH}`,
-    body: { url: "https://hooks.example/v2", max_per_second: null },
+    body: {
+      url: "https://hooks.example/v2",
+      max_per_second: null,
+      headers: [{ name: "x-api-key", secret: true }],
+      auth: { type: "oauth2_client_credentials", token_url: "https://auth.example/token", client_id: "tern" },
+    },
   },
   {
     facade: "endpoints.delete",
@@ -316,6 +343,13 @@ const cases: Case[] = [
     operationId: "rotateEndpointSecret",
     call: (t) => t.endpoints.rotateSecret(TENANT, ENDPOINT, { overlap_hours: 2 }),
     path: `/v1/tenants/${TENANT_PATH}/endpoints/${ENDPOINT_PATH}/rotate-secret`,
+    body: { overlap_hours: 2 },
+  },
+  {
+    facade: "endpoints.rotateSigningKey",
+    operationId: "rotateEndpointSigningKey",
+    call: (t) => t.endpoints.rotateSigningKey(TENANT, ENDPOINT, { overlap_hours: 2 }),
+    path: `/v1/tenants/${TENANT_PATH}/endpoints/${ENDPOINT_PATH}/rotate-signing-key`,
     body: { overlap_hours: 2 },
   },
   {
@@ -489,6 +523,7 @@ test("the optional bodies default to {}", async () => {
   const calls: [string, () => Promise<unknown>, string][] = [
     ["disable", () => t.endpoints.disable(TENANT, ENDPOINT), "Endpoint"],
     ["rotateSecret", () => t.endpoints.rotateSecret(TENANT, ENDPOINT), "RotatedSecret"],
+    ["rotateSigningKey", () => t.endpoints.rotateSigningKey(TENANT, ENDPOINT), "RotatedSigningKey"],
     ["replay", () => t.deadLetters.replay(TENANT), "ReplayReport"],
     ["createSession", () => t.portal.createSession(TENANT), "PortalSession"],
   ];
