@@ -148,9 +148,17 @@ async fn a_retried_rotation_rotates_once_and_its_secret_is_sealed_at_rest() {
     assert_eq!(secrets().await, 1);
     let key = "7d0c5c2e-rotate-1";
     let body = json!({"overlap_hours": 2});
+    let kms = |op: &str| proxy.count(&Service::Other("kms".into()), op);
+    let generated = kms("GenerateDataKey");
     let first = keyed(&api, &format!("{ep}/rotate-secret"), &body, key).await;
     assert_eq!(first.status, 200, "{}", first.text);
     let secret = first.json["secret"].as_str().expect("secret").to_owned();
+    assert_eq!(
+        kms("GenerateDataKey") - generated,
+        2,
+        "one data key seals the new secret in the endpoint, one the kept answer"
+    );
+    let opened = kms("Decrypt");
     // The same body, spaced and ordered differently, is the same request.
     let again = api
         .raw_with(
@@ -163,6 +171,18 @@ async fn a_retried_rotation_rotates_once_and_its_secret_is_sealed_at_rest() {
         )
         .await;
     replayed(&first, &again);
+    assert_eq!(
+        (kms("GenerateDataKey") - generated, kms("Decrypt") - opened),
+        (2, 1),
+        "a replay opens the kept answer: one Decrypt"
+    );
+    let third = keyed(&api, &format!("{ep}/rotate-secret"), &body, key).await;
+    replayed(&first, &third);
+    assert_eq!(
+        kms("Decrypt") - opened,
+        1,
+        "the instance keeps the unwrapped key (5 minutes): no second Decrypt"
+    );
     assert_eq!(secrets().await, 2, "one rotation, not two");
 
     // Another body under the key: refused, nothing rotated.
@@ -221,8 +241,15 @@ async fn a_retried_rotation_rotates_once_and_its_secret_is_sealed_at_rest() {
     // Disable: kept as it is (no secret in it), replayed byte for byte.
     let disable_key = "7d0c5c2e-disable-1";
     let reason = json!({"reason": "moving"});
+    let puts = || proxy.count(&Service::DynamoDb, "PutItem");
+    let (before, generated) = (puts(), kms("GenerateDataKey"));
     let first = keyed(&api, &format!("{ep}/disable"), &reason, disable_key).await;
     assert_eq!(first.status, 200, "{}", first.text);
+    assert_eq!(
+        (puts() - before, kms("GenerateDataKey") - generated),
+        (2, 0),
+        "the key's cost: the claim and the kept answer; no secret, no KMS call"
+    );
     let again = keyed(&api, &format!("{ep}/disable"), &reason, disable_key).await;
     replayed(&first, &again);
     let other = keyed(
