@@ -7,6 +7,13 @@ sent, ``None`` sends ``null``). It returns the generated attrs model of the answ
 (``tern_api.models``; ``.to_dict()`` gives its JSON) and raises :class:`TernApiError` on
 an error answer. It only maps arguments onto the generated ``sync_detailed`` calls; the
 generated client stays available as ``Tern.raw`` for anything else (headers, ``asyncio``).
+
+Every method that POSTs takes ``idempotency_key=`` (a UUID made once per logical request and
+kept for its retries), sent as the ``Idempotency-Key`` header: for 24 hours a retry with the
+same key and the same arguments returns the first answer again and does nothing twice; the
+key with other arguments raises ``TernApiError`` 422 ``idempotency-key-reused``, and one sent
+while the first still runs 409 ``idempotency-key-in-use`` (retry it). docs/api.md
+"Idempotency".
 """
 
 from __future__ import annotations
@@ -216,18 +223,31 @@ class Endpoints:
             )
         )
 
-    def enable(self, tenant_id: str, endpoint_id: str) -> Endpoint:
-        """``enableEndpoint``: its health is reset (circuit closed)."""
+    def enable(
+        self,
+        tenant_id: str,
+        endpoint_id: str,
+        *,
+        idempotency_key: str | Unset = UNSET,
+    ) -> Endpoint:
+        """``enableEndpoint``: its health is reset (circuit closed). ``idempotency_key``:
+        as every POST method's (see the module)."""
         return unwrap(
             enable_endpoint.sync_detailed(
                 _id("tenant_id", tenant_id),
                 _id("endpoint_id", endpoint_id),
                 client=self._client,
+                idempotency_key=idempotency_key,
             )
         )
 
     def disable(
-        self, tenant_id: str, endpoint_id: str, *, reason: str | None | Unset = UNSET
+        self,
+        tenant_id: str,
+        endpoint_id: str,
+        *,
+        reason: str | None | Unset = UNSET,
+        idempotency_key: str | Unset = UNSET,
     ) -> Endpoint:
         """``disableEndpoint``, with an optional ``reason`` kept on the endpoint."""
         return unwrap(
@@ -236,6 +256,7 @@ class Endpoints:
                 _id("endpoint_id", endpoint_id),
                 client=self._client,
                 body=DisableRequest(reason=reason),
+                idempotency_key=idempotency_key,
             )
         )
 
@@ -245,25 +266,35 @@ class Endpoints:
         endpoint_id: str,
         *,
         overlap_hours: int | None | Unset = UNSET,
+        idempotency_key: str | Unset = UNSET,
     ) -> RotatedSecret:
         """``rotateEndpointSecret``: the new secret (``.secret``), shown this once; the
-        old one keeps signing ``overlap_hours`` (default 24)."""
+        old one keeps signing ``overlap_hours`` (default 24). With ``idempotency_key`` a
+        retry answers the same new secret instead of rotating again."""
         return unwrap(
             rotate_endpoint_secret.sync_detailed(
                 _id("tenant_id", tenant_id),
                 _id("endpoint_id", endpoint_id),
                 client=self._client,
                 body=RotateSecretRequest(overlap_hours=overlap_hours),
+                idempotency_key=idempotency_key,
             )
         )
 
-    def test(self, tenant_id: str, endpoint_id: str) -> TestSend:
+    def test(
+        self,
+        tenant_id: str,
+        endpoint_id: str,
+        *,
+        idempotency_key: str | Unset = UNSET,
+    ) -> TestSend:
         """``sendTestEvent``: a ``tern.test`` event sent now, and what the receiver did."""
         return unwrap(
             send_test_event.sync_detailed(
                 _id("tenant_id", tenant_id),
                 _id("endpoint_id", endpoint_id),
                 client=self._client,
+                idempotency_key=idempotency_key,
             )
         )
 
@@ -312,6 +343,7 @@ class Endpoints:
         since: datetime.datetime,
         until: datetime.datetime | None | Unset = UNSET,
         enable: bool | Unset = UNSET,
+        idempotency_key: str | Unset = UNSET,
     ) -> RecoverReport:
         """``recoverEndpoint``: every delivery that failed in ``since``..``until``
         (default now) is sent again; ``enable=True`` enables a disabled endpoint first."""
@@ -321,6 +353,7 @@ class Endpoints:
                 _id("endpoint_id", endpoint_id),
                 client=self._client,
                 body=RecoverRequest(since=since, until=until, enable=enable),
+                idempotency_key=idempotency_key,
             )
         )
 
@@ -338,6 +371,7 @@ class Events:
         type: str,
         payload: Mapping[str, Any],
         id: str | None = None,
+        idempotency_key: str | Unset = UNSET,
     ) -> PublishedEvent:
         """``publishEvent``: ``payload`` a dict (any JSON object), sent as JSON. Idempotent on ``id``
         (default: a new ``evt_`` id): a repeat returns the original, ``created`` False."""
@@ -348,7 +382,10 @@ class Events:
         )
         return unwrap(
             publish_event.sync_detailed(
-                _id("tenant_id", tenant_id), client=self._client, body=body
+                _id("tenant_id", tenant_id),
+                client=self._client,
+                body=body,
+                idempotency_key=idempotency_key,
             )
         )
 
@@ -374,7 +411,14 @@ class Events:
             )
         )
 
-    def resend(self, tenant_id: str, event_id: str, endpoint_id: str) -> Resend:
+    def resend(
+        self,
+        tenant_id: str,
+        event_id: str,
+        endpoint_id: str,
+        *,
+        idempotency_key: str | Unset = UNSET,
+    ) -> Resend:
         """``resendEvent``: the event goes to the endpoint again."""
         return unwrap(
             resend_event.sync_detailed(
@@ -382,6 +426,7 @@ class Events:
                 _id("event_id", event_id),
                 _id("endpoint_id", endpoint_id),
                 client=self._client,
+                idempotency_key=idempotency_key,
             )
         )
 
@@ -418,6 +463,7 @@ class DeadLetters:
         dead_lettered_until: datetime.datetime | None | Unset = UNSET,
         dry_run: bool | Unset = UNSET,
         force: bool | Unset = UNSET,
+        idempotency_key: str | Unset = UNSET,
     ) -> ReplayReport:
         """``replayDeadLetters``: every filter given must match (none: all of them)."""
         body = ReplayRequest(
@@ -432,7 +478,10 @@ class DeadLetters:
         )
         return unwrap(
             replay_dead_letters.sync_detailed(
-                _id("tenant_id", tenant_id), client=self._client, body=body
+                _id("tenant_id", tenant_id),
+                client=self._client,
+                body=body,
+                idempotency_key=idempotency_key,
             )
         )
 
@@ -453,6 +502,7 @@ class Portal:
         expires_in_seconds: int | None | Unset = UNSET,
         brand_color: str | None | Unset = UNSET,
         logo_url: str | None | Unset = UNSET,
+        idempotency_key: str | Unset = UNSET,
     ) -> PortalSession:
         """``createPortalSession``: a single-use link (``.url``); by default to every
         endpoint of the tenant, for an hour."""
@@ -466,7 +516,10 @@ class Portal:
         )
         return unwrap(
             create_portal_session.sync_detailed(
-                _id("tenant_id", tenant_id), client=self._client, body=body
+                _id("tenant_id", tenant_id),
+                client=self._client,
+                body=body,
+                idempotency_key=idempotency_key,
             )
         )
 

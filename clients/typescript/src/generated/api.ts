@@ -61,7 +61,9 @@ export interface paths {
          * Create an endpoint; its signing secret is returned this once. With an
          *     `Idempotency-Key`, a retry of the same create (same key, same body) answers what the
          *     first did (the same endpoint and secret, `Idempotent-Replayed: true`) and creates
-         *     nothing; the key with another body is a 422.
+         *     nothing, for 24 hours like every POST, and after that for as long as the endpoint
+         *     exists (its id is derived from the tenant and the key); the key with another body is a
+         *     422.
          */
         post: operations["createEndpoint"];
         delete?: never;
@@ -1370,7 +1372,10 @@ export interface operations {
     replayDeadLetters: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes retries of this request safe (Stripe's semantics; draft-ietf-httpapi-idempotency-key-header): 1-255 visible ASCII characters (a UUID), bare or in double quotes, per tenant. For 24 hours the same key with the same request (route, path and body) answers what the first request answered (its status and body, with `Idempotent-Replayed: true`) and does nothing again; with another request it is a 422 `idempotency-key-reused`; while the first still runs, a 409 `idempotency-key-in-use`. An answer of 5xx (or 429) is not kept: a retry runs again. */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 /** @description Tenant id */
                 tenant_id: string;
@@ -1386,6 +1391,8 @@ export interface operations {
             /** @description What moved */
             200: {
                 headers: {
+                    /** @description `true` when this is the answer kept for the request's `Idempotency-Key`, replayed */
+                    "Idempotent-Replayed"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1435,7 +1442,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The state of a resource refuses the request (`type` says which). */
+            /** @description The state of a resource refuses the request (`type` says which). Also `idempotency-key-in-use`: a request with this `Idempotency-Key` is still running: retry after `Retry-After` seconds for its answer. */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -1455,6 +1462,15 @@ export interface operations {
             };
             /** @description The body is not JSON. */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `idempotency-key-reused`: the `Idempotency-Key` was used in the last 24 hours for another request (another route, path or body). */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1577,8 +1593,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes retries of this create safe: 1-255 visible ASCII characters (a UUID), bare or in double quotes. The same key and body answer the endpoint the first request created (with its secret, and `Idempotent-Replayed: true`) for as long as it exists; the key with another body is a 422 `idempotency-key-reused`. Keys are per tenant. */
-                "Idempotency-Key"?: string | null;
+                /** @description Makes retries of this request safe (Stripe's semantics; draft-ietf-httpapi-idempotency-key-header): 1-255 visible ASCII characters (a UUID), bare or in double quotes, per tenant. For 24 hours the same key with the same request (route, path and body) answers what the first request answered (its status and body, with `Idempotent-Replayed: true`) and does nothing again; with another request it is a 422 `idempotency-key-reused`; while the first still runs, a 409 `idempotency-key-in-use`. An answer of 5xx (or 429) is not kept: a retry runs again. */
+                "Idempotency-Key"?: string;
             };
             path: {
                 /** @description Tenant id */
@@ -1595,7 +1611,7 @@ export interface operations {
             /** @description Created; `secret` is shown only now (and to a retry under the same `Idempotency-Key`) */
             201: {
                 headers: {
-                    /** @description `true` when a create under this `Idempotency-Key` made the endpoint before */
+                    /** @description `true` when this is the answer kept for the request's `Idempotency-Key`, replayed */
                     "Idempotent-Replayed"?: string;
                     [name: string]: unknown;
                 };
@@ -1646,6 +1662,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `idempotency-key-in-use`: a request with this `Idempotency-Key` is still running: retry after `Retry-After` seconds for its answer. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description The body is larger than the limit. */
             413: {
                 headers: {
@@ -1664,10 +1689,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /**
-             * @description The `Idempotency-Key` was used for a request with another body
-             *     (`idempotency-key-reused`; draft-ietf-httpapi-idempotency-key-header).
-             */
+            /** @description `idempotency-key-reused`: the `Idempotency-Key` was used in the last 24 hours for another request (another route, path or body). */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -2083,7 +2105,10 @@ export interface operations {
     disableEndpoint: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes retries of this request safe (Stripe's semantics; draft-ietf-httpapi-idempotency-key-header): 1-255 visible ASCII characters (a UUID), bare or in double quotes, per tenant. For 24 hours the same key with the same request (route, path and body) answers what the first request answered (its status and body, with `Idempotent-Replayed: true`) and does nothing again; with another request it is a 422 `idempotency-key-reused`; while the first still runs, a 409 `idempotency-key-in-use`. An answer of 5xx (or 429) is not kept: a retry runs again. */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 /** @description Tenant id */
                 tenant_id: string;
@@ -2102,6 +2127,8 @@ export interface operations {
             /** @description The endpoint */
             200: {
                 headers: {
+                    /** @description `true` when this is the answer kept for the request's `Idempotency-Key`, replayed */
+                    "Idempotent-Replayed"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2151,6 +2178,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `idempotency-key-in-use`: a request with this `Idempotency-Key` is still running: retry after `Retry-After` seconds for its answer. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description The body is larger than the limit. */
             413: {
                 headers: {
@@ -2162,6 +2198,15 @@ export interface operations {
             };
             /** @description The body is not JSON. */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `idempotency-key-reused`: the `Idempotency-Key` was used in the last 24 hours for another request (another route, path or body). */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2183,7 +2228,10 @@ export interface operations {
     enableEndpoint: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes retries of this request safe (Stripe's semantics; draft-ietf-httpapi-idempotency-key-header): 1-255 visible ASCII characters (a UUID), bare or in double quotes, per tenant. For 24 hours the same key with the same request (route, path and body) answers what the first request answered (its status and body, with `Idempotent-Replayed: true`) and does nothing again; with another request it is a 422 `idempotency-key-reused`; while the first still runs, a 409 `idempotency-key-in-use`. An answer of 5xx (or 429) is not kept: a retry runs again. */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 /** @description Tenant id */
                 tenant_id: string;
@@ -2197,6 +2245,8 @@ export interface operations {
             /** @description The endpoint */
             200: {
                 headers: {
+                    /** @description `true` when this is the answer kept for the request's `Idempotency-Key`, replayed */
+                    "Idempotent-Replayed"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2246,6 +2296,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `idempotency-key-in-use`: a request with this `Idempotency-Key` is still running: retry after `Retry-After` seconds for its answer. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description The body is larger than the limit. */
             413: {
                 headers: {
@@ -2257,6 +2316,15 @@ export interface operations {
             };
             /** @description The body is not JSON. */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `idempotency-key-reused`: the `Idempotency-Key` was used in the last 24 hours for another request (another route, path or body). */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2373,7 +2441,10 @@ export interface operations {
     recoverEndpoint: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes retries of this request safe (Stripe's semantics; draft-ietf-httpapi-idempotency-key-header): 1-255 visible ASCII characters (a UUID), bare or in double quotes, per tenant. For 24 hours the same key with the same request (route, path and body) answers what the first request answered (its status and body, with `Idempotent-Replayed: true`) and does nothing again; with another request it is a 422 `idempotency-key-reused`; while the first still runs, a 409 `idempotency-key-in-use`. An answer of 5xx (or 429) is not kept: a retry runs again. */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 /** @description Tenant id */
                 tenant_id: string;
@@ -2391,6 +2462,8 @@ export interface operations {
             /** @description What was sent again */
             200: {
                 headers: {
+                    /** @description `true` when this is the answer kept for the request's `Idempotency-Key`, replayed */
+                    "Idempotent-Replayed"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2440,7 +2513,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The state of a resource refuses the request (`type` says which). */
+            /** @description The state of a resource refuses the request (`type` says which). Also `idempotency-key-in-use`: a request with this `Idempotency-Key` is still running: retry after `Retry-After` seconds for its answer. */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -2467,6 +2540,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `idempotency-key-reused`: the `Idempotency-Key` was used in the last 24 hours for another request (another route, path or body). */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description A service Tern depends on did not answer in time; retry (after `Retry-After`). */
             503: {
                 headers: {
@@ -2481,7 +2563,10 @@ export interface operations {
     rotateEndpointSecret: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes retries of this request safe (Stripe's semantics; draft-ietf-httpapi-idempotency-key-header): 1-255 visible ASCII characters (a UUID), bare or in double quotes, per tenant. For 24 hours the same key with the same request (route, path and body) answers what the first request answered (its status and body, with `Idempotent-Replayed: true`) and does nothing again; with another request it is a 422 `idempotency-key-reused`; while the first still runs, a 409 `idempotency-key-in-use`. An answer of 5xx (or 429) is not kept: a retry runs again. */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 /** @description Tenant id */
                 tenant_id: string;
@@ -2500,6 +2585,8 @@ export interface operations {
             /** @description Rotated; `secret` is shown only now */
             200: {
                 headers: {
+                    /** @description `true` when this is the answer kept for the request's `Idempotency-Key`, replayed */
+                    "Idempotent-Replayed"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2549,6 +2636,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `idempotency-key-in-use`: a request with this `Idempotency-Key` is still running: retry after `Retry-After` seconds for its answer. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description The body is larger than the limit. */
             413: {
                 headers: {
@@ -2560,6 +2656,15 @@ export interface operations {
             };
             /** @description The body is not JSON. */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `idempotency-key-reused`: the `Idempotency-Key` was used in the last 24 hours for another request (another route, path or body). */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2581,7 +2686,10 @@ export interface operations {
     sendTestEvent: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes retries of this request safe (Stripe's semantics; draft-ietf-httpapi-idempotency-key-header): 1-255 visible ASCII characters (a UUID), bare or in double quotes, per tenant. For 24 hours the same key with the same request (route, path and body) answers what the first request answered (its status and body, with `Idempotent-Replayed: true`) and does nothing again; with another request it is a 422 `idempotency-key-reused`; while the first still runs, a 409 `idempotency-key-in-use`. An answer of 5xx (or 429) is not kept: a retry runs again. */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 /** @description Tenant id */
                 tenant_id: string;
@@ -2595,6 +2703,8 @@ export interface operations {
             /** @description The attempt (a receiver's failure is a result, not an error) */
             200: {
                 headers: {
+                    /** @description `true` when this is the answer kept for the request's `Idempotency-Key`, replayed */
+                    "Idempotent-Replayed"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2644,7 +2754,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The state of a resource refuses the request (`type` says which). */
+            /** @description The state of a resource refuses the request (`type` says which). Also `idempotency-key-in-use`: a request with this `Idempotency-Key` is still running: retry after `Retry-After` seconds for its answer. */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -2671,6 +2781,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `idempotency-key-reused`: the `Idempotency-Key` was used in the last 24 hours for another request (another route, path or body). */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description A service Tern depends on did not answer in time; retry (after `Retry-After`). */
             503: {
                 headers: {
@@ -2685,7 +2804,10 @@ export interface operations {
     publishEvent: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes retries of this request safe (Stripe's semantics; draft-ietf-httpapi-idempotency-key-header): 1-255 visible ASCII characters (a UUID), bare or in double quotes, per tenant. For 24 hours the same key with the same request (route, path and body) answers what the first request answered (its status and body, with `Idempotent-Replayed: true`) and does nothing again; with another request it is a 422 `idempotency-key-reused`; while the first still runs, a 409 `idempotency-key-in-use`. An answer of 5xx (or 429) is not kept: a retry runs again. */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 /** @description Tenant id */
                 tenant_id: string;
@@ -2701,6 +2823,8 @@ export interface operations {
             /** @description The same event was published before with this id: the original, nothing written */
             200: {
                 headers: {
+                    /** @description `true` when this is the answer kept for the request's `Idempotency-Key`, replayed */
+                    "Idempotent-Replayed"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2710,6 +2834,8 @@ export interface operations {
             /** @description Published; delivery follows */
             202: {
                 headers: {
+                    /** @description `true` when this is the answer kept for the request's `Idempotency-Key`, replayed */
+                    "Idempotent-Replayed"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2759,7 +2885,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The state of a resource refuses the request (`type` says which). */
+            /** @description The state of a resource refuses the request (`type` says which). Also `idempotency-key-in-use`: a request with this `Idempotency-Key` is still running: retry after `Retry-After` seconds for its answer. */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -2779,6 +2905,15 @@ export interface operations {
             };
             /** @description The body is not JSON. */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `idempotency-key-reused`: the `Idempotency-Key` was used in the last 24 hours for another request (another route, path or body). */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2990,7 +3125,10 @@ export interface operations {
     resendEvent: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes retries of this request safe (Stripe's semantics; draft-ietf-httpapi-idempotency-key-header): 1-255 visible ASCII characters (a UUID), bare or in double quotes, per tenant. For 24 hours the same key with the same request (route, path and body) answers what the first request answered (its status and body, with `Idempotent-Replayed: true`) and does nothing again; with another request it is a 422 `idempotency-key-reused`; while the first still runs, a 409 `idempotency-key-in-use`. An answer of 5xx (or 429) is not kept: a retry runs again. */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 /** @description Tenant id */
                 tenant_id: string;
@@ -3006,6 +3144,8 @@ export interface operations {
             /** @description Queued */
             202: {
                 headers: {
+                    /** @description `true` when this is the answer kept for the request's `Idempotency-Key`, replayed */
+                    "Idempotent-Replayed"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3055,7 +3195,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The state of a resource refuses the request (`type` says which). */
+            /** @description The state of a resource refuses the request (`type` says which). Also `idempotency-key-in-use`: a request with this `Idempotency-Key` is still running: retry after `Retry-After` seconds for its answer. */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -3082,6 +3222,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `idempotency-key-reused`: the `Idempotency-Key` was used in the last 24 hours for another request (another route, path or body). */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description A service Tern depends on did not answer in time; retry (after `Retry-After`). */
             503: {
                 headers: {
@@ -3096,7 +3245,10 @@ export interface operations {
     createPortalSession: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes retries of this request safe (Stripe's semantics; draft-ietf-httpapi-idempotency-key-header): 1-255 visible ASCII characters (a UUID), bare or in double quotes, per tenant. For 24 hours the same key with the same request (route, path and body) answers what the first request answered (its status and body, with `Idempotent-Replayed: true`) and does nothing again; with another request it is a 422 `idempotency-key-reused`; while the first still runs, a 409 `idempotency-key-in-use`. An answer of 5xx (or 429) is not kept: a retry runs again. */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 /** @description Tenant id */
                 tenant_id: string;
@@ -3112,6 +3264,8 @@ export interface operations {
             /** @description The link; it works once, until `expires_at` */
             201: {
                 headers: {
+                    /** @description `true` when this is the answer kept for the request's `Idempotency-Key`, replayed */
+                    "Idempotent-Replayed"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3161,6 +3315,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `idempotency-key-in-use`: a request with this `Idempotency-Key` is still running: retry after `Retry-After` seconds for its answer. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description The body is larger than the limit. */
             413: {
                 headers: {
@@ -3172,6 +3335,15 @@ export interface operations {
             };
             /** @description The body is not JSON. */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `idempotency-key-reused`: the `Idempotency-Key` was used in the last 24 hours for another request (another route, path or body). */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
