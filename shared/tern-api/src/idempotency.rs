@@ -255,3 +255,62 @@ async fn release(deps: &ApiDeps, record: &RecordKey, lease: &tern_core::idempote
         tracing::warn!(error = %e, "an Idempotency-Key was not let go; it frees itself after its lease");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kept_answers_are_2xx_and_4xx_but_429() {
+        for (status, keep) in [
+            (200, true),
+            (201, true),
+            (202, true),
+            (400, true),
+            (404, true),
+            (409, true),
+            (422, true),
+            (429, false),
+            (500, false),
+            (503, false),
+        ] {
+            assert_eq!(
+                kept(StatusCode::from_u16(status).unwrap()),
+                keep,
+                "{status}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_header_is_read_bare_or_quoted_and_refused_with_its_name() {
+        let mut headers = HeaderMap::new();
+        assert_eq!(key(&headers).unwrap(), None);
+        headers.insert(IDEMPOTENCY_KEY, HeaderValue::from_static("\"k-1\""));
+        assert_eq!(key(&headers).unwrap().as_deref(), Some("k-1"));
+        headers.insert(IDEMPOTENCY_KEY, HeaderValue::from_static("a key"));
+        let e = key(&headers).unwrap_err();
+        assert_eq!(
+            (e.kind, e.field.as_deref()),
+            (Kind::Validation, Some("Idempotency-Key"))
+        );
+        headers.insert(
+            IDEMPOTENCY_KEY,
+            HeaderValue::from_bytes("clé".as_bytes()).unwrap(),
+        );
+        assert!(key(&headers).is_err());
+    }
+
+    #[test]
+    fn a_replay_carries_the_kept_headers_and_the_replayed_mark() {
+        let r = replay(StoredAnswer {
+            status: 201,
+            headers: vec![("content-type".into(), "application/json".into())],
+            body: b"{\"a\":1}".to_vec(),
+            sealed: true,
+        });
+        assert_eq!(r.status(), StatusCode::CREATED);
+        assert_eq!(r.headers()["content-type"], "application/json");
+        assert_eq!(r.headers()[IDEMPOTENT_REPLAYED], "true");
+    }
+}
