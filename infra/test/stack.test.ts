@@ -545,8 +545,9 @@ describe('least-privilege IAM', () => {
         // Endpoint secrets at rest: seal what it writes, open what it reads.
         'kms:GenerateDataKey on secretsKey',
         'kms:Decrypt on secretsKey',
-        // The customer portal: a link's one use, a rate-limit window (both conditional writes),
-        // and the key ring (read only).
+        // The portal table: a link's one use, a rate-limit window, an Idempotency-Key's claim,
+        // kept answer and release (all conditional writes; a refused claim returns the record),
+        // and the key ring (read only). No read, no delete.
         'dynamodb:PutItem on portal',
         'dynamodb:UpdateItem on portal',
         'secretsmanager:GetSecretValue on portalKeys',

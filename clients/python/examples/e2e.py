@@ -26,6 +26,7 @@ import os
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
 
@@ -200,8 +201,10 @@ def main() -> None:
         listed = tern.endpoints.list(tenant, state="enabled")
         if not any(e.id == endpoint_id for e in listed.items):
             raise RuntimeError("the endpoint is not listed")
-        # A test send: signed like any delivery, answered now.
-        test_send = tern.endpoints.test(tenant, endpoint_id)
+        # A test send: signed like any delivery, answered now. Under an idempotency key,
+        # its retry (as after a timeout) returns the first result and POSTs nothing more.
+        test_key = str(uuid.uuid4())
+        test_send = tern.endpoints.test(tenant, endpoint_id, idempotency_key=test_key)
         if not test_send.delivered:
             raise RuntimeError(
                 f"the test send was not delivered: {test_send.to_dict()}"
@@ -210,6 +213,13 @@ def main() -> None:
             "the test event", 30, lambda: Receiver.first(test_send.event_id)
         )
         webhook.verify(test_hit["body"], test_hit["headers"])
+        posts = len(Receiver.received)
+        retried = tern.endpoints.test(tenant, endpoint_id, idempotency_key=test_key)
+        if retried != test_send or len(Receiver.received) != posts:
+            raise RuntimeError(
+                f"the retried test send ran again: {retried.to_dict()},"
+                f" {len(Receiver.received) - posts} POSTs"
+            )
 
         # 5b. Receiver settings (clients/README.md): a secret header and a bearer token,
         # then a PATCH that keeps the header's secret without sending it again; a test send

@@ -7,6 +7,13 @@ sent, ``None`` sends ``null``). It returns the generated attrs model of the answ
 (``tern_api.models``; ``.to_dict()`` gives its JSON) and raises :class:`TernApiError` on
 an error answer. It only maps arguments onto the generated ``sync_detailed`` calls; the
 generated client stays available as ``Tern.raw`` for anything else (headers, ``asyncio``).
+
+Every method that POSTs takes ``idempotency_key=`` (a UUID made once per logical request and
+kept for its retries), sent as the ``Idempotency-Key`` header: for 24 hours a retry with the
+same key and the same arguments returns the first answer again and does nothing twice; the
+key with other arguments raises ``TernApiError`` 422 ``idempotency-key-reused``, and one sent
+while the first still runs 409 ``idempotency-key-in-use`` (retry it). docs/api.md
+"Idempotency".
 """
 
 from __future__ import annotations
@@ -295,18 +302,31 @@ class Endpoints:
             )
         )
 
-    def enable(self, tenant_id: str, endpoint_id: str) -> Endpoint:
-        """``enableEndpoint``: its health is reset (circuit closed)."""
+    def enable(
+        self,
+        tenant_id: str,
+        endpoint_id: str,
+        *,
+        idempotency_key: str | Unset = UNSET,
+    ) -> Endpoint:
+        """``enableEndpoint``: its health is reset (circuit closed). ``idempotency_key``:
+        as every POST method's (see the module)."""
         return unwrap(
             enable_endpoint.sync_detailed(
                 _id("tenant_id", tenant_id),
                 _id("endpoint_id", endpoint_id),
                 client=self._client,
+                idempotency_key=idempotency_key,
             )
         )
 
     def disable(
-        self, tenant_id: str, endpoint_id: str, *, reason: str | None | Unset = UNSET
+        self,
+        tenant_id: str,
+        endpoint_id: str,
+        *,
+        reason: str | None | Unset = UNSET,
+        idempotency_key: str | Unset = UNSET,
     ) -> Endpoint:
         """``disableEndpoint``, with an optional ``reason`` kept on the endpoint."""
         return unwrap(
@@ -315,6 +335,7 @@ class Endpoints:
                 _id("endpoint_id", endpoint_id),
                 client=self._client,
                 body=DisableRequest(reason=reason),
+                idempotency_key=idempotency_key,
             )
         )
 
@@ -324,15 +345,18 @@ class Endpoints:
         endpoint_id: str,
         *,
         overlap_hours: int | None | Unset = UNSET,
+        idempotency_key: str | Unset = UNSET,
     ) -> RotatedSecret:
         """``rotateEndpointSecret``: the new secret (``.secret``), shown this once; the
-        old one keeps signing ``overlap_hours`` (default 24)."""
+        old one keeps signing ``overlap_hours`` (default 24). With ``idempotency_key`` a
+        retry answers the same new secret instead of rotating again."""
         return unwrap(
             rotate_endpoint_secret.sync_detailed(
                 _id("tenant_id", tenant_id),
                 _id("endpoint_id", endpoint_id),
                 client=self._client,
                 body=RotateSecretRequest(overlap_hours=overlap_hours),
+                idempotency_key=idempotency_key,
             )
         )
 
@@ -342,26 +366,36 @@ class Endpoints:
         endpoint_id: str,
         *,
         overlap_hours: int | None | Unset = UNSET,
+        idempotency_key: str | Unset = UNSET,
     ) -> RotatedSigningKey:
         """``rotateEndpointSigningKey``: a new Ed25519 key signs ``v1a`` at once, the old
         one keeps signing ``overlap_hours`` (default 24). ``.public_key`` (``whpk_...``)
-        is no secret: give it to the receiver."""
+        is no secret: give it to the receiver. With ``idempotency_key`` a retry answers
+        the same new key instead of rotating again."""
         return unwrap(
             rotate_endpoint_signing_key.sync_detailed(
                 _id("tenant_id", tenant_id),
                 _id("endpoint_id", endpoint_id),
                 client=self._client,
                 body=RotateSigningKeyRequest(overlap_hours=overlap_hours),
+                idempotency_key=idempotency_key,
             )
         )
 
-    def test(self, tenant_id: str, endpoint_id: str) -> TestSend:
+    def test(
+        self,
+        tenant_id: str,
+        endpoint_id: str,
+        *,
+        idempotency_key: str | Unset = UNSET,
+    ) -> TestSend:
         """``sendTestEvent``: a ``tern.test`` event sent now, and what the receiver did."""
         return unwrap(
             send_test_event.sync_detailed(
                 _id("tenant_id", tenant_id),
                 _id("endpoint_id", endpoint_id),
                 client=self._client,
+                idempotency_key=idempotency_key,
             )
         )
 
@@ -410,6 +444,7 @@ class Endpoints:
         since: datetime.datetime,
         until: datetime.datetime | None | Unset = UNSET,
         enable: bool | Unset = UNSET,
+        idempotency_key: str | Unset = UNSET,
     ) -> RecoverReport:
         """``recoverEndpoint``: every delivery that failed in ``since``..``until``
         (default now) is sent again; ``enable=True`` enables a disabled endpoint first."""
@@ -419,6 +454,7 @@ class Endpoints:
                 _id("endpoint_id", endpoint_id),
                 client=self._client,
                 body=RecoverRequest(since=since, until=until, enable=enable),
+                idempotency_key=idempotency_key,
             )
         )
 
@@ -436,6 +472,7 @@ class Events:
         type: str,
         payload: Mapping[str, Any],
         id: str | None = None,
+        idempotency_key: str | Unset = UNSET,
     ) -> PublishedEvent:
         """``publishEvent``: ``payload`` a dict (any JSON object), sent as JSON. Idempotent on ``id``
         (default: a new ``evt_`` id): a repeat returns the original, ``created`` False."""
@@ -446,7 +483,10 @@ class Events:
         )
         return unwrap(
             publish_event.sync_detailed(
-                _id("tenant_id", tenant_id), client=self._client, body=body
+                _id("tenant_id", tenant_id),
+                client=self._client,
+                body=body,
+                idempotency_key=idempotency_key,
             )
         )
 
@@ -472,7 +512,14 @@ class Events:
             )
         )
 
-    def resend(self, tenant_id: str, event_id: str, endpoint_id: str) -> Resend:
+    def resend(
+        self,
+        tenant_id: str,
+        event_id: str,
+        endpoint_id: str,
+        *,
+        idempotency_key: str | Unset = UNSET,
+    ) -> Resend:
         """``resendEvent``: the event goes to the endpoint again."""
         return unwrap(
             resend_event.sync_detailed(
@@ -480,6 +527,7 @@ class Events:
                 _id("event_id", event_id),
                 _id("endpoint_id", endpoint_id),
                 client=self._client,
+                idempotency_key=idempotency_key,
             )
         )
 
@@ -516,6 +564,7 @@ class DeadLetters:
         dead_lettered_until: datetime.datetime | None | Unset = UNSET,
         dry_run: bool | Unset = UNSET,
         force: bool | Unset = UNSET,
+        idempotency_key: str | Unset = UNSET,
     ) -> ReplayReport:
         """``replayDeadLetters``: every filter given must match (none: all of them)."""
         body = ReplayRequest(
@@ -530,7 +579,10 @@ class DeadLetters:
         )
         return unwrap(
             replay_dead_letters.sync_detailed(
-                _id("tenant_id", tenant_id), client=self._client, body=body
+                _id("tenant_id", tenant_id),
+                client=self._client,
+                body=body,
+                idempotency_key=idempotency_key,
             )
         )
 
@@ -551,6 +603,7 @@ class Portal:
         expires_in_seconds: int | None | Unset = UNSET,
         brand_color: str | None | Unset = UNSET,
         logo_url: str | None | Unset = UNSET,
+        idempotency_key: str | Unset = UNSET,
     ) -> PortalSession:
         """``createPortalSession``: a single-use link (``.url``); by default to every
         endpoint of the tenant, for an hour."""
@@ -564,7 +617,10 @@ class Portal:
         )
         return unwrap(
             create_portal_session.sync_detailed(
-                _id("tenant_id", tenant_id), client=self._client, body=body
+                _id("tenant_id", tenant_id),
+                client=self._client,
+                body=body,
+                idempotency_key=idempotency_key,
             )
         )
 

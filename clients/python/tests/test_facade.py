@@ -346,6 +346,8 @@ class Case:
     query: dict[str, str] = field(default_factory=dict)
     #: The JSON body sent; None: no body.
     body: Any = None
+    #: For a POST: the same call with ``idempotency_key=`` (every POST method takes it).
+    keyed: Callable[[Tern, str], Any] | None = None
 
 
 CASES = [
@@ -387,6 +389,9 @@ CASES = [
             "auth": {"type": "bearer", "token": "t-1"},
             "signatures": "both",
         },
+        keyed=lambda t, k: t.endpoints.create(
+            TENANT, url="https://hooks.example/tern", idempotency_key=k
+        ),
     ),
     Case(
         "endpoints.get",
@@ -435,6 +440,7 @@ CASES = [
         "enableEndpoint",
         lambda t: t.endpoints.enable(TENANT, EP),
         f"/v1/tenants/{TENANT_PATH}/endpoints/{EP_PATH}/enable",
+        keyed=lambda t, k: t.endpoints.enable(TENANT, EP, idempotency_key=k),
     ),
     Case(
         "endpoints.disable",
@@ -442,6 +448,9 @@ CASES = [
         lambda t: t.endpoints.disable(TENANT, EP, reason="customer asked"),
         f"/v1/tenants/{TENANT_PATH}/endpoints/{EP_PATH}/disable",
         body={"reason": "customer asked"},
+        keyed=lambda t, k: t.endpoints.disable(
+            TENANT, EP, reason="customer asked", idempotency_key=k
+        ),
     ),
     Case(
         "endpoints.rotate_secret",
@@ -449,6 +458,9 @@ CASES = [
         lambda t: t.endpoints.rotate_secret(TENANT, EP, overlap_hours=2),
         f"/v1/tenants/{TENANT_PATH}/endpoints/{EP_PATH}/rotate-secret",
         body={"overlap_hours": 2},
+        keyed=lambda t, k: t.endpoints.rotate_secret(
+            TENANT, EP, overlap_hours=2, idempotency_key=k
+        ),
     ),
     Case(
         "endpoints.rotate_signing_key",
@@ -456,12 +468,16 @@ CASES = [
         lambda t: t.endpoints.rotate_signing_key(TENANT, EP, overlap_hours=2),
         f"/v1/tenants/{TENANT_PATH}/endpoints/{EP_PATH}/rotate-signing-key",
         body={"overlap_hours": 2},
+        keyed=lambda t, k: t.endpoints.rotate_signing_key(
+            TENANT, EP, overlap_hours=2, idempotency_key=k
+        ),
     ),
     Case(
         "endpoints.test",
         "sendTestEvent",
         lambda t: t.endpoints.test(TENANT, EP),
         f"/v1/tenants/{TENANT_PATH}/endpoints/{EP_PATH}/test",
+        keyed=lambda t, k: t.endpoints.test(TENANT, EP, idempotency_key=k),
     ),
     Case(
         "endpoints.health",
@@ -490,6 +506,9 @@ CASES = [
         lambda t: t.endpoints.recover(TENANT, EP, since=UNTIL, enable=True),
         f"/v1/tenants/{TENANT_PATH}/endpoints/{EP_PATH}/recover",
         body={"since": "2026-12-01T11:00:00+00:00", "enable": True},
+        keyed=lambda t, k: t.endpoints.recover(
+            TENANT, EP, since=UNTIL, enable=True, idempotency_key=k
+        ),
     ),
     Case(
         "events.publish",
@@ -499,6 +518,9 @@ CASES = [
         ),
         f"/v1/tenants/{TENANT_PATH}/events",
         body={"type": "order.paid", "payload": PAYLOAD, "id": "evt_o_1_paid"},
+        keyed=lambda t, k: t.events.publish(
+            TENANT, type="order.paid", payload=PAYLOAD, idempotency_key=k
+        ),
     ),
     Case(
         "events.get",
@@ -517,6 +539,7 @@ CASES = [
         "resendEvent",
         lambda t: t.events.resend(TENANT, EV, EP),
         f"/v1/tenants/{TENANT_PATH}/events/{EV_PATH}/endpoints/{EP_PATH}/resend",
+        keyed=lambda t, k: t.events.resend(TENANT, EV, EP, idempotency_key=k),
     ),
     Case(
         "dead_letters.list",
@@ -533,6 +556,7 @@ CASES = [
         ),
         f"/v1/tenants/{TENANT_PATH}/dead-letters/replay",
         body={"endpoint_id": "ep_1", "reason": "exhausted", "dry_run": True},
+        keyed=lambda t, k: t.dead_letters.replay(TENANT, dry_run=True, idempotency_key=k),
     ),
     Case(
         "portal.create_session",
@@ -542,6 +566,7 @@ CASES = [
         ),
         f"/v1/tenants/{TENANT_PATH}/portal-sessions",
         body={"endpoint_ids": ["ep_1"], "read_only": True, "expires_in_seconds": 600},
+        keyed=lambda t, k: t.portal.create_session(TENANT, read_only=True, idempotency_key=k),
     ),
 ]
 
@@ -750,17 +775,33 @@ def test_raw_is_the_signed_generated_client_and_the_facade_closes_it(
     assert client.is_closed
 
 
-def test_endpoints_create_sends_an_idempotency_key_as_the_header_signed(
-    server: Server,
+POSTS = [c for c in CASES if OPERATIONS[c.operation_id].method == "POST"]
+
+
+def test_every_post_operation_has_a_keyed_case() -> None:
+    assert len(POSTS) >= 10
+    assert [c.facade for c in POSTS if c.keyed is None] == [], "POST methods without a keyed call"
+
+
+@pytest.mark.parametrize("case", POSTS, ids=lambda c: c.facade)
+def test_every_post_method_sends_an_idempotency_key_as_the_header_signed(
+    server: Server, case: Case
 ) -> None:
-    server.answer = Answer(201, "application/json", FIXTURES["EndpointCreated"])
+    assert case.keyed is not None, f"{case.facade} takes idempotency_key="
+    op = OPERATIONS[case.operation_id]
+    assert op.schema is not None
+    canned = FIXTURES[op.schema]
+    server.answer = Answer(op.status, "application/json", canned)
     count = len(server.received)
+    key = f"3f2b8c1e-{case.operation_id}"
     with facade(server) as t:
-        t.endpoints.create(TENANT, url="https://hooks.example/tern", idempotency_key="3f2b8c1e-key")
+        result = case.keyed(t, key)
         got = only(server, count)
-        assert got.headers["idempotency-key"] == "3f2b8c1e-key"
+        assert got.target.partition("?")[0] == f"/prod{case.path}"
+        assert got.headers["idempotency-key"] == key
         assert re.search(r"SignedHeaders=[^,]*\bidempotency-key\b", got.headers["authorization"])
-        t.endpoints.create(TENANT, url="https://hooks.example/tern")
+        assert result == getattr(tern_api.models, op.schema).from_dict(canned)
+        case.call(t)
         assert "idempotency-key" not in only(server, count + 1).headers
 
 

@@ -12,7 +12,7 @@
 //     tenant's endpoint id is a 404) and atomicity (a failed transaction publishes nothing).
 // Every call goes through the facade (`createTern`); `tern.raw` only to read a header.
 // Prints one JSON line with what it saw; exits 1 with the reason on any failure.
-import { createPublicKey, verify as verifySignature } from "node:crypto";
+import { createPublicKey, randomUUID, verify as verifySignature } from "node:crypto";
 import { createServer, type IncomingMessage } from "node:http";
 import type { AddressInfo } from "node:net";
 import {
@@ -158,13 +158,20 @@ async function main(): Promise<void> {
     }
     const listed = await tern.endpoints.list(tenant, { state: "enabled" });
     if (!listed.items.some((e) => e.id === endpointId)) throw new Error("the endpoint is not listed");
-    // A test send: signed like any delivery, answered now.
-    const testSend = await tern.endpoints.test(tenant, endpointId);
+    // A test send: signed like any delivery, answered now. Under an idempotency key, its
+    // retry (as after a timeout) answers the first result again and POSTs nothing more.
+    const testKey = randomUUID();
+    const testSend = await tern.endpoints.test(tenant, endpointId, { idempotencyKey: testKey });
     if (!testSend.delivered) throw new Error(`the test send was not delivered: ${JSON.stringify(testSend)}`);
     const testHit = await eventually("the test event", 30, async () =>
       received.find((r) => r.headers["webhook-id"] === testSend.event_id),
     );
     webhook.verify(testHit.body, testHit.headers);
+    const posts = received.length;
+    const retried = await tern.endpoints.test(tenant, endpointId, { idempotencyKey: testKey });
+    if (JSON.stringify(retried) !== JSON.stringify(testSend) || received.length !== posts) {
+      throw new Error(`the retried test send ran again: ${JSON.stringify(retried)}, ${received.length - posts} POSTs`);
+    }
 
     // 5b. Receiver settings (clients/README.md): a secret header and a bearer token, then a
     // PATCH that keeps the header's secret without sending it again; a test send carries

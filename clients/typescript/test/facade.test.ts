@@ -256,6 +256,8 @@ interface Case {
   query?: Record<string, string>;
   /** The JSON body sent; none when absent. */
   body?: unknown;
+  /** For a POST: the same call with `{ idempotencyKey: key }` (every POST method takes it). */
+  keyed?: (t: Tern, key: string) => Promise<unknown>;
 }
 
 const since = "2026-12-01T09:00:00+01:00";
@@ -293,6 +295,7 @@ const cases: Case[] = [
       auth: { type: "bearer", token: "t-1" },
       signatures: "both",
     },
+    keyed: (t, k) => t.endpoints.create(TENANT, { url: "https://hooks.example/tern" }, { idempotencyKey: k }),
   },
   {
     facade: "endpoints.get",
@@ -330,6 +333,7 @@ const cases: Case[] = [
     operationId: "enableEndpoint",
     call: (t) => t.endpoints.enable(TENANT, ENDPOINT),
     path: `/v1/tenants/${TENANT_PATH}/endpoints/${ENDPOINT_PATH}/enable`,
+    keyed: (t, k) => t.endpoints.enable(TENANT, ENDPOINT, { idempotencyKey: k }),
   },
   {
     facade: "endpoints.disable",
@@ -337,6 +341,7 @@ const cases: Case[] = [
     call: (t) => t.endpoints.disable(TENANT, ENDPOINT, { reason: "customer asked" }),
     path: `/v1/tenants/${TENANT_PATH}/endpoints/${ENDPOINT_PATH}/disable`,
     body: { reason: "customer asked" },
+    keyed: (t, k) => t.endpoints.disable(TENANT, ENDPOINT, { reason: "customer asked" }, { idempotencyKey: k }),
   },
   {
     facade: "endpoints.rotateSecret",
@@ -344,6 +349,7 @@ const cases: Case[] = [
     call: (t) => t.endpoints.rotateSecret(TENANT, ENDPOINT, { overlap_hours: 2 }),
     path: `/v1/tenants/${TENANT_PATH}/endpoints/${ENDPOINT_PATH}/rotate-secret`,
     body: { overlap_hours: 2 },
+    keyed: (t, k) => t.endpoints.rotateSecret(TENANT, ENDPOINT, { overlap_hours: 2 }, { idempotencyKey: k }),
   },
   {
     facade: "endpoints.rotateSigningKey",
@@ -351,12 +357,14 @@ const cases: Case[] = [
     call: (t) => t.endpoints.rotateSigningKey(TENANT, ENDPOINT, { overlap_hours: 2 }),
     path: `/v1/tenants/${TENANT_PATH}/endpoints/${ENDPOINT_PATH}/rotate-signing-key`,
     body: { overlap_hours: 2 },
+    keyed: (t, k) => t.endpoints.rotateSigningKey(TENANT, ENDPOINT, { overlap_hours: 2 }, { idempotencyKey: k }),
   },
   {
     facade: "endpoints.test",
     operationId: "sendTestEvent",
     call: (t) => t.endpoints.test(TENANT, ENDPOINT),
     path: `/v1/tenants/${TENANT_PATH}/endpoints/${ENDPOINT_PATH}/test`,
+    keyed: (t, k) => t.endpoints.test(TENANT, ENDPOINT, { idempotencyKey: k }),
   },
   {
     facade: "endpoints.health",
@@ -384,6 +392,7 @@ const cases: Case[] = [
     call: (t) => t.endpoints.recover(TENANT, ENDPOINT, { since: T0, enable: true }),
     path: `/v1/tenants/${TENANT_PATH}/endpoints/${ENDPOINT_PATH}/recover`,
     body: { since: T0, enable: true },
+    keyed: (t, k) => t.endpoints.recover(TENANT, ENDPOINT, { since: T0, enable: true }, { idempotencyKey: k }),
   },
   {
     facade: "events.publish",
@@ -391,6 +400,7 @@ const cases: Case[] = [
     call: (t) => t.events.publish(TENANT, { type: "order.paid", payload, id: "evt_o_1_paid" }),
     path: `/v1/tenants/${TENANT_PATH}/events`,
     body: { type: "order.paid", payload, id: "evt_o_1_paid" },
+    keyed: (t, k) => t.events.publish(TENANT, { type: "order.paid", payload }, { idempotencyKey: k }),
   },
   {
     facade: "events.get",
@@ -409,6 +419,7 @@ const cases: Case[] = [
     operationId: "resendEvent",
     call: (t) => t.events.resend(TENANT, EVENT, ENDPOINT),
     path: `/v1/tenants/${TENANT_PATH}/events/${EVENT_PATH}/endpoints/${ENDPOINT_PATH}/resend`,
+    keyed: (t, k) => t.events.resend(TENANT, EVENT, ENDPOINT, { idempotencyKey: k }),
   },
   {
     facade: "deadLetters.list",
@@ -423,6 +434,7 @@ const cases: Case[] = [
     call: (t) => t.deadLetters.replay(TENANT, { endpoint_id: "ep_1", reason: "exhausted", dry_run: true }),
     path: `/v1/tenants/${TENANT_PATH}/dead-letters/replay`,
     body: { endpoint_id: "ep_1", reason: "exhausted", dry_run: true },
+    keyed: (t, k) => t.deadLetters.replay(TENANT, { dry_run: true }, { idempotencyKey: k }),
   },
   {
     facade: "portal.createSession",
@@ -430,6 +442,7 @@ const cases: Case[] = [
     call: (t) => t.portal.createSession(TENANT, { endpoint_ids: ["ep_1"], read_only: true, expires_in_seconds: 600 }),
     path: `/v1/tenants/${TENANT_PATH}/portal-sessions`,
     body: { endpoint_ids: ["ep_1"], read_only: true, expires_in_seconds: 600 },
+    keyed: (t, k) => t.portal.createSession(TENANT, { read_only: true }, { idempotencyKey: k }),
   },
 ];
 
@@ -548,15 +561,24 @@ test("an id that would change the path is refused before anything is sent", asyn
   assert.equal(received.length, count);
 });
 
-test("endpoints.create sends an idempotency key as the Idempotency-Key header, signed", async () => {
-  next = { status: 201, contentType: "application/json", body: fixtures.EndpointCreated };
-  const count = received.length;
-  await tern().endpoints.create(TENANT, { url: "https://hooks.example/tern" }, { idempotencyKey: "3f2b8c1e-key" });
-  const got = only(count);
-  assert.equal(got.headers["idempotency-key"], "3f2b8c1e-key");
-  assert.match(String(got.headers["authorization"]), /SignedHeaders=[^,]*\bidempotency-key\b/);
-  await tern().endpoints.create(TENANT, { url: "https://hooks.example/tern" });
-  assert.equal(only(count + 1).headers["idempotency-key"], undefined);
+test("every POST method sends an idempotency key as the Idempotency-Key header, signed, and none without", async () => {
+  const posts = cases.filter((c) => operations.get(c.operationId)?.method === "POST");
+  assert.ok(posts.length >= 10, "the POST operations of the document");
+  for (const c of posts) {
+    assert.ok(c.keyed, `${c.facade} takes { idempotencyKey }`);
+    const op = operations.get(c.operationId)!;
+    const canned = op.schema === undefined ? undefined : fixtures[op.schema as keyof Schemas];
+    next = { status: op.status, contentType: "application/json", body: canned };
+    const count = received.length;
+    const key = `3f2b8c1e-${c.operationId}`;
+    assert.deepEqual(await c.keyed(tern(), key), canned, c.facade);
+    const got = only(count);
+    assert.equal(new URL(got.url, "http://x").pathname, `/prod${c.path}`, c.facade);
+    assert.equal(got.headers["idempotency-key"], key, c.facade);
+    assert.match(String(got.headers["authorization"]), /SignedHeaders=[^,]*\bidempotency-key\b/, c.facade);
+    await c.call(tern());
+    assert.equal(only(count + 1).headers["idempotency-key"], undefined, `${c.facade} without a key`);
+  }
 });
 
 test("an error answer that is no problem document still throws TernApiError with a problem", async () => {

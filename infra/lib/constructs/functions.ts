@@ -196,8 +196,9 @@ export class Functions extends Construct {
         ...healthEnv,
         // Seals the secrets it writes (kms:GenerateDataKey) and opens the ones it reads back (kms:Decrypt).
         TERN_SECRETS_KEY_ID: storage.secretsKey.keyArn,
-        // The customer portal (tern_api::portal): its table, its key ring, who may frame it,
-        // and its per-tenant rate limits (settings.json portal).
+        // The portal table, also where every POST's Idempotency-Key is recorded
+        // (tern_api::idempotency); the customer portal (tern_api::portal): its key ring, who
+        // may frame it, and its per-tenant rate limits (settings.json portal).
         TERN_PORTAL_TABLE: props.portal.table.tableName,
         TERN_PORTAL_KEY_SECRET: props.portal.keys.secretArn,
         TERN_PORTAL_FRAME_ANCESTORS: c.portalFrameAncestors,
@@ -265,8 +266,11 @@ export class Functions extends Construct {
     // them go again (the grouped view, the replay's check); DeleteMessage removes the ones a
     // replay moved back to the delivery queue (the replay function's three actions).
     queues.dlq.grant(this.api, 'sqs:ReceiveMessage', 'sqs:ChangeMessageVisibility', 'sqs:DeleteMessage');
-    // The customer portal (DynamoPortalLedger): PutItem records a link's one use (conditional);
-    // UpdateItem counts a rate-limit window (conditional ADD). No read: both answer by their condition.
+    // The portal table. The customer portal (DynamoPortalLedger): PutItem records a link's one
+    // use (conditional); UpdateItem counts a rate-limit window (conditional ADD). Idempotency-Key
+    // records (DynamoIdempotencyStore, `idem#...`): PutItem claims a key and keeps its answer,
+    // UpdateItem lets it go after a 5xx (each conditional). No read: a refused claim returns
+    // the record it met (ReturnValuesOnConditionCheckFailure), the others answer by their condition.
     portal.table.grant(this.api, 'dynamodb:PutItem', 'dynamodb:UpdateItem');
     // Its key ring (SecretsManagerKeys): GetSecretValue only; rotation is an operator's act.
     this.api.addToRolePolicy(

@@ -236,3 +236,50 @@ fn the_documented_bounds_are_the_domains_constants() {
         }
     }
 }
+
+/// Every POST, whatever route declares it, documents the `Idempotency-Key` the API honours
+/// on every POST (`tern_api::idempotency`), its replay header and its 409 and 422.
+#[test]
+fn every_post_declares_its_idempotency_key() {
+    let doc: serde_json::Value =
+        serde_json::from_str(&tern_api::openapi::openapi_json()).expect("JSON");
+    let mut posts = 0;
+    for (path, item) in doc["paths"].as_object().expect("paths") {
+        let Some(op) = item.get("post") else { continue };
+        posts += 1;
+        let keys: Vec<&serde_json::Value> = op["parameters"]
+            .as_array()
+            .expect("parameters")
+            .iter()
+            .filter(|p| p["name"] == "Idempotency-Key")
+            .collect();
+        assert_eq!(keys.len(), 1, "{path}: one Idempotency-Key");
+        assert_eq!(
+            (&keys[0]["in"], &keys[0]["required"]),
+            (&serde_json::json!("header"), &serde_json::json!(false)),
+            "{path}"
+        );
+        for (code, kind) in [
+            ("409", "idempotency-key-in-use"),
+            ("422", "idempotency-key-reused"),
+        ] {
+            let answer = &op["responses"][code];
+            assert!(
+                answer["description"]
+                    .as_str()
+                    .is_some_and(|d| d.contains(kind))
+                    && answer["content"]["application/problem+json"].is_object(),
+                "{path} documents {code} {kind}: {answer}"
+            );
+        }
+        for (code, answer) in op["responses"].as_object().expect("responses") {
+            if code.starts_with('2') {
+                assert!(
+                    answer["headers"]["Idempotent-Replayed"].is_object(),
+                    "{path} {code} documents Idempotent-Replayed"
+                );
+            }
+        }
+    }
+    assert!(posts >= 10, "every POST route: {posts}");
+}

@@ -184,8 +184,11 @@ impl DynamoEndpointStore {
                     report.already_sealed += 1;
                     continue;
                 }
-                let context = match sealed_item::item_context(&item) {
-                    Ok(c) => c,
+                let (context, endpoint) = match sealed_item::item_context(&item) {
+                    Ok(c) => match c.endpoint().cloned() {
+                        Some(e) => (c, e),
+                        None => continue,
+                    },
                     Err(e) => {
                         tracing::error!(error = %e, "skipping an endpoint item without valid keys");
                         continue;
@@ -198,7 +201,7 @@ impl DynamoEndpointStore {
                 let mut new = old.clone();
                 sealed_item::seal(keys.as_ref(), &context, &mut new)
                     .await
-                    .map_err(|e| seal_port_error(&context.tenant, &context.endpoint, &e))?;
+                    .map_err(|e| seal_port_error(&context.tenant, &endpoint, &e))?;
                 let mut set = Vec::new();
                 let mut condition = vec!["attribute_exists(endpoint_id)".to_owned()];
                 let mut request = self
@@ -206,10 +209,7 @@ impl DynamoEndpointStore {
                     .update_item()
                     .table_name(&self.table)
                     .key("tenant_id", AttributeValue::S(context.tenant.to_string()))
-                    .key(
-                        "endpoint_id",
-                        AttributeValue::S(context.endpoint.to_string()),
-                    );
+                    .key("endpoint_id", AttributeValue::S(endpoint.to_string()));
                 for (name, value) in new {
                     set.push(format!("#{name} = :new_{name}"));
                     condition.push(format!("#{name} = :old_{name}"));

@@ -17,6 +17,7 @@ pub mod event;
 pub mod event_store;
 pub mod fanout;
 pub mod health;
+pub mod idempotency;
 pub mod ids;
 pub mod message;
 pub mod operational;

@@ -1,6 +1,7 @@
 //! Secrets at rest: envelope encryption of the credentials an endpoint item holds (its
 //! `whsec_` signing secrets, `whsk_` Ed25519 keys, secret header values, basic
-//! passwords, bearer tokens and OAuth2 client secrets).
+//! passwords, bearer tokens and OAuth2 client secrets), and of the API answers an
+//! idempotency record keeps for retries (`crate::idempotency`: a new secret, a portal link).
 //!
 //! Each value is encrypted with AES-256-GCM under a 256-bit data key that a key service
 //! (KMS `GenerateDataKey` in AWS, [`DataKeys`]) made for one endpoint: the service's
@@ -45,6 +46,8 @@ pub const MAX_WRAPPED_KEY_BYTES: usize = 6_144;
 pub const CONTEXT_TENANT: &str = "tern:tenant_id";
 /// Encryption context key naming the endpoint.
 pub const CONTEXT_ENDPOINT: &str = "tern:endpoint_id";
+/// Encryption context key naming an idempotency record (a stored API answer).
+pub const CONTEXT_IDEMPOTENCY_RECORD: &str = "tern:idempotency_record";
 
 /// Why a value could not be sealed or opened. Never carries the value.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -79,14 +82,25 @@ impl SealError {
     }
 }
 
-/// What a data key is bound to: one endpoint of one tenant. The key service's
-/// encryption context and the GCM associated data.
+/// What a data key is bound to: one endpoint of one tenant, or one stored API answer of
+/// one tenant (an idempotency record, `crate::idempotency`). The key service's encryption
+/// context and the GCM associated data.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct SealContext {
     /// The tenant.
     pub tenant: TenantId,
-    /// The endpoint.
-    pub endpoint: EndpointId,
+    /// What of the tenant's the sealed values belong to.
+    pub subject: SealSubject,
+}
+
+/// The thing of a tenant's that sealed values belong to.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum SealSubject {
+    /// An endpoint: its signing secrets, keys and receiver credentials.
+    Endpoint(EndpointId),
+    /// An idempotency record: the API answer it keeps for a retry. The text is the
+    /// record's id (hex of the key's SHA-256, `crate::idempotency::RecordKey`).
+    IdempotencyRecord(String),
 }
 
 impl SealContext {
@@ -94,22 +108,47 @@ impl SealContext {
     pub fn new(tenant: &TenantId, endpoint: &EndpointId) -> Self {
         Self {
             tenant: tenant.clone(),
-            endpoint: endpoint.clone(),
+            subject: SealSubject::Endpoint(endpoint.clone()),
         }
     }
 
-    /// The encryption context pairs ([`CONTEXT_TENANT`], [`CONTEXT_ENDPOINT`]).
+    /// The context of `tenant`'s idempotency record `record` (its id, never the key).
+    pub fn idempotency_record(tenant: &TenantId, record: &str) -> Self {
+        Self {
+            tenant: tenant.clone(),
+            subject: SealSubject::IdempotencyRecord(record.to_owned()),
+        }
+    }
+
+    /// The endpoint, when the context is an endpoint's.
+    pub fn endpoint(&self) -> Option<&EndpointId> {
+        match &self.subject {
+            SealSubject::Endpoint(e) => Some(e),
+            SealSubject::IdempotencyRecord(_) => None,
+        }
+    }
+
+    /// The encryption context pairs: ([`CONTEXT_TENANT`], and [`CONTEXT_ENDPOINT`] or
+    /// [`CONTEXT_IDEMPOTENCY_RECORD`]).
     pub fn pairs(&self) -> [(&'static str, String); 2] {
-        [
-            (CONTEXT_TENANT, self.tenant.to_string()),
-            (CONTEXT_ENDPOINT, self.endpoint.to_string()),
-        ]
+        let subject = match &self.subject {
+            SealSubject::Endpoint(e) => (CONTEXT_ENDPOINT, e.to_string()),
+            SealSubject::IdempotencyRecord(r) => (CONTEXT_IDEMPOTENCY_RECORD, r.clone()),
+        };
+        [(CONTEXT_TENANT, self.tenant.to_string()), subject]
     }
 
     /// The GCM associated data: the format, the tenant and the endpoint, NUL-separated
-    /// (ids never hold NUL).
+    /// (ids never hold NUL); for a record, `idempotency` and its id after the tenant (one
+    /// NUL more, so it never equals an endpoint's).
     fn aad(&self) -> Vec<u8> {
-        format!("{SEALED_PREFIX}\0{}\0{}", self.tenant, self.endpoint).into_bytes()
+        match &self.subject {
+            SealSubject::Endpoint(e) => format!("{SEALED_PREFIX}\0{}\0{e}", self.tenant),
+            SealSubject::IdempotencyRecord(r) => {
+                format!("{SEALED_PREFIX}\0{}\0idempotency\0{r}", self.tenant)
+            }
+        }
+        .into_bytes()
     }
 }
 
@@ -366,6 +405,32 @@ mod tests {
             Err(SealError::WrongEndpoint)
         );
         assert_eq!(back.open(&plain, &there), Err(SealError::WrongEndpoint));
+    }
+
+    #[tokio::test]
+    async fn a_stored_answer_opens_for_its_record_only_never_for_an_endpoint() {
+        let keys = InMemoryDataKeys::default();
+        let tenant = TenantId::new("tnt_a").unwrap();
+        let record = SealContext::idempotency_record(&tenant, "ab12");
+        assert_eq!(record.pairs()[1].0, CONTEXT_IDEMPOTENCY_RECORD);
+        let key = keys.generate(&record).await.unwrap();
+        let sealed = Sealed::seal(&key, &record, r#"{"secret":"whsec_x"}"#).unwrap();
+        let plain = keys.unwrap(sealed.wrapped_key(), &record).await.unwrap();
+        assert_eq!(
+            sealed.open(&plain, &record).unwrap(),
+            r#"{"secret":"whsec_x"}"#
+        );
+        for other in [
+            SealContext::idempotency_record(&tenant, "ab13"),
+            SealContext::idempotency_record(&TenantId::new("tnt_b").unwrap(), "ab12"),
+            ctx("ep_1"),
+        ] {
+            assert_eq!(
+                keys.unwrap(sealed.wrapped_key(), &other).await,
+                Err(SealError::WrongEndpoint)
+            );
+            assert_eq!(sealed.open(&plain, &other), Err(SealError::WrongEndpoint));
+        }
     }
 
     #[test]

@@ -61,7 +61,9 @@ export interface paths {
          * Create an endpoint; its signing secret is returned this once. With an
          *     `Idempotency-Key`, a retry of the same create (same key, same body) answers what the
          *     first did (the same endpoint and secret, `Idempotent-Replayed: true`) and creates
-         *     nothing; the key with another body is a 422.
+         *     nothing, for 24 hours like every POST, and after that for as long as the endpoint
+         *     exists (its id is derived from the tenant and the key); the key with another body is a
+         *     422.
          */
         post: operations["createEndpoint"];
         delete?: never;
@@ -1643,7 +1645,10 @@ export interface operations {
     replayDeadLetters: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes retries of this request safe (Stripe's semantics; draft-ietf-httpapi-idempotency-key-header): 1-255 visible ASCII characters (a UUID), bare or in double quotes, per tenant. For 24 hours the same key with the same request (route, path and body) answers what the first request answered (its status and body, with `Idempotent-Replayed: true`) and does nothing again; with another request it is a 422 `idempotency-key-reused`; while the first still runs, a 409 `idempotency-key-in-use`. An answer of 5xx (or 429) is not kept: a retry runs again. */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 /** @description Tenant id: 1-128 ASCII letters, digits, `_` and `-` (`tern_core::ids::MAX_ID_LEN`); another is a 400 naming `tenant_id` */
                 tenant_id: string;
@@ -1659,6 +1664,8 @@ export interface operations {
             /** @description What moved */
             200: {
                 headers: {
+                    /** @description `true` when this is the answer kept for the request's `Idempotency-Key`, replayed */
+                    "Idempotent-Replayed"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1708,7 +1715,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The state of a resource refuses the request (`type` says which). */
+            /** @description The state of a resource refuses the request (`type` says which). Also `idempotency-key-in-use`: a request with this `Idempotency-Key` is still running: retry after `Retry-After` seconds for its answer. */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -1728,6 +1735,15 @@ export interface operations {
             };
             /** @description The body is not JSON. */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `idempotency-key-reused`: the `Idempotency-Key` was used in the last 24 hours for another request (another route, path or body). */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1850,8 +1866,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes retries of this create safe: 1-255 visible ASCII characters (a UUID), bare or in double quotes. The same key and body answer the endpoint the first request created (with its secret, and `Idempotent-Replayed: true`) for as long as it exists; the key with another body is a 422 `idempotency-key-reused`. Keys are per tenant. */
-                "Idempotency-Key"?: string | null;
+                /** @description Makes retries of this request safe (Stripe's semantics; draft-ietf-httpapi-idempotency-key-header): 1-255 visible ASCII characters (a UUID), bare or in double quotes, per tenant. For 24 hours the same key with the same request (route, path and body) answers what the first request answered (its status and body, with `Idempotent-Replayed: true`) and does nothing again; with another request it is a 422 `idempotency-key-reused`; while the first still runs, a 409 `idempotency-key-in-use`. An answer of 5xx (or 429) is not kept: a retry runs again. */
+                "Idempotency-Key"?: string;
             };
             path: {
                 /** @description Tenant id: 1-128 ASCII letters, digits, `_` and `-` (`tern_core::ids::MAX_ID_LEN`); another is a 400 naming `tenant_id` */
@@ -1868,7 +1884,7 @@ export interface operations {
             /** @description Created; `secret` is shown only now (and to a retry under the same `Idempotency-Key`) */
             201: {
                 headers: {
-                    /** @description `true` when a create under this `Idempotency-Key` made the endpoint before */
+                    /** @description `true` when this is the answer kept for the request's `Idempotency-Key`, replayed */
                     "Idempotent-Replayed"?: string;
                     [name: string]: unknown;
                 };
@@ -1919,6 +1935,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `idempotency-key-in-use`: a request with this `Idempotency-Key` is still running: retry after `Retry-After` seconds for its answer. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description The body is larger than the limit. */
             413: {
                 headers: {
@@ -1937,10 +1962,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /**
-             * @description The `Idempotency-Key` was used for a request with another body
-             *     (`idempotency-key-reused`; draft-ietf-httpapi-idempotency-key-header).
-             */
+            /** @description `idempotency-key-reused`: the `Idempotency-Key` was used in the last 24 hours for another request (another route, path or body). */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -2356,7 +2378,10 @@ export interface operations {
     disableEndpoint: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes retries of this request safe (Stripe's semantics; draft-ietf-httpapi-idempotency-key-header): 1-255 visible ASCII characters (a UUID), bare or in double quotes, per tenant. For 24 hours the same key with the same request (route, path and body) answers what the first request answered (its status and body, with `Idempotent-Replayed: true`) and does nothing again; with another request it is a 422 `idempotency-key-reused`; while the first still runs, a 409 `idempotency-key-in-use`. An answer of 5xx (or 429) is not kept: a retry runs again. */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 /** @description Tenant id: 1-128 ASCII letters, digits, `_` and `-` (`tern_core::ids::MAX_ID_LEN`); another is a 400 naming `tenant_id` */
                 tenant_id: string;
@@ -2375,6 +2400,8 @@ export interface operations {
             /** @description The endpoint */
             200: {
                 headers: {
+                    /** @description `true` when this is the answer kept for the request's `Idempotency-Key`, replayed */
+                    "Idempotent-Replayed"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2424,6 +2451,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `idempotency-key-in-use`: a request with this `Idempotency-Key` is still running: retry after `Retry-After` seconds for its answer. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description The body is larger than the limit. */
             413: {
                 headers: {
@@ -2435,6 +2471,15 @@ export interface operations {
             };
             /** @description The body is not JSON. */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `idempotency-key-reused`: the `Idempotency-Key` was used in the last 24 hours for another request (another route, path or body). */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2456,7 +2501,10 @@ export interface operations {
     enableEndpoint: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes retries of this request safe (Stripe's semantics; draft-ietf-httpapi-idempotency-key-header): 1-255 visible ASCII characters (a UUID), bare or in double quotes, per tenant. For 24 hours the same key with the same request (route, path and body) answers what the first request answered (its status and body, with `Idempotent-Replayed: true`) and does nothing again; with another request it is a 422 `idempotency-key-reused`; while the first still runs, a 409 `idempotency-key-in-use`. An answer of 5xx (or 429) is not kept: a retry runs again. */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 /** @description Tenant id: 1-128 ASCII letters, digits, `_` and `-` (`tern_core::ids::MAX_ID_LEN`); another is a 400 naming `tenant_id` */
                 tenant_id: string;
@@ -2470,6 +2518,8 @@ export interface operations {
             /** @description The endpoint */
             200: {
                 headers: {
+                    /** @description `true` when this is the answer kept for the request's `Idempotency-Key`, replayed */
+                    "Idempotent-Replayed"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2519,6 +2569,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `idempotency-key-in-use`: a request with this `Idempotency-Key` is still running: retry after `Retry-After` seconds for its answer. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description The body is larger than the limit. */
             413: {
                 headers: {
@@ -2530,6 +2589,15 @@ export interface operations {
             };
             /** @description The body is not JSON. */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `idempotency-key-reused`: the `Idempotency-Key` was used in the last 24 hours for another request (another route, path or body). */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2646,7 +2714,10 @@ export interface operations {
     recoverEndpoint: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes retries of this request safe (Stripe's semantics; draft-ietf-httpapi-idempotency-key-header): 1-255 visible ASCII characters (a UUID), bare or in double quotes, per tenant. For 24 hours the same key with the same request (route, path and body) answers what the first request answered (its status and body, with `Idempotent-Replayed: true`) and does nothing again; with another request it is a 422 `idempotency-key-reused`; while the first still runs, a 409 `idempotency-key-in-use`. An answer of 5xx (or 429) is not kept: a retry runs again. */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 /** @description Tenant id: 1-128 ASCII letters, digits, `_` and `-` (`tern_core::ids::MAX_ID_LEN`); another is a 400 naming `tenant_id` */
                 tenant_id: string;
@@ -2664,6 +2735,8 @@ export interface operations {
             /** @description What was sent again */
             200: {
                 headers: {
+                    /** @description `true` when this is the answer kept for the request's `Idempotency-Key`, replayed */
+                    "Idempotent-Replayed"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2713,7 +2786,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The state of a resource refuses the request (`type` says which). */
+            /** @description The state of a resource refuses the request (`type` says which). Also `idempotency-key-in-use`: a request with this `Idempotency-Key` is still running: retry after `Retry-After` seconds for its answer. */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -2740,6 +2813,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `idempotency-key-reused`: the `Idempotency-Key` was used in the last 24 hours for another request (another route, path or body). */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description A service Tern depends on did not answer in time; retry (after `Retry-After`). */
             503: {
                 headers: {
@@ -2754,7 +2836,10 @@ export interface operations {
     rotateEndpointSecret: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes retries of this request safe (Stripe's semantics; draft-ietf-httpapi-idempotency-key-header): 1-255 visible ASCII characters (a UUID), bare or in double quotes, per tenant. For 24 hours the same key with the same request (route, path and body) answers what the first request answered (its status and body, with `Idempotent-Replayed: true`) and does nothing again; with another request it is a 422 `idempotency-key-reused`; while the first still runs, a 409 `idempotency-key-in-use`. An answer of 5xx (or 429) is not kept: a retry runs again. */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 /** @description Tenant id: 1-128 ASCII letters, digits, `_` and `-` (`tern_core::ids::MAX_ID_LEN`); another is a 400 naming `tenant_id` */
                 tenant_id: string;
@@ -2773,6 +2858,8 @@ export interface operations {
             /** @description Rotated; `secret` is shown only now */
             200: {
                 headers: {
+                    /** @description `true` when this is the answer kept for the request's `Idempotency-Key`, replayed */
+                    "Idempotent-Replayed"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2822,6 +2909,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `idempotency-key-in-use`: a request with this `Idempotency-Key` is still running: retry after `Retry-After` seconds for its answer. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description The body is larger than the limit. */
             413: {
                 headers: {
@@ -2833,6 +2929,15 @@ export interface operations {
             };
             /** @description The body is not JSON. */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `idempotency-key-reused`: the `Idempotency-Key` was used in the last 24 hours for another request (another route, path or body). */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2854,7 +2959,10 @@ export interface operations {
     rotateEndpointSigningKey: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes retries of this request safe (Stripe's semantics; draft-ietf-httpapi-idempotency-key-header): 1-255 visible ASCII characters (a UUID), bare or in double quotes, per tenant. For 24 hours the same key with the same request (route, path and body) answers what the first request answered (its status and body, with `Idempotent-Replayed: true`) and does nothing again; with another request it is a 422 `idempotency-key-reused`; while the first still runs, a 409 `idempotency-key-in-use`. An answer of 5xx (or 429) is not kept: a retry runs again. */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 /** @description Tenant id: 1-128 ASCII letters, digits, `_` and `-` (`tern_core::ids::MAX_ID_LEN`); another is a 400 naming `tenant_id` */
                 tenant_id: string;
@@ -2873,6 +2981,8 @@ export interface operations {
             /** @description Rotated; give `public_key` to the receiver */
             200: {
                 headers: {
+                    /** @description `true` when this is the answer kept for the request's `Idempotency-Key`, replayed */
+                    "Idempotent-Replayed"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2922,6 +3032,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `idempotency-key-in-use`: a request with this `Idempotency-Key` is still running: retry after `Retry-After` seconds for its answer. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description The body is larger than the limit. */
             413: {
                 headers: {
@@ -2933,6 +3052,15 @@ export interface operations {
             };
             /** @description The body is not JSON. */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `idempotency-key-reused`: the `Idempotency-Key` was used in the last 24 hours for another request (another route, path or body). */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2954,7 +3082,10 @@ export interface operations {
     sendTestEvent: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes retries of this request safe (Stripe's semantics; draft-ietf-httpapi-idempotency-key-header): 1-255 visible ASCII characters (a UUID), bare or in double quotes, per tenant. For 24 hours the same key with the same request (route, path and body) answers what the first request answered (its status and body, with `Idempotent-Replayed: true`) and does nothing again; with another request it is a 422 `idempotency-key-reused`; while the first still runs, a 409 `idempotency-key-in-use`. An answer of 5xx (or 429) is not kept: a retry runs again. */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 /** @description Tenant id: 1-128 ASCII letters, digits, `_` and `-` (`tern_core::ids::MAX_ID_LEN`); another is a 400 naming `tenant_id` */
                 tenant_id: string;
@@ -2968,6 +3099,8 @@ export interface operations {
             /** @description The attempt (a receiver's failure is a result, not an error) */
             200: {
                 headers: {
+                    /** @description `true` when this is the answer kept for the request's `Idempotency-Key`, replayed */
+                    "Idempotent-Replayed"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3017,7 +3150,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The state of a resource refuses the request (`type` says which). */
+            /** @description The state of a resource refuses the request (`type` says which). Also `idempotency-key-in-use`: a request with this `Idempotency-Key` is still running: retry after `Retry-After` seconds for its answer. */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -3044,6 +3177,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `idempotency-key-reused`: the `Idempotency-Key` was used in the last 24 hours for another request (another route, path or body). */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description A service Tern depends on did not answer in time; retry (after `Retry-After`). */
             503: {
                 headers: {
@@ -3058,7 +3200,10 @@ export interface operations {
     publishEvent: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes retries of this request safe (Stripe's semantics; draft-ietf-httpapi-idempotency-key-header): 1-255 visible ASCII characters (a UUID), bare or in double quotes, per tenant. For 24 hours the same key with the same request (route, path and body) answers what the first request answered (its status and body, with `Idempotent-Replayed: true`) and does nothing again; with another request it is a 422 `idempotency-key-reused`; while the first still runs, a 409 `idempotency-key-in-use`. An answer of 5xx (or 429) is not kept: a retry runs again. */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 /** @description Tenant id: 1-128 ASCII letters, digits, `_` and `-` (`tern_core::ids::MAX_ID_LEN`); another is a 400 naming `tenant_id` */
                 tenant_id: string;
@@ -3074,6 +3219,8 @@ export interface operations {
             /** @description The same event was published before with this id: the original, nothing written */
             200: {
                 headers: {
+                    /** @description `true` when this is the answer kept for the request's `Idempotency-Key`, replayed */
+                    "Idempotent-Replayed"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3083,6 +3230,8 @@ export interface operations {
             /** @description Published; delivery follows */
             202: {
                 headers: {
+                    /** @description `true` when this is the answer kept for the request's `Idempotency-Key`, replayed */
+                    "Idempotent-Replayed"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3132,7 +3281,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The state of a resource refuses the request (`type` says which). */
+            /** @description The state of a resource refuses the request (`type` says which). Also `idempotency-key-in-use`: a request with this `Idempotency-Key` is still running: retry after `Retry-After` seconds for its answer. */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -3152,6 +3301,15 @@ export interface operations {
             };
             /** @description The body is not JSON. */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `idempotency-key-reused`: the `Idempotency-Key` was used in the last 24 hours for another request (another route, path or body). */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3363,7 +3521,10 @@ export interface operations {
     resendEvent: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes retries of this request safe (Stripe's semantics; draft-ietf-httpapi-idempotency-key-header): 1-255 visible ASCII characters (a UUID), bare or in double quotes, per tenant. For 24 hours the same key with the same request (route, path and body) answers what the first request answered (its status and body, with `Idempotent-Replayed: true`) and does nothing again; with another request it is a 422 `idempotency-key-reused`; while the first still runs, a 409 `idempotency-key-in-use`. An answer of 5xx (or 429) is not kept: a retry runs again. */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 /** @description Tenant id: 1-128 ASCII letters, digits, `_` and `-` (`tern_core::ids::MAX_ID_LEN`); another is a 400 naming `tenant_id` */
                 tenant_id: string;
@@ -3379,6 +3540,8 @@ export interface operations {
             /** @description Queued */
             202: {
                 headers: {
+                    /** @description `true` when this is the answer kept for the request's `Idempotency-Key`, replayed */
+                    "Idempotent-Replayed"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3428,7 +3591,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The state of a resource refuses the request (`type` says which). */
+            /** @description The state of a resource refuses the request (`type` says which). Also `idempotency-key-in-use`: a request with this `Idempotency-Key` is still running: retry after `Retry-After` seconds for its answer. */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -3455,6 +3618,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `idempotency-key-reused`: the `Idempotency-Key` was used in the last 24 hours for another request (another route, path or body). */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description A service Tern depends on did not answer in time; retry (after `Retry-After`). */
             503: {
                 headers: {
@@ -3469,7 +3641,10 @@ export interface operations {
     createPortalSession: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes retries of this request safe (Stripe's semantics; draft-ietf-httpapi-idempotency-key-header): 1-255 visible ASCII characters (a UUID), bare or in double quotes, per tenant. For 24 hours the same key with the same request (route, path and body) answers what the first request answered (its status and body, with `Idempotent-Replayed: true`) and does nothing again; with another request it is a 422 `idempotency-key-reused`; while the first still runs, a 409 `idempotency-key-in-use`. An answer of 5xx (or 429) is not kept: a retry runs again. */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 /** @description Tenant id: 1-128 ASCII letters, digits, `_` and `-` (`tern_core::ids::MAX_ID_LEN`); another is a 400 naming `tenant_id` */
                 tenant_id: string;
@@ -3485,6 +3660,8 @@ export interface operations {
             /** @description The link; it works once, until `expires_at` */
             201: {
                 headers: {
+                    /** @description `true` when this is the answer kept for the request's `Idempotency-Key`, replayed */
+                    "Idempotent-Replayed"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3534,6 +3711,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `idempotency-key-in-use`: a request with this `Idempotency-Key` is still running: retry after `Retry-After` seconds for its answer. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description The body is larger than the limit. */
             413: {
                 headers: {
@@ -3545,6 +3731,15 @@ export interface operations {
             };
             /** @description The body is not JSON. */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `idempotency-key-reused`: the `Idempotency-Key` was used in the last 24 hours for another request (another route, path or body). */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -15,8 +15,7 @@ use tern_ops::resend::ResendDeps;
 use tern_ops::test_send::TestSendError;
 
 use super::{
-    Conflict, EndpointPath, KeyReused, Problems, TenantPath, decode_cursor, encode_cursor,
-    page_size,
+    Conflict, EndpointPath, Problems, TenantPath, decode_cursor, encode_cursor, page_size,
 };
 use crate::ApiDeps;
 use crate::extract::{ApiJson, ApiPath, ApiQuery, endpoint_id, tenant};
@@ -201,50 +200,6 @@ async fn owned(
         .ok_or_else(|| ApiError::not_found("endpoint", id))
 }
 
-/// Longest `Idempotency-Key`, in characters: 255 (Stripe's limit).
-pub const MAX_IDEMPOTENCY_KEY_LEN: usize = 255;
-
-/// The header a create may carry so that its retries create nothing more
-/// (draft-ietf-httpapi-idempotency-key-header).
-pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
-
-/// The header on the answer to a retry that a key's earlier create answered.
-pub const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
-
-/// The request's `Idempotency-Key`, when it has one: 1-255 visible ASCII characters,
-/// bare (Stripe's form) or as a Structured Field string in double quotes (the IETF
-/// draft's form, RFC 8941 §3.3.3), which is unquoted.
-///
-/// # Errors
-/// A 400 naming `Idempotency-Key` for an empty, too long or non-ASCII key.
-fn idempotency_key(headers: &axum::http::HeaderMap) -> ApiResult<Option<String>> {
-    let Some(raw) = headers.get(IDEMPOTENCY_KEY) else {
-        return Ok(None);
-    };
-    let bad = || {
-        ApiError::invalid(
-            "Idempotency-Key",
-            format!(
-                "Idempotency-Key must be 1-{MAX_IDEMPOTENCY_KEY_LEN} visible ASCII characters (a UUID is a good key), bare or in double quotes"
-            ),
-        )
-    };
-    let text = raw.to_str().map_err(|_| bad())?.trim();
-    let key = text
-        .strip_prefix('"')
-        .and_then(|t| t.strip_suffix('"'))
-        .unwrap_or(text);
-    if key.is_empty()
-        || key.len() > MAX_IDEMPOTENCY_KEY_LEN
-        || !key
-            .bytes()
-            .all(|b| b.is_ascii_graphic() && b != b'"' && b != b'\\')
-    {
-        return Err(bad());
-    }
-    Ok(Some(key.to_owned()))
-}
-
 /// The id of the endpoint `tenant`'s create under `key` makes: `ep_` and 32 hex digits of
 /// SHA-256 over the tenant and the key, so every retry names the same endpoint and two
 /// tenants' keys never meet.
@@ -269,21 +224,18 @@ fn creation_fingerprint(key: &str, body: &NewEndpoint) -> ApiResult<String> {
 /// Create an endpoint; its signing secret is returned this once. With an
 /// `Idempotency-Key`, a retry of the same create (same key, same body) answers what the
 /// first did (the same endpoint and secret, `Idempotent-Replayed: true`) and creates
-/// nothing; the key with another body is a 422.
+/// nothing, for 24 hours like every POST, and after that for as long as the endpoint
+/// exists (its id is derived from the tenant and the key); the key with another body is a
+/// 422.
 #[utoipa::path(
     post,
     path = "/v1/tenants/{tenant_id}/endpoints",
     operation_id = "createEndpoint",
     tag = "endpoints",
-    params(
-        ("tenant_id" = String, Path, description = "Tenant id: 1-128 ASCII letters, digits, `_` and `-` (`tern_core::ids::MAX_ID_LEN`); another is a 400 naming `tenant_id`", min_length = 1, max_length = 128, pattern = "^[A-Za-z0-9_-]+$"),
-        ("Idempotency-Key" = Option<String>, Header, description = "Makes retries of this create safe: 1-255 visible ASCII characters (a UUID), bare or in double quotes. The same key and body answer the endpoint the first request created (with its secret, and `Idempotent-Replayed: true`) for as long as it exists; the key with another body is a 422 `idempotency-key-reused`. Keys are per tenant."),
-    ),
+    params(("tenant_id" = String, Path, description = "Tenant id: 1-128 ASCII letters, digits, `_` and `-` (`tern_core::ids::MAX_ID_LEN`); another is a 400 naming `tenant_id`", min_length = 1, max_length = 128, pattern = "^[A-Za-z0-9_-]+$")),
     request_body = NewEndpoint,
     responses(
-        (status = 201, description = "Created; `secret` is shown only now (and to a retry under the same `Idempotency-Key`)", body = EndpointCreated,
-            headers(("Idempotent-Replayed" = String, description = "`true` when a create under this `Idempotency-Key` made the endpoint before"))),
-        KeyReused,
+        (status = 201, description = "Created; `secret` is shown only now (and to a retry under the same `Idempotency-Key`)", body = EndpointCreated),
         Problems
     ),
     security(("sigv4" = []))
@@ -295,7 +247,7 @@ pub(crate) async fn create_endpoint(
     ApiJson(body): ApiJson<NewEndpoint>,
 ) -> ApiResult<(StatusCode, axum::http::HeaderMap, Json<EndpointCreated>)> {
     let tenant = tenant(&p.tenant_id)?;
-    let key = idempotency_key(&headers)?;
+    let key = crate::idempotency::key(&headers)?;
     check_settings(
         Some(&body.url),
         body.event_types.as_deref(),
@@ -377,7 +329,7 @@ pub(crate) async fn create_endpoint(
             tern_ops::CreatedOnce::Created(e) => e,
             tern_ops::CreatedOnce::Replayed(e) => {
                 answer_headers.insert(
-                    IDEMPOTENT_REPLAYED,
+                    crate::idempotency::IDEMPOTENT_REPLAYED,
                     axum::http::HeaderValue::from_static("true"),
                 );
                 e

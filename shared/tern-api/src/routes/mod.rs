@@ -159,16 +159,6 @@ pub(crate) enum Problems {
     Unavailable(Problem),
 }
 
-/// The 422 of a create under an `Idempotency-Key` that made something else before.
-#[derive(IntoResponses)]
-#[allow(dead_code)]
-pub(crate) enum KeyReused {
-    /// The `Idempotency-Key` was used for a request with another body
-    /// (`idempotency-key-reused`; draft-ietf-httpapi-idempotency-key-header).
-    #[response(status = 422, content_type = "application/problem+json")]
-    KeyReused(Problem),
-}
-
 /// A 409 of a route that can conflict.
 #[derive(IntoResponses)]
 #[allow(dead_code)]

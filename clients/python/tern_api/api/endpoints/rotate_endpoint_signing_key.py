@@ -9,7 +9,7 @@ from ...client import AuthenticatedClient, Client
 from ...models.problem import Problem
 from ...models.rotate_signing_key_request import RotateSigningKeyRequest
 from ...models.rotated_signing_key import RotatedSigningKey
-from ...types import Response
+from ...types import UNSET, Response, Unset
 
 
 def _get_kwargs(
@@ -17,8 +17,11 @@ def _get_kwargs(
     endpoint_id: str,
     *,
     body: RotateSigningKeyRequest,
+    idempotency_key: str | Unset = UNSET,
 ) -> dict[str, Any]:
     headers: dict[str, Any] = {}
+    if not isinstance(idempotency_key, Unset):
+        headers["Idempotency-Key"] = idempotency_key
 
     _kwargs: dict[str, Any] = {
         "method": "post",
@@ -64,6 +67,11 @@ def _parse_response(
 
         return response_404
 
+    if response.status_code == 409:
+        response_409 = Problem.from_dict(response.json())
+
+        return response_409
+
     if response.status_code == 413:
         response_413 = Problem.from_dict(response.json())
 
@@ -73,6 +81,11 @@ def _parse_response(
         response_415 = Problem.from_dict(response.json())
 
         return response_415
+
+    if response.status_code == 422:
+        response_422 = Problem.from_dict(response.json())
+
+        return response_422
 
     if response.status_code == 503:
         response_503 = Problem.from_dict(response.json())
@@ -102,6 +115,7 @@ def sync_detailed(
     *,
     client: AuthenticatedClient,
     body: RotateSigningKeyRequest,
+    idempotency_key: str | Unset = UNSET,
 ) -> Response[Problem | RotatedSigningKey]:
     """Rotate the Ed25519 signing key (`v1a`): the new key signs at once, the old one keeps
     signing for the overlap, so a receiver holding either public key verifies meanwhile.
@@ -111,6 +125,7 @@ def sync_detailed(
     Args:
         tenant_id (str):
         endpoint_id (str):
+        idempotency_key (str | Unset):
         body (RotateSigningKeyRequest): Rotating an endpoint's Ed25519 signing key.
 
     Raises:
@@ -125,6 +140,7 @@ def sync_detailed(
         tenant_id=tenant_id,
         endpoint_id=endpoint_id,
         body=body,
+        idempotency_key=idempotency_key,
     )
 
     response = client.get_httpx_client().request(
@@ -140,6 +156,7 @@ def sync(
     *,
     client: AuthenticatedClient,
     body: RotateSigningKeyRequest,
+    idempotency_key: str | Unset = UNSET,
 ) -> Problem | RotatedSigningKey | None:
     """Rotate the Ed25519 signing key (`v1a`): the new key signs at once, the old one keeps
     signing for the overlap, so a receiver holding either public key verifies meanwhile.
@@ -149,6 +166,7 @@ def sync(
     Args:
         tenant_id (str):
         endpoint_id (str):
+        idempotency_key (str | Unset):
         body (RotateSigningKeyRequest): Rotating an endpoint's Ed25519 signing key.
 
     Raises:
@@ -164,6 +182,7 @@ def sync(
         endpoint_id=endpoint_id,
         client=client,
         body=body,
+        idempotency_key=idempotency_key,
     ).parsed
 
 
@@ -173,6 +192,7 @@ async def asyncio_detailed(
     *,
     client: AuthenticatedClient,
     body: RotateSigningKeyRequest,
+    idempotency_key: str | Unset = UNSET,
 ) -> Response[Problem | RotatedSigningKey]:
     """Rotate the Ed25519 signing key (`v1a`): the new key signs at once, the old one keeps
     signing for the overlap, so a receiver holding either public key verifies meanwhile.
@@ -182,6 +202,7 @@ async def asyncio_detailed(
     Args:
         tenant_id (str):
         endpoint_id (str):
+        idempotency_key (str | Unset):
         body (RotateSigningKeyRequest): Rotating an endpoint's Ed25519 signing key.
 
     Raises:
@@ -196,6 +217,7 @@ async def asyncio_detailed(
         tenant_id=tenant_id,
         endpoint_id=endpoint_id,
         body=body,
+        idempotency_key=idempotency_key,
     )
 
     response = await client.get_async_httpx_client().request(**kwargs)
@@ -209,6 +231,7 @@ async def asyncio(
     *,
     client: AuthenticatedClient,
     body: RotateSigningKeyRequest,
+    idempotency_key: str | Unset = UNSET,
 ) -> Problem | RotatedSigningKey | None:
     """Rotate the Ed25519 signing key (`v1a`): the new key signs at once, the old one keeps
     signing for the overlap, so a receiver holding either public key verifies meanwhile.
@@ -218,6 +241,7 @@ async def asyncio(
     Args:
         tenant_id (str):
         endpoint_id (str):
+        idempotency_key (str | Unset):
         body (RotateSigningKeyRequest): Rotating an endpoint's Ed25519 signing key.
 
     Raises:
@@ -234,5 +258,6 @@ async def asyncio(
             endpoint_id=endpoint_id,
             client=client,
             body=body,
+            idempotency_key=idempotency_key,
         )
     ).parsed
