@@ -226,8 +226,8 @@ fn run_to_end(command: &mut std::process::Command, what: &str) -> String {
 /// A directory where a user would keep the program: for TypeScript a project of its own
 /// (`"type": "module"`) whose `node_modules` holds `@tern/client` (this checkout's package,
 /// as `npm install` of the tarball places it, resolved through its `exports` to a fresh
-/// `dist/`), `tsx`, `typescript` and `@types/node`. Built (`dist/`) and type-checked under
-/// `--strict` here.
+/// `dist/`, which [`build_ts_package`] makes), `tsx`, `typescript` and `@types/node`; the
+/// program is type-checked there under `--strict`.
 fn user_project(lang: Lang, name: &str, source: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!(
         "tern-quickstart-{}-{}-{name}",
