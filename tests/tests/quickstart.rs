@@ -228,7 +228,7 @@ fn run_to_end(command: &mut std::process::Command, what: &str) -> String {
 /// as `npm install` of the tarball places it, resolved through its `exports` to a fresh
 /// `dist/`, which [`build_ts_package`] makes), `tsx`, `typescript` and `@types/node`; the
 /// program is type-checked there under `--strict`.
-fn user_project(lang: Lang, name: &str, source: &str) -> PathBuf {
+fn user_project(lang: Lang, name: &str, source: &str) -> Project {
     let dir = std::env::temp_dir().join(format!(
         "tern-quickstart-{}-{}-{name}",
         std::process::id(),
@@ -236,6 +236,7 @@ fn user_project(lang: Lang, name: &str, source: &str) -> PathBuf {
     ));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("project directory");
+    let project = Project(dir.clone());
     std::fs::write(dir.join(lang.file()), source).expect("write the program");
     if lang == Lang::TypeScript {
         let pkg = ts_package();
@@ -263,7 +264,16 @@ fn user_project(lang: Lang, name: &str, source: &str) -> PathBuf {
             &format!("tsc --strict on the {name} program"),
         );
     }
-    dir
+    project
+}
+
+/// A program's directory, removed when dropped (also when the test fails).
+struct Project(PathBuf);
+
+impl Drop for Project {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// Builds the TypeScript package's `dist/` from this checkout's `src/` (what `npm pack`
@@ -561,7 +571,7 @@ async fn quick_start(lang: Lang, api: &ApiClient, receiver: &Receiver) {
     let path = format!("/{name}/quickstart");
     receiver.set(&path, Behavior::Always(Reply::status(200)));
     let dir = user_project(lang, "quickstart", &lang.quick_start());
-    let mut program = start(lang, &dir, &environment(api, &receiver.url(&path)));
+    let mut program = start(lang, &dir.0, &environment(api, &receiver.url(&path)));
 
     // 1, 2: the endpoint, its secret, and a delivery the program saw delivered.
     program.paused(1, "the outage's pause").await;
@@ -696,7 +706,7 @@ async fn quick_start(lang: Lang, api: &ApiClient, receiver: &Receiver) {
 
     // The documented refusal: a URL Tern will not send to, its problem's detail and field
     // shown, the program ended with an error.
-    let mut refused = start(lang, &dir, &environment(api, "ftp://127.0.0.1/hook"));
+    let mut refused = start(lang, &dir.0, &environment(api, "ftp://127.0.0.1/hook"));
     drop(refused.stdin.take());
     let (ok, out, err) = refused.end().await;
     assert!(!ok, "{name}: a refused URL ended well:\n{out}\n{err}");
@@ -714,7 +724,6 @@ async fn quick_start(lang: Lang, api: &ApiClient, receiver: &Receiver) {
         all.len()
     );
     clear(api, TENANT).await;
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Runs the "Sign and call" blocks of clients/README.md in `lang` as one program; checks
@@ -728,7 +737,7 @@ async fn sign_and_call(lang: Lang, api: &ApiClient, receiver: &Receiver) {
     let mut env = environment(api, &receiver.url(&path));
     env.push(("CUSTOMER_API_KEY", "k-documented".to_owned()));
     env.push(("CUSTOMER_TOKEN", "t-documented".to_owned()));
-    let mut running = start(lang, &dir, &env);
+    let mut running = start(lang, &dir.0, &env);
     drop(running.stdin.take());
     let (ok, out, err) = running.end().await;
     assert!(
@@ -755,7 +764,6 @@ async fn sign_and_call(lang: Lang, api: &ApiClient, receiver: &Receiver) {
     );
     assert_eq!(configured["headers"][1]["value"], "eu", "{configured}");
     clear(api, TENANT).await;
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
