@@ -161,7 +161,10 @@ function key(options: PostOptions | undefined): { header?: { "Idempotency-Key": 
   return options?.idempotencyKey === undefined ? {} : { header: { "Idempotency-Key": options.idempotencyKey } };
 }
 
-/** The facade over a Tern API client: `createTern({ baseUrl, region, credentials })`. */
+/**
+ * The facade over a Tern API client: `createTern({ baseUrl, region })`, signed with the
+ * AWS SDK's default credential chain, or with `credentials` when given.
+ */
 export function createTern(options: TernClientOptions): Tern {
   const raw = createTernClient(options);
   const tenant = (tenantId: string) => ({ tenant_id: id("tenantId", tenantId) });

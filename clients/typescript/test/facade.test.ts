@@ -12,6 +12,9 @@ import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Ajv2020 } from "ajv/dist/2020.js";
+import { Sha256 } from "@aws-crypto/sha256-js";
+import { HttpRequest } from "@smithy/protocol-http";
+import { SignatureV4 } from "@smithy/signature-v4";
 import { createTern, TernApiError, type components, type Tern } from "../src/index.js";
 
 type Schemas = components["schemas"];
@@ -609,4 +612,67 @@ test("raw is the signed openapi-fetch client", async () => {
   assert.equal(response.status, 200);
   assert.deepEqual(data, fixtures.Endpoint);
   assert.match(String(only(count).headers["authorization"]), /^AWS4-HMAC-SHA256 /);
+});
+
+/**
+ * Whether `got` carries a valid SigV4 signature made with `secret`: the request is signed
+ * again from what arrived (its signed headers, path, query, body, its x-amz-date) and the
+ * signatures compared.
+ */
+async function signedWith(got: Received, secret: string): Promise<boolean> {
+  const authorization = String(got.headers["authorization"]);
+  const keyId = /Credential=([^/]+)\//.exec(authorization)?.[1] ?? "";
+  const names = (/SignedHeaders=([^,]+)/.exec(authorization)?.[1] ?? "").split(";");
+  const headers: Record<string, string> = {};
+  for (const name of names) headers[name] = String(got.headers[name]);
+  const url = new URL(got.url, `http://${headers.host}`);
+  const date = String(got.headers["x-amz-date"]).replace(/^(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})Z$/, "$1-$2-$3T$4:$5:$6Z");
+  const signer = new SignatureV4({
+    service: "execute-api",
+    region: "us-east-1",
+    credentials: { accessKeyId: keyId, secretAccessKey: secret },
+    sha256: Sha256,
+  });
+  const again = await signer.sign(
+    new HttpRequest({
+      method: got.method,
+      protocol: "http:",
+      hostname: url.hostname,
+      port: Number(url.port),
+      path: url.pathname,
+      query: Object.fromEntries(url.searchParams),
+      headers,
+      body: got.body === "" ? undefined : got.body,
+    }),
+    { signingDate: new Date(date) },
+  );
+  return again.headers["authorization"] === authorization;
+}
+
+test("without credentials, createTern signs with the AWS SDK's default chain: the environment's keys", async () => {
+  const saved = { ...process.env };
+  try {
+    // The chain reads the environment first; no shared files, so nothing else can answer.
+    process.env.AWS_CONFIG_FILE = "/dev/null";
+    process.env.AWS_SHARED_CREDENTIALS_FILE = "/dev/null";
+    delete process.env.AWS_SESSION_TOKEN;
+    delete process.env.AWS_PROFILE;
+    process.env.AWS_ACCESS_KEY_ID = "AKIDFROMENVIRONMENT";
+    process.env.AWS_SECRET_ACCESS_KEY = "secret-of-the-environment";
+    next = { status: 200, contentType: "application/json", body: fixtures.Endpoint };
+    let count = received.length;
+    await createTern({ baseUrl, region: "us-east-1" }).endpoints.get(TENANT, ENDPOINT);
+    const got = only(count);
+    assert.match(String(got.headers["authorization"]), /Credential=AKIDFROMENVIRONMENT\/\d{8}\/us-east-1\/execute-api\/aws4_request/);
+    assert.equal(await signedWith(got, "secret-of-the-environment"), true);
+    assert.equal(await signedWith(got, "another-secret"), false);
+    // Credentials given win over the environment.
+    count = received.length;
+    await tern().endpoints.get(TENANT, ENDPOINT);
+    const given = only(count);
+    assert.match(String(given.headers["authorization"]), /Credential=AKIDFACADETEST\//);
+    assert.equal(await signedWith(given, "secret"), true);
+  } finally {
+    process.env = saved;
+  }
 });
