@@ -62,10 +62,12 @@ pub struct PortalConfig {
     pub settings: crate::portal::PortalSettings,
 }
 
-/// How long the API keeps an unwrapped data key, in seconds: 300. It reads an endpoint
-/// on every request that names one (no endpoint cache), so without this each would cost
-/// a KMS `Decrypt`; a data key opens its own endpoint's values only.
-pub const API_DATA_KEY_TTL_SECONDS: u64 = 300;
+/// How long the API keeps an unwrapped key of endpoint secrets, in seconds: 3,600 (the
+/// keyring's epoch key, which opens every endpoint's `tern2` values, and each `tern1` data
+/// key still read). It reads an endpoint on every request that names one (no endpoint
+/// cache), so without this each would cost a KMS `Decrypt`; with it, about one an hour per
+/// epoch per warm instance. A revocation of the KMS key reaches it within the hour.
+pub const API_DATA_KEY_TTL_SECONDS: u64 = 3_600;
 
 /// Why the settings were refused.
 #[derive(Debug, thiserror::Error)]

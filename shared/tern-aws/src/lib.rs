@@ -13,6 +13,7 @@ pub mod error;
 pub mod event_store;
 pub mod fanout;
 pub mod health;
+pub mod keyring;
 pub mod kms;
 pub mod ledger;
 pub mod operational;
