@@ -26,10 +26,10 @@ pub const MAX_PEM_BYTES: usize = 65_536;
 /// refilled as endpoints are served (a rebuild costs a TLS configuration, no request).
 pub const MAX_CACHED_IDENTITIES: usize = 256;
 
-/// Most client certificates one process keeps as read from their secrets: 1,024 (a parsed
-/// chain and key, a few KB each: a few MB at most in a 256 MB sender). Past it the one
+/// Most client certificates one process keeps as read from their secrets: 4,096 (a parsed
+/// chain and key, about 3 KB each: 12 MB at most in a 256 MB sender). Past it the one
 /// read longest ago goes; it costs one more `GetSecretValue` when next used.
-pub const MAX_CACHED_CERTIFICATES: usize = 1_024;
+pub const MAX_CACHED_CERTIFICATES: usize = 4_096;
 
 /// How long a warm process keeps a client certificate read from its secret, in seconds:
 /// 3,600. Each read is one `GetSecretValue`, so a warm sender reads each certificate it
