@@ -987,8 +987,8 @@ impl AwsCounts {
              `esm` is what the local event source mappings did (SQS ReceiveMessage/DeleteMessageBatch, stream reads), \
              idle polling during the run included; `app` is the outbox write in the application's transaction. \
              The endpoint's secrets are sealed (local mode seals them as a stack does): `kms:Decrypt` is paid once per \
-             data key per warm sender per 15 minutes, not per delivery, so its per-delivery figure here is one call \
-             divided by this run's deliveries (docs/cost.md, \"Secrets at rest\").\n\n\
+             keyring epoch per warm sender per hour, whatever the number of endpoints, not per delivery, so its \
+             per-delivery figure here is one call divided by this run's deliveries (docs/cost.md, \"Secrets at rest\").\n\n\
              | scenario | caller | operation | calls | per delivery |\n| --- | --- | --- | ---: | ---: |\n",
             self.deliveries
         );
@@ -1129,7 +1129,22 @@ pub(crate) async fn scenario_counts(
     );
     configure(&mut endpoint);
     endpoint.validate()?;
-    tern_core::ports::EndpointStore::put(local.sender.endpoints.as_ref(), &endpoint).await?;
+    // Written as the API or `tern` writes it (its own process, its own keyring cache), so the
+    // sender unwraps the keyring's epoch key as it does in AWS (one `kms:Decrypt`).
+    let writer_aws = sdk("app").await;
+    tern_core::ports::EndpointStore::put(
+        &tern_aws::DynamoEndpointStore::new(
+            aws_sdk_dynamodb::Client::new(&writer_aws),
+            &local.resources.endpoints_table,
+        )
+        .with_secrets(tern_aws::kms::secrets_at_rest(
+            &writer_aws,
+            Some(&local.resources.secrets_key_arn),
+            Duration::from_secs(60),
+        )),
+        &endpoint,
+    )
+    .await?;
     let app = aws_sdk_dynamodb::Client::new(&sdk("app").await);
     let watch = aws_sdk_sqs::Client::new(&sdk("app").await);
     local.aws = sdk("esm").await;

@@ -14,6 +14,7 @@ pub mod event_store;
 pub mod fanout;
 pub mod health;
 pub mod idempotency;
+pub mod keyring;
 pub mod kms;
 pub mod ledger;
 pub mod operational;

@@ -7,6 +7,7 @@
 #![warn(missing_docs)]
 
 pub mod client_certificate;
+pub mod clock;
 pub mod custom_headers;
 pub mod dead_letters;
 pub mod decision;
