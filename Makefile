@@ -131,11 +131,11 @@ bench-api: venv
 # endpoint healthy, answering 429, then dead; 10,000 endpoints over 100 tenants with mixed
 # batches; a 10x burst), projected to 10,000 deliveries/s against AWS's limits, with the
 # cost per million (docs/scale.md). Writes $(BENCH_OUT)/scale.md (also printed) and
-# scale.json. About 12 minutes on 2 cores after the build. SCALE_ARGS='--target 20000
-# --hot 5000 ...' changes the target (tern-bench scale --help). SCALE_CHECKOUT=<path of
-# another checkout> measures that checkout's sender and relay (release-built there first)
-# and its settings, with this checkout's meter and local mode (docs/scale.md, "Another
-# checkout").
+# scale.json. About 14 minutes on 2 busy cores after the build, half of it the fan-out.
+# SCALE_ARGS='--target 20000 --hot 5000 ...' changes the target (tern-bench scale --help).
+# SCALE_CHECKOUT=<path of another checkout> measures that checkout's sender and relay
+# (release-built there first) and its settings, with this checkout's meter and local mode
+# (docs/scale.md, "Another checkout").
 SCALE_CHECKOUT ?=
 SCALE_ARGS ?=
 SCALE_FROM = $(if $(SCALE_CHECKOUT),$(SCALE_CHECKOUT),$(CURDIR))

@@ -122,8 +122,8 @@ enum Command {
     /// sender binaries in local mode behind a recording proxy, four scenarios (a 5,000-
     /// endpoint fan-out, a hot endpoint healthy / 429 / dead, 10,000 endpoints over 100
     /// tenants with mixed batches, a 10x burst), projected to the target against AWS's
-    /// limits; writes `<out>/scale.md` (also printed) and `<out>/scale.json`. About 10
-    /// minutes on 2 cores.
+    /// limits; writes `<out>/scale.md` (also printed) and `<out>/scale.json`. About 14
+    /// minutes on 2 busy cores.
     Scale(scale::ScaleArgs),
 }
 

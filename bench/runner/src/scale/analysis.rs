@@ -25,7 +25,7 @@ use super::units::Kind;
 
 /// Invocations of one instance carrying one endpoint (or tenant) before its fetches say
 /// whether the instance caches them.
-pub const MIN_DEMANDS: u64 = 3;
+pub const MIN_DEMANDS: u64 = 5;
 /// Below this share of fetches per such invocation, a class is cached.
 pub const CACHED_BELOW: f64 = 0.5;
 

@@ -33,7 +33,7 @@ whose group had fewer than 30 pairs in the run takes the units per delivery of e
 kind (pooled). Limits: 1,000 write and 3,000 read units a second per partition key, index partitions too \
 (S1); the goal is every key under half.\n\
 - **Caches.** Fetches that the functions cache are found in the run (an instance handed the \
-same endpoint or tenant at least 3 times fetched its item for fewer than half of those \
+same endpoint or tenant at least 5 times fetched its item for fewer than half of those \
 invocations) with their lifetime T (the time those instances needed the item over their \
 fetches after the first, reads that bypass the cache included; `--unseen-ttl` when no instance \
 fetched it twice; gaps in the run's demand make T longer than the cache's own, which only \

@@ -5,8 +5,9 @@
 //!   event: the scenario that exposes the one-event partition;
 //! - **hot endpoint**: 20 tenants of 10 endpoints and one hot endpoint that takes the
 //!   target's share of the events (`--hot` / `--target`: 2,000 of 10,000/s, 20 %), 400
-//!   events published at the start of each of three phases of equal length (a deep queue:
-//!   full batches mixed as at the target): it answers 200, then `429` with
+//!   events in each of three phases of equal length, published 40 at a time all through the
+//!   phase (full batches mixed as at the target, the hot endpoint in demand throughout): it
+//!   answers 200, then `429` with
 //!   `Retry-After: 1`, then `503` (dead). Each phase is measured on its own (the requests in
 //!   its time window, per pair published in it);
 //! - **mixed**: `--mixed-endpoints` endpoints (10,000) over `--mixed-tenants` tenants (100),
@@ -14,8 +15,8 @@
 //!   endpoint drawn at random, all published first so that the senders take full batches
 //!   that mix endpoints and tenants (the event count is scaled down, not the shape);
 //! - **burst**: 1,000 endpoints over 100 tenants, a steady rate and then ten times that for
-//!   a few seconds, each measured on its own; the burst phase runs until the backlog is
-//!   delivered.
+//!   a few seconds (published 10 at a time, so that batches are full as at the target),
+//!   each measured on its own; the burst phase runs until the backlog is delivered.
 //!
 //! The hot-endpoint and burst scenarios stand for the mixed scenario's world at the target
 //! (10,000 endpoints over 100 tenants; their own endpoints are part of it, the rest is
@@ -46,7 +47,7 @@ pub struct Sizes {
     pub fanout: usize,
     /// Tenants of the hot-endpoint scenario (10 endpoints each).
     pub hot_tenants: usize,
-    /// Events of each phase of the hot-endpoint scenario, published at its start.
+    /// Events of each phase of the hot-endpoint scenario, published 40 at a time through it.
     pub hot_events: usize,
     /// Length of each of its three phases, seconds.
     pub hot_phase_s: f64,
@@ -324,6 +325,30 @@ impl Deployment {
             .set_expression_attribute_values(put.expression_attribute_values().cloned())
             .send()
             .await?;
+        Ok(())
+    }
+
+    /// Publishes `events` at `per_s` events a second on average, `chunk` at a time (each
+    /// chunk at once, so that the senders find full batches).
+    async fn publish_paced(
+        &self,
+        events: &[(String, Ep)],
+        per_s: f64,
+        chunk: usize,
+    ) -> Result<(), BoxError> {
+        let every = Duration::from_secs_f64(chunk.max(1) as f64 / per_s.max(0.001));
+        let mut tick = tokio::time::interval(every);
+        for part in events.chunks(chunk.max(1)) {
+            tick.tick().await;
+            let mut writes = futures::stream::iter(
+                part.iter()
+                    .map(|(e, ep)| self.publish(e, &ep.types[0], &ep.tenant)),
+            )
+            .buffer_unordered(8);
+            while let Some(done) = writes.next().await {
+                done?;
+            }
+        }
         Ok(())
     }
 
@@ -622,19 +647,11 @@ pub async fn hot(
         let t0 = d.meter.now();
         let posts0 = d.receivers.total();
         let mut deliveries = Deliveries::default();
-        // All at once: the queue is deep and the senders take full batches, mixed as at the
-        // target (the hot endpoint's share of each batch is its share of the traffic).
-        {
-            let mut writes = futures::stream::iter(
-                events
-                    .iter()
-                    .map(|(e, ep)| d.publish(e, &ep.types[0], &ep.tenant)),
-            )
-            .buffer_unordered(8);
-            while let Some(done) = writes.next().await {
-                done?;
-            }
-        }
+        // In chunks of 40 over the phase: the senders take full batches, mixed as at the
+        // target (the hot endpoint's share of each batch is its share of the traffic), and
+        // every instance is handed the hot endpoint all through the phase.
+        d.publish_paced(events, events.len() as f64 / sizes.hot_phase_s, 40)
+            .await?;
         for (e, ep) in events {
             deliveries.add(e, &ep.id, &ep.tenant, 1.0);
         }
@@ -677,6 +694,9 @@ pub async fn hot(
     .await)
 }
 
+/// Events published at once in the burst scenario: a sender batch's worth.
+const CHUNK: usize = 10;
+
 /// The burst scenario.
 pub async fn burst(sizes: &Sizes, bin_dir: &Path, out: &Path) -> Result<ScenarioRun, BoxError> {
     let endpoints = spread("b", sizes.burst_endpoints, sizes.mixed_tenants);
@@ -714,10 +734,8 @@ pub async fn burst(sizes: &Sizes, bin_dir: &Path, out: &Path) -> Result<Scenario
         let t0 = d.meter.now();
         let posts0 = d.receivers.total();
         let mut deliveries = Deliveries::default();
-        let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / rate));
+        d.publish_paced(slice, rate, CHUNK).await?;
         for (e, ep) in slice {
-            tick.tick().await;
-            d.publish(e, &ep.types[0], &ep.tenant).await?;
             deliveries.add(e, &ep.id, &ep.tenant, 1.0);
         }
         let mut note = None;
