@@ -127,7 +127,7 @@ export interface TernSettings {
     readonly attempts: TableSettings;
     /** Per-endpoint health: one item per endpoint (rolling-window counters, circuit state, next probe). */
     readonly health: TableSettings;
-    /** The customer portal: used links and rate-limit windows, each item with a TTL. */
+    /** The API's short-lived records, each item with a TTL: used portal links, rate-limit windows, Idempotency-Key records. */
     readonly portal: TableSettings;
   };
   readonly queues: {

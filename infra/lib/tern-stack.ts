@@ -118,7 +118,7 @@ export class TernStack extends Stack {
     out('EndpointsTableName', this.storage.endpoints.tableName, 'Endpoints and subscriptions');
     out('SecretsKeyArn', this.storage.secretsKey.keyArn, 'KMS key that seals endpoint secrets at rest (tern reads it as TERN_SECRETS_KEY_ID)');
     out('AttemptsTableName', this.storage.attempts.tableName, 'Delivery attempt log');
-    out('PortalTableName', this.portal.table.tableName, 'Customer portal: used links and rate-limit windows (TTL)');
+    out('PortalTableName', this.portal.table.tableName, "The API's short-lived records (TTL): used portal links, rate-limit windows, Idempotency-Key records");
     out('PortalKeySecretArn', this.portal.keys.secretArn, 'Customer portal: the key ring signing portal links and sessions');
     out('HealthTableName', this.storage.health.tableName, 'Per-endpoint health (circuit state, rolling success rate)');
     out('DeliveryQueueUrl', this.queues.delivery.queueUrl, 'Delivery queue');

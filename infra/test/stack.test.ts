@@ -475,7 +475,9 @@ describe('least-privilege IAM', () => {
         // Operational events: the topic, and tern.endpoint.* outbox events (conditional put).
         'sns:Publish on operationalTopic',
         'dynamodb:PutItem on outbox',
-        // Endpoint secrets at rest: it opens them, never seals (it writes no secret).
+        // Endpoint secrets at rest: it opens them, never seals (it writes no secret): the
+        // keyring's epoch keys, and values sealed before the keyring (conditions pinned below).
+        'kms:Decrypt on secretsKey',
         'kms:Decrypt on secretsKey',
         // Mutual TLS: client certificate secrets under the settings' prefix only.
         `secretsmanager:GetSecretValue on arn:AWS::Partition:secretsmanager:AWS::Region:AWS::AccountId:secret:${settings.delivery.mtlsSecretPrefix}*`,
@@ -569,11 +571,14 @@ describe('least-privilege IAM', () => {
         'sqs:ReceiveMessage on dlq',
         'sqs:ChangeMessageVisibility on dlq',
         'sqs:DeleteMessage on dlq',
-        // Endpoint secrets at rest: seal what it writes, open what it reads.
+        // Endpoint secrets at rest: seal what it writes, open what it reads (the keyring's
+        // epoch keys, and values sealed before the keyring; conditions pinned below).
         'kms:GenerateDataKey on secretsKey',
         'kms:Decrypt on secretsKey',
-        // The customer portal: a link's one use, a rate-limit window (both conditional writes),
-        // and the key ring (read only).
+        'kms:Decrypt on secretsKey',
+        // The portal table: a link's one use, a rate-limit window, an Idempotency-Key's claim,
+        // kept answer and release (all conditional writes; a refused claim returns the record),
+        // and the key ring (read only). No read, no delete.
         'dynamodb:PutItem on portal',
         'dynamodb:UpdateItem on portal',
         'secretsmanager:GetSecretValue on portalKeys',
@@ -643,13 +648,29 @@ describe('least-privilege IAM', () => {
     ]);
   });
 
-  test('KMS: only the secrets key, Decrypt by the sender and the api alone; the operational topic uses the AWS managed SNS key', () => {
+  test('KMS: only the secrets key, Decrypt by the sender and the api alone, each under an encryption context; the operational topic uses the AWS managed SNS key', () => {
     const kms = (fn: Parameters<typeof roleOf>[0]) => permissions(roleOf(fn)).filter((p) => p.startsWith('kms:'));
     for (const fn of [stack.functions.relay, stack.functions.replay, stack.functions.console]) {
       expect(kms(fn)).toEqual([]);
     }
-    expect(kms(stack.functions.sender)).toEqual(['kms:Decrypt on secretsKey']);
-    expect(kms(stack.functions.api).sort()).toEqual(['kms:Decrypt on secretsKey', 'kms:GenerateDataKey on secretsKey']);
+    // Every KMS statement names the secrets key and carries a condition on the encryption
+    // context: the keyring's (epoch keys), or an endpoint's (values sealed before the keyring,
+    // Decrypt only). GenerateDataKey only with the keyring's.
+    const keyring = { StringEquals: { 'kms:EncryptionContext:tern:keyring': 'endpoint-secrets' } };
+    const firstFormat = { Null: { 'kms:EncryptionContext:tern:tenant_id': 'false', 'kms:EncryptionContext:tern:endpoint_id': 'false' } };
+    const kmsStatements = (fn: Parameters<typeof roleOf>[0]) =>
+      statementsOfRole(roleOf(fn))
+        .filter((st: any) => [st.Action].flat().some((a: string) => a.startsWith('kms:')))
+        .map((st: any) => ({ actions: [st.Action].flat().sort(), resource: st.Resource, condition: st.Condition }));
+    const key = arn(stack.storage.secretsKey);
+    expect(kmsStatements(stack.functions.sender)).toEqual([
+      { actions: ['kms:Decrypt'], resource: key, condition: keyring },
+      { actions: ['kms:Decrypt'], resource: key, condition: firstFormat },
+    ]);
+    expect(kmsStatements(stack.functions.api)).toEqual([
+      { actions: ['kms:Decrypt', 'kms:GenerateDataKey'], resource: key, condition: keyring },
+      { actions: ['kms:Decrypt'], resource: key, condition: firstFormat },
+    ]);
   });
 
   test('the secrets key: symmetric, rotation on, kept with the endpoints table, its ARN an output', () => {

@@ -869,3 +869,75 @@ pub fn sqs_event(bodies: &[String]) -> aws_lambda_events::sqs::SqsEvent {
         .collect();
     serde_json::from_value(serde_json::json!({ "Records": records })).unwrap()
 }
+
+// ---------------------------------------------------------------- v1a, verified apart
+
+/// The repository's venv Python (it has `cryptography`, a dependency of moto and
+/// pinned in requirements-dev.txt). Panics with what to do when it is missing.
+pub fn python() -> std::path::PathBuf {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let py = root.join(".venv/bin/python");
+    assert!(
+        py.is_file(),
+        "{} is required (make venv): it verifies v1a with PyPI cryptography",
+        py.display()
+    );
+    py
+}
+
+/// Verifies every `v1a` entry of `req` against each of `public_keys` with Python's
+/// `cryptography` (Ed25519PublicKey.verify over `id.timestamp.body`, as the Standard
+/// Webhooks spec defines the signed content). Returns, per key, whether some entry
+/// verified with it.
+pub fn verify_v1a_in_python(req: &Captured, public_keys: &[String]) -> Vec<bool> {
+    const SCRIPT: &str = r#"
+import base64, json, sys
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from cryptography.exceptions import InvalidSignature
+case = json.load(sys.stdin)
+content = (case["id"] + "." + case["timestamp"] + ".").encode() + base64.b64decode(case["body"])
+entries = [e.split(",", 1) for e in case["signature"].split(" ")]
+sigs = [base64.b64decode(s) for (v, s) in entries if v == "v1a"]
+out = []
+for key in case["keys"]:
+    assert key.startswith("whpk_")
+    public = Ed25519PublicKey.from_public_bytes(base64.b64decode(key[5:]))
+    ok = False
+    for sig in sigs:
+        try:
+            public.verify(sig, content)
+            ok = True
+        except InvalidSignature:
+            pass
+    out.append(ok)
+print(json.dumps(out))
+"#;
+    let case = serde_json::json!({
+        "id": req.header("webhook-id").expect("id"),
+        "timestamp": req.header("webhook-timestamp").expect("timestamp"),
+        "signature": req.header("webhook-signature").expect("signature"),
+        "body": base64::Engine::encode(&base64::engine::general_purpose::STANDARD, &req.body),
+        "keys": public_keys,
+    });
+    let mut child = std::process::Command::new(python())
+        .args(["-c", SCRIPT])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("python runs");
+    use std::io::Write as _;
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(case.to_string().as_bytes())
+        .expect("write");
+    let out = child.wait_with_output().expect("python ends");
+    assert!(
+        out.status.success(),
+        "python could not verify (is cryptography installed in .venv?): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("python's answer")
+}

@@ -114,6 +114,7 @@ async fn every_route_answers_another_tenants_ids_with_404() {
         ("POST", ep("/enable"), None),
         ("POST", ep("/disable"), Some(json!({"reason": "b did it"}))),
         ("POST", ep("/rotate-secret"), Some(json!({}))),
+        ("POST", ep("/rotate-signing-key"), Some(json!({}))),
         ("GET", ep("/health"), None),
         ("POST", ep("/test"), None),
         ("GET", ep("/attempts"), None),
@@ -1729,7 +1730,8 @@ async fn a_time_without_an_offset_gets_an_error_that_says_so() {
 /// Issue 28: a create retried after a timeout made a second endpoint with a second secret,
 /// and every event then went out twice. With an `Idempotency-Key` (as Stripe and Svix
 /// honour it), the retry answers the first create: the same endpoint and secret,
-/// `Idempotent-Replayed: true`, nothing written; concurrent retries write one endpoint;
+/// `Idempotent-Replayed: true`, nothing written; concurrent retries write one endpoint
+/// (tests/tests/idempotency.rs covers the other POSTs and the record's life);
 /// the key with another body is a 422; another tenant's same key is its own. A create
 /// without a key is unchanged (two creates, two endpoints).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1751,11 +1753,13 @@ async fn a_retried_create_with_an_idempotency_key_creates_one_endpoint() {
         again.json["secret"], first.json["secret"],
         "the secret the first answer carried"
     );
+    // Concurrent retries: the kept answer, or (while one of them would still run) a 409
+    // to retry; never another endpoint.
     let racing = futures::future::join_all((0..5).map(|_| api.post_with(path, &body, &key))).await;
     for r in &racing {
-        assert_eq!(
-            (r.status, &r.json["endpoint"]["id"]),
-            (201, &first.json["endpoint"]["id"]),
+        assert!(
+            (r.status, &r.json["endpoint"]["id"]) == (201, &first.json["endpoint"]["id"])
+                || (r.status, r.problem()) == (409, "idempotency-key-in-use"),
             "{}",
             r.text
         );
@@ -1920,10 +1924,12 @@ async fn endpoint_health_says_what_the_cli_says() {
 
 /// The document's constraints are the server's (issue 28: generated clients and contract
 /// tests sent values the server refused). For every documented bound of a request body's
-/// field (minimum, maximum, minItems, maxItems, maxLength, pattern, enum), read from the
-/// committed openapi.json, the values at the bound are accepted and the values just past it
-/// refused with a 400 or 422; a bound the document lacks is not tested, and a bound it
-/// states wrongly fails.
+/// field (minimum, maximum, minLength, maxLength, minItems, maxItems, pattern, enum), read
+/// from the committed openapi.json, the values at the bound are accepted and the values just
+/// past it refused with a 400 or 422; the fields of an array's items (a custom header's
+/// name and value) and of each type of a discriminated union (every authentication's
+/// fields) are walked too, and the path's tenant id. A bound the document lacks is not
+/// tested, and a bound it states wrongly fails.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_documents_bounds_are_the_servers() {
     let doc: Value = serde_json::from_str(include_str!("../../shared/tern-api/openapi.json"))
@@ -1931,14 +1937,13 @@ async fn the_documents_bounds_are_the_servers() {
     let receiver = Receiver::start().await.expect("receiver");
     let (_local, _rx, api) = api_deployment("api-bounds", options()).await;
     let url = receiver.url("/bounds");
+    let token_url = receiver.url("/token");
     // 21 endpoints: endpoint_ids' 20 at the bound, 21 past it.
     let mut ids = Vec::new();
     for _ in 0..21 {
         ids.push(create(&api, "tnt_b", json!({"url": url})).await.0);
     }
     let ep = format!("/v1/tenants/tnt_b/endpoints/{}", ids[0]);
-    // (operation, method, path, a valid body, how to make an array's n-th item or a
-    // string of n bytes for a field)
     struct Op {
         id: &'static str,
         method: &'static str,
@@ -1959,9 +1964,21 @@ async fn the_documents_bounds_are_the_servers() {
             base: json!({}),
         },
         Op {
+            id: "disableEndpoint",
+            method: "POST",
+            path: format!("/v1/tenants/tnt_b/endpoints/{}/disable", ids[1]),
+            base: json!({}),
+        },
+        Op {
             id: "rotateEndpointSecret",
             method: "POST",
             path: format!("{ep}/rotate-secret"),
+            base: json!({}),
+        },
+        Op {
+            id: "rotateEndpointSigningKey",
+            method: "POST",
+            path: format!("{ep}/rotate-signing-key"),
             base: json!({}),
         },
         Op {
@@ -1977,35 +1994,147 @@ async fn the_documents_bounds_are_the_servers() {
             base: json!({"dry_run": true}),
         },
     ];
-    // An array field's i-th item, a string field's value of n bytes, valid otherwise.
+    // An array field's i-th item, valid.
     let item = |field: &str, i: usize| -> Value {
         match field {
             "schedule_seconds" => json!(60),
             "endpoint_ids" => json!(ids[i % ids.len()]),
             "event_types" => json!(format!("type.{i}")),
+            "headers" => json!({"name": format!("x-h{i}"), "value": "v"}),
             other => panic!("no item maker for {other}: add one"),
         }
     };
+    // A string field's valid value of n bytes.
     let text = |field: &str, n: usize| -> String {
+        let padded = |head: &str| format!("{head}{}", "a".repeat(n.saturating_sub(head.len())));
         match field {
-            "logo_url" => {
-                let head = "https://cdn.example.com/";
-                format!("{head}{}", "a".repeat(n.saturating_sub(head.len())))
-            }
+            "logo_url" => padded("https://cdn.example.com/"),
+            "url" => padded(&format!("{url}/")),
+            "token_url" => padded(&format!("{token_url}/")),
+            "description" | "reason" => "d".repeat(n),
+            "name" => "x".repeat(n),
+            "value" => "v".repeat(n),
+            "username" | "password" | "token" | "client_id" | "client_secret" | "scope"
+            | "audience" => "s".repeat(n),
             other => panic!("no text maker for {other}: add one"),
         }
     };
     // Values that match / do not match a documented pattern (checked against it below).
-    let patterned = |field: &str| -> (Vec<&str>, Vec<&str>) {
+    let patterned = |field: &str| -> (Vec<String>, Vec<String>) {
+        let v = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
         match field {
             "brand_color" => (
-                vec!["#0b5fff", "#ABCDEF"],
-                vec!["0b5fff", "#abc", "#gggggg"],
+                v(&["#0b5fff", "#ABCDEF"]),
+                v(&["0b5fff", "#abc", "#gggggg"]),
             ),
+            "url" => (
+                vec![url.clone(), url.replace("http://", "HTTP://")],
+                v(&["ftp://127.0.0.1/x", "127.0.0.1/x", "mailto:a@b.example"]),
+            ),
+            "token_url" => (
+                vec![token_url.clone()],
+                v(&["ftp://127.0.0.1/t", "//127.0.0.1/t"]),
+            ),
+            "name" => (
+                v(&["X-Api-Key", "x_t!#$%&'*+.^`|~9"]),
+                v(&["x api", "x:y", "é", "x\r\ny"]),
+            ),
+            "value" => (
+                v(&["a b\tc", "", "k=v; w"]),
+                v(&["a\nb", " lead", "trail ", "é"]),
+            ),
+            "token" => (v(&["t0k.EN~"]), v(&["has space", "é"])),
+            "client_id" | "client_secret" | "audience" => (v(&["c 1 ~"]), v(&["é", "a\tb"])),
+            "scope" => (v(&["a b:c"]), v(&["a  b", "a\"b", " a", "a\\b"])),
             other => panic!("no pattern examples for {other}: add some"),
         }
     };
+    // A valid value of each type of a discriminated union, by type name.
+    let variant = |union: &str, kind: &str| -> Value {
+        match (union, kind) {
+            ("ReceiverAuthSetting", "none") => json!({"type": "none"}),
+            ("ReceiverAuthSetting", "basic") => {
+                json!({"type": "basic", "username": "u", "password": "p"})
+            }
+            ("ReceiverAuthSetting", "bearer") => json!({"type": "bearer", "token": "t"}),
+            ("ReceiverAuthSetting", "oauth2_client_credentials") => json!({
+                "type": "oauth2_client_credentials", "token_url": token_url,
+                "client_id": "c", "client_secret": "s",
+            }),
+            other => panic!("no valid value of {other:?}: add one"),
+        }
+    };
+    let component = |r: &str| doc["components"]["schemas"][r.rsplit('/').next().unwrap()].clone();
+    // The component a property refers to: `$ref`, or `oneOf` of a `$ref` and `null`.
+    let referenced = |schema: &Value| -> Option<Value> {
+        schema["$ref"].as_str().map(component).or_else(|| {
+            schema["oneOf"]
+                .as_array()
+                .and_then(|alts| alts.iter().find_map(|a| a["$ref"].as_str().map(component)))
+        })
+    };
+    // Each bound of one field's schema: (value, documented as valid).
+    let bounds = |field: &str, schema: &Value| -> Vec<(Value, bool)> {
+        let mut cases: Vec<(Value, bool)> = Vec::new();
+        if let Some(min) = schema["minimum"].as_i64() {
+            cases.push((json!(min), true));
+            cases.push((json!(min - 1), false));
+        }
+        if let Some(max) = schema["maximum"].as_i64() {
+            cases.push((json!(max), true));
+            cases.push((json!(max + 1), false));
+        }
+        let items = |n: usize| Value::Array((0..n).map(|i| item(field, i)).collect());
+        if let Some(max) = schema["maxItems"].as_u64() {
+            let max = usize::try_from(max).unwrap();
+            cases.push((items(max), true));
+            cases.push((items(max + 1), false));
+        }
+        if let Some(min) = schema["minItems"].as_u64() {
+            let min = usize::try_from(min).unwrap();
+            cases.push((items(min), true));
+            if min > 0 {
+                cases.push((items(min - 1), false));
+            }
+        }
+        if let Some(max) = schema["maxLength"].as_u64() {
+            let max = usize::try_from(max).unwrap();
+            cases.push((json!(text(field, max)), true));
+            cases.push((json!(text(field, max + 1)), false));
+        }
+        if let Some(min) = schema["minLength"].as_u64() {
+            let min = usize::try_from(min).unwrap();
+            cases.push((json!(text(field, min)), true));
+            if min > 0 {
+                cases.push((json!(text(field, min - 1)), false));
+            }
+        }
+        if let Some(pattern) = schema["pattern"].as_str() {
+            let re = regex_lite::Regex::new(pattern).expect("a pattern");
+            let (good, bad) = patterned(field);
+            for g in good {
+                assert!(re.is_match(&g), "{g:?} matches {pattern}");
+                cases.push((json!(g), true));
+            }
+            for b in bad {
+                assert!(!re.is_match(&b), "{b:?} does not match {pattern}");
+                cases.push((json!(b), false));
+            }
+        }
+        let values = schema["enum"]
+            .as_array()
+            .cloned()
+            .or_else(|| referenced(schema).and_then(|c| c["enum"].as_array().cloned()));
+        if let Some(values) = values {
+            for v in values {
+                cases.push((v, true));
+            }
+            cases.push((json!("no_such_value"), false));
+        }
+        cases
+    };
     let mut tested = 0;
+    let mut nested = 0;
     for op in &ops {
         let schema_ref = doc["paths"]
             .as_object()
@@ -2017,77 +2146,53 @@ async fn the_documents_bounds_are_the_servers() {
                 o["requestBody"]["content"]["application/json"]["schema"]["$ref"].as_str()
             })
             .unwrap_or_else(|| panic!("{} has a request body", op.id));
-        let name = schema_ref.rsplit('/').next().unwrap();
-        let props = doc["components"]["schemas"][name]["properties"]
+        let props = component(schema_ref)["properties"]
             .as_object()
-            .unwrap_or_else(|| panic!("{name} has properties"));
-        for (field, schema) in props {
-            let mut cases: Vec<(Value, bool)> = Vec::new();
-            if let Some(min) = schema["minimum"].as_i64() {
-                cases.push((json!(min), true));
-                cases.push((json!(min - 1), false));
-            }
-            if let Some(max) = schema["maximum"].as_i64() {
-                cases.push((json!(max), true));
-                cases.push((json!(max + 1), false));
-            }
-            let items = |n: usize| Value::Array((0..n).map(|i| item(field, i)).collect());
-            if let Some(max) = schema["maxItems"].as_u64() {
-                let max = usize::try_from(max).unwrap();
-                cases.push((items(max), true));
-                cases.push((items(max + 1), false));
-            }
-            if let Some(min) = schema["minItems"].as_u64() {
-                let min = usize::try_from(min).unwrap();
-                cases.push((items(min), true));
-                if min > 0 {
-                    cases.push((items(min - 1), false));
+            .unwrap_or_else(|| panic!("{schema_ref} has properties"))
+            .clone();
+        for (field, schema) in &props {
+            // (what is set, its value as sent, documented as valid)
+            let mut cases: Vec<(String, Value, bool)> = bounds(field, schema)
+                .into_iter()
+                .map(|(v, ok)| (field.clone(), v, ok))
+                .collect();
+            // The fields of an array's items: one item, valid but for the field.
+            if let Some(r) = schema["items"]["$ref"].as_str() {
+                let inner = component(r);
+                for (name, s) in inner["properties"].as_object().into_iter().flatten() {
+                    for (v, ok) in bounds(name, s) {
+                        let mut one = item(field, 0);
+                        one[name.as_str()] = v;
+                        cases.push((format!("{field}[0].{name}"), json!([one]), ok));
+                        nested += 1;
+                    }
                 }
             }
-            if let Some(max) = schema["maxLength"].as_u64() {
-                let max = usize::try_from(max).unwrap();
-                cases.push((json!(text(field, max)), true));
-                cases.push((json!(text(field, max + 1)), false));
-            }
-            if let Some(pattern) = schema["pattern"].as_str() {
-                let re = regex_lite::Regex::new(pattern).expect("a pattern");
-                let (good, bad) = patterned(field);
-                for g in good {
-                    assert!(re.is_match(g), "{g} matches {pattern}");
-                    cases.push((json!(g), true));
-                }
-                for b in bad {
-                    assert!(!re.is_match(b), "{b} does not match {pattern}");
-                    cases.push((json!(b), false));
+            // The fields of each type of a discriminated union.
+            if let Some(union) = referenced(schema).filter(|u| u["discriminator"].is_object()) {
+                let union_name = schema_name_of(&doc, &union);
+                for (kind, r) in union["discriminator"]["mapping"].as_object().unwrap() {
+                    let inner = component(r.as_str().unwrap());
+                    for (name, s) in inner["properties"].as_object().into_iter().flatten() {
+                        for (v, ok) in bounds(name, s) {
+                            let mut one = variant(&union_name, kind);
+                            one[name.as_str()] = v;
+                            cases.push((format!("{field}({kind}).{name}"), one, ok));
+                            nested += 1;
+                        }
+                    }
                 }
             }
-            let values = schema["enum"]
-                .as_array()
-                .or_else(|| {
-                    schema["oneOf"].as_array().and_then(|alts| {
-                        alts.iter().find_map(|a| {
-                            let r = a["$ref"].as_str()?;
-                            doc["components"]["schemas"][r.rsplit('/').next()?]["enum"].as_array()
-                        })
-                    })
-                })
-                .cloned();
-            if let Some(values) = values {
-                for v in values {
-                    cases.push((v, true));
-                }
-                cases.push((json!("no_such_value"), false));
-            }
-            for (value, valid) in cases {
+            for (what, value, valid) in cases {
                 let mut body = op.base.clone();
                 body[field.as_str()] = value.clone();
                 let answer = api.call(op.method, &op.path, Some(&body)).await;
                 let shown = value.to_string();
-                let shown = &shown[..shown.len().min(80)];
+                let shown = &shown[..shown.len().min(100)];
                 if valid {
                     assert!(
                         answer.status < 300,
-                        "{} {field}={shown}: documented as valid, the server answered {}: {}",
+                        "{} {what}={shown}: documented as valid, the server answered {}: {}",
                         op.id,
                         answer.status,
                         answer.text
@@ -2095,7 +2200,7 @@ async fn the_documents_bounds_are_the_servers() {
                 } else {
                     assert!(
                         matches!(answer.status, 400 | 422),
-                        "{} {field}={shown}: documented as invalid, the server answered {}: {}",
+                        "{} {what}={shown}: documented as invalid, the server answered {}: {}",
                         op.id,
                         answer.status,
                         answer.text
@@ -2105,5 +2210,53 @@ async fn the_documents_bounds_are_the_servers() {
             }
         }
     }
-    assert!(tested >= 30, "{tested} cases");
+    // The path's tenant id, on listEndpoints.
+    let tenant_param = doc["paths"]["/v1/tenants/{tenant_id}/endpoints"]["get"]["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "tenant_id")
+        .unwrap()["schema"]
+        .clone();
+    let max = usize::try_from(tenant_param["maxLength"].as_u64().expect("maxLength")).unwrap();
+    let re = regex_lite::Regex::new(tenant_param["pattern"].as_str().expect("pattern")).unwrap();
+    for (tenant, valid) in [
+        ("t".repeat(max), true),
+        ("t".repeat(max + 1), false),
+        ("tnt_a-1".to_owned(), true),
+        ("tnt.a".to_owned(), false),
+        ("tnt%20a".to_owned(), false),
+    ] {
+        let decoded = tenant.replace("%20", " ");
+        assert_eq!(
+            re.is_match(&decoded) && decoded.len() <= max,
+            valid,
+            "{tenant}"
+        );
+        let answer = api.get(&format!("/v1/tenants/{tenant}/endpoints")).await;
+        if valid {
+            assert_eq!(answer.status, 200, "{tenant}: {}", answer.text);
+        } else {
+            assert_eq!(
+                (answer.status, answer.field()),
+                (400, "tenant_id"),
+                "{tenant}: {}",
+                answer.text
+            );
+        }
+        tested += 1;
+    }
+    assert!(tested >= 150, "{tested} cases");
+    assert!(nested >= 60, "{nested} cases inside items and unions");
+}
+
+/// The name of a component schema equal to `schema`.
+fn schema_name_of(doc: &Value, schema: &Value) -> String {
+    doc["components"]["schemas"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .find(|(_, s)| *s == schema)
+        .map(|(n, _)| n.clone())
+        .expect("a component")
 }

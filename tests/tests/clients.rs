@@ -161,6 +161,19 @@ async fn check_independently(
     assert_eq!(summary["verified"], "standardwebhooks");
     assert!(summary["endpoint_log"].as_u64() >= Some(1), "{summary}");
     assert_eq!(summary["problem_field"], "url");
+    // The receiver settings the program set (clients/README.md) and the key it rotated in:
+    // the endpoint, read with this test's signer, holds that public key, and is back to
+    // its defaults.
+    assert_eq!(summary["receiver_settings"], "carried", "{summary}");
+    let endpoint = api
+        .get(&format!("/v1/tenants/{tenant}/endpoints/{endpoint_id}"))
+        .await;
+    assert_eq!(
+        endpoint.json["signing_keys"][0]["public_key"], summary["v1a_public_key"],
+        "{}",
+        endpoint.text
+    );
+    assert_eq!(endpoint.json["auth"], serde_json::json!({"type": "none"}));
     assert_eq!(summary["other_tenant_status"], 404);
     assert_eq!(summary["canceled_event_status"], 404);
 }

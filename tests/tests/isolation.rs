@@ -139,6 +139,7 @@ const ATTACKED: &[&str] = &[
     "getEndpointHealth",
     "recoverEndpoint",
     "rotateEndpointSecret",
+    "rotateEndpointSigningKey",
     "sendTestEvent",
     "getEvent",
     "listEventAttempts",
@@ -159,7 +160,19 @@ async fn another_tenants_ids_get_the_unknown_ids_answer() {
 
     // The victim: an endpoint with two deliveries (its log has a second page), one that
     // dead-letters; the attacker: an endpoint and an event of its own.
-    let v_ep = created_endpoint(&api, VICTIM, json!({"url": receiver.url("/v")})).await;
+    // With a secret header, a bearer token and a v1a key: what a PATCH that keeps
+    // secrets, or a key rotation, must never reach from another tenant.
+    let v_ep = created_endpoint(
+        &api,
+        VICTIM,
+        json!({
+            "url": receiver.url("/v"),
+            "headers": [{"name": "x-k", "value": "victim-header-secret", "secret": true}],
+            "auth": {"type": "bearer", "token": "victim-bearer-secret"},
+            "signatures": "both",
+        }),
+    )
+    .await;
     let v_dead = created_endpoint(
         &api,
         VICTIM,
@@ -256,6 +269,23 @@ async fn another_tenants_ids_get_the_unknown_ids_answer() {
             "POST",
             "/rotate-secret",
             Some(json!({})),
+        ),
+        path_attack(
+            "rotateEndpointSigningKey",
+            "POST",
+            "/rotate-signing-key",
+            Some(json!({"overlap_hours": 0})),
+        ),
+        // A PATCH that would keep the victim's secrets under the attacker's own settings.
+        path_attack(
+            "updateEndpoint",
+            "PATCH",
+            "",
+            Some(json!({
+                "headers": [{"name": "x-k", "secret": true}],
+                "auth": {"type": "bearer"},
+                "url": receiver.url("/a"),
+            })),
         ),
         path_attack("sendTestEvent", "POST", "/test", None),
         path_attack("listEndpointAttempts", "GET", "/attempts", None),

@@ -284,7 +284,17 @@ async fn forged_ids_in_paths_and_forms_never_reach_another_tenant() {
         );
     }
     for action in [
-        "disable", "delete", "reveal", "rotate", "test", "update", "recover",
+        "disable",
+        "delete",
+        "reveal",
+        "rotate",
+        "test",
+        "update",
+        "recover",
+        "headers",
+        "auth",
+        "signatures",
+        "rotate-signing-key",
     ] {
         let page = browser
             .post(
@@ -294,6 +304,10 @@ async fn forged_ids_in_paths_and_forms_never_reach_another_tenant() {
                     ("confirm", "yes"),
                     ("url", "http://127.0.0.1:1/x"),
                     ("since", "2026-01-01T00:00"),
+                    ("h0_name", "x-k"),
+                    ("h0_secret", "yes"),
+                    ("auth_type", "bearer"),
+                    ("signatures", "v1a"),
                 ],
                 None,
             )
@@ -803,5 +817,260 @@ async fn a_revealed_secret_is_logged_as_an_action_never_as_a_value() {
     for secret in [&first, &second] {
         let key = secret.trim_start_matches("whsec_");
         assert!(!text.contains(key), "a secret in the logs");
+    }
+}
+
+/// Issue 28: the customer sets its receiver settings on the endpoint's page: a secret
+/// header and a plain one, bearer then basic authentication, `v1a` signatures with the
+/// public key shown to copy, a key rotation, the rate limit and the payload format. Each
+/// form goes through the API's PATCH (its checks, its rules for keeping a secret) with the
+/// CSRF token; a secret input left empty keeps the stored secret; the settings reach the
+/// receiver; no secret value is ever in a page or a log line afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn receiver_settings_set_in_the_portal_reach_the_receiver_and_never_show_a_secret() {
+    let logs = capture_logs();
+    let receiver = Receiver::start().await.expect("receiver");
+    let (header_secret, token, password) = (
+        "hdr-Portal-41-secret",
+        "tok-Portal-52-secret",
+        "pw Portal-63 secret",
+    );
+    receiver.set(
+        "/hook",
+        Behavior::RequireAuthorization(format!("Bearer {token}")),
+    );
+    let (_local, _rx, api) = portal_deployment("portal-reach", &[]).await;
+    let id = create(&api, "tnt_a", &receiver.url("/hook"), "reach").await;
+    let mut browser = PortalClient::new(&api.base);
+    browser
+        .open(
+            mint(&api, "tnt_a", &json!({})).await["url"]
+                .as_str()
+                .unwrap(),
+        )
+        .await;
+    let csrf = browser.csrf().await;
+    let base = format!("/portal/endpoints/{id}");
+    let page = browser.get(&base).await;
+    for form in [
+        "id=\"headers\"",
+        "id=\"auth\"",
+        "id=\"signatures\"",
+        "id=\"rotate-key\"",
+    ] {
+        assert!(page.html.contains(form), "{form} on the page");
+    }
+    let mut pages = Vec::new();
+    let post = async |action: &str, fields: &[(&str, &str)]| {
+        let mut form = vec![("csrf", csrf.as_str())];
+        form.extend_from_slice(fields);
+        let page = browser
+            .post(&format!("{base}/{action}"), &form, Some(&api.base))
+            .await;
+        assert_eq!(page.status, 200, "{action}: {}", page.html);
+        assert!(
+            page.html.contains("class=\"banner ok\""),
+            "{action}: {}",
+            page.html
+        );
+        page
+    };
+
+    // Without the CSRF token: refused, nothing set.
+    let refused = browser
+        .post(
+            &format!("{base}/headers"),
+            &[
+                ("new_secret_name", "x-api-key"),
+                ("new_secret_value", header_secret),
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(refused.status, 403);
+    let view = api.get(&format!("/v1/tenants/tnt_a/endpoints/{id}")).await;
+    assert_eq!(view.json["headers"], json!([]));
+
+    // A secret header and a plain one; bearer authentication.
+    let page = post(
+        "headers",
+        &[
+            ("new_name", "X-Tenant"),
+            ("new_value", "acme"),
+            ("new_secret_name", "X-Api-Key"),
+            ("new_secret_value", header_secret),
+        ],
+    )
+    .await;
+    assert!(
+        page.html.contains("name=\"h1_value\" type=\"password\""),
+        "the secret header's input is a password input: {}",
+        page.html
+    );
+    pages.push(page);
+    pages.push(post("auth", &[("auth_type", "bearer"), ("bearer_token", token)]).await);
+    let view = api.get(&format!("/v1/tenants/tnt_a/endpoints/{id}")).await;
+    assert_eq!(
+        view.json["headers"],
+        json!([
+            {"name": "x-tenant", "value": "acme", "secret": false},
+            {"name": "x-api-key", "value": null, "secret": true},
+        ])
+    );
+    assert_eq!(
+        view.json["auth"],
+        json!({"type": "bearer", "secret": "token"})
+    );
+    let page = post("test", &[]).await;
+    assert!(
+        page.html.contains("data-delivered=\"true\""),
+        "{}",
+        page.html
+    );
+    pages.push(page);
+    let got = receiver.requests("/hook");
+    assert_eq!(
+        got.last().unwrap().answered,
+        200,
+        "the bearer token was sent"
+    );
+    assert_eq!(got.last().unwrap().header("x-api-key"), Some(header_secret));
+
+    // The page again, saved as shown: the empty secret inputs keep the stored secrets; the
+    // plain header's value changes.
+    pages.push(
+        post(
+            "headers",
+            &[
+                ("h0_name", "x-tenant"),
+                ("h0_value", "acme inc"),
+                ("h1_name", "x-api-key"),
+                ("h1_secret", "yes"),
+                ("h1_value", ""),
+            ],
+        )
+        .await,
+    );
+    pages.push(post("auth", &[("auth_type", "bearer"), ("bearer_token", "")]).await);
+    // v1a: the public key is on the page to copy.
+    let page = post("signatures", &[("signatures", "both")]).await;
+    let at = page
+        .html
+        .find("class=\"public-key\" data-state=\"current\">")
+        .expect("the public key is shown")
+        + "class=\"public-key\" data-state=\"current\">".len();
+    let public_key = page.html[at..at + page.html[at..].find('<').unwrap()].to_owned();
+    assert!(public_key.starts_with("whpk_"), "{public_key}");
+    pages.push(page);
+    let page = post("test", &[]).await;
+    assert!(
+        page.html.contains("data-delivered=\"true\""),
+        "{}",
+        page.html
+    );
+    pages.push(page);
+    let last = receiver
+        .requests("/hook")
+        .last()
+        .cloned()
+        .expect("a request");
+    assert_eq!(last.header("x-api-key"), Some(header_secret), "kept");
+    assert_eq!(last.header("x-tenant"), Some("acme inc"));
+    assert_eq!(
+        verify_v1a_in_python(&last, std::slice::from_ref(&public_key)),
+        [true],
+        "v1a verifies with the key the page showed"
+    );
+    let page = post("rotate-signing-key", &[("overlap_hours", "1")]).await;
+    assert!(page.html.contains("New signing key"), "{}", page.html);
+    assert_eq!(
+        page.html.matches("class=\"public-key\"").count(),
+        2,
+        "the new key and the previous one"
+    );
+    pages.push(page);
+    // Basic, with a password holding spaces (sent as typed), then a refusal that names
+    // its field and repeats nothing.
+    pages.push(
+        post(
+            "auth",
+            &[
+                ("auth_type", "basic"),
+                ("basic_username", "tern"),
+                ("basic_password", password),
+            ],
+        )
+        .await,
+    );
+    let refused = browser
+        .post(
+            &format!("{base}/auth"),
+            &[
+                ("csrf", csrf.as_str()),
+                ("auth_type", "basic"),
+                ("basic_username", "other"),
+                ("basic_password", ""),
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(refused.status, 400, "{}", refused.html);
+    assert!(
+        refused.html.contains("data-field=\"auth.password\""),
+        "{}",
+        refused.html
+    );
+    pages.push(refused);
+    // The rate limit and the payload format are the customer's too.
+    pages.push(
+        post(
+            "update",
+            &[
+                ("url", &receiver.url("/hook")),
+                ("max_per_second", "5"),
+                ("payload_format", "standard_webhooks"),
+            ],
+        )
+        .await,
+    );
+    let view = api.get(&format!("/v1/tenants/tnt_a/endpoints/{id}")).await;
+    assert_eq!(view.json["max_per_second"], 5);
+    assert_eq!(view.json["payload_format"], "standard_webhooks");
+    assert_eq!(
+        view.json["auth"],
+        json!({"type": "basic", "username": "tern", "secret": "password"})
+    );
+
+    // Every page afterwards, and every page of the run: no secret value.
+    for path in [
+        "/portal/endpoints".to_owned(),
+        base.clone(),
+        format!("{base}/log"),
+    ] {
+        pages.push(browser.get(&path).await);
+    }
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let forms = [
+        header_secret.to_owned(),
+        token.to_owned(),
+        password.to_owned(),
+        b64.encode(format!("tern:{password}")),
+    ];
+    for page in &pages {
+        for secret in &forms {
+            assert!(
+                !page.html.contains(secret.as_str()),
+                "a secret in a page: {}",
+                page.html
+            );
+        }
+    }
+    let text = logs.text();
+    assert!(text.contains("portal action") && text.contains("headers"));
+    for secret in &forms {
+        assert!(
+            !text.contains(secret.as_str()),
+            "a secret in the logs: {secret}"
+        );
     }
 }

@@ -12,7 +12,10 @@
 //!    showed;
 //! 4. the portal inside an `iframe` of an allowed parent origin (another site: `localhost`
 //!    against `127.0.0.1`, so the cookie is a cross-site, partitioned one) works, and a
-//!    refused parent gets nothing; a narrow screen and the keyboard.
+//!    refused parent gets nothing; a narrow screen and the keyboard;
+//! 5. (issue 28) the customer sets a secret header and bearer authentication on its
+//!    endpoint's page: a test send and a delivery reach a receiver that requires them, and
+//!    neither secret is in any page afterwards (nor in any input's value).
 //!
 //! `make test-portal` installs Chromium and the npm package and runs this; screenshots go
 //! to `$TERN_SCREENSHOTS_DIR` (`make portal-screenshots` points it at `docs/portal`), else
@@ -471,6 +474,154 @@ async fn browser_portal_customer_adds_tests_sees_failures_recovers_and_embeds() 
         .map(|v| v.as_str().unwrap())
         .collect();
     assert!(focus[0].starts_with("a#|Skip to content"), "{focus:?}");
+}
+
+/// Issue 28, in Chromium: a secret header typed into a password input and a bearer token
+/// set on the endpoint's page reach a loopback receiver that requires the token (a test
+/// send and a delivery), and no page shows either secret afterwards: not the endpoint page,
+/// its inputs' values, the list, the log, nor the delivery's page (its headers hidden).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn browser_portal_customer_sets_a_secret_header_and_bearer_auth_that_reach_the_receiver() {
+    let options = LocalOptions {
+        time_scale: 0.001,
+        lookup: Some(no_dns()),
+        console_port: None,
+        ..LocalOptions::default()
+    };
+    let (mut local, _rx) = deployment("portal-browser-reach", options).await;
+    local
+        .start_api(0, tern_local::api::local_credentials())
+        .expect("the local API starts");
+    let api = ApiClient::of(&local);
+    let receiver = Receiver::start().await.expect("receiver");
+    let (header_secret, token) = ("hdr-Chromium-77-secret", "tok-Chromium-88-secret");
+    receiver.set(
+        "/hook",
+        Behavior::RequireAuthorization(format!("Bearer {token}")),
+    );
+    let tenant = "tnt_reach";
+    let created = api
+        .post(
+            &format!("/v1/tenants/{tenant}/endpoints"),
+            &json!({"url": receiver.url("/hook"), "description": "Orders"}),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{}", created.text);
+    let id = created.json["endpoint"]["id"].as_str().unwrap().to_owned();
+    let whsec = Secret::parse(created.json["secret"].as_str().unwrap()).unwrap();
+    let base = format!("/portal/endpoints/{id}");
+
+    let report = browse(
+        &api.base,
+        json!([
+            {"goto": link_for(&api, tenant).await},
+            {"click": "#open button"},
+            {"goto": base},
+            {"eval": "document.querySelector('#new-secret-value').type", "as": "new-secret-type"},
+            {"fill": "#new-secret-name", "value": "X-Api-Key"},
+            {"fill": "#new-secret-value", "value": header_secret},
+            {"fill": "#new-header-name", "value": "X-Tenant"},
+            {"fill": "#new-header-value", "value": "acme"},
+            {"click": "#headers button[type=submit]"},
+            {"capture": "headers-saved"},
+            {"check": "#auth-bearer"},
+            {"eval": "document.querySelector('#bearer-token').type", "as": "token-type"},
+            {"fill": "#bearer-token", "value": token},
+            {"click": "#auth button[type=submit]"},
+            {"capture": "auth-saved"},
+            {"screenshot": "receiver-settings.png"},
+            {"click": "#test button[type=submit]"},
+            {"capture": "tested"},
+            {"goto": "/portal/endpoints"},
+            {"capture": "list"},
+            {"goto": base},
+            {"capture": "detail"},
+            {"eval": "document.querySelector('#h1-value').type", "as": "stored-secret-type"},
+            {"eval": "[...document.querySelectorAll('input')].map(i => i.value).join('\\n')", "as": "input-values"},
+        ]),
+    )
+    .await;
+    for (name, expected) in [
+        ("new-secret-type", "password"),
+        ("token-type", "password"),
+        ("stored-secret-type", "password"),
+    ] {
+        assert_eq!(report["captures"][name], expected, "{name}");
+    }
+    assert!(
+        text(&report, "auth-saved").contains("Authentication saved"),
+        "{}",
+        text(&report, "auth-saved")
+    );
+    assert!(
+        html(&report, "tested").contains("data-delivered=\"true\""),
+        "the test send got past the receiver's bearer check: {}",
+        text(&report, "tested")
+    );
+    let test_send = receiver.requests("/hook");
+    let last = test_send.last().expect("the test send");
+    assert_eq!(last.answered, 200);
+    assert_eq!(last.header("x-api-key"), Some(header_secret));
+    assert_eq!(last.header("x-tenant"), Some("acme"));
+    verify_reference(&whsec, last).expect("signed like any delivery");
+
+    // A delivery too, then its page.
+    let event = publish(&local, "order.paid", tenant, r#"{"order":1}"#).await;
+    let got = receiver.wait_for("/hook", 2, Duration::from_secs(30)).await;
+    let delivered = got
+        .iter()
+        .find(|r| r.header("webhook-id") == Some(event.as_str()))
+        .expect("the delivery");
+    assert_eq!(delivered.answered, 200);
+    assert_eq!(delivered.header("x-api-key"), Some(header_secret));
+    assert!(
+        eventually(Duration::from_secs(30), async || {
+            api.get(&format!("/v1/tenants/{tenant}/events/{event}"))
+                .await
+                .json["deliveries"][0]["state"]
+                == "delivered"
+        })
+        .await
+    );
+    let report2 = browse(
+        &api.base,
+        json!([
+            {"goto": link_for(&api, tenant).await},
+            {"click": "#open button"},
+            {"goto": format!("{base}/log")},
+            {"capture": "log"},
+            {"goto": format!("{base}/log/{event}")},
+            {"capture": "delivery"},
+        ]),
+    )
+    .await;
+    assert!(
+        text(&report2, "delivery").contains("x-api-key")
+            && text(&report2, "delivery").contains("(hidden)"),
+        "{}",
+        text(&report2, "delivery")
+    );
+    for (r, captures) in [
+        (
+            &report,
+            vec!["headers-saved", "auth-saved", "tested", "list", "detail"],
+        ),
+        (&report2, vec!["log", "delivery"]),
+    ] {
+        for c in captures {
+            let page = html(r, c);
+            assert!(!page.is_empty(), "{c} captured");
+            for secret in [header_secret, token] {
+                assert!(!page.contains(secret), "{secret} in the {c} page: {page}");
+            }
+        }
+        assert!(r["dialogs"].as_array().unwrap().is_empty());
+    }
+    let values = report["captures"]["input-values"].as_str().unwrap_or("");
+    assert!(
+        !values.contains(header_secret) && !values.contains(token),
+        "no secret in any input's value: {values}"
+    );
 }
 
 /// A page at `127.0.0.1:<port>` (the portal's site, another origin) whose form posts to

@@ -6,7 +6,9 @@ clients/README.md). What a Python backend does with Tern:
 3. writes an order row (its own table) and the event in ONE TransactWriteItems;
 4. sees the event delivered, verified by the independent ``standardwebhooks`` library;
 5. reads the delivery back through the API (event, attempts, the endpoint's log), sends
-   a test event, and publishes an event through the API (idempotent on its id);
+   a test event, sets receiver settings (a secret header, a bearer token, Ed25519 ``v1a``
+   signatures; clients/README.md) and sees a test send carry them, and publishes an
+   event through the API (idempotent on its id);
 6. checks an error answer (problem+json naming the field), tenant isolation (another
    tenant's endpoint id is a 404) and atomicity (a failed transaction publishes nothing).
 
@@ -24,11 +26,16 @@ import os
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
 
+import base64
+
 import boto3
 from botocore.credentials import Credentials
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 from tern_api.api.endpoints import create_endpoint
 from tern_api.models import DeliveryState, NewEndpoint, Problem
@@ -194,8 +201,10 @@ def main() -> None:
         listed = tern.endpoints.list(tenant, state="enabled")
         if not any(e.id == endpoint_id for e in listed.items):
             raise RuntimeError("the endpoint is not listed")
-        # A test send: signed like any delivery, answered now.
-        test_send = tern.endpoints.test(tenant, endpoint_id)
+        # A test send: signed like any delivery, answered now. Under an idempotency key,
+        # its retry (as after a timeout) returns the first result and POSTs nothing more.
+        test_key = str(uuid.uuid4())
+        test_send = tern.endpoints.test(tenant, endpoint_id, idempotency_key=test_key)
         if not test_send.delivered:
             raise RuntimeError(
                 f"the test send was not delivered: {test_send.to_dict()}"
@@ -204,6 +213,74 @@ def main() -> None:
             "the test event", 30, lambda: Receiver.first(test_send.event_id)
         )
         webhook.verify(test_hit["body"], test_hit["headers"])
+        posts = len(Receiver.received)
+        retried = tern.endpoints.test(tenant, endpoint_id, idempotency_key=test_key)
+        if retried != test_send or len(Receiver.received) != posts:
+            raise RuntimeError(
+                f"the retried test send ran again: {retried.to_dict()},"
+                f" {len(Receiver.received) - posts} POSTs"
+            )
+
+        # 5b. Receiver settings (clients/README.md): a secret header and a bearer token,
+        # then a PATCH that keeps the header's secret without sending it again; a test send
+        # carries both, and its v1a signature verifies (PyPI cryptography) with the public
+        # key the key rotation answered. The secret is never in an answer.
+        api_key = f"key-py-{time.time_ns()}"
+        with_auth = tern.endpoints.update(
+            tenant,
+            endpoint_id,
+            headers=[{"name": "X-Api-Key", "value": api_key, "secret": True}],
+            auth={"type": "bearer", "token": "tok-py-e2e"},
+            signatures="both",
+        )
+        if (
+            with_auth.headers[0].value is not None
+            or with_auth.auth.type_.value != "bearer"
+            or api_key in json.dumps(with_auth.to_dict())
+        ):
+            raise RuntimeError(f"the settings read back as {with_auth.to_dict()}")
+        tern.endpoints.update(
+            tenant,
+            endpoint_id,
+            headers=[
+                {"name": "X-Api-Key", "secret": True},
+                {"name": "X-Region", "value": "eu"},
+            ],
+        )
+        public_key = tern.endpoints.rotate_signing_key(
+            tenant, endpoint_id, overlap_hours=0
+        ).public_key
+        reach_send = tern.endpoints.test(tenant, endpoint_id)
+        reach_hit = eventually(
+            "the test event with the settings",
+            30,
+            lambda: Receiver.first(reach_send.event_id),
+        )
+        h = reach_hit["headers"]
+        if (
+            h.get("x-api-key") != api_key
+            or h.get("x-region") != "eu"
+            or h.get("authorization") != "Bearer tok-py-e2e"
+        ):
+            raise RuntimeError(f"the test send carried {h}")
+        webhook.verify(reach_hit["body"], h)
+        ed25519 = Ed25519PublicKey.from_public_bytes(
+            base64.b64decode(public_key.removeprefix("whpk_"))
+        )
+        signed = f"{h['webhook-id']}.{h['webhook-timestamp']}.".encode() + reach_hit["body"]
+        verified = False
+        for entry in h.get("webhook-signature", "").split(" "):
+            version, _, sig = entry.partition(",")
+            if version == "v1a":
+                try:
+                    ed25519.verify(base64.b64decode(sig), signed)
+                    verified = True
+                except InvalidSignature:
+                    pass
+        if not verified:
+            raise RuntimeError(f"no v1a signature verifies with {public_key}: {h}")
+        # Back to the defaults for the rest.
+        tern.endpoints.update(tenant, endpoint_id, headers=None, auth=None, signatures=None)
 
         # Publish through the API, the payload a dict: delivered as that JSON object, and
         # a repeat of the same id is the original (created False).
@@ -302,6 +379,8 @@ def main() -> None:
                     "endpoint_log": len(log.items),
                     "api_event_id": api_event_id,
                     "test_send_status": test_send.status,
+                    "receiver_settings": "carried",
+                    "v1a_public_key": public_key,
                     "problem_field": bad.problem.field,
                     "other_tenant_status": foreign.status,
                     "canceled_event_status": ghost.status,

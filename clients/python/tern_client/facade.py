@@ -7,6 +7,13 @@ sent, ``None`` sends ``null``). It returns the generated attrs model of the answ
 (``tern_api.models``; ``.to_dict()`` gives its JSON) and raises :class:`TernApiError` on
 an error answer. It only maps arguments onto the generated ``sync_detailed`` calls; the
 generated client stays available as ``Tern.raw`` for anything else (headers, ``asyncio``).
+
+Every method that POSTs takes ``idempotency_key=`` (a UUID made once per logical request and
+kept for its retries), sent as the ``Idempotency-Key`` header: for 24 hours a retry with the
+same key and the same arguments returns the first answer again and does nothing twice; the
+key with other arguments raises ``TernApiError`` 422 ``idempotency-key-reused``, and one sent
+while the first still runs 409 ``idempotency-key-in-use`` (retry it). docs/api.md
+"Idempotency".
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from tern_api.api.endpoints import (
     list_endpoints,
     recover_endpoint,
     rotate_endpoint_secret,
+    rotate_endpoint_signing_key,
     send_test_event,
     update_endpoint,
 )
@@ -40,6 +48,11 @@ from tern_api.api.events import (
 )
 from tern_api.api.portal import create_portal_session
 from tern_api.models import (
+    AuthBasic,
+    AuthBearer,
+    AuthNone,
+    AuthOauth2ClientCredentials,
+    CustomHeaderSetting,
     DeadLetterGroups,
     DisableRequest,
     Endpoint,
@@ -65,18 +78,36 @@ from tern_api.models import (
     ReplayRequest,
     Resend,
     RotatedSecret,
+    RotatedSigningKey,
     RotateSecretRequest,
+    RotateSigningKeyRequest,
+    Signatures,
     TestSend,
 )
 from tern_api.types import UNSET, Unset
 
 from .client import create_client, unwrap
 
-__all__ = ["DeadLetters", "Endpoints", "Events", "Portal", "Tern"]
+__all__ = ["DeadLetters", "Endpoints", "Events", "Portal", "ReceiverAuth", "Tern"]
 
 # Aliases: inside a class with a ``list`` method, ``list[str]`` would name the method.
 _Strs = list[str]
 _Ints = list[int]
+
+#: An endpoint's authentication to its receiver, one model per ``type`` (the document's
+#: ``ReceiverAuthSetting``): ``AuthNone``, ``AuthBasic``, ``AuthBearer``,
+#: ``AuthOauth2ClientCredentials``. The facade also takes the JSON form, a dict such as
+#: ``{"type": "bearer", "token": "..."}``.
+ReceiverAuth = AuthNone | AuthBasic | AuthBearer | AuthOauth2ClientCredentials
+_AUTH_MODELS: dict[str, type[Any]] = {
+    "none": AuthNone,
+    "basic": AuthBasic,
+    "bearer": AuthBearer,
+    "oauth2_client_credentials": AuthOauth2ClientCredentials,
+}
+#: The custom headers argument: ``CustomHeaderSetting`` models or their JSON form,
+#: ``{"name": "X-Api-Key", "value": "...", "secret": True}``.
+_Headers = list[CustomHeaderSetting | Mapping[str, Any]]
 
 
 def _id(name: str, value: str) -> str:
@@ -91,6 +122,31 @@ def _enum(kind: type[Any], value: Any) -> Any:
     """An enum from its member or its value (``"failed"``), so a wrong one raises
     ``ValueError`` here; ``UNSET`` and ``None`` stay."""
     return value if value is None or isinstance(value, Unset) else kind(value)
+
+
+def _auth(value: Any) -> Any:
+    """An authentication model from a model or its dict (by ``type``); ``UNSET`` and
+    ``None`` stay. An unknown ``type`` raises ``ValueError`` before anything is sent."""
+    if value is None or isinstance(value, (Unset, *_AUTH_MODELS.values())):
+        return value
+    if isinstance(value, Mapping):
+        model = _AUTH_MODELS.get(str(value.get("type")))
+        if model is None:
+            raise ValueError(
+                f"auth type must be one of {', '.join(_AUTH_MODELS)}, not {value.get('type')!r}"
+            )
+        return model.from_dict(value)
+    raise TypeError(f"auth must be an Auth* model or a dict, not {type(value).__name__}")
+
+
+def _headers(value: Any) -> Any:
+    """``CustomHeaderSetting`` models from models or dicts; ``UNSET`` and ``None`` stay."""
+    if value is None or isinstance(value, Unset):
+        return value
+    return [
+        h if isinstance(h, CustomHeaderSetting) else CustomHeaderSetting.from_dict(h)
+        for h in value
+    ]
 
 
 class Endpoints:
@@ -132,13 +188,27 @@ class Endpoints:
         schedule_seconds: _Ints | None | Unset = UNSET,
         timeout_ms: int | None | Unset = UNSET,
         client_certificate_arn: str | None | Unset = UNSET,
+        headers: _Headers | None | Unset = UNSET,
+        auth: ReceiverAuth | Mapping[str, Any] | None | Unset = UNSET,
+        signatures: Signatures | str | None | Unset = UNSET,
         idempotency_key: str | Unset = UNSET,
     ) -> EndpointCreated:
         """``createEndpoint``: the endpoint and its signing secret (``.secret``), shown
         this once. The fields are ``NewEndpoint``'s. ``idempotency_key`` (a UUID you keep
         for the retries of this one create) makes a retry answer the first create's
         endpoint and secret instead of creating a second one; the key with other fields
-        raises ``TernApiError`` 422 ``idempotency-key-reused``."""
+        raises ``TernApiError`` 422 ``idempotency-key-reused``.
+
+        Receiver settings: ``headers``, custom headers sent with every attempt (at most
+        20; ``{"name": "X-Api-Key", "value": "...", "secret": True}`` is never shown
+        again); ``auth``, how requests authenticate to the receiver
+        (``{"type": "bearer", "token": "..."}``, ``"basic"`` with ``username`` and
+        ``password``, ``"oauth2_client_credentials"`` with ``token_url``, ``client_id``,
+        ``client_secret``, ``scope``, ``audience``, ``client_auth``; or the ``Auth*``
+        models); ``signatures``, ``"v1"`` (default), ``"v1a"`` or ``"both"`` (Ed25519: the
+        public key is in ``.endpoint.signing_keys``). Secrets are write-only: answers
+        show a secret header's value as ``None`` and name the auth's secret in
+        ``.endpoint.auth.secret``."""
         body = NewEndpoint(
             url=url,
             event_types=event_types,
@@ -149,6 +219,9 @@ class Endpoints:
             schedule_seconds=schedule_seconds,
             timeout_ms=timeout_ms,
             client_certificate_arn=client_certificate_arn,
+            headers=_headers(headers),
+            auth=_auth(auth),
+            signatures=_enum(Signatures, signatures),
         )
         return unwrap(
             create_endpoint.sync_detailed(
@@ -183,9 +256,19 @@ class Endpoints:
         schedule_seconds: _Ints | None | Unset = UNSET,
         timeout_ms: int | None | Unset = UNSET,
         client_certificate_arn: str | None | Unset = UNSET,
+        headers: _Headers | None | Unset = UNSET,
+        auth: ReceiverAuth | Mapping[str, Any] | None | Unset = UNSET,
+        signatures: Signatures | str | None | Unset = UNSET,
     ) -> Endpoint:
         """``updateEndpoint``: only the fields given change; ``None`` returns a setting
-        to its default. The fields are ``EndpointPatch``'s."""
+        to its default. The fields are ``EndpointPatch``'s.
+
+        ``headers`` replaces the whole list; a secret entry without ``value``
+        (``{"name": "X-Api-Key", "secret": True}``) keeps the stored value of that name.
+        ``auth`` replaces the setting; left out of it, a secret is kept when the stored
+        authentication has the same type (basic: the same ``username``; OAuth2: the same
+        ``token_url`` and ``client_id``). Turning ``signatures`` to ``"v1a"`` or
+        ``"both"`` makes an Ed25519 key when the endpoint has none."""
         body = EndpointPatch(
             url=url,
             event_types=event_types,
@@ -196,6 +279,9 @@ class Endpoints:
             schedule_seconds=schedule_seconds,
             timeout_ms=timeout_ms,
             client_certificate_arn=client_certificate_arn,
+            headers=_headers(headers),
+            auth=_auth(auth),
+            signatures=_enum(Signatures, signatures),
         )
         return unwrap(
             update_endpoint.sync_detailed(
@@ -216,18 +302,31 @@ class Endpoints:
             )
         )
 
-    def enable(self, tenant_id: str, endpoint_id: str) -> Endpoint:
-        """``enableEndpoint``: its health is reset (circuit closed)."""
+    def enable(
+        self,
+        tenant_id: str,
+        endpoint_id: str,
+        *,
+        idempotency_key: str | Unset = UNSET,
+    ) -> Endpoint:
+        """``enableEndpoint``: its health is reset (circuit closed). ``idempotency_key``:
+        as every POST method's (see the module)."""
         return unwrap(
             enable_endpoint.sync_detailed(
                 _id("tenant_id", tenant_id),
                 _id("endpoint_id", endpoint_id),
                 client=self._client,
+                idempotency_key=idempotency_key,
             )
         )
 
     def disable(
-        self, tenant_id: str, endpoint_id: str, *, reason: str | None | Unset = UNSET
+        self,
+        tenant_id: str,
+        endpoint_id: str,
+        *,
+        reason: str | None | Unset = UNSET,
+        idempotency_key: str | Unset = UNSET,
     ) -> Endpoint:
         """``disableEndpoint``, with an optional ``reason`` kept on the endpoint."""
         return unwrap(
@@ -236,6 +335,7 @@ class Endpoints:
                 _id("endpoint_id", endpoint_id),
                 client=self._client,
                 body=DisableRequest(reason=reason),
+                idempotency_key=idempotency_key,
             )
         )
 
@@ -245,25 +345,57 @@ class Endpoints:
         endpoint_id: str,
         *,
         overlap_hours: int | None | Unset = UNSET,
+        idempotency_key: str | Unset = UNSET,
     ) -> RotatedSecret:
         """``rotateEndpointSecret``: the new secret (``.secret``), shown this once; the
-        old one keeps signing ``overlap_hours`` (default 24)."""
+        old one keeps signing ``overlap_hours`` (default 24). With ``idempotency_key`` a
+        retry answers the same new secret instead of rotating again."""
         return unwrap(
             rotate_endpoint_secret.sync_detailed(
                 _id("tenant_id", tenant_id),
                 _id("endpoint_id", endpoint_id),
                 client=self._client,
                 body=RotateSecretRequest(overlap_hours=overlap_hours),
+                idempotency_key=idempotency_key,
             )
         )
 
-    def test(self, tenant_id: str, endpoint_id: str) -> TestSend:
+    def rotate_signing_key(
+        self,
+        tenant_id: str,
+        endpoint_id: str,
+        *,
+        overlap_hours: int | None | Unset = UNSET,
+        idempotency_key: str | Unset = UNSET,
+    ) -> RotatedSigningKey:
+        """``rotateEndpointSigningKey``: a new Ed25519 key signs ``v1a`` at once, the old
+        one keeps signing ``overlap_hours`` (default 24). ``.public_key`` (``whpk_...``)
+        is no secret: give it to the receiver. With ``idempotency_key`` a retry answers
+        the same new key instead of rotating again."""
+        return unwrap(
+            rotate_endpoint_signing_key.sync_detailed(
+                _id("tenant_id", tenant_id),
+                _id("endpoint_id", endpoint_id),
+                client=self._client,
+                body=RotateSigningKeyRequest(overlap_hours=overlap_hours),
+                idempotency_key=idempotency_key,
+            )
+        )
+
+    def test(
+        self,
+        tenant_id: str,
+        endpoint_id: str,
+        *,
+        idempotency_key: str | Unset = UNSET,
+    ) -> TestSend:
         """``sendTestEvent``: a ``tern.test`` event sent now, and what the receiver did."""
         return unwrap(
             send_test_event.sync_detailed(
                 _id("tenant_id", tenant_id),
                 _id("endpoint_id", endpoint_id),
                 client=self._client,
+                idempotency_key=idempotency_key,
             )
         )
 
@@ -312,6 +444,7 @@ class Endpoints:
         since: datetime.datetime,
         until: datetime.datetime | None | Unset = UNSET,
         enable: bool | Unset = UNSET,
+        idempotency_key: str | Unset = UNSET,
     ) -> RecoverReport:
         """``recoverEndpoint``: every delivery that failed in ``since``..``until``
         (default now) is sent again; ``enable=True`` enables a disabled endpoint first."""
@@ -321,6 +454,7 @@ class Endpoints:
                 _id("endpoint_id", endpoint_id),
                 client=self._client,
                 body=RecoverRequest(since=since, until=until, enable=enable),
+                idempotency_key=idempotency_key,
             )
         )
 
@@ -338,6 +472,7 @@ class Events:
         type: str,
         payload: Mapping[str, Any],
         id: str | None = None,
+        idempotency_key: str | Unset = UNSET,
     ) -> PublishedEvent:
         """``publishEvent``: ``payload`` a dict (any JSON object), sent as JSON. Idempotent on ``id``
         (default: a new ``evt_`` id): a repeat returns the original, ``created`` False."""
@@ -348,7 +483,10 @@ class Events:
         )
         return unwrap(
             publish_event.sync_detailed(
-                _id("tenant_id", tenant_id), client=self._client, body=body
+                _id("tenant_id", tenant_id),
+                client=self._client,
+                body=body,
+                idempotency_key=idempotency_key,
             )
         )
 
@@ -374,7 +512,14 @@ class Events:
             )
         )
 
-    def resend(self, tenant_id: str, event_id: str, endpoint_id: str) -> Resend:
+    def resend(
+        self,
+        tenant_id: str,
+        event_id: str,
+        endpoint_id: str,
+        *,
+        idempotency_key: str | Unset = UNSET,
+    ) -> Resend:
         """``resendEvent``: the event goes to the endpoint again."""
         return unwrap(
             resend_event.sync_detailed(
@@ -382,6 +527,7 @@ class Events:
                 _id("event_id", event_id),
                 _id("endpoint_id", endpoint_id),
                 client=self._client,
+                idempotency_key=idempotency_key,
             )
         )
 
@@ -418,6 +564,7 @@ class DeadLetters:
         dead_lettered_until: datetime.datetime | None | Unset = UNSET,
         dry_run: bool | Unset = UNSET,
         force: bool | Unset = UNSET,
+        idempotency_key: str | Unset = UNSET,
     ) -> ReplayReport:
         """``replayDeadLetters``: every filter given must match (none: all of them)."""
         body = ReplayRequest(
@@ -432,7 +579,10 @@ class DeadLetters:
         )
         return unwrap(
             replay_dead_letters.sync_detailed(
-                _id("tenant_id", tenant_id), client=self._client, body=body
+                _id("tenant_id", tenant_id),
+                client=self._client,
+                body=body,
+                idempotency_key=idempotency_key,
             )
         )
 
@@ -453,6 +603,7 @@ class Portal:
         expires_in_seconds: int | None | Unset = UNSET,
         brand_color: str | None | Unset = UNSET,
         logo_url: str | None | Unset = UNSET,
+        idempotency_key: str | Unset = UNSET,
     ) -> PortalSession:
         """``createPortalSession``: a single-use link (``.url``); by default to every
         endpoint of the tenant, for an hour."""
@@ -466,7 +617,10 @@ class Portal:
         )
         return unwrap(
             create_portal_session.sync_detailed(
-                _id("tenant_id", tenant_id), client=self._client, body=body
+                _id("tenant_id", tenant_id),
+                client=self._client,
+                body=body,
+                idempotency_key=idempotency_key,
             )
         )
 

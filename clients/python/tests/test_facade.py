@@ -84,6 +84,7 @@ def assert_valid(schema: str, value: Any) -> None:
 
 # Answers as the API gives them, one per success schema.
 T0 = "2026-12-01T09:00:00Z"
+PUBLIC_KEY = "whpk_MLJvOi3VgJcUO1WJtUxD1hQcGqgLDTvnxOmnbP3gGZk="
 ENDPOINT = {
     "id": "ep_1",
     "tenant_id": "tnt_acme",
@@ -94,6 +95,15 @@ ENDPOINT = {
     "secrets": [
         {"fingerprint": "sha256:5f2c0a1b2c3d", "state": "current", "created_at": T0}
     ],
+    "signatures": "both",
+    "signing_keys": [
+        {"public_key": PUBLIC_KEY, "state": "current", "created_at": T0, "expires_at": None}
+    ],
+    "headers": [
+        {"name": "x-tenant", "value": "acme", "secret": False},
+        {"name": "x-api-key", "value": None, "secret": True},
+    ],
+    "auth": {"type": "bearer", "secret": "token"},
     "created_at": T0,
 }
 REPLAY_REPORT = {
@@ -116,6 +126,7 @@ FIXTURES: dict[str, dict[str, Any]] = {
     "EndpointCreated": {"endpoint": ENDPOINT, "secret": "whsec_c2VjcmV0"},
     "EndpointList": {"items": [ENDPOINT], "next_cursor": None},
     "RotatedSecret": {"endpoint": ENDPOINT, "secret": "whsec_bmV3"},
+    "RotatedSigningKey": {"endpoint": ENDPOINT, "public_key": PUBLIC_KEY},
     "TestSend": {
         "event_id": "evt_test",
         "event_type": "tern.test",
@@ -335,6 +346,8 @@ class Case:
     query: dict[str, str] = field(default_factory=dict)
     #: The JSON body sent; None: no body.
     body: Any = None
+    #: For a POST: the same call with ``idempotency_key=`` (every POST method takes it).
+    keyed: Callable[[Tern, str], Any] | None = None
 
 
 CASES = [
@@ -355,6 +368,12 @@ CASES = [
             description=None,
             payload_format="standard_webhooks",
             max_per_second=10,
+            headers=[
+                {"name": "X-Api-Key", "value": "k-1", "secret": True},
+                tern_api.models.CustomHeaderSetting(name="X-Tenant", value="acme"),
+            ],
+            auth={"type": "bearer", "token": "t-1"},
+            signatures="both",
         ),
         f"/v1/tenants/{TENANT_PATH}/endpoints",
         body={
@@ -363,7 +382,16 @@ CASES = [
             "description": None,
             "payload_format": "standard_webhooks",
             "max_per_second": 10,
+            "headers": [
+                {"name": "X-Api-Key", "value": "k-1", "secret": True},
+                {"name": "X-Tenant", "value": "acme"},
+            ],
+            "auth": {"type": "bearer", "token": "t-1"},
+            "signatures": "both",
         },
+        keyed=lambda t, k: t.endpoints.create(
+            TENANT, url="https://hooks.example/tern", idempotency_key=k
+        ),
     ),
     Case(
         "endpoints.get",
@@ -375,10 +403,31 @@ CASES = [
         "endpoints.update",
         "updateEndpoint",
         lambda t: t.endpoints.update(
-            TENANT, EP, url="https://hooks.example/v2", max_per_second=None
+            TENANT,
+            EP,
+            url="https://hooks.example/v2",
+            max_per_second=None,
+            # The secret header and the client secret kept: left out.
+            headers=[{"name": "x-api-key", "secret": True}],
+            auth=tern_api.models.AuthOauth2ClientCredentials(
+                type_=tern_api.models.AuthOauth2ClientCredentialsType.OAUTH2_CLIENT_CREDENTIALS,
+                token_url="https://auth.example/token",
+                client_id="tern",
+            ),
+            signatures=None,
         ),
         f"/v1/tenants/{TENANT_PATH}/endpoints/{EP_PATH}",
-        body={"url": "https://hooks.example/v2", "max_per_second": None},
+        body={
+            "url": "https://hooks.example/v2",
+            "max_per_second": None,
+            "headers": [{"name": "x-api-key", "secret": True}],
+            "auth": {
+                "type": "oauth2_client_credentials",
+                "token_url": "https://auth.example/token",
+                "client_id": "tern",
+            },
+            "signatures": None,
+        },
     ),
     Case(
         "endpoints.delete",
@@ -391,6 +440,7 @@ CASES = [
         "enableEndpoint",
         lambda t: t.endpoints.enable(TENANT, EP),
         f"/v1/tenants/{TENANT_PATH}/endpoints/{EP_PATH}/enable",
+        keyed=lambda t, k: t.endpoints.enable(TENANT, EP, idempotency_key=k),
     ),
     Case(
         "endpoints.disable",
@@ -398,6 +448,9 @@ CASES = [
         lambda t: t.endpoints.disable(TENANT, EP, reason="customer asked"),
         f"/v1/tenants/{TENANT_PATH}/endpoints/{EP_PATH}/disable",
         body={"reason": "customer asked"},
+        keyed=lambda t, k: t.endpoints.disable(
+            TENANT, EP, reason="customer asked", idempotency_key=k
+        ),
     ),
     Case(
         "endpoints.rotate_secret",
@@ -405,12 +458,26 @@ CASES = [
         lambda t: t.endpoints.rotate_secret(TENANT, EP, overlap_hours=2),
         f"/v1/tenants/{TENANT_PATH}/endpoints/{EP_PATH}/rotate-secret",
         body={"overlap_hours": 2},
+        keyed=lambda t, k: t.endpoints.rotate_secret(
+            TENANT, EP, overlap_hours=2, idempotency_key=k
+        ),
+    ),
+    Case(
+        "endpoints.rotate_signing_key",
+        "rotateEndpointSigningKey",
+        lambda t: t.endpoints.rotate_signing_key(TENANT, EP, overlap_hours=2),
+        f"/v1/tenants/{TENANT_PATH}/endpoints/{EP_PATH}/rotate-signing-key",
+        body={"overlap_hours": 2},
+        keyed=lambda t, k: t.endpoints.rotate_signing_key(
+            TENANT, EP, overlap_hours=2, idempotency_key=k
+        ),
     ),
     Case(
         "endpoints.test",
         "sendTestEvent",
         lambda t: t.endpoints.test(TENANT, EP),
         f"/v1/tenants/{TENANT_PATH}/endpoints/{EP_PATH}/test",
+        keyed=lambda t, k: t.endpoints.test(TENANT, EP, idempotency_key=k),
     ),
     Case(
         "endpoints.health",
@@ -439,6 +506,9 @@ CASES = [
         lambda t: t.endpoints.recover(TENANT, EP, since=UNTIL, enable=True),
         f"/v1/tenants/{TENANT_PATH}/endpoints/{EP_PATH}/recover",
         body={"since": "2026-12-01T11:00:00+00:00", "enable": True},
+        keyed=lambda t, k: t.endpoints.recover(
+            TENANT, EP, since=UNTIL, enable=True, idempotency_key=k
+        ),
     ),
     Case(
         "events.publish",
@@ -448,6 +518,9 @@ CASES = [
         ),
         f"/v1/tenants/{TENANT_PATH}/events",
         body={"type": "order.paid", "payload": PAYLOAD, "id": "evt_o_1_paid"},
+        keyed=lambda t, k: t.events.publish(
+            TENANT, type="order.paid", payload=PAYLOAD, idempotency_key=k
+        ),
     ),
     Case(
         "events.get",
@@ -466,6 +539,7 @@ CASES = [
         "resendEvent",
         lambda t: t.events.resend(TENANT, EV, EP),
         f"/v1/tenants/{TENANT_PATH}/events/{EV_PATH}/endpoints/{EP_PATH}/resend",
+        keyed=lambda t, k: t.events.resend(TENANT, EV, EP, idempotency_key=k),
     ),
     Case(
         "dead_letters.list",
@@ -482,6 +556,7 @@ CASES = [
         ),
         f"/v1/tenants/{TENANT_PATH}/dead-letters/replay",
         body={"endpoint_id": "ep_1", "reason": "exhausted", "dry_run": True},
+        keyed=lambda t, k: t.dead_letters.replay(TENANT, dry_run=True, idempotency_key=k),
     ),
     Case(
         "portal.create_session",
@@ -491,6 +566,7 @@ CASES = [
         ),
         f"/v1/tenants/{TENANT_PATH}/portal-sessions",
         body={"endpoint_ids": ["ep_1"], "read_only": True, "expires_in_seconds": 600},
+        keyed=lambda t, k: t.portal.create_session(TENANT, read_only=True, idempotency_key=k),
     ),
 ]
 
@@ -622,6 +698,7 @@ def test_optional_bodies_are_sent_as_an_empty_object(server: Server) -> None:
     calls: list[tuple[Callable[[], Any], str]] = [
         (lambda: t.endpoints.disable(TENANT, EP), "Endpoint"),
         (lambda: t.endpoints.rotate_secret(TENANT, EP), "RotatedSecret"),
+        (lambda: t.endpoints.rotate_signing_key(TENANT, EP), "RotatedSigningKey"),
         (lambda: t.dead_letters.replay(TENANT), "ReplayReport"),
         (lambda: t.portal.create_session(TENANT), "PortalSession"),
         # No id: none sent, the API makes one.
@@ -638,6 +715,12 @@ def test_optional_bodies_are_sent_as_an_empty_object(server: Server) -> None:
 def test_enum_arguments_take_their_values_and_refuse_others(server: Server) -> None:
     t = facade(server)
     with pytest.raises(ValueError):
+        t.endpoints.create(TENANT, url="https://x.example", signatures="v2")
+    with pytest.raises(ValueError):
+        t.endpoints.update(TENANT, EP, auth={"type": "magic", "token": "t"})
+    with pytest.raises(TypeError):
+        t.endpoints.update(TENANT, EP, auth="bearer t")
+    with pytest.raises(ValueError):
         t.endpoints.attempts(TENANT, EP, outcome="lost")
     with pytest.raises(ValueError):
         t.endpoints.create(TENANT, url="https://x.example", payload_format="xml")
@@ -645,6 +728,21 @@ def test_enum_arguments_take_their_values_and_refuse_others(server: Server) -> N
     count = len(server.received)
     t.endpoints.list(TENANT, state=tern_api.models.EndpointStateFilter.DISABLED)
     assert only(server, count).target.endswith("?state=disabled")
+
+
+def test_the_answer_shows_settings_and_never_a_secret(server: Server) -> None:
+    """The endpoint model carries every receiver setting; a secret header's value is None
+    and the authentication names its secret only."""
+    server.answer = Answer(200, "application/json", ENDPOINT)
+    endpoint = facade(server).endpoints.get(TENANT, EP)
+    assert [(h.name, h.value, h.secret) for h in endpoint.headers] == [
+        ("x-tenant", "acme", False),
+        ("x-api-key", None, True),
+    ]
+    assert endpoint.auth.type_ == tern_api.models.ReceiverAuthType.BEARER
+    assert endpoint.auth.secret == "token"
+    assert endpoint.signatures == tern_api.models.Signatures.BOTH
+    assert endpoint.signing_keys[0].public_key == PUBLIC_KEY
 
 
 def test_an_id_that_would_change_the_path_is_refused_before_anything_is_sent(
@@ -677,17 +775,33 @@ def test_raw_is_the_signed_generated_client_and_the_facade_closes_it(
     assert client.is_closed
 
 
-def test_endpoints_create_sends_an_idempotency_key_as_the_header_signed(
-    server: Server,
+POSTS = [c for c in CASES if OPERATIONS[c.operation_id].method == "POST"]
+
+
+def test_every_post_operation_has_a_keyed_case() -> None:
+    assert len(POSTS) >= 10
+    assert [c.facade for c in POSTS if c.keyed is None] == [], "POST methods without a keyed call"
+
+
+@pytest.mark.parametrize("case", POSTS, ids=lambda c: c.facade)
+def test_every_post_method_sends_an_idempotency_key_as_the_header_signed(
+    server: Server, case: Case
 ) -> None:
-    server.answer = Answer(201, "application/json", FIXTURES["EndpointCreated"])
+    assert case.keyed is not None, f"{case.facade} takes idempotency_key="
+    op = OPERATIONS[case.operation_id]
+    assert op.schema is not None
+    canned = FIXTURES[op.schema]
+    server.answer = Answer(op.status, "application/json", canned)
     count = len(server.received)
+    key = f"3f2b8c1e-{case.operation_id}"
     with facade(server) as t:
-        t.endpoints.create(TENANT, url="https://hooks.example/tern", idempotency_key="3f2b8c1e-key")
+        result = case.keyed(t, key)
         got = only(server, count)
-        assert got.headers["idempotency-key"] == "3f2b8c1e-key"
+        assert got.target.partition("?")[0] == f"/prod{case.path}"
+        assert got.headers["idempotency-key"] == key
         assert re.search(r"SignedHeaders=[^,]*\bidempotency-key\b", got.headers["authorization"])
-        t.endpoints.create(TENANT, url="https://hooks.example/tern")
+        assert result == getattr(tern_api.models, op.schema).from_dict(canned)
+        case.call(t)
         assert "idempotency-key" not in only(server, count + 1).headers
 
 

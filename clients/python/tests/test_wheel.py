@@ -49,6 +49,12 @@ def test_the_wheel_holds_and_imports_every_module():
             names = set(wheel.namelist())
             missing = source_modules() - names
             assert not missing, f"not in the wheel: {sorted(missing)}"
+            # The package's page (PyPI shows the metadata's description): the README
+            # with its quick start.
+            [metadata] = [n for n in names if n.endswith(".dist-info/METADATA")]
+            text = wheel.read(metadata).decode()
+            assert "Description-Content-Type: text/markdown" in text, text[:2000]
+            assert "## Quick start" in text and "tern.portal.create_session" in text
             unpacked = pathlib.Path(tmp) / "site"
             wheel.extractall(unpacked)
         modules = sorted(

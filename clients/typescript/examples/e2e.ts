@@ -5,11 +5,14 @@
 //  3. writes an order row (its own table) and the event in ONE TransactWriteItems;
 //  4. sees the event delivered, verified by the independent `standardwebhooks` library;
 //  5. reads the delivery back through the API (event, attempts, the endpoint's log), sends
-//     a test event, and publishes an event through the API (idempotent on its id);
+//     a test event, sets receiver settings (a secret header, a bearer token, Ed25519 `v1a`
+//     signatures; clients/README.md) and sees a test send carry them, and publishes an
+//     event through the API (idempotent on its id);
 //  6. checks an error answer (problem+json naming the field), tenant isolation (another
 //     tenant's endpoint id is a 404) and atomicity (a failed transaction publishes nothing).
 // Every call goes through the facade (`createTern`); `tern.raw` only to read a header.
 // Prints one JSON line with what it saw; exits 1 with the reason on any failure.
+import { createPublicKey, randomUUID, verify as verifySignature } from "node:crypto";
 import { createServer, type IncomingMessage } from "node:http";
 import type { AddressInfo } from "node:net";
 import {
@@ -155,13 +158,59 @@ async function main(): Promise<void> {
     }
     const listed = await tern.endpoints.list(tenant, { state: "enabled" });
     if (!listed.items.some((e) => e.id === endpointId)) throw new Error("the endpoint is not listed");
-    // A test send: signed like any delivery, answered now.
-    const testSend = await tern.endpoints.test(tenant, endpointId);
+    // A test send: signed like any delivery, answered now. Under an idempotency key, its
+    // retry (as after a timeout) answers the first result again and POSTs nothing more.
+    const testKey = randomUUID();
+    const testSend = await tern.endpoints.test(tenant, endpointId, { idempotencyKey: testKey });
     if (!testSend.delivered) throw new Error(`the test send was not delivered: ${JSON.stringify(testSend)}`);
     const testHit = await eventually("the test event", 30, async () =>
       received.find((r) => r.headers["webhook-id"] === testSend.event_id),
     );
     webhook.verify(testHit.body, testHit.headers);
+    const posts = received.length;
+    const retried = await tern.endpoints.test(tenant, endpointId, { idempotencyKey: testKey });
+    if (JSON.stringify(retried) !== JSON.stringify(testSend) || received.length !== posts) {
+      throw new Error(`the retried test send ran again: ${JSON.stringify(retried)}, ${received.length - posts} POSTs`);
+    }
+
+    // 5b. Receiver settings (clients/README.md): a secret header and a bearer token, then a
+    // PATCH that keeps the header's secret without sending it again; a test send carries
+    // both, and its `v1a` signature verifies (Node's own Ed25519) with the public key the
+    // key rotation answered. The secret is never in an answer.
+    const apiKey = `key-ts-${Date.now()}`;
+    const withAuth = await tern.endpoints.update(tenant, endpointId, {
+      headers: [{ name: "X-Api-Key", value: apiKey, secret: true }],
+      auth: { type: "bearer", token: "tok-ts-e2e" },
+      signatures: "both",
+    });
+    if (withAuth.headers[0]?.value !== null || withAuth.auth.type !== "bearer" || JSON.stringify(withAuth).includes(apiKey)) {
+      throw new Error(`the settings read back as ${JSON.stringify(withAuth)}`);
+    }
+    await tern.endpoints.update(tenant, endpointId, {
+      headers: [{ name: "X-Api-Key", secret: true }, { name: "X-Region", value: "eu" }],
+    });
+    const { public_key: publicKey } = await tern.endpoints.rotateSigningKey(tenant, endpointId, { overlap_hours: 0 });
+    const reachSend = await tern.endpoints.test(tenant, endpointId);
+    const reachHit = await eventually("the test event with the settings", 30, async () =>
+      received.find((r) => r.headers["webhook-id"] === reachSend.event_id),
+    );
+    const h = reachHit.headers;
+    if (h["x-api-key"] !== apiKey || h["x-region"] !== "eu" || h["authorization"] !== "Bearer tok-ts-e2e") {
+      throw new Error(`the test send carried ${JSON.stringify(h)}`);
+    }
+    webhook.verify(reachHit.body, h);
+    const ed25519 = createPublicKey({
+      key: { kty: "OKP", crv: "Ed25519", x: Buffer.from(publicKey.slice("whpk_".length), "base64").toString("base64url") },
+      format: "jwk",
+    });
+    const signed = Buffer.from(`${h["webhook-id"]}.${h["webhook-timestamp"]}.${reachHit.body}`);
+    const v1a = (h["webhook-signature"] ?? "")
+      .split(" ")
+      .filter((e) => e.startsWith("v1a,"))
+      .some((e) => verifySignature(null, signed, ed25519, Buffer.from(e.slice(4), "base64")));
+    if (!v1a) throw new Error(`no v1a signature verifies with ${publicKey}: ${h["webhook-signature"]}`);
+    // Back to the defaults for the rest.
+    await tern.endpoints.update(tenant, endpointId, { headers: null, auth: null, signatures: null });
 
     // Publish through the API, the payload a plain object: delivered as the JSON text sent,
     // and a repeat of the same id is the original (created: false).
@@ -221,6 +270,8 @@ async function main(): Promise<void> {
         endpoint_log: log.items.length,
         api_event_id: apiEventId,
         test_send_status: testSend.status,
+        receiver_settings: "carried",
+        v1a_public_key: publicKey,
         problem_field: bad.problem.field,
         other_tenant_status: foreign.status,
         canceled_event_status: ghost.status,

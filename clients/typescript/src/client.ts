@@ -6,6 +6,7 @@
  */
 import createClient, { type Client, type Middleware } from "openapi-fetch";
 import { Sha256 } from "@aws-crypto/sha256-js";
+import { fromNodeProviderChain } from "@aws-sdk/credential-providers";
 import { HttpRequest } from "@smithy/protocol-http";
 import { SignatureV4 } from "@smithy/signature-v4";
 import type { components, paths } from "./generated/api.js";
@@ -23,8 +24,14 @@ export interface TernClientOptions {
   baseUrl: string;
   /** AWS region of the API (us-east-1 in local mode). */
   region: string;
-  /** Credentials, or a provider such as `fromNodeProviderChain()` of @aws-sdk/credential-providers. */
-  credentials: AwsCredentials | (() => Promise<AwsCredentials>);
+  /**
+   * Credentials, or a provider of them. Default: the AWS SDK's default chain for Node
+   * (`fromNodeProviderChain()` of @aws-sdk/credential-providers): AWS_ACCESS_KEY_ID and
+   * AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN) from the environment first, then SSO,
+   * the shared config and credentials files, web identity, and the ECS or EC2 role; it
+   * keeps what it found and fetches again before temporary credentials expire.
+   */
+  credentials?: AwsCredentials | (() => Promise<AwsCredentials>);
   /** A fetch to use instead of the global one. */
   fetch?: typeof globalThis.fetch;
 }
@@ -40,7 +47,7 @@ export function sigv4Middleware(options: Pick<TernClientOptions, "region" | "cre
   const signer = new SignatureV4({
     service: "execute-api",
     region: options.region,
-    credentials: options.credentials,
+    credentials: options.credentials ?? fromNodeProviderChain(),
     sha256: Sha256,
   });
   return {

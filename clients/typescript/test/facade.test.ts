@@ -12,6 +12,9 @@ import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Ajv2020 } from "ajv/dist/2020.js";
+import { Sha256 } from "@aws-crypto/sha256-js";
+import { HttpRequest } from "@smithy/protocol-http";
+import { SignatureV4 } from "@smithy/signature-v4";
 import { createTern, TernApiError, type components, type Tern } from "../src/index.js";
 
 type Schemas = components["schemas"];
@@ -59,6 +62,7 @@ function assertValid(schema: string, value: unknown): void {
 
 // Answers as the API gives them, one per success schema.
 const T0 = "2026-12-01T09:00:00Z";
+const PUBLIC_KEY = "whpk_MLJvOi3VgJcUO1WJtUxD1hQcGqgLDTvnxOmnbP3gGZk=";
 const endpoint: Schemas["Endpoint"] = {
   id: "ep_1",
   tenant_id: "tnt_acme",
@@ -67,6 +71,13 @@ const endpoint: Schemas["Endpoint"] = {
   enabled: true,
   payload_format: "raw",
   secrets: [{ fingerprint: "sha256:5f2c0a1b2c3d", state: "current", created_at: T0 }],
+  signatures: "both",
+  signing_keys: [{ public_key: PUBLIC_KEY, state: "current", created_at: T0, expires_at: null }],
+  headers: [
+    { name: "x-tenant", value: "acme", secret: false },
+    { name: "x-api-key", value: null, secret: true },
+  ],
+  auth: { type: "bearer", secret: "token" },
   created_at: T0,
 };
 const replayReport: Schemas["ReplayReport"] = {
@@ -89,6 +100,7 @@ const fixtures: { [K in keyof Schemas]?: Schemas[K] } = {
   EndpointCreated: { endpoint, secret: "whsec_c2VjcmV0" },
   EndpointList: { items: [endpoint], next_cursor: null },
   RotatedSecret: { endpoint, secret: "whsec_bmV3" },
+  RotatedSigningKey: { endpoint, public_key: PUBLIC_KEY },
   TestSend: {
     event_id: "evt_test",
     event_type: "tern.test",
@@ -247,6 +259,8 @@ interface Case {
   query?: Record<string, string>;
   /** The JSON body sent; none when absent. */
   body?: unknown;
+  /** For a POST: the same call with `{ idempotencyKey: key }` (every POST method takes it). */
+  keyed?: (t: Tern, key: string) => Promise<unknown>;
 }
 
 const since = "2026-12-01T09:00:00+01:00";
@@ -269,6 +283,9 @@ const cases: Case[] = [
         description: null,
         payload_format: "standard_webhooks",
         max_per_second: 10,
+        headers: [{ name: "X-Api-Key", value: "k-1", secret: true }],
+        auth: { type: "bearer", token: "t-1" },
+        signatures: "both",
       }),
     path: `/v1/tenants/${TENANT_PATH}/endpoints`,
     body: {
@@ -277,7 +294,11 @@ const cases: Case[] = [
       description: null,
       payload_format: "standard_webhooks",
       max_per_second: 10,
+      headers: [{ name: "X-Api-Key", value: "k-1", secret: true }],
+      auth: { type: "bearer", token: "t-1" },
+      signatures: "both",
     },
+    keyed: (t, k) => t.endpoints.create(TENANT, { url: "https://hooks.example/tern" }, { idempotencyKey: k }),
   },
   {
     facade: "endpoints.get",
@@ -288,9 +309,21 @@ const cases: Case[] = [
   {
     facade: "endpoints.update",
     operationId: "updateEndpoint",
-    call: (t) => t.endpoints.update(TENANT, ENDPOINT, { url: "https://hooks.example/v2", max_per_second: null }),
+    call: (t) =>
+      t.endpoints.update(TENANT, ENDPOINT, {
+        url: "https://hooks.example/v2",
+        max_per_second: null,
+        // The secret header and the client secret kept: left out.
+        headers: [{ name: "x-api-key", secret: true }],
+        auth: { type: "oauth2_client_credentials", token_url: "https://auth.example/token", client_id: "tern" },
+      }),
     path: `/v1/tenants/${TENANT_PATH}/endpoints/${ENDPOINT_PATH}`,
-    body: { url: "https://hooks.example/v2", max_per_second: null },
+    body: {
+      url: "https://hooks.example/v2",
+      max_per_second: null,
+      headers: [{ name: "x-api-key", secret: true }],
+      auth: { type: "oauth2_client_credentials", token_url: "https://auth.example/token", client_id: "tern" },
+    },
   },
   {
     facade: "endpoints.delete",
@@ -303,6 +336,7 @@ const cases: Case[] = [
     operationId: "enableEndpoint",
     call: (t) => t.endpoints.enable(TENANT, ENDPOINT),
     path: `/v1/tenants/${TENANT_PATH}/endpoints/${ENDPOINT_PATH}/enable`,
+    keyed: (t, k) => t.endpoints.enable(TENANT, ENDPOINT, { idempotencyKey: k }),
   },
   {
     facade: "endpoints.disable",
@@ -310,6 +344,7 @@ const cases: Case[] = [
     call: (t) => t.endpoints.disable(TENANT, ENDPOINT, { reason: "customer asked" }),
     path: `/v1/tenants/${TENANT_PATH}/endpoints/${ENDPOINT_PATH}/disable`,
     body: { reason: "customer asked" },
+    keyed: (t, k) => t.endpoints.disable(TENANT, ENDPOINT, { reason: "customer asked" }, { idempotencyKey: k }),
   },
   {
     facade: "endpoints.rotateSecret",
@@ -317,12 +352,22 @@ const cases: Case[] = [
     call: (t) => t.endpoints.rotateSecret(TENANT, ENDPOINT, { overlap_hours: 2 }),
     path: `/v1/tenants/${TENANT_PATH}/endpoints/${ENDPOINT_PATH}/rotate-secret`,
     body: { overlap_hours: 2 },
+    keyed: (t, k) => t.endpoints.rotateSecret(TENANT, ENDPOINT, { overlap_hours: 2 }, { idempotencyKey: k }),
+  },
+  {
+    facade: "endpoints.rotateSigningKey",
+    operationId: "rotateEndpointSigningKey",
+    call: (t) => t.endpoints.rotateSigningKey(TENANT, ENDPOINT, { overlap_hours: 2 }),
+    path: `/v1/tenants/${TENANT_PATH}/endpoints/${ENDPOINT_PATH}/rotate-signing-key`,
+    body: { overlap_hours: 2 },
+    keyed: (t, k) => t.endpoints.rotateSigningKey(TENANT, ENDPOINT, { overlap_hours: 2 }, { idempotencyKey: k }),
   },
   {
     facade: "endpoints.test",
     operationId: "sendTestEvent",
     call: (t) => t.endpoints.test(TENANT, ENDPOINT),
     path: `/v1/tenants/${TENANT_PATH}/endpoints/${ENDPOINT_PATH}/test`,
+    keyed: (t, k) => t.endpoints.test(TENANT, ENDPOINT, { idempotencyKey: k }),
   },
   {
     facade: "endpoints.health",
@@ -350,6 +395,7 @@ const cases: Case[] = [
     call: (t) => t.endpoints.recover(TENANT, ENDPOINT, { since: T0, enable: true }),
     path: `/v1/tenants/${TENANT_PATH}/endpoints/${ENDPOINT_PATH}/recover`,
     body: { since: T0, enable: true },
+    keyed: (t, k) => t.endpoints.recover(TENANT, ENDPOINT, { since: T0, enable: true }, { idempotencyKey: k }),
   },
   {
     facade: "events.publish",
@@ -357,6 +403,7 @@ const cases: Case[] = [
     call: (t) => t.events.publish(TENANT, { type: "order.paid", payload, id: "evt_o_1_paid" }),
     path: `/v1/tenants/${TENANT_PATH}/events`,
     body: { type: "order.paid", payload, id: "evt_o_1_paid" },
+    keyed: (t, k) => t.events.publish(TENANT, { type: "order.paid", payload }, { idempotencyKey: k }),
   },
   {
     facade: "events.get",
@@ -375,6 +422,7 @@ const cases: Case[] = [
     operationId: "resendEvent",
     call: (t) => t.events.resend(TENANT, EVENT, ENDPOINT),
     path: `/v1/tenants/${TENANT_PATH}/events/${EVENT_PATH}/endpoints/${ENDPOINT_PATH}/resend`,
+    keyed: (t, k) => t.events.resend(TENANT, EVENT, ENDPOINT, { idempotencyKey: k }),
   },
   {
     facade: "deadLetters.list",
@@ -389,6 +437,7 @@ const cases: Case[] = [
     call: (t) => t.deadLetters.replay(TENANT, { endpoint_id: "ep_1", reason: "exhausted", dry_run: true }),
     path: `/v1/tenants/${TENANT_PATH}/dead-letters/replay`,
     body: { endpoint_id: "ep_1", reason: "exhausted", dry_run: true },
+    keyed: (t, k) => t.deadLetters.replay(TENANT, { dry_run: true }, { idempotencyKey: k }),
   },
   {
     facade: "portal.createSession",
@@ -396,6 +445,7 @@ const cases: Case[] = [
     call: (t) => t.portal.createSession(TENANT, { endpoint_ids: ["ep_1"], read_only: true, expires_in_seconds: 600 }),
     path: `/v1/tenants/${TENANT_PATH}/portal-sessions`,
     body: { endpoint_ids: ["ep_1"], read_only: true, expires_in_seconds: 600 },
+    keyed: (t, k) => t.portal.createSession(TENANT, { read_only: true }, { idempotencyKey: k }),
   },
 ];
 
@@ -489,6 +539,7 @@ test("the optional bodies default to {}", async () => {
   const calls: [string, () => Promise<unknown>, string][] = [
     ["disable", () => t.endpoints.disable(TENANT, ENDPOINT), "Endpoint"],
     ["rotateSecret", () => t.endpoints.rotateSecret(TENANT, ENDPOINT), "RotatedSecret"],
+    ["rotateSigningKey", () => t.endpoints.rotateSigningKey(TENANT, ENDPOINT), "RotatedSigningKey"],
     ["replay", () => t.deadLetters.replay(TENANT), "ReplayReport"],
     ["createSession", () => t.portal.createSession(TENANT), "PortalSession"],
   ];
@@ -513,15 +564,24 @@ test("an id that would change the path is refused before anything is sent", asyn
   assert.equal(received.length, count);
 });
 
-test("endpoints.create sends an idempotency key as the Idempotency-Key header, signed", async () => {
-  next = { status: 201, contentType: "application/json", body: fixtures.EndpointCreated };
-  const count = received.length;
-  await tern().endpoints.create(TENANT, { url: "https://hooks.example/tern" }, { idempotencyKey: "3f2b8c1e-key" });
-  const got = only(count);
-  assert.equal(got.headers["idempotency-key"], "3f2b8c1e-key");
-  assert.match(String(got.headers["authorization"]), /SignedHeaders=[^,]*\bidempotency-key\b/);
-  await tern().endpoints.create(TENANT, { url: "https://hooks.example/tern" });
-  assert.equal(only(count + 1).headers["idempotency-key"], undefined);
+test("every POST method sends an idempotency key as the Idempotency-Key header, signed, and none without", async () => {
+  const posts = cases.filter((c) => operations.get(c.operationId)?.method === "POST");
+  assert.ok(posts.length >= 10, "the POST operations of the document");
+  for (const c of posts) {
+    assert.ok(c.keyed, `${c.facade} takes { idempotencyKey }`);
+    const op = operations.get(c.operationId)!;
+    const canned = op.schema === undefined ? undefined : fixtures[op.schema as keyof Schemas];
+    next = { status: op.status, contentType: "application/json", body: canned };
+    const count = received.length;
+    const key = `3f2b8c1e-${c.operationId}`;
+    assert.deepEqual(await c.keyed(tern(), key), canned, c.facade);
+    const got = only(count);
+    assert.equal(new URL(got.url, "http://x").pathname, `/prod${c.path}`, c.facade);
+    assert.equal(got.headers["idempotency-key"], key, c.facade);
+    assert.match(String(got.headers["authorization"]), /SignedHeaders=[^,]*\bidempotency-key\b/, c.facade);
+    await c.call(tern());
+    assert.equal(only(count + 1).headers["idempotency-key"], undefined, `${c.facade} without a key`);
+  }
 });
 
 test("an error answer that is no problem document still throws TernApiError with a problem", async () => {
@@ -552,4 +612,67 @@ test("raw is the signed openapi-fetch client", async () => {
   assert.equal(response.status, 200);
   assert.deepEqual(data, fixtures.Endpoint);
   assert.match(String(only(count).headers["authorization"]), /^AWS4-HMAC-SHA256 /);
+});
+
+/**
+ * Whether `got` carries a valid SigV4 signature made with `secret`: the request is signed
+ * again from what arrived (its signed headers, path, query, body, its x-amz-date) and the
+ * signatures compared.
+ */
+async function signedWith(got: Received, secret: string): Promise<boolean> {
+  const authorization = String(got.headers["authorization"]);
+  const keyId = /Credential=([^/]+)\//.exec(authorization)?.[1] ?? "";
+  const names = (/SignedHeaders=([^,]+)/.exec(authorization)?.[1] ?? "").split(";");
+  const headers: Record<string, string> = {};
+  for (const name of names) headers[name] = String(got.headers[name]);
+  const url = new URL(got.url, `http://${headers.host}`);
+  const date = String(got.headers["x-amz-date"]).replace(/^(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})Z$/, "$1-$2-$3T$4:$5:$6Z");
+  const signer = new SignatureV4({
+    service: "execute-api",
+    region: "us-east-1",
+    credentials: { accessKeyId: keyId, secretAccessKey: secret },
+    sha256: Sha256,
+  });
+  const again = await signer.sign(
+    new HttpRequest({
+      method: got.method,
+      protocol: "http:",
+      hostname: url.hostname,
+      port: Number(url.port),
+      path: url.pathname,
+      query: Object.fromEntries(url.searchParams),
+      headers,
+      body: got.body === "" ? undefined : got.body,
+    }),
+    { signingDate: new Date(date) },
+  );
+  return again.headers["authorization"] === authorization;
+}
+
+test("without credentials, createTern signs with the AWS SDK's default chain: the environment's keys", async () => {
+  const saved = { ...process.env };
+  try {
+    // The chain reads the environment first; no shared files, so nothing else can answer.
+    process.env.AWS_CONFIG_FILE = "/dev/null";
+    process.env.AWS_SHARED_CREDENTIALS_FILE = "/dev/null";
+    delete process.env.AWS_SESSION_TOKEN;
+    delete process.env.AWS_PROFILE;
+    process.env.AWS_ACCESS_KEY_ID = "AKIDFROMENVIRONMENT";
+    process.env.AWS_SECRET_ACCESS_KEY = "secret-of-the-environment";
+    next = { status: 200, contentType: "application/json", body: fixtures.Endpoint };
+    let count = received.length;
+    await createTern({ baseUrl, region: "us-east-1" }).endpoints.get(TENANT, ENDPOINT);
+    const got = only(count);
+    assert.match(String(got.headers["authorization"]), /Credential=AKIDFROMENVIRONMENT\/\d{8}\/us-east-1\/execute-api\/aws4_request/);
+    assert.equal(await signedWith(got, "secret-of-the-environment"), true);
+    assert.equal(await signedWith(got, "another-secret"), false);
+    // Credentials given win over the environment.
+    count = received.length;
+    await tern().endpoints.get(TENANT, ENDPOINT);
+    const given = only(count);
+    assert.match(String(given.headers["authorization"]), /Credential=AKIDFACADETEST\//);
+    assert.equal(await signedWith(given, "secret"), true);
+  } finally {
+    process.env = saved;
+  }
 });

@@ -42,6 +42,18 @@ const raw = createTernClient({
   region: "us-east-1",
   credentials: { accessKeyId: "AKID", secretAccessKey: "secret" },
 });
+// No credentials: the AWS SDK's default chain, here the environment's keys (its providers
+// load lazily, so a request is signed to prove they resolve from the install).
+let signedBy = "";
+const chained = createTern({
+  baseUrl: "http://127.0.0.1:9",
+  region: "us-east-1",
+  fetch: async (request) => {
+    signedBy = (request as Request).headers.get("authorization") ?? "";
+    return new Response(null, { status: 404 });
+  },
+});
+const refused = await chained.endpoints.get("tnt_a", "ep_1").catch((e: unknown) => e);
 const writer = new OutboxWriter("outbox");
 const item = writer.prepare({ type: "order.paid", tenantId: "tnt_a", payload: JSON.stringify({ order: 42 }) });
 const id: string = generateEventId();
@@ -56,6 +68,8 @@ console.log(JSON.stringify({
   error: typeof TernApiError,
   id: id.startsWith("evt_"),
   shown: shown === undefined,
+  chain: signedBy.split("Credential=")[1]?.split("/")[0],
+  refused: refused instanceof TernApiError ? refused.status : String(refused),
 }));
 `;
 
@@ -96,7 +110,17 @@ test("the packed tarball installs into a fresh project and imports and type-chec
       }),
     );
     execFileSync(process.execPath, [TSC, "-p", "tsconfig.json"], { cwd: app, stdio: ["ignore", "inherit", "inherit"] });
-    const out = execFileSync(process.execPath, [path.join("out", "main.js")], { cwd: app, encoding: "utf8" });
+    const out = execFileSync(process.execPath, [path.join("out", "main.js")], {
+      cwd: app,
+      encoding: "utf8",
+      env: {
+        PATH: process.env.PATH,
+        AWS_ACCESS_KEY_ID: "AKIDPACKAGETEST",
+        AWS_SECRET_ACCESS_KEY: "secret",
+        AWS_CONFIG_FILE: "/dev/null",
+        AWS_SHARED_CREDENTIALS_FILE: "/dev/null",
+      },
+    });
     const seen = JSON.parse(out);
     assert.deepEqual(seen.facade, ["deadLetters", "endpoints", "events", "portal", "raw"]);
     assert.equal(seen.raw, "function");
@@ -106,6 +130,8 @@ test("the packed tarball installs into a fresh project and imports and type-chec
     assert.equal(seen.version, 2);
     assert.equal(seen.error, "function");
     assert.equal(seen.id, true);
+    assert.equal(seen.chain, "AKIDPACKAGETEST");
+    assert.equal(seen.refused, 404);
   } finally {
     rmSync(tmp, { recursive: true, force: true });
   }

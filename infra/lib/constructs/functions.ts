@@ -137,7 +137,7 @@ export class Functions extends Construct {
         TERN_OPERATIONAL_TOPIC_ARN: props.operationalTopic.topicArn,
         // Operational events are also written to the outbox as tern.endpoint.* events.
         TERN_OUTBOX_TABLE: storage.outbox.tableName,
-        // Opens the endpoints' sealed secrets (kms:Decrypt, on an endpoint cache miss).
+        // Opens the endpoints' sealed secrets (kms:Decrypt of the keyring's epoch key, about once an hour).
         TERN_SECRETS_KEY_ID: storage.secretsKey.keyArn,
       },
     });
@@ -205,10 +205,12 @@ export class Functions extends Construct {
         TERN_OUTBOX_TTL_DAYS: String(s.delivery.outboxTtlDays),
         // The health view names the states the sender acts on.
         ...healthEnv,
-        // Seals the secrets it writes (kms:GenerateDataKey) and opens the ones it reads back (kms:Decrypt).
+        // Seals the secrets it writes and opens the ones it reads back, under the keyring's epoch key
+        // (kms:Decrypt about once an hour; kms:GenerateDataKey for a deployment's first epoch).
         TERN_SECRETS_KEY_ID: storage.secretsKey.keyArn,
-        // The customer portal (tern_api::portal): its table, its key ring, who may frame it,
-        // and its per-tenant rate limits (settings.json portal).
+        // The portal table, also where every POST's Idempotency-Key is recorded
+        // (tern_api::idempotency); the customer portal (tern_api::portal): its key ring, who
+        // may frame it, and its per-tenant rate limits (settings.json portal).
         TERN_PORTAL_TABLE: props.portal.table.tableName,
         TERN_PORTAL_KEY_SECRET: props.portal.keys.secretArn,
         TERN_PORTAL_FRAME_ANCESTORS: c.portalFrameAncestors,
@@ -248,8 +250,10 @@ export class Functions extends Construct {
       'dynamodb:UpdateItem',
       'dynamodb:DeleteItem',
     );
-    // Endpoint secrets at rest: a write that sets secrets makes one data key; a read opens them.
-    storage.secretsKey.grant(this.api, 'kms:GenerateDataKey', 'kms:Decrypt');
+    // Endpoint secrets at rest: the keyring's epoch keys (GenerateDataKey for the deployment's
+    // first epoch, Decrypt once an hour per epoch), and Decrypt of values sealed before it.
+    this.api.addToRolePolicy(this.keyringKeyUse(storage, ['kms:GenerateDataKey', 'kms:Decrypt']));
+    this.api.addToRolePolicy(this.firstFormatDecrypt(storage));
     // Attempts (DynamoLedger): Query only, on the table (not storage.attempts.grant, which adds
     // `index/*`): an event's attempts (history), its pair states (the event view, resend,
     // recover) and an endpoint's log (the delivery log, recover).
@@ -276,8 +280,11 @@ export class Functions extends Construct {
     // them go again (the grouped view, the replay's check); DeleteMessage removes the ones a
     // replay moved back to the delivery queue (the replay function's three actions).
     queues.dlq.grant(this.api, 'sqs:ReceiveMessage', 'sqs:ChangeMessageVisibility', 'sqs:DeleteMessage');
-    // The customer portal (DynamoPortalLedger): PutItem records a link's one use (conditional);
-    // UpdateItem counts a rate-limit window (conditional ADD). No read: both answer by their condition.
+    // The portal table. The customer portal (DynamoPortalLedger): PutItem records a link's one
+    // use (conditional); UpdateItem counts a rate-limit window (conditional ADD). Idempotency-Key
+    // records (DynamoIdempotencyStore, `idem#...`): PutItem claims a key and keeps its answer,
+    // UpdateItem lets it go after a 5xx (each conditional). No read: a refused claim returns
+    // the record it met (ReturnValuesOnConditionCheckFailure), the others answer by their condition.
     portal.table.grant(this.api, 'dynamodb:PutItem', 'dynamodb:UpdateItem');
     // Its key ring (SecretsManagerKeys): GetSecretValue only; rotation is an operator's act.
     this.api.addToRolePolicy(
@@ -448,8 +455,36 @@ export class Functions extends Construct {
     );
     storage.outbox.grant(this.sender, 'dynamodb:PutItem');
     // Endpoint secrets at rest: the sender only opens them (it never writes a secret).
-    storage.secretsKey.grant(this.sender, 'kms:Decrypt');
+    this.sender.addToRolePolicy(this.keyringKeyUse(storage, ['kms:Decrypt']));
+    this.sender.addToRolePolicy(this.firstFormatDecrypt(storage));
     this.sender.addToRolePolicy(this.clientCertificateRead(s));
+  }
+
+  /**
+   * Endpoint secrets at rest (docs/security.md): the keyring's epoch keys, which KMS makes and
+   * unwraps only with the keyring's encryption context ({"tern:keyring": "endpoint-secrets",
+   * "tern:epoch": n}). GenerateDataKey is allowed with that context alone, so no function can
+   * make a key for anything else.
+   */
+  private keyringKeyUse(storage: Storage, actions: string[]): iam.PolicyStatement {
+    return new iam.PolicyStatement({
+      actions,
+      resources: [storage.secretsKey.keyArn],
+      conditions: { StringEquals: { 'kms:EncryptionContext:tern:keyring': 'endpoint-secrets' } },
+    });
+  }
+
+  /**
+   * Values sealed before the keyring (format tern1, a data key each, bound to its endpoint):
+   * Decrypt only, and only with an endpoint's encryption context (tenant and endpoint).
+   * `tern endpoints encrypt-secrets` re-seals them; the statement can go once none is left.
+   */
+  private firstFormatDecrypt(storage: Storage): iam.PolicyStatement {
+    return new iam.PolicyStatement({
+      actions: ['kms:Decrypt'],
+      resources: [storage.secretsKey.keyArn],
+      conditions: { Null: { 'kms:EncryptionContext:tern:tenant_id': 'false', 'kms:EncryptionContext:tern:endpoint_id': 'false' } },
+    });
   }
 
   /**

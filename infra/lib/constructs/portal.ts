@@ -11,10 +11,13 @@ export interface PortalProps {
 /**
  * What the customer portal keeps (issue 19), besides what the API reads anyway:
  *
- * - a table (settings.json `tables.portal`) of used portal links (`link#<session id>`, a
- *   conditional PutItem: a link opens once) and per-tenant rate-limit windows
- *   (`rl#<scope>#<window>`, a conditional ADD), every item with a TTL. On-demand always: a few
- *   writes per portal session. Nothing in it outlives a day, so it is destroyed with the stack.
+ * - a table (settings.json `tables.portal`) of the API's short-lived records: used portal links
+ *   (`link#<session id>`, a conditional PutItem: a link opens once), per-tenant rate-limit
+ *   windows (`rl#<scope>#<window>`, a conditional ADD) and the records of Idempotency-Keys
+ *   (`idem#<tenant>#<key hash>`, issue 28: every POST of the API honours the header, so the
+ *   table is deployed whether or not the portal's pages are used), every item with a TTL.
+ *   On-demand always: a few writes per portal session or keyed request. Nothing in it
+ *   outlives a day, so it is destroyed with the stack.
  * - the key ring that signs portal links and session cookies (HMAC-SHA256), in Secrets
  *   Manager: generated at deployment as one key `{"id":"k1","secret":<64 characters>}`.
  *   `SecretsManagerKeys::rotate` (tern_aws::portal) puts a new key in front and keeps the

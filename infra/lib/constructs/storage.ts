@@ -31,10 +31,11 @@ export class Storage extends Construct {
   /** Per-endpoint health, one item per endpoint: rolling-window counters, circuit state, next probe time. */
   public readonly health: dynamodb.Table;
   /**
-   * Seals endpoint secrets at rest (docs/security.md): the endpoint store encrypts each
-   * secret with AES-256-GCM under a data key from GenerateDataKey, bound to tenant and
-   * endpoint by the encryption context. Only the sender and the api function may Decrypt;
-   * the table alone reveals no secret. Rotation on (yearly, by KMS).
+   * Seals endpoint secrets at rest (docs/security.md): it wraps the keyring's epoch keys
+   * (kept wrapped in the endpoints table); the endpoint store encrypts each secret with
+   * AES-256-GCM under a key derived from the epoch key for its tenant and endpoint. Only the
+   * sender and the api function may Decrypt; the table alone reveals no secret. Rotation on
+   * (yearly, by KMS; a keyring epoch is rotated with `tern endpoints encrypt-secrets --new-epoch`).
    */
   public readonly secretsKey: kms.Key;
 
@@ -52,7 +53,7 @@ export class Storage extends Construct {
     this.waitingIndexName = this.waitingIndex(t.attempts, capacity(c.tables.attempts));
     this.tenantIndexName = this.tenantIndex(t.health, capacity(c.tables.health));
     this.secretsKey = new kms.Key(this, 'EndpointSecretsKey', {
-      description: 'Tern: seals endpoint secrets at rest (a data key per write, bound to tenant and endpoint)',
+      description: 'Tern: seals endpoint secrets at rest (wraps the keyring epoch keys kept in the endpoints table)',
       enableKeyRotation: true,
       // Without the key the sealed secrets cannot be read: it lives as long as the endpoints table.
       removalPolicy,

@@ -52,7 +52,7 @@ pub struct Caller {
 }
 
 /// The tenant a path names (`/v1/tenants/<id>/...`), as text.
-fn path_tenant(path: &str) -> Option<&str> {
+pub(crate) fn path_tenant(path: &str) -> Option<&str> {
     path.strip_prefix("/v1/tenants/")?.split('/').next()
 }
 

@@ -2,12 +2,13 @@
 //! dependencies, built once per process with `tern-aws`' bounded clients.
 //!
 //! Variables of the `api` function: `TERN_ENDPOINTS_TABLE`, `TERN_ATTEMPTS_TABLE`,
-//! `TERN_OUTBOX_TABLE`, `TERN_HEALTH_TABLE`, `TERN_DELIVERY_QUEUE_URL`, `TERN_DLQ_URL`
-//! (required); `TERN_MAX_PAYLOAD_BYTES`, `TERN_ATTEMPT_TIMEOUT_MS`, `TERN_HTTPS_ONLY`,
+//! `TERN_OUTBOX_TABLE`, `TERN_HEALTH_TABLE`, `TERN_DELIVERY_QUEUE_URL`, `TERN_DLQ_URL`,
+//! `TERN_PORTAL_TABLE` (the table of the API's short-lived records: portal link uses,
+//! rate-limit windows and `Idempotency-Key` records) (required); `TERN_MAX_PAYLOAD_BYTES`, `TERN_ATTEMPT_TIMEOUT_MS`, `TERN_HTTPS_ONLY`,
 //! `TERN_ALLOW_DESTINATIONS`, `TERN_NAT64`, `TERN_HEALTH_*`, `TERN_ATTEMPT_LOG_TTL_DAYS`,
 //! `TERN_OUTBOX_TTL_DAYS`, `TERN_SECRETS_KEY_ID` (optional, the other functions' defaults).
-//! The customer portal is on when both `TERN_PORTAL_TABLE` and `TERN_PORTAL_KEY_SECRET`
-//! (the key ring's secret, a name or an ARN) are set; its other settings are
+//! The customer portal's pages are on when `TERN_PORTAL_KEY_SECRET` (the key ring's
+//! secret, a name or an ARN) is set too; its other settings are
 //! [`crate::portal::PortalSettings::from_env`]'s.
 
 use std::sync::Arc;
@@ -38,12 +39,17 @@ pub struct ApiConfig {
     pub delivery_queue_url: String,
     /// `TERN_DLQ_URL`.
     pub dlq_url: String,
+    /// `TERN_PORTAL_TABLE`: the API's short-lived records, each with a TTL: portal link
+    /// uses and rate-limit windows, and the records of `Idempotency-Key`s
+    /// ([`crate::idempotency`], under `idem#`). Deployed by both stacks and local mode.
+    pub records_table: String,
     /// `TERN_ATTEMPT_LOG_TTL_DAYS`, days, default 30.
     pub attempt_log_ttl_days: u32,
     /// `TERN_OUTBOX_TTL_DAYS`, days, default 7 (`tern_outbox::DEFAULT_TTL_DAYS`).
     pub outbox_ttl_days: i64,
-    /// `TERN_SECRETS_KEY_ID`: the KMS key that seals endpoint secrets at rest; `None`
-    /// keeps them as plain text.
+    /// `TERN_SECRETS_KEY_ID`: the KMS key that seals endpoint secrets at rest, and the
+    /// answers an `Idempotency-Key` keeps that may hold one; `None` keeps both as plain
+    /// text.
     pub secrets_key_id: Option<String>,
     /// The rest of what the routes apply.
     pub settings: ApiSettings,
@@ -54,7 +60,7 @@ pub struct ApiConfig {
 /// The customer portal's settings.
 #[derive(Debug, Clone)]
 pub struct PortalConfig {
-    /// `TERN_PORTAL_TABLE`: link uses and rate-limit counters.
+    /// `TERN_PORTAL_TABLE`: link uses and rate-limit counters ([`ApiConfig::records_table`]).
     pub table: String,
     /// `TERN_PORTAL_KEY_SECRET`: the Secrets Manager secret of the key ring.
     pub key_secret: String,
@@ -62,10 +68,12 @@ pub struct PortalConfig {
     pub settings: crate::portal::PortalSettings,
 }
 
-/// How long the API keeps an unwrapped data key, in seconds: 300. It reads an endpoint
-/// on every request that names one (no endpoint cache), so without this each would cost
-/// a KMS `Decrypt`; a data key opens its own endpoint's values only.
-pub const API_DATA_KEY_TTL_SECONDS: u64 = 300;
+/// How long the API keeps an unwrapped key of endpoint secrets, in seconds: 3,600 (the
+/// keyring's epoch key, which opens every endpoint's `tern2` values, and each `tern1` data
+/// key still read). It reads an endpoint on every request that names one (no endpoint
+/// cache), so without this each would cost a KMS `Decrypt`; with it, about one an hour per
+/// epoch per warm instance. A revocation of the KMS key reaches it within the hour.
+pub const API_DATA_KEY_TTL_SECONDS: u64 = 3_600;
 
 /// Why the settings were refused.
 #[derive(Debug, thiserror::Error)]
@@ -114,13 +122,14 @@ impl ApiConfig {
         let max_payload_bytes = relay_payload_limit(get)?;
         let policy = SenderPolicy::from_env(&env)?;
         let set = |name: &str| get(name).filter(|v| !v.trim().is_empty());
-        let portal = match (set("TERN_PORTAL_TABLE"), set("TERN_PORTAL_KEY_SECRET")) {
-            (Some(table), Some(key_secret)) => Some(PortalConfig {
-                table,
+        let records_table = required("TERN_PORTAL_TABLE")?;
+        let portal = match set("TERN_PORTAL_KEY_SECRET") {
+            Some(key_secret) => Some(PortalConfig {
+                table: records_table.clone(),
                 key_secret,
                 settings: crate::portal::PortalSettings::from_env(get)?,
             }),
-            _ => None,
+            None => None,
         };
         Ok(Self {
             portal,
@@ -130,6 +139,7 @@ impl ApiConfig {
             health_table: required("TERN_HEALTH_TABLE")?,
             delivery_queue_url: required("TERN_DELIVERY_QUEUE_URL")?,
             dlq_url: required("TERN_DLQ_URL")?,
+            records_table,
             attempt_log_ttl_days: u32::try_from(
                 number("TERN_ATTEMPT_LOG_TTL_DAYS", 30)?.clamp(1, 3650),
             )
@@ -203,16 +213,28 @@ pub fn api_deps(
         &config.attempts_table,
         config.attempt_log_ttl_days,
     ));
+    // One key service (and one cache of unwrapped keys) for endpoint secrets and kept
+    // answers.
+    let secrets = tern_aws::kms::secrets_at_rest(
+        aws,
+        config.secrets_key_id.as_deref(),
+        std::time::Duration::from_secs(API_DATA_KEY_TTL_SECONDS),
+    );
+    let endpoints =
+        DynamoEndpointStore::new(ddb.clone(), &config.endpoints_table).with_secrets(secrets);
+    // Kept answers are sealed under the same keyring as endpoint secrets (one epoch key
+    // per process, no KMS request per answer).
+    let keyring: Option<Arc<dyn tern_core::sealed::Keyring>> = match endpoints.keyring() {
+        Some(k) => Some(k.clone()),
+        None => None,
+    };
     Ok(ApiDeps {
-        endpoints: Arc::new(
-            DynamoEndpointStore::new(ddb.clone(), &config.endpoints_table).with_secrets(
-                tern_aws::kms::secrets_at_rest(
-                    aws,
-                    config.secrets_key_id.as_deref(),
-                    std::time::Duration::from_secs(API_DATA_KEY_TTL_SECONDS),
-                ),
-            ),
-        ),
+        idempotency: Arc::new(tern_aws::DynamoIdempotencyStore::new(
+            ddb.clone(),
+            &config.records_table,
+            keyring,
+        )),
+        endpoints: Arc::new(endpoints),
         ledger: ledger.clone(),
         events: Arc::new(DynamoEventStore::new(
             ddb.clone(),

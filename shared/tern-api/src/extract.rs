@@ -29,9 +29,26 @@ fn is_json(content_type: &str) -> bool {
         || (essence.starts_with("application/") && essence.ends_with("+json"))
 }
 
+/// How a value read in two steps (a union read by its `type`,
+/// `crate::reach::ReceiverAuthSetting`) names a field inside it: its message starts with
+/// this, the field's path and a backtick, and [`field_at_fault`] appends that path.
+pub(crate) const NESTED_FIELD: &str = "in `";
+
 /// The field a deserialization error is about: its path, or for a missing field (which
-/// serde reports at its parent) the parent's path and the name in the message.
+/// serde reports at its parent) the parent's path and the name in the message; a field
+/// inside a value read in two steps ([`NESTED_FIELD`]) is appended to the path.
 fn field_at_fault(path: &str, message: &str) -> Option<String> {
+    if let Some((nested, rest)) = message
+        .strip_prefix(NESTED_FIELD)
+        .and_then(|m| m.split_once("`: "))
+    {
+        let inner = if path == "." || path.is_empty() {
+            nested.to_owned()
+        } else {
+            format!("{path}.{nested}")
+        };
+        return field_at_fault(&inner, rest);
+    }
     let parent = (path != "." && !path.is_empty()).then_some(path);
     let missing = message
         .strip_prefix("missing field `")

@@ -18,10 +18,12 @@
 pub mod auth;
 pub mod aws;
 pub mod extract;
+pub mod idempotency;
 pub mod model;
 pub mod openapi;
 pub mod portal;
 pub mod problem;
+pub mod reach;
 pub(crate) mod routes;
 pub mod sigv4;
 
@@ -91,17 +93,24 @@ pub struct ApiDeps {
     /// The customer portal's keys, table and settings; `None`: no portal in this
     /// deployment (its pages and the session route answer 404).
     pub portal: Option<Arc<portal::PortalDeps>>,
+    /// The records of `Idempotency-Key`s ([`idempotency`]).
+    pub idempotency: Arc<dyn tern_core::idempotency::IdempotencyStore>,
 }
 
 /// The API: every `/v1` route (and every unknown path) behind `auth`, problems for
 /// unknown paths and methods, the body limit of `deps.settings`, an answer within
-/// [`REQUEST_DEADLINE`]. The customer portal's pages (`/portal/...`, [`portal`]) are the
+/// [`REQUEST_DEADLINE`]; every `/v1` route's POSTs honour an `Idempotency-Key`
+/// ([`idempotency`], a route layer: routes added to [`routes`] get it too). The customer portal's pages (`/portal/...`, [`portal`]) are the
 /// only paths outside `auth`: they authenticate by their own session cookie, which opens
 /// nothing under `/v1`.
 pub fn router(deps: ApiDeps, auth: Authenticator) -> Router {
     let limit = deps.settings.body_limit();
     let (router, _) = routes::api().split_for_parts();
     let api = router
+        .route_layer(axum::middleware::from_fn_with_state(
+            deps.clone(),
+            idempotency::idempotent,
+        ))
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
         .with_state(deps.clone())

@@ -7,6 +7,13 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use utoipa::{IntoParams, ToSchema};
 
+pub use crate::reach::{
+    AuthBasic, AuthBasicType, AuthBearer, AuthBearerType, AuthNone, AuthNoneType,
+    AuthOauth2ClientCredentials, AuthOauth2ClientCredentialsType, ClientAuthMethod, CustomHeader,
+    CustomHeaderSetting, ReceiverAuthSetting, ReceiverAuthType, ReceiverAuthView,
+    RotateSigningKeyRequest, RotatedSigningKey, Signatures, SigningKeyInfo,
+};
+
 /// Deserializes a field that may be absent (no change), `null` (back to the default) or a
 /// value: `Some(None)` for `null`.
 fn nullable<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
@@ -89,14 +96,17 @@ impl From<tern_core::PayloadFormat> for PayloadFormat {
 #[schema(example = json!({"url": "https://receiver.example.com/webhooks", "event_types": ["order.paid"], "description": "Acme's order hook"}))]
 pub struct NewEndpoint {
     /// Receiver URL: `https://` (plain `http://` only where the deployment allows it), at
-    /// most 2,048 bytes, no credentials; its host must not resolve to a private, loopback
-    /// or metadata address (the SSRF guard).
+    /// most 2,048 bytes (`tern_core::endpoint::MAX_URL_LEN`), no credentials; its host must
+    /// not resolve to a private, loopback or metadata address (the SSRF guard).
+    #[schema(max_length = 2048, pattern = "^[Hh][Tt][Tt][Pp][Ss]?://")]
     pub url: String,
     /// Event types delivered (`*`: all of the tenant's own types). Default `["*"]`.
     #[serde(default)]
     pub event_types: Option<Vec<String>>,
-    /// Free text.
+    /// Free text: at most 1,024 bytes (`tern_core::sqs_text::MAX_TEXT_BYTES`), no control
+    /// characters.
     #[serde(default)]
+    #[schema(max_length = 1024)]
     pub description: Option<String>,
     /// Attempt deadline, milliseconds, 1,000..=30,000 (`tern_core::endpoint::MIN_TIMEOUT_MS`,
     /// `MAX_TIMEOUT_MS`); default: the deployment's.
@@ -130,6 +140,20 @@ pub struct NewEndpoint {
     /// certificate. Default: none.
     #[serde(default)]
     pub client_certificate_arn: Option<String>,
+    /// Custom headers sent with every attempt (at most 20,
+    /// `tern_core::custom_headers::MAX_CUSTOM_HEADERS`; 4,096 bytes together). Secret ones
+    /// are never shown again. Default: none.
+    #[serde(default)]
+    #[schema(max_items = 20)]
+    pub headers: Option<Vec<CustomHeaderSetting>>,
+    /// Authentication to the receiver. Default: `none` (the signatures authenticate).
+    #[serde(default)]
+    pub auth: Option<ReceiverAuthSetting>,
+    /// Signature schemes: `v1` (HMAC, the default), `v1a` (Ed25519) or `both`. With
+    /// `v1a` or `both` an Ed25519 signing key is made; its public key is in the answer's
+    /// `endpoint.signing_keys`.
+    #[serde(default)]
+    pub signatures: Option<Signatures>,
 }
 
 /// A change to an endpoint: only the fields present change. `null` returns an optional
@@ -137,15 +161,16 @@ pub struct NewEndpoint {
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EndpointPatch {
-    /// New receiver URL (checked as at creation).
+    /// New receiver URL (checked as at creation; at most 2,048 bytes).
     #[serde(default)]
+    #[schema(max_length = 2048, pattern = "^[Hh][Tt][Tt][Pp][Ss]?://")]
     pub url: Option<String>,
     /// New subscriptions.
     #[serde(default)]
     pub event_types: Option<Vec<String>>,
-    /// New description; `null` removes it.
+    /// New description (at most 1,024 bytes, no control characters); `null` removes it.
     #[serde(default, deserialize_with = "nullable")]
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<String>, max_length = 1024)]
     pub description: Option<Option<String>>,
     /// New attempt deadline, milliseconds, 1,000..=30,000; `null`: the deployment's.
     #[serde(default, deserialize_with = "nullable")]
@@ -172,6 +197,23 @@ pub struct EndpointPatch {
     #[serde(default, deserialize_with = "nullable")]
     #[schema(value_type = Option<String>)]
     pub client_certificate_arn: Option<Option<String>>,
+    /// New custom headers: the whole list, replacing the stored one (a header left out is
+    /// removed; `[]` or `null` removes them all; at most 20). A secret entry without a
+    /// `value` keeps the stored value of the secret header of that name.
+    #[serde(default, deserialize_with = "nullable")]
+    #[schema(value_type = Option<Vec<CustomHeaderSetting>>, max_items = 20)]
+    pub headers: Option<Option<Vec<CustomHeaderSetting>>>,
+    /// New authentication, replacing the stored one (`null`: `none`). Its secret may be
+    /// left out to keep the stored one: a basic password with the same user name, a
+    /// bearer token, an OAuth2 client secret with the same token URL and client id.
+    #[serde(default, deserialize_with = "nullable")]
+    #[schema(value_type = Option<ReceiverAuthSetting>)]
+    pub auth: Option<Option<ReceiverAuthSetting>>,
+    /// New signature schemes (`null`: `v1`). Turning `v1a` on makes an Ed25519 signing key
+    /// when the endpoint has no current one; turning it off keeps the keys.
+    #[serde(default, deserialize_with = "nullable")]
+    #[schema(value_type = Option<Signatures>)]
+    pub signatures: Option<Option<Signatures>>,
 }
 
 /// One signing secret, never its value.
@@ -222,6 +264,15 @@ pub struct Endpoint {
     pub max_per_second: Option<u32>,
     /// Signing secrets, newest first (fingerprints).
     pub secrets: Vec<SecretInfo>,
+    /// Signature schemes in `webhook-signature`.
+    pub signatures: Signatures,
+    /// Ed25519 signing keys for `v1a`, newest first, by their public keys (what the
+    /// receiver verifies with; none until `v1a` is first turned on or a key is rotated in).
+    pub signing_keys: Vec<SigningKeyInfo>,
+    /// Custom headers; a secret one's value is `null`.
+    pub headers: Vec<CustomHeader>,
+    /// Authentication to the receiver, its secret named but never shown.
+    pub auth: ReceiverAuthView,
     /// Mutual TLS: the Secrets Manager secret (ARN) of its client certificate; `null`
     /// for none. The certificate and key themselves are never read by the API.
     pub client_certificate_arn: Option<String>,
@@ -259,6 +310,10 @@ impl From<tern_ops::EndpointView> for Endpoint {
                     expires_at: s.expires_at,
                 })
                 .collect(),
+            signatures: v.signatures.into(),
+            signing_keys: v.signing_keys.into_iter().map(Into::into).collect(),
+            headers: v.headers.into_iter().map(Into::into).collect(),
+            auth: v.auth.into(),
             client_certificate_arn: v.client_certificate_arn,
             created_at: v.created_at,
             updated_at: v.updated_at,
@@ -323,9 +378,10 @@ pub struct ListEndpointsQuery {
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DisableRequest {
-    /// Why (kept on the endpoint). Without one, an endpoint already disabled keeps its
-    /// reason; otherwise "disabled by an operator".
+    /// Why (kept on the endpoint; at most 1,024 bytes, no control characters). Without one,
+    /// an endpoint already disabled keeps its reason; otherwise "disabled by an operator".
     #[serde(default)]
+    #[schema(max_length = 1024)]
     pub reason: Option<String>,
 }
 

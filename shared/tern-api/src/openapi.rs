@@ -49,9 +49,106 @@ impl Modify for SigV4 {
     }
 }
 
-/// The whole document.
+/// The whole document: the routes' own, and on every POST the `Idempotency-Key` that
+/// [`crate::idempotency`] honours on every POST route.
 pub fn openapi() -> utoipa::openapi::OpenApi {
-    crate::routes::api().split_for_parts().1
+    let mut doc = crate::routes::api().split_for_parts().1;
+    idempotency_on_posts(&mut doc);
+    doc
+}
+
+/// The `Idempotency-Key` header's pattern: 1-255 visible ASCII characters other than `"`
+/// and `\`, bare or in double quotes (`tern_core::idempotency::parse_key`).
+pub const IDEMPOTENCY_KEY_PATTERN: &str = r#"^(?:[!#-\[\]-~]{1,255}|"[!#-\[\]-~]{1,255}")$"#;
+
+/// Adds to every POST operation, whatever route declared it (so a route added later gets
+/// it): the optional `Idempotency-Key` header, the `Idempotent-Replayed` header on its 2xx
+/// answers, its 409 (`idempotency-key-in-use`) and its 422 (`idempotency-key-reused`),
+/// merged with a 409 or 422 the route declares itself.
+fn idempotency_on_posts(doc: &mut utoipa::openapi::OpenApi) {
+    use utoipa::openapi::header::HeaderBuilder;
+    use utoipa::openapi::path::{ParameterBuilder, ParameterIn};
+    use utoipa::openapi::response::ResponseBuilder;
+    use utoipa::openapi::schema::{ObjectBuilder, Type};
+    use utoipa::openapi::{ContentBuilder, Ref, RefOr, Required};
+
+    let string = || ObjectBuilder::new().schema_type(Type::String);
+    let problem = || {
+        ContentBuilder::new()
+            .schema(Some(Ref::from_schema_name("Problem")))
+            .build()
+    };
+    // (status, problem type, what it means): the text of a new answer, or added to the
+    // route's own 409 or 422.
+    let extra = [
+        (
+            "409",
+            "idempotency-key-in-use",
+            "a request with this `Idempotency-Key` is still running: retry after `Retry-After` seconds for its answer.",
+        ),
+        (
+            "422",
+            "idempotency-key-reused",
+            "the `Idempotency-Key` was used in the last 24 hours for another request (another route, path or body).",
+        ),
+    ];
+    for item in doc.paths.paths.values_mut() {
+        let Some(op) = item.post.as_mut() else {
+            continue;
+        };
+        let parameters = op.parameters.get_or_insert_with(Vec::new);
+        parameters.retain(|p| !matches!(p, RefOr::T(p) if p.name == "Idempotency-Key"));
+        parameters.push(RefOr::T(
+            ParameterBuilder::new()
+                .name("Idempotency-Key")
+                .parameter_in(ParameterIn::Header)
+                .required(Required::False)
+                .description(Some(
+                    "Makes retries of this request safe (Stripe's semantics; draft-ietf-httpapi-idempotency-key-header): 1-255 visible ASCII characters (a UUID), bare or in double quotes, per tenant. For 24 hours the same key with the same request (route, path and body) answers what the first request answered (its status and body, with `Idempotent-Replayed: true`) and does nothing again; with another request it is a 422 `idempotency-key-reused`; while the first still runs, a 409 `idempotency-key-in-use`. An answer of 5xx (or 429) is not kept: a retry runs again.",
+                ))
+                .schema(Some(
+                    string()
+                        .min_length(Some(1))
+                        .max_length(Some(257))
+                        .pattern(Some(IDEMPOTENCY_KEY_PATTERN)),
+                ))
+                .build(),
+        ));
+        for (code, response) in &mut op.responses.responses {
+            if code.starts_with('2')
+                && let RefOr::T(r) = response
+            {
+                r.headers.insert(
+                    "Idempotent-Replayed".to_owned(),
+                    HeaderBuilder::new()
+                        .schema(Some(string()))
+                        .description(Some(
+                            "`true` when this is the answer kept for the request's `Idempotency-Key`, replayed",
+                        ))
+                        .build()
+                        .into(),
+                );
+            }
+        }
+        for (code, kind, meaning) in extra {
+            match op.responses.responses.get_mut(code) {
+                Some(RefOr::T(r)) => {
+                    r.description = format!("{} Also `{kind}`: {meaning}", r.description);
+                }
+                _ => {
+                    op.responses.responses.insert(
+                        code.to_owned(),
+                        RefOr::T(
+                            ResponseBuilder::new()
+                                .description(format!("`{kind}`: {meaning}"))
+                                .content("application/problem+json", problem())
+                                .build(),
+                        ),
+                    );
+                }
+            }
+        }
+    }
 }
 
 /// The document as the committed file holds it: pretty JSON and a final line break.

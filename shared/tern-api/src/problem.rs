@@ -50,6 +50,9 @@ pub enum Kind {
     /// 422: the `Idempotency-Key` was used for a request with other settings (IETF
     /// draft-ietf-httpapi-idempotency-key-header §2.7: a key reused with another payload).
     IdempotencyKeyReused,
+    /// 409: a request with this `Idempotency-Key` is still running (Stripe's answer to a
+    /// concurrent retry); retry after `Retry-After` seconds.
+    IdempotencyKeyInUse,
     /// 413: the body is larger than the limit.
     PayloadTooLarge,
     /// 415: the body is not `application/json`.
@@ -79,6 +82,7 @@ impl Kind {
             Self::NoActiveSecret => "no-active-secret",
             Self::ClientCertificateUnusable => "client-certificate-unusable",
             Self::IdempotencyKeyReused => "idempotency-key-reused",
+            Self::IdempotencyKeyInUse => "idempotency-key-in-use",
             Self::PayloadTooLarge => "payload-too-large",
             Self::UnsupportedMediaType => "unsupported-media-type",
             Self::TooManyRequests => "too-many-requests",
@@ -99,7 +103,8 @@ impl Kind {
             | Self::EndpointDisabled
             | Self::NotSubscribed
             | Self::NoActiveSecret
-            | Self::ClientCertificateUnusable => StatusCode::CONFLICT,
+            | Self::ClientCertificateUnusable
+            | Self::IdempotencyKeyInUse => StatusCode::CONFLICT,
             Self::IdempotencyKeyReused => StatusCode::UNPROCESSABLE_ENTITY,
             Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -124,6 +129,7 @@ impl Kind {
             Self::NoActiveSecret => "No signing secret",
             Self::ClientCertificateUnusable => "Client certificate unusable",
             Self::IdempotencyKeyReused => "Idempotency key used for another request",
+            Self::IdempotencyKeyInUse => "Idempotency key in use",
             Self::PayloadTooLarge => "Body too large",
             Self::UnsupportedMediaType => "Body must be JSON",
             Self::TooManyRequests => "Too many requests",
@@ -240,7 +246,7 @@ impl IntoResponse for ApiError {
             header::CONTENT_TYPE,
             HeaderValue::from_static(PROBLEM_CONTENT_TYPE),
         );
-        if self.kind == Kind::Unavailable {
+        if matches!(self.kind, Kind::Unavailable | Kind::IdempotencyKeyInUse) {
             response
                 .headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));

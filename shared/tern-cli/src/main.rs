@@ -382,11 +382,18 @@ enum EndpointCommand {
         #[arg(long)]
         tenant: Option<String>,
     },
-    /// Seal every endpoint secret still stored as plain text with the stack's KMS key
-    /// (once, after upgrading a deployment from before secrets were sealed; every later
-    /// write seals what it writes). Needs TERN_SECRETS_KEY_ID or --stack, and
-    /// kms:GenerateDataKey. Safe to run again.
-    EncryptSecrets,
+    /// Seal every endpoint secret not yet under the secrets keyring's current epoch:
+    /// plain text (a deployment from before sealing), values sealed with a data key each
+    /// (tern1, before the keyring) and values of older epochs. Run it once after an
+    /// upgrade; with --new-epoch it rotates the keyring first (docs/security.md). Needs
+    /// TERN_SECRETS_KEY_ID or --stack, kms:Decrypt, and kms:GenerateDataKey for a new
+    /// epoch. Safe to run again.
+    EncryptSecrets {
+        /// Start a new keyring epoch first (a fresh key from KMS), then re-seal every
+        /// secret under it; values of older epochs stay readable meanwhile.
+        #[arg(long)]
+        new_epoch: bool,
+    },
     /// New Ed25519 key for v1a signatures; the old one keeps signing during the overlap.
     /// Prints the new public key (whpk_) for the receiver; the secret key is never shown.
     RotateSigningKey {
@@ -1357,25 +1364,44 @@ async fn endpoints(
             )
             .map_err(write_err)
         }
-        EndpointCommand::EncryptSecrets => {
+        EndpointCommand::EncryptSecrets { new_epoch } => {
+            if new_epoch {
+                let keyring = store.keyring().ok_or_else(|| {
+                    OpsError::from(tern_core::ports::PortError::Rejected(
+                        "no key to seal with: set TERN_SECRETS_KEY_ID (the stack's SecretsKeyArn output)"
+                            .into(),
+                    ))
+                })?;
+                let epoch = keyring.rotate().await.map_err(|e| {
+                    OpsError::from(tern_core::ports::PortError::Unavailable(format!(
+                        "secrets keyring: {e}"
+                    )))
+                })?;
+                if !json {
+                    writeln!(out, "new secrets epoch {epoch}").map_err(write_err)?;
+                }
+            }
             let report = store.seal_stored().await?;
             if json {
                 return print_json(out, &report);
             }
+            let mut notes = String::new();
+            if report.changed_meanwhile > 0 {
+                notes.push_str(&format!(
+                    "; {} changed meanwhile: run it again",
+                    report.changed_meanwhile
+                ));
+            }
+            if report.unreadable > 0 {
+                notes.push_str(&format!(
+                    "; {} do not open (logged): fix them with tern endpoints rotate-secret",
+                    report.unreadable
+                ));
+            }
             writeln!(
                 out,
-                "read {} endpoints: sealed the plain-text secrets of {}, {} held none{}",
-                report.scanned,
-                report.sealed,
-                report.already_sealed,
-                if report.changed_meanwhile > 0 {
-                    format!(
-                        "; {} changed meanwhile: run it again",
-                        report.changed_meanwhile
-                    )
-                } else {
-                    String::new()
-                }
+                "read {} endpoints: sealed the secrets of {} under epoch {}, {} held none to seal{notes}",
+                report.scanned, report.sealed, report.epoch, report.already_sealed,
             )
             .map_err(write_err)
         }

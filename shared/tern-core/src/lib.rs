@@ -7,6 +7,7 @@
 #![warn(missing_docs)]
 
 pub mod client_certificate;
+pub mod clock;
 pub mod custom_headers;
 pub mod dead_letters;
 pub mod decision;
@@ -17,6 +18,7 @@ pub mod event;
 pub mod event_store;
 pub mod fanout;
 pub mod health;
+pub mod idempotency;
 pub mod ids;
 pub mod message;
 pub mod operational;

@@ -1,6 +1,17 @@
 """Contains all the data models used in inputs/outputs"""
 
 from .attempt import Attempt
+from .auth_basic import AuthBasic
+from .auth_basic_type import AuthBasicType
+from .auth_bearer import AuthBearer
+from .auth_bearer_type import AuthBearerType
+from .auth_none import AuthNone
+from .auth_none_type import AuthNoneType
+from .auth_oauth_2_client_credentials import AuthOauth2ClientCredentials
+from .auth_oauth_2_client_credentials_type import AuthOauth2ClientCredentialsType
+from .client_auth_method import ClientAuthMethod
+from .custom_header import CustomHeader
+from .custom_header_setting import CustomHeaderSetting
 from .dead_letter import DeadLetter
 from .dead_letter_group import DeadLetterGroup
 from .dead_letter_groups import DeadLetterGroups
@@ -31,19 +42,36 @@ from .portal_session import PortalSession
 from .portal_session_request import PortalSessionRequest
 from .problem import Problem
 from .published_event import PublishedEvent
+from .receiver_auth_type import ReceiverAuthType
+from .receiver_auth_view import ReceiverAuthView
 from .recover_report import RecoverReport
 from .recover_request import RecoverRequest
 from .replay_report import ReplayReport
 from .replay_request import ReplayRequest
 from .resend import Resend
 from .rotate_secret_request import RotateSecretRequest
+from .rotate_signing_key_request import RotateSigningKeyRequest
 from .rotated_secret import RotatedSecret
+from .rotated_signing_key import RotatedSigningKey
 from .secret_info import SecretInfo
+from .signatures import Signatures
+from .signing_key_info import SigningKeyInfo
 from .test_send import TestSend
 from .waiting_report import WaitingReport
 
 __all__ = (
     "Attempt",
+    "AuthBasic",
+    "AuthBasicType",
+    "AuthBearer",
+    "AuthBearerType",
+    "AuthNone",
+    "AuthNoneType",
+    "AuthOauth2ClientCredentials",
+    "AuthOauth2ClientCredentialsType",
+    "ClientAuthMethod",
+    "CustomHeader",
+    "CustomHeaderSetting",
     "DeadLetter",
     "DeadLetterGroup",
     "DeadLetterGroups",
@@ -74,14 +102,20 @@ __all__ = (
     "PortalSessionRequest",
     "Problem",
     "PublishedEvent",
+    "ReceiverAuthType",
+    "ReceiverAuthView",
     "RecoverReport",
     "RecoverRequest",
     "ReplayReport",
     "ReplayRequest",
     "Resend",
     "RotateSecretRequest",
+    "RotateSigningKeyRequest",
     "RotatedSecret",
+    "RotatedSigningKey",
     "SecretInfo",
+    "Signatures",
+    "SigningKeyInfo",
     "TestSend",
     "WaitingReport",
 )

@@ -15,8 +15,9 @@ class DisableRequest:
     """Disabling an endpoint.
 
     Attributes:
-        reason (None | str | Unset): Why (kept on the endpoint). Without one, an endpoint already disabled keeps its
-            reason; otherwise "disabled by an operator".
+        reason (None | str | Unset): Why (kept on the endpoint; at most 1,024 bytes, no control characters). Without
+            one,
+            an endpoint already disabled keeps its reason; otherwise "disabled by an operator".
     """
 
     reason: None | str | Unset = UNSET

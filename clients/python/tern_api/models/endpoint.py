@@ -8,10 +8,14 @@ from attrs import define as _attrs_define
 from attrs import field as _attrs_field
 
 from ..models.payload_format import PayloadFormat
+from ..models.signatures import Signatures
 from ..types import UNSET, Unset
 
 if TYPE_CHECKING:
+    from ..models.custom_header import CustomHeader
+    from ..models.receiver_auth_view import ReceiverAuthView
     from ..models.secret_info import SecretInfo
+    from ..models.signing_key_info import SigningKeyInfo
 
 
 T = TypeVar("T", bound="Endpoint")
@@ -22,12 +26,19 @@ class Endpoint:
     """An endpoint. Its secrets appear as fingerprints only.
 
     Attributes:
+        auth (ReceiverAuthView): An endpoint's authentication as answered: every setting but its secret, which is only
+            named (`secret`).
         created_at (datetime.datetime): When it was created.
         enabled (bool): False when disabled.
         event_types (list[str]): Subscribed event types.
+        headers (list[CustomHeader]): Custom headers; a secret one's value is `null`.
         id (str): Endpoint id (`ep_...`).
         payload_format (PayloadFormat): Request body format of an endpoint.
         secrets (list[SecretInfo]): Signing secrets, newest first (fingerprints).
+        signatures (Signatures): Which signature schemes `webhook-signature` carries.
+        signing_keys (list[SigningKeyInfo]): Ed25519 signing keys for `v1a`, newest first, by their public keys (what
+            the
+            receiver verifies with; none until `v1a` is first turned on or a key is rotated in).
         tenant_id (str): Owning tenant.
         url (str): Receiver URL.
         client_certificate_arn (None | str | Unset): Mutual TLS: the Secrets Manager secret (ARN) of its client
@@ -47,12 +58,16 @@ class Endpoint:
         updated_at (datetime.datetime | None | Unset): When its settings last changed.
     """
 
+    auth: ReceiverAuthView
     created_at: datetime.datetime
     enabled: bool
     event_types: list[str]
+    headers: list[CustomHeader]
     id: str
     payload_format: PayloadFormat
     secrets: list[SecretInfo]
+    signatures: Signatures
+    signing_keys: list[SigningKeyInfo]
     tenant_id: str
     url: str
     client_certificate_arn: None | str | Unset = UNSET
@@ -69,11 +84,18 @@ class Endpoint:
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        auth = self.auth.to_dict()
+
         created_at = self.created_at.isoformat()
 
         enabled = self.enabled
 
         event_types = self.event_types
+
+        headers = []
+        for headers_item_data in self.headers:
+            headers_item = headers_item_data.to_dict()
+            headers.append(headers_item)
 
         id = self.id
 
@@ -83,6 +105,13 @@ class Endpoint:
         for secrets_item_data in self.secrets:
             secrets_item = secrets_item_data.to_dict()
             secrets.append(secrets_item)
+
+        signatures = self.signatures.value
+
+        signing_keys = []
+        for signing_keys_item_data in self.signing_keys:
+            signing_keys_item = signing_keys_item_data.to_dict()
+            signing_keys.append(signing_keys_item)
 
         tenant_id = self.tenant_id
 
@@ -167,12 +196,16 @@ class Endpoint:
         field_dict.update(self.additional_properties)
         field_dict.update(
             {
+                "auth": auth,
                 "created_at": created_at,
                 "enabled": enabled,
                 "event_types": event_types,
+                "headers": headers,
                 "id": id,
                 "payload_format": payload_format,
                 "secrets": secrets,
+                "signatures": signatures,
+                "signing_keys": signing_keys,
                 "tenant_id": tenant_id,
                 "url": url,
             }
@@ -204,14 +237,26 @@ class Endpoint:
 
     @classmethod
     def from_dict(cls, src_dict: Mapping[str, Any]) -> Self:
+        from ..models.custom_header import CustomHeader
+        from ..models.receiver_auth_view import ReceiverAuthView
         from ..models.secret_info import SecretInfo
+        from ..models.signing_key_info import SigningKeyInfo
 
         d = dict(src_dict)
+        auth = ReceiverAuthView.from_dict(d.pop("auth"))
+
         created_at = datetime.datetime.fromisoformat(d.pop("created_at"))
 
         enabled = d.pop("enabled")
 
         event_types = cast(list[str], d.pop("event_types"))
+
+        headers = []
+        _headers = d.pop("headers")
+        for headers_item_data in _headers:
+            headers_item = CustomHeader.from_dict(headers_item_data)
+
+            headers.append(headers_item)
 
         id = d.pop("id")
 
@@ -223,6 +268,15 @@ class Endpoint:
             secrets_item = SecretInfo.from_dict(secrets_item_data)
 
             secrets.append(secrets_item)
+
+        signatures = Signatures(d.pop("signatures"))
+
+        signing_keys = []
+        _signing_keys = d.pop("signing_keys")
+        for signing_keys_item_data in _signing_keys:
+            signing_keys_item = SigningKeyInfo.from_dict(signing_keys_item_data)
+
+            signing_keys.append(signing_keys_item)
 
         tenant_id = d.pop("tenant_id")
 
@@ -364,12 +418,16 @@ class Endpoint:
         updated_at = _parse_updated_at(d.pop("updated_at", UNSET))
 
         endpoint = cls(
+            auth=auth,
             created_at=created_at,
             enabled=enabled,
             event_types=event_types,
+            headers=headers,
             id=id,
             payload_format=payload_format,
             secrets=secrets,
+            signatures=signatures,
+            signing_keys=signing_keys,
             tenant_id=tenant_id,
             url=url,
             client_certificate_arn=client_certificate_arn,

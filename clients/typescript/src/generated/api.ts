@@ -61,7 +61,9 @@ export interface paths {
          * Create an endpoint; its signing secret is returned this once. With an
          *     `Idempotency-Key`, a retry of the same create (same key, same body) answers what the
          *     first did (the same endpoint and secret, `Idempotent-Replayed: true`) and creates
-         *     nothing; the key with another body is a 422.
+         *     nothing, for 24 hours like every POST, and after that for as long as the endpoint
+         *     exists (its id is derived from the tenant and the key); the key with another body is a
+         *     422.
          */
         post: operations["createEndpoint"];
         delete?: never;
@@ -207,6 +209,28 @@ export interface paths {
          *     the overlap. The new secret is returned this once.
          */
         post: operations["rotateEndpointSecret"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/tenants/{tenant_id}/endpoints/{endpoint_id}/rotate-signing-key": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Rotate the Ed25519 signing key (`v1a`): the new key signs at once, the old one keeps
+         *     signing for the overlap, so a receiver holding either public key verifies meanwhile.
+         *     Adds the endpoint's first key when it has none. The new public key is in the answer
+         *     (it is no secret: the endpoint's answers show every key's).
+         */
+        post: operations["rotateEndpointSigningKey"];
         delete?: never;
         options?: never;
         head?: never;
@@ -400,6 +424,149 @@ export interface components {
              */
             takeover: number;
         };
+        /** @description `authorization: Basic base64(username:password)` (RFC 7617). */
+        AuthBasic: {
+            /**
+             * @description The password: at most 8,192 bytes, no control characters. Write-only. Required
+             *     at creation; in a PATCH left out (or `null`) keeps the stored password when the
+             *     stored authentication is `basic` with the same user name.
+             */
+            password?: string | null;
+            /**
+             * @description `basic`. (enum property replaced by openapi-typescript)
+             * @enum {string}
+             */
+            type: "basic";
+            /** @description The user name: 1-1,024 bytes, no `:` (RFC 7617 §2), no control characters. */
+            username: string;
+        };
+        /**
+         * @description `basic`.
+         * @enum {string}
+         */
+        AuthBasicType: "basic";
+        /** @description `authorization: Bearer <token>` with a fixed token (RFC 6750 §2.1). */
+        AuthBearer: {
+            /**
+             * @description The token: 1-8,192 bytes of visible ASCII without spaces. Write-only. Required at
+             *     creation; in a PATCH left out (or `null`) keeps the stored token when the stored
+             *     authentication is `bearer`.
+             */
+            token?: string | null;
+            /**
+             * @description `bearer`. (enum property replaced by openapi-typescript)
+             * @enum {string}
+             */
+            type: "bearer";
+        };
+        /**
+         * @description `bearer`.
+         * @enum {string}
+         */
+        AuthBearerType: "bearer";
+        /** @description No `authorization` header: the signatures authenticate the request. */
+        AuthNone: {
+            /**
+             * @description `none`. (enum property replaced by openapi-typescript)
+             * @enum {string}
+             */
+            type: "none";
+        };
+        /**
+         * @description `none`.
+         * @enum {string}
+         */
+        AuthNoneType: "none";
+        /**
+         * @description `authorization: Bearer <access token>`, the token got from the receiver's token
+         *     endpoint with the client credentials grant (RFC 6749 §4.4), cached and refreshed by
+         *     the sender.
+         */
+        AuthOauth2ClientCredentials: {
+            /**
+             * @description The API the token is for, sent as `audience` (Auth0 and others require it):
+             *     1-1,024 bytes of printable ASCII; none by default.
+             */
+            audience?: string | null;
+            client_auth?: components["schemas"]["ClientAuthMethod"] | null;
+            /** @description The client id: 1-1,024 bytes of printable ASCII. */
+            client_id: string;
+            /**
+             * @description The client secret: 1-8,192 bytes of printable ASCII. Write-only. Required at
+             *     creation; in a PATCH left out (or `null`) keeps the stored secret when the stored
+             *     authentication is `oauth2_client_credentials` with the same `token_url` and
+             *     `client_id` (a secret never goes to another token endpoint or client unless it is
+             *     given again).
+             */
+            client_secret?: string | null;
+            /** @description Space-separated scopes (RFC 6749 §3.3), at most 1,024 bytes; none by default. */
+            scope?: string | null;
+            /**
+             * @description The token endpoint: an http(s) URL of at most 2,048 bytes without credentials,
+             *     checked by the same SSRF guard as the endpoint's URL (no private, loopback,
+             *     link-local or metadata address unless the deployment allows it).
+             */
+            token_url: string;
+            /**
+             * @description `oauth2_client_credentials`. (enum property replaced by openapi-typescript)
+             * @enum {string}
+             */
+            type: "oauth2_client_credentials";
+        };
+        /**
+         * @description `oauth2_client_credentials`.
+         * @enum {string}
+         */
+        AuthOauth2ClientCredentialsType: "oauth2_client_credentials";
+        /**
+         * @description How the client id and secret go to the OAuth2 token endpoint (RFC 6749 §2.3.1).
+         * @enum {string}
+         */
+        ClientAuthMethod: "client_secret_basic" | "client_secret_post";
+        /** @description A custom header as the endpoint answers it: a secret one's value is never shown. */
+        CustomHeader: {
+            /** @description The name, lowercase. */
+            name: string;
+            /** @description True when the value is secret (stored, never shown). */
+            secret: boolean;
+            /** @description The value of a plain header; `null` for a secret one. */
+            value?: string | null;
+        };
+        /**
+         * @description A custom header to send with every attempt, as a create or a PATCH gives it.
+         *
+         *     Names are case-insensitive (stored lowercase) RFC 9110 §5.6.2 tokens of 1-64 bytes.
+         *     Refused names: Tern's own (`webhook-*`, `idempotency-key`, `x-webhook-signature`,
+         *     `user-agent`, `content-type`: a receiver must be able to trust them), those the client
+         *     sets from the URL and the body (`host`, `content-length`, `content-encoding`,
+         *     `transfer-encoding`, `expect`), hop-by-hop ones (`connection`, `keep-alive`,
+         *     `proxy-connection`, `te`, `trailer`, `upgrade`, `http2-settings`,
+         *     `proxy-authorization`, `proxy-authenticate`), and `authorization` when the endpoint has
+         *     an `auth` of its own. At most 20 headers, 4,096 bytes of names and values together.
+         * @example {
+         *       "name": "X-Api-Key",
+         *       "secret": true,
+         *       "value": "k-7Hq2..."
+         *     }
+         */
+        CustomHeaderSetting: {
+            /**
+             * @description The header's name: an RFC 9110 token of 1-64 bytes (letters, digits and
+             *     ``!#$%&'*+-.^_`|~``), not one of the refused names.
+             */
+            name: string;
+            /**
+             * @description True for a value that is never shown again (an API key): kept like a signing
+             *     secret, sent marked sensitive, never logged; answers show it as `value: null`.
+             */
+            secret?: boolean;
+            /**
+             * @description The value: at most 2,048 bytes of visible ASCII, spaces and tabs inside only (RFC
+             *     9110 §5.5, no line breaks). Required, but for a secret header in a PATCH: left out
+             *     (or `null`) there, the stored value of the secret header of this name is kept.
+             */
+            value?: string | null;
+        };
         /** @description One dead letter (a sample of its group). */
         DeadLetter: {
             /**
@@ -539,13 +706,15 @@ export interface components {
         /** @description Disabling an endpoint. */
         DisableRequest: {
             /**
-             * @description Why (kept on the endpoint). Without one, an endpoint already disabled keeps its
-             *     reason; otherwise "disabled by an operator".
+             * @description Why (kept on the endpoint; at most 1,024 bytes, no control characters). Without one,
+             *     an endpoint already disabled keeps its reason; otherwise "disabled by an operator".
              */
             reason?: string | null;
         };
         /** @description An endpoint. Its secrets appear as fingerprints only. */
         Endpoint: {
+            /** @description Authentication to the receiver, its secret named but never shown. */
+            auth: components["schemas"]["ReceiverAuthView"];
             /**
              * @description Mutual TLS: the Secrets Manager secret (ARN) of its client certificate; `null`
              *     for none. The certificate and key themselves are never read by the API.
@@ -569,6 +738,8 @@ export interface components {
             enabled: boolean;
             /** @description Subscribed event types. */
             event_types: string[];
+            /** @description Custom headers; a secret one's value is `null`. */
+            headers: components["schemas"]["CustomHeader"][];
             /** @description Endpoint id (`ep_...`). */
             id: string;
             /**
@@ -594,6 +765,13 @@ export interface components {
             schedule_seconds?: number[] | null;
             /** @description Signing secrets, newest first (fingerprints). */
             secrets: components["schemas"]["SecretInfo"][];
+            /** @description Signature schemes in `webhook-signature`. */
+            signatures: components["schemas"]["Signatures"];
+            /**
+             * @description Ed25519 signing keys for `v1a`, newest first, by their public keys (what the
+             *     receiver verifies with; none until `v1a` is first turned on or a key is rotated in).
+             */
+            signing_keys: components["schemas"]["SigningKeyInfo"][];
             /** @description Owning tenant. */
             tenant_id: string;
             /**
@@ -800,15 +978,22 @@ export interface components {
          *     setting to its default.
          */
         EndpointPatch: {
+            auth?: components["schemas"]["ReceiverAuthSetting"] | null;
             /**
              * @description New client certificate secret (ARN, name under the tenant's own
              *     `tern/mtls/<tenant_id>/`) for mutual TLS; `null` removes it.
              */
             client_certificate_arn?: string | null;
-            /** @description New description; `null` removes it. */
+            /** @description New description (at most 1,024 bytes, no control characters); `null` removes it. */
             description?: string | null;
             /** @description New subscriptions. */
             event_types?: string[] | null;
+            /**
+             * @description New custom headers: the whole list, replacing the stored one (a header left out is
+             *     removed; `[]` or `null` removes them all; at most 20). A secret entry without a
+             *     `value` keeps the stored value of the secret header of that name.
+             */
+            headers?: components["schemas"]["CustomHeaderSetting"][] | null;
             /**
              * Format: int32
              * @description New attempt budget, at least 1; `null`: the schedule's length + 1.
@@ -825,12 +1010,13 @@ export interface components {
              *     schedule.
              */
             schedule_seconds?: number[] | null;
+            signatures?: components["schemas"]["Signatures"] | null;
             /**
              * Format: int64
              * @description New attempt deadline, milliseconds, 1,000..=30,000; `null`: the deployment's.
              */
             timeout_ms?: number | null;
-            /** @description New receiver URL (checked as at creation). */
+            /** @description New receiver URL (checked as at creation; at most 2,048 bytes). */
             url?: string | null;
         };
         /**
@@ -900,6 +1086,7 @@ export interface components {
          *     }
          */
         NewEndpoint: {
+            auth?: components["schemas"]["ReceiverAuthSetting"] | null;
             /**
              * @description Mutual TLS: the ARN of the Secrets Manager secret holding the client certificate
              *     chain (leaf first) and its private key as PEM text; its name must start with the
@@ -908,10 +1095,19 @@ export interface components {
              *     certificate. Default: none.
              */
             client_certificate_arn?: string | null;
-            /** @description Free text. */
+            /**
+             * @description Free text: at most 1,024 bytes (`tern_core::sqs_text::MAX_TEXT_BYTES`), no control
+             *     characters.
+             */
             description?: string | null;
             /** @description Event types delivered (`*`: all of the tenant's own types). Default `["*"]`. */
             event_types?: string[] | null;
+            /**
+             * @description Custom headers sent with every attempt (at most 20,
+             *     `tern_core::custom_headers::MAX_CUSTOM_HEADERS`; 4,096 bytes together). Secret ones
+             *     are never shown again. Default: none.
+             */
+            headers?: components["schemas"]["CustomHeaderSetting"][] | null;
             /**
              * Format: int32
              * @description Attempt budget, at least 1 (capped at the schedule's length + 1); default: the
@@ -932,6 +1128,7 @@ export interface components {
              *     schedule.
              */
             schedule_seconds?: number[] | null;
+            signatures?: components["schemas"]["Signatures"] | null;
             /**
              * Format: int64
              * @description Attempt deadline, milliseconds, 1,000..=30,000 (`tern_core::endpoint::MIN_TIMEOUT_MS`,
@@ -940,8 +1137,8 @@ export interface components {
             timeout_ms?: number | null;
             /**
              * @description Receiver URL: `https://` (plain `http://` only where the deployment allows it), at
-             *     most 2,048 bytes, no credentials; its host must not resolve to a private, loopback
-             *     or metadata address (the SSRF guard).
+             *     most 2,048 bytes (`tern_core::endpoint::MAX_URL_LEN`), no credentials; its host must
+             *     not resolve to a private, loopback or metadata address (the SSRF guard).
              */
             url: string;
         };
@@ -1074,6 +1271,41 @@ export interface components {
             /** @description Event type. */
             type: string;
         };
+        /**
+         * @description Authentication to the receiver, as a create or a PATCH sets it, by `type`: `none`,
+         *     `basic`, `bearer` or `oauth2_client_credentials`. The whole setting is replaced; a
+         *     secret left out of a PATCH is kept only where its field says so.
+         */
+        ReceiverAuthSetting: components["schemas"]["AuthNone"] | components["schemas"]["AuthBasic"] | components["schemas"]["AuthBearer"] | components["schemas"]["AuthOauth2ClientCredentials"];
+        /**
+         * @description The type of an endpoint's authentication.
+         * @enum {string}
+         */
+        ReceiverAuthType: "none" | "basic" | "bearer" | "oauth2_client_credentials";
+        /**
+         * @description An endpoint's authentication as answered: every setting but its secret, which is only
+         *     named (`secret`).
+         */
+        ReceiverAuthView: {
+            /** @description OAuth2: the audience. */
+            audience?: string | null;
+            client_auth?: components["schemas"]["ClientAuthMethod"] | null;
+            /** @description OAuth2: the client id. */
+            client_id?: string | null;
+            /** @description OAuth2: the scopes. */
+            scope?: string | null;
+            /**
+             * @description Which secret the setting holds, never its value: `password`, `token` or
+             *     `client_secret`; absent for `none`.
+             */
+            secret?: string | null;
+            /** @description OAuth2: the token endpoint. */
+            token_url?: string | null;
+            /** @description `none`, `basic`, `bearer` or `oauth2_client_credentials`. */
+            type: components["schemas"]["ReceiverAuthType"];
+            /** @description Basic: the user name. */
+            username?: string | null;
+        };
         /** @description What a recover did. */
         RecoverReport: {
             /** @description The endpoint's dead letters of the window, replayed. */
@@ -1198,12 +1430,30 @@ export interface components {
              */
             overlap_hours?: number | null;
         };
+        /** @description Rotating an endpoint's Ed25519 signing key. */
+        RotateSigningKeyRequest: {
+            /**
+             * Format: int64
+             * @description Hours the old key keeps signing `v1a` next to the new one, 0..=720 (default 24).
+             */
+            overlap_hours?: number | null;
+        };
         /** @description A rotated secret: the only time the new secret is shown. */
         RotatedSecret: {
             /** @description The endpoint after the rotation. */
             endpoint: components["schemas"]["Endpoint"];
             /** @description The new signing secret; it signs at once. */
             secret: string;
+        };
+        /**
+         * @description A rotated signing key: give its public key to the receiver (it is no secret; the
+         *     endpoint's answers show it too).
+         */
+        RotatedSigningKey: {
+            /** @description The endpoint after the rotation. */
+            endpoint: components["schemas"]["Endpoint"];
+            /** @description The new public key (`whpk_...`); it signs `v1a` at once. */
+            public_key: string;
         };
         /** @description One signing secret, never its value. */
         SecretInfo: {
@@ -1219,6 +1469,31 @@ export interface components {
             expires_at?: string | null;
             /** @description `sha256:` and 12 hex digits of the secret: tells secrets apart. */
             fingerprint: string;
+            /** @description `current` (signs, no expiry), `previous` (signs until `expires_at`) or `expired`. */
+            state: string;
+        };
+        /**
+         * @description Which signature schemes `webhook-signature` carries.
+         * @enum {string}
+         */
+        Signatures: "v1" | "v1a" | "both";
+        /** @description One Ed25519 signing key of an endpoint, by its public key (never the secret key). */
+        SigningKeyInfo: {
+            /**
+             * Format: date-time
+             * @description When it was added.
+             */
+            created_at: string;
+            /**
+             * Format: date-time
+             * @description When it stops signing; `null` for the current key.
+             */
+            expires_at?: string | null;
+            /**
+             * @description `whpk_` and the base64 of the 32-byte Ed25519 public key: what the receiver
+             *     verifies `v1a` signatures with.
+             */
+            public_key: string;
             /** @description `current` (signs, no expiry), `previous` (signs until `expires_at`) or `expired`. */
             state: string;
         };
@@ -1279,7 +1554,7 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description Tenant id */
+                /** @description Tenant id: 1-128 ASCII letters, digits, `_` and `-` (`tern_core::ids::MAX_ID_LEN`); another is a 400 naming `tenant_id` */
                 tenant_id: string;
             };
             cookie?: never;
@@ -1370,9 +1645,12 @@ export interface operations {
     replayDeadLetters: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes retries of this request safe (Stripe's semantics; draft-ietf-httpapi-idempotency-key-header): 1-255 visible ASCII characters (a UUID), bare or in double quotes, per tenant. For 24 hours the same key with the same request (route, path and body) answers what the first request answered (its status and body, with `Idempotent-Replayed: true`) and does nothing again; with another request it is a 422 `idempotency-key-reused`; while the first still runs, a 409 `idempotency-key-in-use`. An answer of 5xx (or 429) is not kept: a retry runs again. */
+                "Idempotency-Key"?: string;
+            };
             path: {
-                /** @description Tenant id */
+                /** @description Tenant id: 1-128 ASCII letters, digits, `_` and `-` (`tern_core::ids::MAX_ID_LEN`); another is a 400 naming `tenant_id` */
                 tenant_id: string;
             };
             cookie?: never;
@@ -1386,6 +1664,8 @@ export interface operations {
             /** @description What moved */
             200: {
                 headers: {
+                    /** @description `true` when this is the answer kept for the request's `Idempotency-Key`, replayed */
+                    "Idempotent-Replayed"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1435,7 +1715,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The state of a resource refuses the request (`type` says which). */
+            /** @description The state of a resource refuses the request (`type` says which). Also `idempotency-key-in-use`: a request with this `Idempotency-Key` is still running: retry after `Retry-After` seconds for its answer. */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -1455,6 +1735,15 @@ export interface operations {
             };
             /** @description The body is not JSON. */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `idempotency-key-reused`: the `Idempotency-Key` was used in the last 24 hours for another request (another route, path or body). */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1485,7 +1774,7 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description Tenant id */
+                /** @description Tenant id: 1-128 ASCII letters, digits, `_` and `-` (`tern_core::ids::MAX_ID_LEN`); another is a 400 naming `tenant_id` */
                 tenant_id: string;
             };
             cookie?: never;
@@ -1577,11 +1866,11 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes retries of this create safe: 1-255 visible ASCII characters (a UUID), bare or in double quotes. The same key and body answer the endpoint the first request created (with its secret, and `Idempotent-Replayed: true`) for as long as it exists; the key with another body is a 422 `idempotency-key-reused`. Keys are per tenant. */
-                "Idempotency-Key"?: string | null;
+                /** @description Makes retries of this request safe (Stripe's semantics; draft-ietf-httpapi-idempotency-key-header): 1-255 visible ASCII characters (a UUID), bare or in double quotes, per tenant. For 24 hours the same key with the same request (route, path and body) answers what the first request answered (its status and body, with `Idempotent-Replayed: true`) and does nothing again; with another request it is a 422 `idempotency-key-reused`; while the first still runs, a 409 `idempotency-key-in-use`. An answer of 5xx (or 429) is not kept: a retry runs again. */
+                "Idempotency-Key"?: string;
             };
             path: {
-                /** @description Tenant id */
+                /** @description Tenant id: 1-128 ASCII letters, digits, `_` and `-` (`tern_core::ids::MAX_ID_LEN`); another is a 400 naming `tenant_id` */
                 tenant_id: string;
             };
             cookie?: never;
@@ -1595,7 +1884,7 @@ export interface operations {
             /** @description Created; `secret` is shown only now (and to a retry under the same `Idempotency-Key`) */
             201: {
                 headers: {
-                    /** @description `true` when a create under this `Idempotency-Key` made the endpoint before */
+                    /** @description `true` when this is the answer kept for the request's `Idempotency-Key`, replayed */
                     "Idempotent-Replayed"?: string;
                     [name: string]: unknown;
                 };
@@ -1646,6 +1935,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `idempotency-key-in-use`: a request with this `Idempotency-Key` is still running: retry after `Retry-After` seconds for its answer. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description The body is larger than the limit. */
             413: {
                 headers: {
@@ -1664,10 +1962,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /**
-             * @description The `Idempotency-Key` was used for a request with another body
-             *     (`idempotency-key-reused`; draft-ietf-httpapi-idempotency-key-header).
-             */
+            /** @description `idempotency-key-reused`: the `Idempotency-Key` was used in the last 24 hours for another request (another route, path or body). */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -1692,9 +1987,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Tenant id */
+                /** @description Tenant id: 1-128 ASCII letters, digits, `_` and `-` (`tern_core::ids::MAX_ID_LEN`); another is a 400 naming `tenant_id` */
                 tenant_id: string;
-                /** @description Endpoint id */
+                /** @description Endpoint id: 1-128 ASCII letters, digits, `_` and `-`; another, like an unknown or another tenant's id, is a 404 */
                 endpoint_id: string;
             };
             cookie?: never;
@@ -1787,9 +2082,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Tenant id */
+                /** @description Tenant id: 1-128 ASCII letters, digits, `_` and `-` (`tern_core::ids::MAX_ID_LEN`); another is a 400 naming `tenant_id` */
                 tenant_id: string;
-                /** @description Endpoint id */
+                /** @description Endpoint id: 1-128 ASCII letters, digits, `_` and `-`; another, like an unknown or another tenant's id, is a 404 */
                 endpoint_id: string;
             };
             cookie?: never;
@@ -1880,9 +2175,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Tenant id */
+                /** @description Tenant id: 1-128 ASCII letters, digits, `_` and `-` (`tern_core::ids::MAX_ID_LEN`); another is a 400 naming `tenant_id` */
                 tenant_id: string;
-                /** @description Endpoint id */
+                /** @description Endpoint id: 1-128 ASCII letters, digits, `_` and `-`; another, like an unknown or another tenant's id, is a 404 */
                 endpoint_id: string;
             };
             cookie?: never;
@@ -1990,9 +2285,9 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description Tenant id */
+                /** @description Tenant id: 1-128 ASCII letters, digits, `_` and `-` (`tern_core::ids::MAX_ID_LEN`); another is a 400 naming `tenant_id` */
                 tenant_id: string;
-                /** @description Endpoint id */
+                /** @description Endpoint id: 1-128 ASCII letters, digits, `_` and `-`; another, like an unknown or another tenant's id, is a 404 */
                 endpoint_id: string;
             };
             cookie?: never;
@@ -2083,11 +2378,14 @@ export interface operations {
     disableEndpoint: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes retries of this request safe (Stripe's semantics; draft-ietf-httpapi-idempotency-key-header): 1-255 visible ASCII characters (a UUID), bare or in double quotes, per tenant. For 24 hours the same key with the same request (route, path and body) answers what the first request answered (its status and body, with `Idempotent-Replayed: true`) and does nothing again; with another request it is a 422 `idempotency-key-reused`; while the first still runs, a 409 `idempotency-key-in-use`. An answer of 5xx (or 429) is not kept: a retry runs again. */
+                "Idempotency-Key"?: string;
+            };
             path: {
-                /** @description Tenant id */
+                /** @description Tenant id: 1-128 ASCII letters, digits, `_` and `-` (`tern_core::ids::MAX_ID_LEN`); another is a 400 naming `tenant_id` */
                 tenant_id: string;
-                /** @description Endpoint id */
+                /** @description Endpoint id: 1-128 ASCII letters, digits, `_` and `-`; another, like an unknown or another tenant's id, is a 404 */
                 endpoint_id: string;
             };
             cookie?: never;
@@ -2102,6 +2400,8 @@ export interface operations {
             /** @description The endpoint */
             200: {
                 headers: {
+                    /** @description `true` when this is the answer kept for the request's `Idempotency-Key`, replayed */
+                    "Idempotent-Replayed"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2151,6 +2451,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `idempotency-key-in-use`: a request with this `Idempotency-Key` is still running: retry after `Retry-After` seconds for its answer. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description The body is larger than the limit. */
             413: {
                 headers: {
@@ -2162,6 +2471,15 @@ export interface operations {
             };
             /** @description The body is not JSON. */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `idempotency-key-reused`: the `Idempotency-Key` was used in the last 24 hours for another request (another route, path or body). */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2183,11 +2501,14 @@ export interface operations {
     enableEndpoint: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes retries of this request safe (Stripe's semantics; draft-ietf-httpapi-idempotency-key-header): 1-255 visible ASCII characters (a UUID), bare or in double quotes, per tenant. For 24 hours the same key with the same request (route, path and body) answers what the first request answered (its status and body, with `Idempotent-Replayed: true`) and does nothing again; with another request it is a 422 `idempotency-key-reused`; while the first still runs, a 409 `idempotency-key-in-use`. An answer of 5xx (or 429) is not kept: a retry runs again. */
+                "Idempotency-Key"?: string;
+            };
             path: {
-                /** @description Tenant id */
+                /** @description Tenant id: 1-128 ASCII letters, digits, `_` and `-` (`tern_core::ids::MAX_ID_LEN`); another is a 400 naming `tenant_id` */
                 tenant_id: string;
-                /** @description Endpoint id */
+                /** @description Endpoint id: 1-128 ASCII letters, digits, `_` and `-`; another, like an unknown or another tenant's id, is a 404 */
                 endpoint_id: string;
             };
             cookie?: never;
@@ -2197,6 +2518,8 @@ export interface operations {
             /** @description The endpoint */
             200: {
                 headers: {
+                    /** @description `true` when this is the answer kept for the request's `Idempotency-Key`, replayed */
+                    "Idempotent-Replayed"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2246,6 +2569,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `idempotency-key-in-use`: a request with this `Idempotency-Key` is still running: retry after `Retry-After` seconds for its answer. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description The body is larger than the limit. */
             413: {
                 headers: {
@@ -2257,6 +2589,15 @@ export interface operations {
             };
             /** @description The body is not JSON. */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `idempotency-key-reused`: the `Idempotency-Key` was used in the last 24 hours for another request (another route, path or body). */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2280,9 +2621,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Tenant id */
+                /** @description Tenant id: 1-128 ASCII letters, digits, `_` and `-` (`tern_core::ids::MAX_ID_LEN`); another is a 400 naming `tenant_id` */
                 tenant_id: string;
-                /** @description Endpoint id */
+                /** @description Endpoint id: 1-128 ASCII letters, digits, `_` and `-`; another, like an unknown or another tenant's id, is a 404 */
                 endpoint_id: string;
             };
             cookie?: never;
@@ -2373,11 +2714,14 @@ export interface operations {
     recoverEndpoint: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes retries of this request safe (Stripe's semantics; draft-ietf-httpapi-idempotency-key-header): 1-255 visible ASCII characters (a UUID), bare or in double quotes, per tenant. For 24 hours the same key with the same request (route, path and body) answers what the first request answered (its status and body, with `Idempotent-Replayed: true`) and does nothing again; with another request it is a 422 `idempotency-key-reused`; while the first still runs, a 409 `idempotency-key-in-use`. An answer of 5xx (or 429) is not kept: a retry runs again. */
+                "Idempotency-Key"?: string;
+            };
             path: {
-                /** @description Tenant id */
+                /** @description Tenant id: 1-128 ASCII letters, digits, `_` and `-` (`tern_core::ids::MAX_ID_LEN`); another is a 400 naming `tenant_id` */
                 tenant_id: string;
-                /** @description Endpoint id */
+                /** @description Endpoint id: 1-128 ASCII letters, digits, `_` and `-`; another, like an unknown or another tenant's id, is a 404 */
                 endpoint_id: string;
             };
             cookie?: never;
@@ -2391,6 +2735,8 @@ export interface operations {
             /** @description What was sent again */
             200: {
                 headers: {
+                    /** @description `true` when this is the answer kept for the request's `Idempotency-Key`, replayed */
+                    "Idempotent-Replayed"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2440,7 +2786,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The state of a resource refuses the request (`type` says which). */
+            /** @description The state of a resource refuses the request (`type` says which). Also `idempotency-key-in-use`: a request with this `Idempotency-Key` is still running: retry after `Retry-After` seconds for its answer. */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -2467,6 +2813,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `idempotency-key-reused`: the `Idempotency-Key` was used in the last 24 hours for another request (another route, path or body). */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description A service Tern depends on did not answer in time; retry (after `Retry-After`). */
             503: {
                 headers: {
@@ -2481,11 +2836,14 @@ export interface operations {
     rotateEndpointSecret: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes retries of this request safe (Stripe's semantics; draft-ietf-httpapi-idempotency-key-header): 1-255 visible ASCII characters (a UUID), bare or in double quotes, per tenant. For 24 hours the same key with the same request (route, path and body) answers what the first request answered (its status and body, with `Idempotent-Replayed: true`) and does nothing again; with another request it is a 422 `idempotency-key-reused`; while the first still runs, a 409 `idempotency-key-in-use`. An answer of 5xx (or 429) is not kept: a retry runs again. */
+                "Idempotency-Key"?: string;
+            };
             path: {
-                /** @description Tenant id */
+                /** @description Tenant id: 1-128 ASCII letters, digits, `_` and `-` (`tern_core::ids::MAX_ID_LEN`); another is a 400 naming `tenant_id` */
                 tenant_id: string;
-                /** @description Endpoint id */
+                /** @description Endpoint id: 1-128 ASCII letters, digits, `_` and `-`; another, like an unknown or another tenant's id, is a 404 */
                 endpoint_id: string;
             };
             cookie?: never;
@@ -2500,6 +2858,8 @@ export interface operations {
             /** @description Rotated; `secret` is shown only now */
             200: {
                 headers: {
+                    /** @description `true` when this is the answer kept for the request's `Idempotency-Key`, replayed */
+                    "Idempotent-Replayed"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2549,6 +2909,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `idempotency-key-in-use`: a request with this `Idempotency-Key` is still running: retry after `Retry-After` seconds for its answer. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description The body is larger than the limit. */
             413: {
                 headers: {
@@ -2560,6 +2929,138 @@ export interface operations {
             };
             /** @description The body is not JSON. */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `idempotency-key-reused`: the `Idempotency-Key` was used in the last 24 hours for another request (another route, path or body). */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A service Tern depends on did not answer in time; retry (after `Retry-After`). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    rotateEndpointSigningKey: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes retries of this request safe (Stripe's semantics; draft-ietf-httpapi-idempotency-key-header): 1-255 visible ASCII characters (a UUID), bare or in double quotes, per tenant. For 24 hours the same key with the same request (route, path and body) answers what the first request answered (its status and body, with `Idempotent-Replayed: true`) and does nothing again; with another request it is a 422 `idempotency-key-reused`; while the first still runs, a 409 `idempotency-key-in-use`. An answer of 5xx (or 429) is not kept: a retry runs again. */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                /** @description Tenant id: 1-128 ASCII letters, digits, `_` and `-` (`tern_core::ids::MAX_ID_LEN`); another is a 400 naming `tenant_id` */
+                tenant_id: string;
+                /** @description Endpoint id: 1-128 ASCII letters, digits, `_` and `-`; another, like an unknown or another tenant's id, is a 404 */
+                endpoint_id: string;
+            };
+            cookie?: never;
+        };
+        /** @description Optional: the overlap */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RotateSigningKeyRequest"];
+            };
+        };
+        responses: {
+            /** @description Rotated; give `public_key` to the receiver */
+            200: {
+                headers: {
+                    /** @description `true` when this is the answer kept for the request's `Idempotency-Key`, replayed */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RotatedSigningKey"];
+                };
+            };
+            /** @description An input is invalid; `field` names it. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /**
+             * @description The request reached the function without an IAM caller (a route left without IAM
+             *     authorization).
+             */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /**
+             * @description The caller may not act on this tenant, or the request is not signed, or not signed
+             *     right (`signature-refused`: API Gateway's IAM authorization in AWS, answering
+             *     `{"message": ...}`; local mode's check, a problem).
+             */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No such resource in this tenant (another tenant's id is one). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `idempotency-key-in-use`: a request with this `Idempotency-Key` is still running: retry after `Retry-After` seconds for its answer. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is larger than the limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is not JSON. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `idempotency-key-reused`: the `Idempotency-Key` was used in the last 24 hours for another request (another route, path or body). */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2581,11 +3082,14 @@ export interface operations {
     sendTestEvent: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes retries of this request safe (Stripe's semantics; draft-ietf-httpapi-idempotency-key-header): 1-255 visible ASCII characters (a UUID), bare or in double quotes, per tenant. For 24 hours the same key with the same request (route, path and body) answers what the first request answered (its status and body, with `Idempotent-Replayed: true`) and does nothing again; with another request it is a 422 `idempotency-key-reused`; while the first still runs, a 409 `idempotency-key-in-use`. An answer of 5xx (or 429) is not kept: a retry runs again. */
+                "Idempotency-Key"?: string;
+            };
             path: {
-                /** @description Tenant id */
+                /** @description Tenant id: 1-128 ASCII letters, digits, `_` and `-` (`tern_core::ids::MAX_ID_LEN`); another is a 400 naming `tenant_id` */
                 tenant_id: string;
-                /** @description Endpoint id */
+                /** @description Endpoint id: 1-128 ASCII letters, digits, `_` and `-`; another, like an unknown or another tenant's id, is a 404 */
                 endpoint_id: string;
             };
             cookie?: never;
@@ -2595,6 +3099,8 @@ export interface operations {
             /** @description The attempt (a receiver's failure is a result, not an error) */
             200: {
                 headers: {
+                    /** @description `true` when this is the answer kept for the request's `Idempotency-Key`, replayed */
+                    "Idempotent-Replayed"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2644,7 +3150,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The state of a resource refuses the request (`type` says which). */
+            /** @description The state of a resource refuses the request (`type` says which). Also `idempotency-key-in-use`: a request with this `Idempotency-Key` is still running: retry after `Retry-After` seconds for its answer. */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -2671,6 +3177,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `idempotency-key-reused`: the `Idempotency-Key` was used in the last 24 hours for another request (another route, path or body). */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description A service Tern depends on did not answer in time; retry (after `Retry-After`). */
             503: {
                 headers: {
@@ -2685,9 +3200,12 @@ export interface operations {
     publishEvent: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes retries of this request safe (Stripe's semantics; draft-ietf-httpapi-idempotency-key-header): 1-255 visible ASCII characters (a UUID), bare or in double quotes, per tenant. For 24 hours the same key with the same request (route, path and body) answers what the first request answered (its status and body, with `Idempotent-Replayed: true`) and does nothing again; with another request it is a 422 `idempotency-key-reused`; while the first still runs, a 409 `idempotency-key-in-use`. An answer of 5xx (or 429) is not kept: a retry runs again. */
+                "Idempotency-Key"?: string;
+            };
             path: {
-                /** @description Tenant id */
+                /** @description Tenant id: 1-128 ASCII letters, digits, `_` and `-` (`tern_core::ids::MAX_ID_LEN`); another is a 400 naming `tenant_id` */
                 tenant_id: string;
             };
             cookie?: never;
@@ -2701,6 +3219,8 @@ export interface operations {
             /** @description The same event was published before with this id: the original, nothing written */
             200: {
                 headers: {
+                    /** @description `true` when this is the answer kept for the request's `Idempotency-Key`, replayed */
+                    "Idempotent-Replayed"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2710,6 +3230,8 @@ export interface operations {
             /** @description Published; delivery follows */
             202: {
                 headers: {
+                    /** @description `true` when this is the answer kept for the request's `Idempotency-Key`, replayed */
+                    "Idempotent-Replayed"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2759,7 +3281,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The state of a resource refuses the request (`type` says which). */
+            /** @description The state of a resource refuses the request (`type` says which). Also `idempotency-key-in-use`: a request with this `Idempotency-Key` is still running: retry after `Retry-After` seconds for its answer. */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -2786,6 +3308,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `idempotency-key-reused`: the `Idempotency-Key` was used in the last 24 hours for another request (another route, path or body). */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description A service Tern depends on did not answer in time; retry (after `Retry-After`). */
             503: {
                 headers: {
@@ -2802,9 +3333,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Tenant id */
+                /** @description Tenant id: 1-128 ASCII letters, digits, `_` and `-` (`tern_core::ids::MAX_ID_LEN`); another is a 400 naming `tenant_id` */
                 tenant_id: string;
-                /** @description Event id */
+                /** @description Event id: 1-128 ASCII letters, digits, `_` and `-`; another, like an unknown id, is a 404 */
                 event_id: string;
             };
             cookie?: never;
@@ -2897,9 +3428,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Tenant id */
+                /** @description Tenant id: 1-128 ASCII letters, digits, `_` and `-` (`tern_core::ids::MAX_ID_LEN`); another is a 400 naming `tenant_id` */
                 tenant_id: string;
-                /** @description Event id */
+                /** @description Event id: 1-128 ASCII letters, digits, `_` and `-`; another, like an unknown id, is a 404 */
                 event_id: string;
             };
             cookie?: never;
@@ -2990,13 +3521,16 @@ export interface operations {
     resendEvent: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes retries of this request safe (Stripe's semantics; draft-ietf-httpapi-idempotency-key-header): 1-255 visible ASCII characters (a UUID), bare or in double quotes, per tenant. For 24 hours the same key with the same request (route, path and body) answers what the first request answered (its status and body, with `Idempotent-Replayed: true`) and does nothing again; with another request it is a 422 `idempotency-key-reused`; while the first still runs, a 409 `idempotency-key-in-use`. An answer of 5xx (or 429) is not kept: a retry runs again. */
+                "Idempotency-Key"?: string;
+            };
             path: {
-                /** @description Tenant id */
+                /** @description Tenant id: 1-128 ASCII letters, digits, `_` and `-` (`tern_core::ids::MAX_ID_LEN`); another is a 400 naming `tenant_id` */
                 tenant_id: string;
-                /** @description Event id */
+                /** @description Event id: 1-128 ASCII letters, digits, `_` and `-`; another, like an unknown id, is a 404 */
                 event_id: string;
-                /** @description Endpoint id */
+                /** @description Endpoint id: 1-128 ASCII letters, digits, `_` and `-`; another, like an unknown or another tenant's id, is a 404 */
                 endpoint_id: string;
             };
             cookie?: never;
@@ -3006,6 +3540,8 @@ export interface operations {
             /** @description Queued */
             202: {
                 headers: {
+                    /** @description `true` when this is the answer kept for the request's `Idempotency-Key`, replayed */
+                    "Idempotent-Replayed"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3055,7 +3591,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The state of a resource refuses the request (`type` says which). */
+            /** @description The state of a resource refuses the request (`type` says which). Also `idempotency-key-in-use`: a request with this `Idempotency-Key` is still running: retry after `Retry-After` seconds for its answer. */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -3082,6 +3618,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `idempotency-key-reused`: the `Idempotency-Key` was used in the last 24 hours for another request (another route, path or body). */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description A service Tern depends on did not answer in time; retry (after `Retry-After`). */
             503: {
                 headers: {
@@ -3096,9 +3641,12 @@ export interface operations {
     createPortalSession: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes retries of this request safe (Stripe's semantics; draft-ietf-httpapi-idempotency-key-header): 1-255 visible ASCII characters (a UUID), bare or in double quotes, per tenant. For 24 hours the same key with the same request (route, path and body) answers what the first request answered (its status and body, with `Idempotent-Replayed: true`) and does nothing again; with another request it is a 422 `idempotency-key-reused`; while the first still runs, a 409 `idempotency-key-in-use`. An answer of 5xx (or 429) is not kept: a retry runs again. */
+                "Idempotency-Key"?: string;
+            };
             path: {
-                /** @description Tenant id */
+                /** @description Tenant id: 1-128 ASCII letters, digits, `_` and `-` (`tern_core::ids::MAX_ID_LEN`); another is a 400 naming `tenant_id` */
                 tenant_id: string;
             };
             cookie?: never;
@@ -3112,6 +3660,8 @@ export interface operations {
             /** @description The link; it works once, until `expires_at` */
             201: {
                 headers: {
+                    /** @description `true` when this is the answer kept for the request's `Idempotency-Key`, replayed */
+                    "Idempotent-Replayed"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3161,6 +3711,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `idempotency-key-in-use`: a request with this `Idempotency-Key` is still running: retry after `Retry-After` seconds for its answer. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description The body is larger than the limit. */
             413: {
                 headers: {
@@ -3172,6 +3731,15 @@ export interface operations {
             };
             /** @description The body is not JSON. */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `idempotency-key-reused`: the `Idempotency-Key` was used in the last 24 hours for another request (another route, path or body). */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };

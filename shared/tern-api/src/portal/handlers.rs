@@ -69,12 +69,26 @@ impl Form {
         )
     }
 
-    fn get(&self, name: &str) -> Option<&str> {
+    /// The first value of `name`, trimmed; `None` when absent or blank.
+    pub(super) fn get(&self, name: &str) -> Option<&str> {
         self.0
             .iter()
             .find(|(k, _)| k == name)
             .map(|(_, v)| v.trim())
             .filter(|v| !v.is_empty())
+    }
+
+    /// The first value of `name` as sent (a password may start or end with a space).
+    pub(super) fn raw(&self, name: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// True when the form has a field `name`, blank or not.
+    pub(super) fn has(&self, name: &str) -> bool {
+        self.0.iter().any(|(k, _)| k == name)
     }
 
     fn all(&self, name: &str) -> Vec<String> {
@@ -515,8 +529,26 @@ fn form_time(text: &str) -> Option<DateTime<Utc>> {
         })
 }
 
+/// The API's PATCH with `patch` (a JSON object) on the session's endpoint `id`.
+async fn patch(
+    deps: &ApiDeps,
+    session: &Session,
+    id: &EndpointId,
+    patch: Value,
+) -> Result<model::Endpoint, ApiError> {
+    let body = from_json::<model::EndpointPatch>(patch.to_string().as_bytes())?;
+    endpoints::update_endpoint(
+        State(deps.clone()),
+        endpoint_path(session, id),
+        ApiJson(body),
+    )
+    .await
+    .map(|Json(e)| e)
+}
+
 /// `POST /portal/endpoints/{id}/{action}`: `update`, `enable`, `disable`, `delete`,
-/// `reveal`, `rotate`, `test`, `recover`.
+/// `reveal`, `rotate`, `test`, `recover`, and the receiver settings: `headers`, `auth`,
+/// `signatures`, `rotate-signing-key`.
 pub(super) async fn act(
     State(deps): State<ApiDeps>,
     headers: HeaderMap,
@@ -545,10 +577,56 @@ pub(super) async fn act(
             if !types.is_empty() {
                 patch.insert("event_types".into(), json!(types));
             }
-            match from_json::<model::EndpointPatch>(Value::Object(patch).to_string().as_bytes()) {
-                Ok(p) => endpoints::update_endpoint(state(), endpoint_path(&s, &id), ApiJson(p))
-                    .await
-                    .map(|_| Banner::ok("Saved.")),
+            // The rate limit and the payload format, when the form has them (blank: no
+            // limit).
+            if form.has("max_per_second") {
+                let limit = match form.get("max_per_second") {
+                    None => Ok(Value::Null),
+                    Some(n) => n.parse::<u32>().map(|n| json!(n)).map_err(|_| {
+                        ApiError::invalid("max_per_second", "a whole number of requests a second, 1 to 1000, or empty for no limit")
+                    }),
+                };
+                match limit {
+                    Ok(v) => {
+                        patch.insert("max_per_second".into(), v);
+                    }
+                    Err(e) => return detail_page(&deps, &portal, &s, &id, e.kind.status(), Some(Banner::error(&e))).await,
+                }
+            }
+            if let Some(f) = form.get("payload_format") {
+                patch.insert("payload_format".into(), json!(f));
+            }
+            self::patch(&deps, &s, &id, Value::Object(patch))
+                .await
+                .map(|_| Banner::ok("Saved."))
+        }
+        "headers" => self::patch(&deps, &s, &id, super::reach::headers_patch(&form))
+            .await
+            .map(|_| Banner::ok("Custom headers saved. Secret values are not shown again.")),
+        "auth" => self::patch(&deps, &s, &id, super::reach::auth_patch(&form))
+            .await
+            .map(|_| Banner::ok("Authentication saved. Secrets are not shown again.")),
+        "signatures" => self::patch(&deps, &s, &id, super::reach::signatures_patch(&form))
+            .await
+            .map(|_| Banner::ok("Signatures saved.")),
+        "rotate-signing-key" => {
+            let overlap = form
+                .get("overlap_hours")
+                .map(|h| h.parse::<i64>().map_err(|_| ApiError::invalid("overlap_hours", "a whole number of hours")))
+                .transpose();
+            match overlap {
+                Ok(overlap_hours) => endpoints::rotate_endpoint_signing_key(
+                    state(),
+                    endpoint_path(&s, &id),
+                    ApiJson(model::RotateSigningKeyRequest { overlap_hours }),
+                )
+                .await
+                .map(|Json(r)| {
+                    Banner::Ok(format!(
+                        "New signing key: give its public key {} to your verifier. The previous key keeps signing during the overlap.",
+                        r.public_key
+                    ))
+                }),
                 Err(e) => Err(e),
             }
         }

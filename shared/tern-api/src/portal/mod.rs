@@ -21,6 +21,7 @@
 
 mod handlers;
 pub mod pages;
+mod reach;
 
 use std::sync::Arc;
 

@@ -420,6 +420,7 @@ pub fn detail(
                     @if let Some(t) = h.last_success_at { dt { "Last success" } dd { (time(t)) } }
                 }
                 dt { "Event types" } dd { (e.event_types.join(", ")) }
+                (super::reach::facts(e))
                 dt { "Secrets" } dd { (e.secrets.len()) " (" (e.secrets.iter().map(|s| s.state.as_str()).collect::<Vec<_>>().join(", ")) ")" }
             }
             p { a id="log-link" href=(format!("{base}/log")) { "Delivery log" } }
@@ -445,6 +446,7 @@ pub fn detail(
                         button type="submit" { "Rotate secret" }
                     }
                 }
+                (super::reach::forms(ctx, e, &base))
                 section aria-labelledby="recover-title" {
                     h2 id="recover-title" { "Recover after an outage" }
                     form method="post" action=(format!("{base}/recover")) id="recover" {
@@ -467,6 +469,13 @@ pub fn detail(
                         label for="edit-description" { "Description" }
                         input id="edit-description" name="description" type="text" maxlength="1024" value=(e.description.clone().unwrap_or_default());
                         (types_fieldset(choices, &e.event_types))
+                        label for="edit-rate" { "Rate limit: most requests a second to your server (empty: no limit)" }
+                        input id="edit-rate" name="max_per_second" type="number" min="1" max="1000" value=[e.max_per_second];
+                        fieldset {
+                            legend { "Payload format" }
+                            label class="check" { input type="radio" name="payload_format" value="raw" checked[e.payload_format == model::PayloadFormat::Raw]; " Raw: the event's payload as is" }
+                            label class="check" { input type="radio" name="payload_format" value="standard_webhooks" checked[e.payload_format == model::PayloadFormat::StandardWebhooks]; " Standard Webhooks: " code { "{type, timestamp, data}" } }
+                        }
                         button type="submit" { "Save" }
                     }
                     @if e.enabled {
@@ -604,13 +613,16 @@ fn sent_headers(
             t.to_owned(),
         ));
     }
-    out.extend(
-        endpoint
-            .headers
-            .iter()
-            .map(|h| (h.name.clone(), "(hidden)".to_owned())),
-    );
-    if endpoint.auth.static_authorization().is_some() {
+    out.extend(endpoint.headers.iter().map(|h| {
+        (
+            h.name.clone(),
+            match &h.value {
+                tern_core::custom_headers::FieldValue::Plain(v) => v.clone(),
+                tern_core::custom_headers::FieldValue::Secret(_) => "(hidden)".to_owned(),
+            },
+        )
+    }));
+    if endpoint.auth.sends_authorization() {
         out.push(("authorization".to_owned(), "(hidden)".to_owned()));
     }
     out

@@ -43,7 +43,7 @@ pub const API_REPLAY_SECONDS: u32 = tern_ops::recover::RECOVER_REPLAY_SECONDS;
     path = "/v1/tenants/{tenant_id}/dead-letters",
     operation_id = "listDeadLetters",
     tag = "dead-letters",
-    params(("tenant_id" = String, Path, description = "Tenant id"), DeadLettersQuery),
+    params(("tenant_id" = String, Path, description = "Tenant id: 1-128 ASCII letters, digits, `_` and `-` (`tern_core::ids::MAX_ID_LEN`); another is a 400 naming `tenant_id`", min_length = 1, max_length = 128, pattern = "^[A-Za-z0-9_-]+$"), DeadLettersQuery),
     responses((status = 200, description = "The groups", body = DeadLetterGroups), Problems),
     security(("sigv4" = []))
 )]
@@ -187,7 +187,7 @@ fn filters(tenant: &TenantId, body: &ReplayRequest) -> ApiResult<ReplayFilters> 
     path = "/v1/tenants/{tenant_id}/dead-letters/replay",
     operation_id = "replayDeadLetters",
     tag = "dead-letters",
-    params(("tenant_id" = String, Path, description = "Tenant id")),
+    params(("tenant_id" = String, Path, description = "Tenant id: 1-128 ASCII letters, digits, `_` and `-` (`tern_core::ids::MAX_ID_LEN`); another is a 400 naming `tenant_id`", min_length = 1, max_length = 128, pattern = "^[A-Za-z0-9_-]+$")),
     request_body = ReplayRequest,
     responses((status = 200, description = "What moved", body = ReplayReport), Problems, Conflict),
     security(("sigv4" = []))

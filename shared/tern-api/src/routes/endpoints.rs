@@ -15,8 +15,7 @@ use tern_ops::resend::ResendDeps;
 use tern_ops::test_send::TestSendError;
 
 use super::{
-    Conflict, EndpointPath, KeyReused, Problems, TenantPath, decode_cursor, encode_cursor,
-    page_size,
+    Conflict, EndpointPath, Problems, TenantPath, decode_cursor, encode_cursor, page_size,
 };
 use crate::ApiDeps;
 use crate::extract::{ApiJson, ApiPath, ApiQuery, endpoint_id, tenant};
@@ -28,6 +27,7 @@ use crate::model::{
     WaitingReport,
 };
 use crate::problem::{ApiError, ApiResult, Kind};
+use crate::reach::{self, RotateSigningKeyRequest, RotatedSigningKey};
 
 /// Default overlap of a rotation, hours: 24.
 pub const DEFAULT_OVERLAP_HOURS: i64 = 24;
@@ -127,6 +127,50 @@ fn check_settings(
         .map_err(|e| ApiError::invalid("schedule_seconds", e.to_string()))
 }
 
+/// A refusal of the endpoint as a whole (`Endpoint::validate` after the fields were
+/// checked one by one), naming the field: what is left is a combination, a custom
+/// `authorization` header beside an authentication of the endpoint's own (named at the
+/// header when the request set headers, else at `auth`).
+fn endpoint_problem(
+    e: &EndpointError,
+    headers: Option<&[tern_core::custom_headers::CustomHeader]>,
+) -> ApiError {
+    let field = match e {
+        EndpointError::BadUrl(_) | EndpointError::UrlCredentials => Some("url".to_owned()),
+        EndpointError::BadEventType(_) | EndpointError::NoEventTypes => {
+            Some("event_types".to_owned())
+        }
+        EndpointError::BadTimeout(_) => Some("timeout_ms".to_owned()),
+        EndpointError::ZeroAttempts => Some("max_attempts".to_owned()),
+        EndpointError::BadRateLimit(_) => Some("max_per_second".to_owned()),
+        EndpointError::Header(_) => Some("headers".to_owned()),
+        EndpointError::Auth(_) => Some("auth".to_owned()),
+        EndpointError::AuthorizationTwice(_) => Some(
+            headers
+                .and_then(|h| h.iter().position(|h| h.name == "authorization"))
+                .map_or_else(|| "auth".to_owned(), |i| format!("headers[{i}].name")),
+        ),
+        EndpointError::ClientCertificate(_) => Some("client_certificate_arn".to_owned()),
+        EndpointError::NoActiveSigningKey => Some("signatures".to_owned()),
+        EndpointError::NoSecret | EndpointError::NoActiveSecret | EndpointError::BadOverlap => None,
+    };
+    match field {
+        Some(f) => ApiError::invalid(f, e.to_string()),
+        None => ApiError::new(Kind::Validation, e.to_string()),
+    }
+}
+
+/// Checks an OAuth2 token URL with the SSRF guard (the deployment's policy, every
+/// resolved address), naming `auth.token_url`.
+async fn check_token_url(
+    deps: &ApiDeps,
+    auth: &tern_core::receiver_auth::ReceiverAuth,
+) -> ApiResult<()> {
+    tern_ops::reach::check_auth(auth, &deps.settings.destinations, deps.lookup.as_ref())
+        .await
+        .map_err(|e| ops_error(e, Some("auth.token_url")))
+}
+
 /// An operator command's error as a problem: not found, or (after the fields were checked
 /// one by one) the URL the SSRF guard refused.
 fn ops_error(e: OpsError, invalid_field: Option<&str>) -> ApiError {
@@ -156,50 +200,6 @@ async fn owned(
         .ok_or_else(|| ApiError::not_found("endpoint", id))
 }
 
-/// Longest `Idempotency-Key`, in characters: 255 (Stripe's limit).
-pub const MAX_IDEMPOTENCY_KEY_LEN: usize = 255;
-
-/// The header a create may carry so that its retries create nothing more
-/// (draft-ietf-httpapi-idempotency-key-header).
-pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
-
-/// The header on the answer to a retry that a key's earlier create answered.
-pub const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
-
-/// The request's `Idempotency-Key`, when it has one: 1-255 visible ASCII characters,
-/// bare (Stripe's form) or as a Structured Field string in double quotes (the IETF
-/// draft's form, RFC 8941 §3.3.3), which is unquoted.
-///
-/// # Errors
-/// A 400 naming `Idempotency-Key` for an empty, too long or non-ASCII key.
-fn idempotency_key(headers: &axum::http::HeaderMap) -> ApiResult<Option<String>> {
-    let Some(raw) = headers.get(IDEMPOTENCY_KEY) else {
-        return Ok(None);
-    };
-    let bad = || {
-        ApiError::invalid(
-            "Idempotency-Key",
-            format!(
-                "Idempotency-Key must be 1-{MAX_IDEMPOTENCY_KEY_LEN} visible ASCII characters (a UUID is a good key), bare or in double quotes"
-            ),
-        )
-    };
-    let text = raw.to_str().map_err(|_| bad())?.trim();
-    let key = text
-        .strip_prefix('"')
-        .and_then(|t| t.strip_suffix('"'))
-        .unwrap_or(text);
-    if key.is_empty()
-        || key.len() > MAX_IDEMPOTENCY_KEY_LEN
-        || !key
-            .bytes()
-            .all(|b| b.is_ascii_graphic() && b != b'"' && b != b'\\')
-    {
-        return Err(bad());
-    }
-    Ok(Some(key.to_owned()))
-}
-
 /// The id of the endpoint `tenant`'s create under `key` makes: `ep_` and 32 hex digits of
 /// SHA-256 over the tenant and the key, so every retry names the same endpoint and two
 /// tenants' keys never meet.
@@ -224,21 +224,18 @@ fn creation_fingerprint(key: &str, body: &NewEndpoint) -> ApiResult<String> {
 /// Create an endpoint; its signing secret is returned this once. With an
 /// `Idempotency-Key`, a retry of the same create (same key, same body) answers what the
 /// first did (the same endpoint and secret, `Idempotent-Replayed: true`) and creates
-/// nothing; the key with another body is a 422.
+/// nothing, for 24 hours like every POST, and after that for as long as the endpoint
+/// exists (its id is derived from the tenant and the key); the key with another body is a
+/// 422.
 #[utoipa::path(
     post,
     path = "/v1/tenants/{tenant_id}/endpoints",
     operation_id = "createEndpoint",
     tag = "endpoints",
-    params(
-        ("tenant_id" = String, Path, description = "Tenant id"),
-        ("Idempotency-Key" = Option<String>, Header, description = "Makes retries of this create safe: 1-255 visible ASCII characters (a UUID), bare or in double quotes. The same key and body answer the endpoint the first request created (with its secret, and `Idempotent-Replayed: true`) for as long as it exists; the key with another body is a 422 `idempotency-key-reused`. Keys are per tenant."),
-    ),
+    params(("tenant_id" = String, Path, description = "Tenant id: 1-128 ASCII letters, digits, `_` and `-` (`tern_core::ids::MAX_ID_LEN`); another is a 400 naming `tenant_id`", min_length = 1, max_length = 128, pattern = "^[A-Za-z0-9_-]+$")),
     request_body = NewEndpoint,
     responses(
-        (status = 201, description = "Created; `secret` is shown only now (and to a retry under the same `Idempotency-Key`)", body = EndpointCreated,
-            headers(("Idempotent-Replayed" = String, description = "`true` when a create under this `Idempotency-Key` made the endpoint before"))),
-        KeyReused,
+        (status = 201, description = "Created; `secret` is shown only now (and to a retry under the same `Idempotency-Key`)", body = EndpointCreated),
         Problems
     ),
     security(("sigv4" = []))
@@ -250,7 +247,7 @@ pub(crate) async fn create_endpoint(
     ApiJson(body): ApiJson<NewEndpoint>,
 ) -> ApiResult<(StatusCode, axum::http::HeaderMap, Json<EndpointCreated>)> {
     let tenant = tenant(&p.tenant_id)?;
-    let key = idempotency_key(&headers)?;
+    let key = crate::idempotency::key(&headers)?;
     check_settings(
         Some(&body.url),
         body.event_types.as_deref(),
@@ -261,6 +258,25 @@ pub(crate) async fn create_endpoint(
         body.description.as_deref(),
     )?;
     let certificate = client_certificate(body.client_certificate_arn.as_deref(), &tenant)?;
+    let headers = body
+        .headers
+        .as_deref()
+        .map(|h| reach::headers_of(h, &[], true))
+        .transpose()?
+        .unwrap_or_default();
+    let auth = body
+        .auth
+        .as_ref()
+        .map(|a| reach::auth_of(a, None))
+        .transpose()?
+        .unwrap_or_default();
+    if auth.sends_authorization() && headers.iter().any(|h| h.name == "authorization") {
+        return Err(endpoint_problem(
+            &EndpointError::AuthorizationTwice(auth.kind()),
+            Some(&headers),
+        ));
+    }
+    check_token_url(&deps, &auth).await?;
     let once = match &key {
         Some(k) => Some((
             keyed_endpoint_id(&tenant, k)?,
@@ -281,11 +297,10 @@ pub(crate) async fn create_endpoint(
         payload_format: body.payload_format.map(Into::into).unwrap_or_default(),
         max_per_second: body.max_per_second,
         secret: None,
-        // Custom headers, receiver authentication and v1a signatures (issue 20) are not in
-        // the API yet: an endpoint made here has none, signed v1 as before.
-        headers: Vec::new(),
-        auth: Default::default(),
-        signatures: Default::default(),
+        headers,
+        auth,
+        // With v1a, add_endpoint makes the Ed25519 key.
+        signatures: body.signatures.map(Into::into).unwrap_or_default(),
         client_certificate: certificate,
     };
     // Every field but the URL's destination was checked above: what add_endpoint still
@@ -314,7 +329,7 @@ pub(crate) async fn create_endpoint(
             tern_ops::CreatedOnce::Created(e) => e,
             tern_ops::CreatedOnce::Replayed(e) => {
                 answer_headers.insert(
-                    IDEMPOTENT_REPLAYED,
+                    crate::idempotency::IDEMPOTENT_REPLAYED,
                     axum::http::HeaderValue::from_static("true"),
                 );
                 e
@@ -349,7 +364,7 @@ pub(crate) async fn create_endpoint(
     path = "/v1/tenants/{tenant_id}/endpoints",
     operation_id = "listEndpoints",
     tag = "endpoints",
-    params(("tenant_id" = String, Path, description = "Tenant id"), ListEndpointsQuery),
+    params(("tenant_id" = String, Path, description = "Tenant id: 1-128 ASCII letters, digits, `_` and `-` (`tern_core::ids::MAX_ID_LEN`); another is a 400 naming `tenant_id`", min_length = 1, max_length = 128, pattern = "^[A-Za-z0-9_-]+$"), ListEndpointsQuery),
     responses((status = 200, description = "A page", body = EndpointList), Problems),
     security(("sigv4" = []))
 )]
@@ -385,8 +400,8 @@ pub(crate) async fn list_endpoints(
     operation_id = "getEndpoint",
     tag = "endpoints",
     params(
-        ("tenant_id" = String, Path, description = "Tenant id"),
-        ("endpoint_id" = String, Path, description = "Endpoint id")
+        ("tenant_id" = String, Path, description = "Tenant id: 1-128 ASCII letters, digits, `_` and `-` (`tern_core::ids::MAX_ID_LEN`); another is a 400 naming `tenant_id`", min_length = 1, max_length = 128, pattern = "^[A-Za-z0-9_-]+$"),
+        ("endpoint_id" = String, Path, description = "Endpoint id: 1-128 ASCII letters, digits, `_` and `-`; another, like an unknown or another tenant's id, is a 404", min_length = 1, max_length = 128, pattern = "^[A-Za-z0-9_-]+$")
     ),
     responses((status = 200, description = "The endpoint", body = Endpoint), Problems),
     security(("sigv4" = []))
@@ -408,8 +423,8 @@ pub(crate) async fn get_endpoint(
     operation_id = "updateEndpoint",
     tag = "endpoints",
     params(
-        ("tenant_id" = String, Path, description = "Tenant id"),
-        ("endpoint_id" = String, Path, description = "Endpoint id")
+        ("tenant_id" = String, Path, description = "Tenant id: 1-128 ASCII letters, digits, `_` and `-` (`tern_core::ids::MAX_ID_LEN`); another is a 400 naming `tenant_id`", min_length = 1, max_length = 128, pattern = "^[A-Za-z0-9_-]+$"),
+        ("endpoint_id" = String, Path, description = "Endpoint id: 1-128 ASCII letters, digits, `_` and `-`; another, like an unknown or another tenant's id, is a 404", min_length = 1, max_length = 128, pattern = "^[A-Za-z0-9_-]+$")
     ),
     request_body = EndpointPatch,
     responses((status = 200, description = "The endpoint as stored", body = Endpoint), Problems),
@@ -431,7 +446,7 @@ pub(crate) async fn update_endpoint(
         body.max_per_second.flatten(),
         body.description.as_ref().and_then(|d| d.as_deref()),
     )?;
-    let update = EndpointUpdate {
+    let mut update = EndpointUpdate {
         url: body.url.clone(),
         event_types: body.event_types,
         description: body.description,
@@ -444,17 +459,52 @@ pub(crate) async fn update_endpoint(
             .client_certificate_arn
             .map(|arn| client_certificate(arn.as_deref(), &tenant))
             .transpose()?,
-        // Not settable through the API yet (issue 20's other settings): left as they are.
+        signatures: body
+            .signatures
+            .map(|s| s.map(Into::into).unwrap_or_default()),
         ..EndpointUpdate::default()
     };
-    if update.is_empty() {
+    if update.is_empty() && body.headers.is_none() && body.auth.is_none() {
         return Err(ApiError::new(
             Kind::Validation,
             "nothing to update: name at least one field",
         ));
     }
-    // The endpoint must be this tenant's before its URL is even resolved.
-    owned(&deps, &tenant, &id).await?;
+    // The endpoint must be this tenant's before its URL is even resolved; its stored
+    // headers and authentication hold the secrets a PATCH may keep without resending.
+    let current = owned(&deps, &tenant, &id).await?;
+    if let Some(headers) = &body.headers {
+        update.headers = Some(match headers {
+            Some(list) => reach::headers_of(list, &current.headers, false)?,
+            None => Vec::new(),
+        });
+    }
+    if let Some(auth) = &body.auth {
+        let auth = match auth {
+            Some(a) => reach::auth_of(a, Some(&current.auth))?,
+            None => tern_core::receiver_auth::ReceiverAuth::None,
+        };
+        check_token_url(&deps, &auth).await?;
+        update.auth = Some(auth);
+    }
+    // The result as a whole, checked here to name the field (a custom authorization header
+    // beside an authentication of the endpoint's own). A first v1a key is made by the
+    // update itself.
+    let mut preview = current.clone();
+    if update.signatures.is_some_and(tern_core::Signatures::v1a)
+        && preview.signing_keys.iter().all(|k| k.expires_at.is_some())
+    {
+        preview
+            .rotate_signing_key(
+                tern_core::SigningKey::generate(),
+                Utc::now(),
+                chrono::Duration::zero(),
+            )
+            .map_err(|e| endpoint_problem(&e, None))?;
+    }
+    update
+        .apply(&mut preview)
+        .map_err(|e| endpoint_problem(&e, update.headers.as_deref()))?;
     let stored = tern_ops::update_endpoint(
         deps.endpoints.as_ref(),
         Some(&tenant),
@@ -476,8 +526,8 @@ pub(crate) async fn update_endpoint(
     operation_id = "deleteEndpoint",
     tag = "endpoints",
     params(
-        ("tenant_id" = String, Path, description = "Tenant id"),
-        ("endpoint_id" = String, Path, description = "Endpoint id")
+        ("tenant_id" = String, Path, description = "Tenant id: 1-128 ASCII letters, digits, `_` and `-` (`tern_core::ids::MAX_ID_LEN`); another is a 400 naming `tenant_id`", min_length = 1, max_length = 128, pattern = "^[A-Za-z0-9_-]+$"),
+        ("endpoint_id" = String, Path, description = "Endpoint id: 1-128 ASCII letters, digits, `_` and `-`; another, like an unknown or another tenant's id, is a 404", min_length = 1, max_length = 128, pattern = "^[A-Za-z0-9_-]+$")
     ),
     responses((status = 204, description = "Deleted"), Problems),
     security(("sigv4" = []))
@@ -502,8 +552,8 @@ pub(crate) async fn delete_endpoint(
     operation_id = "enableEndpoint",
     tag = "endpoints",
     params(
-        ("tenant_id" = String, Path, description = "Tenant id"),
-        ("endpoint_id" = String, Path, description = "Endpoint id")
+        ("tenant_id" = String, Path, description = "Tenant id: 1-128 ASCII letters, digits, `_` and `-` (`tern_core::ids::MAX_ID_LEN`); another is a 400 naming `tenant_id`", min_length = 1, max_length = 128, pattern = "^[A-Za-z0-9_-]+$"),
+        ("endpoint_id" = String, Path, description = "Endpoint id: 1-128 ASCII letters, digits, `_` and `-`; another, like an unknown or another tenant's id, is a 404", min_length = 1, max_length = 128, pattern = "^[A-Za-z0-9_-]+$")
     ),
     responses((status = 200, description = "The endpoint", body = Endpoint), Problems),
     security(("sigv4" = []))
@@ -533,8 +583,8 @@ pub(crate) async fn enable_endpoint(
     operation_id = "disableEndpoint",
     tag = "endpoints",
     params(
-        ("tenant_id" = String, Path, description = "Tenant id"),
-        ("endpoint_id" = String, Path, description = "Endpoint id")
+        ("tenant_id" = String, Path, description = "Tenant id: 1-128 ASCII letters, digits, `_` and `-` (`tern_core::ids::MAX_ID_LEN`); another is a 400 naming `tenant_id`", min_length = 1, max_length = 128, pattern = "^[A-Za-z0-9_-]+$"),
+        ("endpoint_id" = String, Path, description = "Endpoint id: 1-128 ASCII letters, digits, `_` and `-`; another, like an unknown or another tenant's id, is a 404", min_length = 1, max_length = 128, pattern = "^[A-Za-z0-9_-]+$")
     ),
     request_body(content = DisableRequest, description = "Optional: the reason"),
     responses((status = 200, description = "The endpoint", body = Endpoint), Problems),
@@ -569,8 +619,8 @@ pub(crate) async fn disable_endpoint(
     operation_id = "rotateEndpointSecret",
     tag = "endpoints",
     params(
-        ("tenant_id" = String, Path, description = "Tenant id"),
-        ("endpoint_id" = String, Path, description = "Endpoint id")
+        ("tenant_id" = String, Path, description = "Tenant id: 1-128 ASCII letters, digits, `_` and `-` (`tern_core::ids::MAX_ID_LEN`); another is a 400 naming `tenant_id`", min_length = 1, max_length = 128, pattern = "^[A-Za-z0-9_-]+$"),
+        ("endpoint_id" = String, Path, description = "Endpoint id: 1-128 ASCII letters, digits, `_` and `-`; another, like an unknown or another tenant's id, is a 404", min_length = 1, max_length = 128, pattern = "^[A-Za-z0-9_-]+$")
     ),
     request_body(content = RotateSecretRequest, description = "Optional: the overlap"),
     responses((status = 200, description = "Rotated; `secret` is shown only now", body = RotatedSecret), Problems),
@@ -600,6 +650,48 @@ pub(crate) async fn rotate_endpoint_secret(
     }))
 }
 
+/// Rotate the Ed25519 signing key (`v1a`): the new key signs at once, the old one keeps
+/// signing for the overlap, so a receiver holding either public key verifies meanwhile.
+/// Adds the endpoint's first key when it has none. The new public key is in the answer
+/// (it is no secret: the endpoint's answers show every key's).
+#[utoipa::path(
+    post,
+    path = "/v1/tenants/{tenant_id}/endpoints/{endpoint_id}/rotate-signing-key",
+    operation_id = "rotateEndpointSigningKey",
+    tag = "endpoints",
+    params(
+        ("tenant_id" = String, Path, description = "Tenant id: 1-128 ASCII letters, digits, `_` and `-` (`tern_core::ids::MAX_ID_LEN`); another is a 400 naming `tenant_id`", min_length = 1, max_length = 128, pattern = "^[A-Za-z0-9_-]+$"),
+        ("endpoint_id" = String, Path, description = "Endpoint id: 1-128 ASCII letters, digits, `_` and `-`; another, like an unknown or another tenant's id, is a 404", min_length = 1, max_length = 128, pattern = "^[A-Za-z0-9_-]+$")
+    ),
+    request_body(content = RotateSigningKeyRequest, description = "Optional: the overlap"),
+    responses((status = 200, description = "Rotated; give `public_key` to the receiver", body = RotatedSigningKey), Problems),
+    security(("sigv4" = []))
+)]
+pub(crate) async fn rotate_endpoint_signing_key(
+    State(deps): State<ApiDeps>,
+    ApiPath(p): ApiPath<EndpointPath>,
+    ApiJson(body): ApiJson<RotateSigningKeyRequest>,
+) -> ApiResult<Json<RotatedSigningKey>> {
+    let tenant = tenant(&p.tenant_id)?;
+    let id = endpoint_id(&p.endpoint_id)?;
+    let overlap = body.overlap_hours.unwrap_or(DEFAULT_OVERLAP_HOURS);
+    if !(0..=MAX_ROTATION_OVERLAP_HOURS).contains(&overlap) {
+        return Err(ApiError::invalid(
+            "overlap_hours",
+            EndpointError::BadOverlap.to_string(),
+        ));
+    }
+    let public_key =
+        tern_ops::reach::rotate_signing_key(deps.endpoints.as_ref(), &tenant, &id, overlap)
+            .await
+            .map_err(|e| ops_error(e, Some("overlap_hours")))?;
+    let endpoint = owned(&deps, &tenant, &id).await?;
+    Ok(Json(RotatedSigningKey {
+        public_key: public_key.to_string(),
+        endpoint: Endpoint::of(&endpoint),
+    }))
+}
+
 /// The endpoint's health: its state, success rates, last success and failure, the next
 /// probe (`tern endpoints health`).
 #[utoipa::path(
@@ -608,8 +700,8 @@ pub(crate) async fn rotate_endpoint_secret(
     operation_id = "getEndpointHealth",
     tag = "endpoints",
     params(
-        ("tenant_id" = String, Path, description = "Tenant id"),
-        ("endpoint_id" = String, Path, description = "Endpoint id")
+        ("tenant_id" = String, Path, description = "Tenant id: 1-128 ASCII letters, digits, `_` and `-` (`tern_core::ids::MAX_ID_LEN`); another is a 400 naming `tenant_id`", min_length = 1, max_length = 128, pattern = "^[A-Za-z0-9_-]+$"),
+        ("endpoint_id" = String, Path, description = "Endpoint id: 1-128 ASCII letters, digits, `_` and `-`; another, like an unknown or another tenant's id, is a 404", min_length = 1, max_length = 128, pattern = "^[A-Za-z0-9_-]+$")
     ),
     responses((status = 200, description = "Its health", body = EndpointHealth), Problems),
     security(("sigv4" = []))
@@ -685,8 +777,8 @@ pub const HEALTH_WAITING_READ: usize = 10_000;
     operation_id = "sendTestEvent",
     tag = "endpoints",
     params(
-        ("tenant_id" = String, Path, description = "Tenant id"),
-        ("endpoint_id" = String, Path, description = "Endpoint id")
+        ("tenant_id" = String, Path, description = "Tenant id: 1-128 ASCII letters, digits, `_` and `-` (`tern_core::ids::MAX_ID_LEN`); another is a 400 naming `tenant_id`", min_length = 1, max_length = 128, pattern = "^[A-Za-z0-9_-]+$"),
+        ("endpoint_id" = String, Path, description = "Endpoint id: 1-128 ASCII letters, digits, `_` and `-`; another, like an unknown or another tenant's id, is a 404", min_length = 1, max_length = 128, pattern = "^[A-Za-z0-9_-]+$")
     ),
     responses((status = 200, description = "The attempt (a receiver's failure is a result, not an error)", body = TestSend), Problems, Conflict),
     security(("sigv4" = []))
@@ -757,8 +849,8 @@ fn test_send_problem(e: TestSendError) -> ApiError {
     operation_id = "listEndpointAttempts",
     tag = "endpoints",
     params(
-        ("tenant_id" = String, Path, description = "Tenant id"),
-        ("endpoint_id" = String, Path, description = "Endpoint id"),
+        ("tenant_id" = String, Path, description = "Tenant id: 1-128 ASCII letters, digits, `_` and `-` (`tern_core::ids::MAX_ID_LEN`); another is a 400 naming `tenant_id`", min_length = 1, max_length = 128, pattern = "^[A-Za-z0-9_-]+$"),
+        ("endpoint_id" = String, Path, description = "Endpoint id: 1-128 ASCII letters, digits, `_` and `-`; another, like an unknown or another tenant's id, is a 404", min_length = 1, max_length = 128, pattern = "^[A-Za-z0-9_-]+$"),
         EndpointAttemptsQuery
     ),
     responses((status = 200, description = "A page, newest first", body = EndpointAttemptList), Problems),
@@ -828,8 +920,8 @@ pub(crate) async fn list_endpoint_attempts(
     operation_id = "recoverEndpoint",
     tag = "endpoints",
     params(
-        ("tenant_id" = String, Path, description = "Tenant id"),
-        ("endpoint_id" = String, Path, description = "Endpoint id")
+        ("tenant_id" = String, Path, description = "Tenant id: 1-128 ASCII letters, digits, `_` and `-` (`tern_core::ids::MAX_ID_LEN`); another is a 400 naming `tenant_id`", min_length = 1, max_length = 128, pattern = "^[A-Za-z0-9_-]+$"),
+        ("endpoint_id" = String, Path, description = "Endpoint id: 1-128 ASCII letters, digits, `_` and `-`; another, like an unknown or another tenant's id, is a 404", min_length = 1, max_length = 128, pattern = "^[A-Za-z0-9_-]+$")
     ),
     request_body = RecoverRequest,
     responses((status = 200, description = "What was sent again", body = RecoverReport), Problems, Conflict),

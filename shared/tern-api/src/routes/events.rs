@@ -29,7 +29,7 @@ use crate::problem::{ApiError, ApiResult, Kind};
     path = "/v1/tenants/{tenant_id}/events",
     operation_id = "publishEvent",
     tag = "events",
-    params(("tenant_id" = String, Path, description = "Tenant id")),
+    params(("tenant_id" = String, Path, description = "Tenant id: 1-128 ASCII letters, digits, `_` and `-` (`tern_core::ids::MAX_ID_LEN`); another is a 400 naming `tenant_id`", min_length = 1, max_length = 128, pattern = "^[A-Za-z0-9_-]+$")),
     request_body = NewEvent,
     responses(
         (status = 202, description = "Published; delivery follows", body = PublishedEvent),
@@ -113,8 +113,8 @@ async fn tenant_endpoints(
     operation_id = "getEvent",
     tag = "events",
     params(
-        ("tenant_id" = String, Path, description = "Tenant id"),
-        ("event_id" = String, Path, description = "Event id")
+        ("tenant_id" = String, Path, description = "Tenant id: 1-128 ASCII letters, digits, `_` and `-` (`tern_core::ids::MAX_ID_LEN`); another is a 400 naming `tenant_id`", min_length = 1, max_length = 128, pattern = "^[A-Za-z0-9_-]+$"),
+        ("event_id" = String, Path, description = "Event id: 1-128 ASCII letters, digits, `_` and `-`; another, like an unknown id, is a 404", min_length = 1, max_length = 128, pattern = "^[A-Za-z0-9_-]+$")
     ),
     responses((status = 200, description = "The event", body = Event), Problems),
     security(("sigv4" = []))
@@ -191,8 +191,8 @@ pub(crate) async fn get_event(
     operation_id = "listEventAttempts",
     tag = "events",
     params(
-        ("tenant_id" = String, Path, description = "Tenant id"),
-        ("event_id" = String, Path, description = "Event id")
+        ("tenant_id" = String, Path, description = "Tenant id: 1-128 ASCII letters, digits, `_` and `-` (`tern_core::ids::MAX_ID_LEN`); another is a 400 naming `tenant_id`", min_length = 1, max_length = 128, pattern = "^[A-Za-z0-9_-]+$"),
+        ("event_id" = String, Path, description = "Event id: 1-128 ASCII letters, digits, `_` and `-`; another, like an unknown id, is a 404", min_length = 1, max_length = 128, pattern = "^[A-Za-z0-9_-]+$")
     ),
     responses((status = 200, description = "The attempts", body = EventAttempts), Problems),
     security(("sigv4" = []))
@@ -264,9 +264,9 @@ pub(crate) async fn list_event_attempts(
     operation_id = "resendEvent",
     tag = "events",
     params(
-        ("tenant_id" = String, Path, description = "Tenant id"),
-        ("event_id" = String, Path, description = "Event id"),
-        ("endpoint_id" = String, Path, description = "Endpoint id")
+        ("tenant_id" = String, Path, description = "Tenant id: 1-128 ASCII letters, digits, `_` and `-` (`tern_core::ids::MAX_ID_LEN`); another is a 400 naming `tenant_id`", min_length = 1, max_length = 128, pattern = "^[A-Za-z0-9_-]+$"),
+        ("event_id" = String, Path, description = "Event id: 1-128 ASCII letters, digits, `_` and `-`; another, like an unknown id, is a 404", min_length = 1, max_length = 128, pattern = "^[A-Za-z0-9_-]+$"),
+        ("endpoint_id" = String, Path, description = "Endpoint id: 1-128 ASCII letters, digits, `_` and `-`; another, like an unknown or another tenant's id, is a 404", min_length = 1, max_length = 128, pattern = "^[A-Za-z0-9_-]+$")
     ),
     responses((status = 202, description = "Queued", body = Resend), Problems, Conflict),
     security(("sigv4" = []))

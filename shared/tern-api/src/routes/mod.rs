@@ -31,6 +31,7 @@ pub(crate) fn api() -> OpenApiRouter<ApiDeps> {
         .routes(routes!(endpoints::enable_endpoint))
         .routes(routes!(endpoints::disable_endpoint))
         .routes(routes!(endpoints::rotate_endpoint_secret))
+        .routes(routes!(endpoints::rotate_endpoint_signing_key))
         .routes(routes!(endpoints::get_endpoint_health))
         .routes(routes!(endpoints::send_test_event))
         .routes(routes!(endpoints::list_endpoint_attempts))
@@ -156,16 +157,6 @@ pub(crate) enum Problems {
     /// A service Tern depends on did not answer in time; retry (after `Retry-After`).
     #[response(status = 503, content_type = "application/problem+json")]
     Unavailable(Problem),
-}
-
-/// The 422 of a create under an `Idempotency-Key` that made something else before.
-#[derive(IntoResponses)]
-#[allow(dead_code)]
-pub(crate) enum KeyReused {
-    /// The `Idempotency-Key` was used for a request with another body
-    /// (`idempotency-key-reused`; draft-ietf-httpapi-idempotency-key-header).
-    #[response(status = 422, content_type = "application/problem+json")]
-    KeyReused(Problem),
 }
 
 /// A 409 of a route that can conflict.

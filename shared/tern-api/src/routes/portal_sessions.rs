@@ -51,7 +51,7 @@ fn grant_error(field: &str, e: &GrantError) -> ApiError {
     path = "/v1/tenants/{tenant_id}/portal-sessions",
     operation_id = "createPortalSession",
     tag = "portal",
-    params(("tenant_id" = String, Path, description = "Tenant id")),
+    params(("tenant_id" = String, Path, description = "Tenant id: 1-128 ASCII letters, digits, `_` and `-` (`tern_core::ids::MAX_ID_LEN`); another is a 400 naming `tenant_id`", min_length = 1, max_length = 128, pattern = "^[A-Za-z0-9_-]+$")),
     request_body = PortalSessionRequest,
     responses(
         (status = 201, description = "The link; it works once, until `expires_at`", body = PortalSession),

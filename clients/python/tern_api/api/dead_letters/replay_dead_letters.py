@@ -9,15 +9,18 @@ from ...client import AuthenticatedClient, Client
 from ...models.problem import Problem
 from ...models.replay_report import ReplayReport
 from ...models.replay_request import ReplayRequest
-from ...types import Response
+from ...types import UNSET, Response, Unset
 
 
 def _get_kwargs(
     tenant_id: str,
     *,
     body: ReplayRequest,
+    idempotency_key: str | Unset = UNSET,
 ) -> dict[str, Any]:
     headers: dict[str, Any] = {}
+    if not isinstance(idempotency_key, Unset):
+        headers["Idempotency-Key"] = idempotency_key
 
     _kwargs: dict[str, Any] = {
         "method": "post",
@@ -77,6 +80,11 @@ def _parse_response(
 
         return response_415
 
+    if response.status_code == 422:
+        response_422 = Problem.from_dict(response.json())
+
+        return response_422
+
     if response.status_code == 503:
         response_503 = Problem.from_dict(response.json())
 
@@ -104,6 +112,7 @@ def sync_detailed(
     *,
     client: AuthenticatedClient,
     body: ReplayRequest,
+    idempotency_key: str | Unset = UNSET,
 ) -> Response[Problem | ReplayReport]:
     """Replay this tenant's dead letters that match the filters: each goes back to the
     delivery queue with a fresh attempt budget and its `webhook-id`. Refused (409) when a
@@ -111,6 +120,7 @@ def sync_detailed(
 
     Args:
         tenant_id (str):
+        idempotency_key (str | Unset):
         body (ReplayRequest): Replaying this tenant's dead letters; every set filter must match.
 
     Raises:
@@ -124,6 +134,7 @@ def sync_detailed(
     kwargs = _get_kwargs(
         tenant_id=tenant_id,
         body=body,
+        idempotency_key=idempotency_key,
     )
 
     response = client.get_httpx_client().request(
@@ -138,6 +149,7 @@ def sync(
     *,
     client: AuthenticatedClient,
     body: ReplayRequest,
+    idempotency_key: str | Unset = UNSET,
 ) -> Problem | ReplayReport | None:
     """Replay this tenant's dead letters that match the filters: each goes back to the
     delivery queue with a fresh attempt budget and its `webhook-id`. Refused (409) when a
@@ -145,6 +157,7 @@ def sync(
 
     Args:
         tenant_id (str):
+        idempotency_key (str | Unset):
         body (ReplayRequest): Replaying this tenant's dead letters; every set filter must match.
 
     Raises:
@@ -159,6 +172,7 @@ def sync(
         tenant_id=tenant_id,
         client=client,
         body=body,
+        idempotency_key=idempotency_key,
     ).parsed
 
 
@@ -167,6 +181,7 @@ async def asyncio_detailed(
     *,
     client: AuthenticatedClient,
     body: ReplayRequest,
+    idempotency_key: str | Unset = UNSET,
 ) -> Response[Problem | ReplayReport]:
     """Replay this tenant's dead letters that match the filters: each goes back to the
     delivery queue with a fresh attempt budget and its `webhook-id`. Refused (409) when a
@@ -174,6 +189,7 @@ async def asyncio_detailed(
 
     Args:
         tenant_id (str):
+        idempotency_key (str | Unset):
         body (ReplayRequest): Replaying this tenant's dead letters; every set filter must match.
 
     Raises:
@@ -187,6 +203,7 @@ async def asyncio_detailed(
     kwargs = _get_kwargs(
         tenant_id=tenant_id,
         body=body,
+        idempotency_key=idempotency_key,
     )
 
     response = await client.get_async_httpx_client().request(**kwargs)
@@ -199,6 +216,7 @@ async def asyncio(
     *,
     client: AuthenticatedClient,
     body: ReplayRequest,
+    idempotency_key: str | Unset = UNSET,
 ) -> Problem | ReplayReport | None:
     """Replay this tenant's dead letters that match the filters: each goes back to the
     delivery queue with a fresh attempt budget and its `webhook-id`. Refused (409) when a
@@ -206,6 +224,7 @@ async def asyncio(
 
     Args:
         tenant_id (str):
+        idempotency_key (str | Unset):
         body (ReplayRequest): Replaying this tenant's dead letters; every set filter must match.
 
     Raises:
@@ -221,5 +240,6 @@ async def asyncio(
             tenant_id=tenant_id,
             client=client,
             body=body,
+            idempotency_key=idempotency_key,
         )
     ).parsed

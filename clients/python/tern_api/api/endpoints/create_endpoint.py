@@ -16,7 +16,7 @@ def _get_kwargs(
     tenant_id: str,
     *,
     body: NewEndpoint,
-    idempotency_key: None | str | Unset = UNSET,
+    idempotency_key: str | Unset = UNSET,
 ) -> dict[str, Any]:
     headers: dict[str, Any] = {}
     if not isinstance(idempotency_key, Unset):
@@ -65,6 +65,11 @@ def _parse_response(
 
         return response_404
 
+    if response.status_code == 409:
+        response_409 = Problem.from_dict(response.json())
+
+        return response_409
+
     if response.status_code == 413:
         response_413 = Problem.from_dict(response.json())
 
@@ -107,16 +112,18 @@ def sync_detailed(
     *,
     client: AuthenticatedClient,
     body: NewEndpoint,
-    idempotency_key: None | str | Unset = UNSET,
+    idempotency_key: str | Unset = UNSET,
 ) -> Response[EndpointCreated | Problem]:
     """Create an endpoint; its signing secret is returned this once. With an
     `Idempotency-Key`, a retry of the same create (same key, same body) answers what the
     first did (the same endpoint and secret, `Idempotent-Replayed: true`) and creates
-    nothing; the key with another body is a 422.
+    nothing, for 24 hours like every POST, and after that for as long as the endpoint
+    exists (its id is derived from the tenant and the key); the key with another body is a
+    422.
 
     Args:
         tenant_id (str):
-        idempotency_key (None | str | Unset):
+        idempotency_key (str | Unset):
         body (NewEndpoint): A new endpoint. Example: {'description': "Acme's order hook",
             'event_types': ['order.paid'], 'url': 'https://receiver.example.com/webhooks'}.
 
@@ -146,16 +153,18 @@ def sync(
     *,
     client: AuthenticatedClient,
     body: NewEndpoint,
-    idempotency_key: None | str | Unset = UNSET,
+    idempotency_key: str | Unset = UNSET,
 ) -> EndpointCreated | Problem | None:
     """Create an endpoint; its signing secret is returned this once. With an
     `Idempotency-Key`, a retry of the same create (same key, same body) answers what the
     first did (the same endpoint and secret, `Idempotent-Replayed: true`) and creates
-    nothing; the key with another body is a 422.
+    nothing, for 24 hours like every POST, and after that for as long as the endpoint
+    exists (its id is derived from the tenant and the key); the key with another body is a
+    422.
 
     Args:
         tenant_id (str):
-        idempotency_key (None | str | Unset):
+        idempotency_key (str | Unset):
         body (NewEndpoint): A new endpoint. Example: {'description': "Acme's order hook",
             'event_types': ['order.paid'], 'url': 'https://receiver.example.com/webhooks'}.
 
@@ -180,16 +189,18 @@ async def asyncio_detailed(
     *,
     client: AuthenticatedClient,
     body: NewEndpoint,
-    idempotency_key: None | str | Unset = UNSET,
+    idempotency_key: str | Unset = UNSET,
 ) -> Response[EndpointCreated | Problem]:
     """Create an endpoint; its signing secret is returned this once. With an
     `Idempotency-Key`, a retry of the same create (same key, same body) answers what the
     first did (the same endpoint and secret, `Idempotent-Replayed: true`) and creates
-    nothing; the key with another body is a 422.
+    nothing, for 24 hours like every POST, and after that for as long as the endpoint
+    exists (its id is derived from the tenant and the key); the key with another body is a
+    422.
 
     Args:
         tenant_id (str):
-        idempotency_key (None | str | Unset):
+        idempotency_key (str | Unset):
         body (NewEndpoint): A new endpoint. Example: {'description': "Acme's order hook",
             'event_types': ['order.paid'], 'url': 'https://receiver.example.com/webhooks'}.
 
@@ -217,16 +228,18 @@ async def asyncio(
     *,
     client: AuthenticatedClient,
     body: NewEndpoint,
-    idempotency_key: None | str | Unset = UNSET,
+    idempotency_key: str | Unset = UNSET,
 ) -> EndpointCreated | Problem | None:
     """Create an endpoint; its signing secret is returned this once. With an
     `Idempotency-Key`, a retry of the same create (same key, same body) answers what the
     first did (the same endpoint and secret, `Idempotent-Replayed: true`) and creates
-    nothing; the key with another body is a 422.
+    nothing, for 24 hours like every POST, and after that for as long as the endpoint
+    exists (its id is derived from the tenant and the key); the key with another body is a
+    422.
 
     Args:
         tenant_id (str):
-        idempotency_key (None | str | Unset):
+        idempotency_key (str | Unset):
         body (NewEndpoint): A new endpoint. Example: {'description': "Acme's order hook",
             'event_types': ['order.paid'], 'url': 'https://receiver.example.com/webhooks'}.
 

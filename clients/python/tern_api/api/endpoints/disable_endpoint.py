@@ -9,7 +9,7 @@ from ...client import AuthenticatedClient, Client
 from ...models.disable_request import DisableRequest
 from ...models.endpoint import Endpoint
 from ...models.problem import Problem
-from ...types import Response
+from ...types import UNSET, Response, Unset
 
 
 def _get_kwargs(
@@ -17,8 +17,11 @@ def _get_kwargs(
     endpoint_id: str,
     *,
     body: DisableRequest,
+    idempotency_key: str | Unset = UNSET,
 ) -> dict[str, Any]:
     headers: dict[str, Any] = {}
+    if not isinstance(idempotency_key, Unset):
+        headers["Idempotency-Key"] = idempotency_key
 
     _kwargs: dict[str, Any] = {
         "method": "post",
@@ -64,6 +67,11 @@ def _parse_response(
 
         return response_404
 
+    if response.status_code == 409:
+        response_409 = Problem.from_dict(response.json())
+
+        return response_409
+
     if response.status_code == 413:
         response_413 = Problem.from_dict(response.json())
 
@@ -73,6 +81,11 @@ def _parse_response(
         response_415 = Problem.from_dict(response.json())
 
         return response_415
+
+    if response.status_code == 422:
+        response_422 = Problem.from_dict(response.json())
+
+        return response_422
 
     if response.status_code == 503:
         response_503 = Problem.from_dict(response.json())
@@ -102,6 +115,7 @@ def sync_detailed(
     *,
     client: AuthenticatedClient,
     body: DisableRequest,
+    idempotency_key: str | Unset = UNSET,
 ) -> Response[Endpoint | Problem]:
     """Disable an endpoint: its deliveries are dead-lettered `endpoint_disabled` (replayable
     after enabling it).
@@ -109,6 +123,7 @@ def sync_detailed(
     Args:
         tenant_id (str):
         endpoint_id (str):
+        idempotency_key (str | Unset):
         body (DisableRequest): Disabling an endpoint.
 
     Raises:
@@ -123,6 +138,7 @@ def sync_detailed(
         tenant_id=tenant_id,
         endpoint_id=endpoint_id,
         body=body,
+        idempotency_key=idempotency_key,
     )
 
     response = client.get_httpx_client().request(
@@ -138,6 +154,7 @@ def sync(
     *,
     client: AuthenticatedClient,
     body: DisableRequest,
+    idempotency_key: str | Unset = UNSET,
 ) -> Endpoint | Problem | None:
     """Disable an endpoint: its deliveries are dead-lettered `endpoint_disabled` (replayable
     after enabling it).
@@ -145,6 +162,7 @@ def sync(
     Args:
         tenant_id (str):
         endpoint_id (str):
+        idempotency_key (str | Unset):
         body (DisableRequest): Disabling an endpoint.
 
     Raises:
@@ -160,6 +178,7 @@ def sync(
         endpoint_id=endpoint_id,
         client=client,
         body=body,
+        idempotency_key=idempotency_key,
     ).parsed
 
 
@@ -169,6 +188,7 @@ async def asyncio_detailed(
     *,
     client: AuthenticatedClient,
     body: DisableRequest,
+    idempotency_key: str | Unset = UNSET,
 ) -> Response[Endpoint | Problem]:
     """Disable an endpoint: its deliveries are dead-lettered `endpoint_disabled` (replayable
     after enabling it).
@@ -176,6 +196,7 @@ async def asyncio_detailed(
     Args:
         tenant_id (str):
         endpoint_id (str):
+        idempotency_key (str | Unset):
         body (DisableRequest): Disabling an endpoint.
 
     Raises:
@@ -190,6 +211,7 @@ async def asyncio_detailed(
         tenant_id=tenant_id,
         endpoint_id=endpoint_id,
         body=body,
+        idempotency_key=idempotency_key,
     )
 
     response = await client.get_async_httpx_client().request(**kwargs)
@@ -203,6 +225,7 @@ async def asyncio(
     *,
     client: AuthenticatedClient,
     body: DisableRequest,
+    idempotency_key: str | Unset = UNSET,
 ) -> Endpoint | Problem | None:
     """Disable an endpoint: its deliveries are dead-lettered `endpoint_disabled` (replayable
     after enabling it).
@@ -210,6 +233,7 @@ async def asyncio(
     Args:
         tenant_id (str):
         endpoint_id (str):
+        idempotency_key (str | Unset):
         body (DisableRequest): Disabling an endpoint.
 
     Raises:
@@ -226,5 +250,6 @@ async def asyncio(
             endpoint_id=endpoint_id,
             client=client,
             body=body,
+            idempotency_key=idempotency_key,
         )
     ).parsed

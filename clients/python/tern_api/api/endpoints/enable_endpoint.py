@@ -8,13 +8,18 @@ from ... import errors
 from ...client import AuthenticatedClient, Client
 from ...models.endpoint import Endpoint
 from ...models.problem import Problem
-from ...types import Response
+from ...types import UNSET, Response, Unset
 
 
 def _get_kwargs(
     tenant_id: str,
     endpoint_id: str,
+    *,
+    idempotency_key: str | Unset = UNSET,
 ) -> dict[str, Any]:
+    headers: dict[str, Any] = {}
+    if not isinstance(idempotency_key, Unset):
+        headers["Idempotency-Key"] = idempotency_key
 
     _kwargs: dict[str, Any] = {
         "method": "post",
@@ -24,6 +29,7 @@ def _get_kwargs(
         ),
     }
 
+    _kwargs["headers"] = headers
     return _kwargs
 
 
@@ -55,6 +61,11 @@ def _parse_response(
 
         return response_404
 
+    if response.status_code == 409:
+        response_409 = Problem.from_dict(response.json())
+
+        return response_409
+
     if response.status_code == 413:
         response_413 = Problem.from_dict(response.json())
 
@@ -64,6 +75,11 @@ def _parse_response(
         response_415 = Problem.from_dict(response.json())
 
         return response_415
+
+    if response.status_code == 422:
+        response_422 = Problem.from_dict(response.json())
+
+        return response_422
 
     if response.status_code == 503:
         response_503 = Problem.from_dict(response.json())
@@ -92,6 +108,7 @@ def sync_detailed(
     endpoint_id: str,
     *,
     client: AuthenticatedClient,
+    idempotency_key: str | Unset = UNSET,
 ) -> Response[Endpoint | Problem]:
     """Enable an endpoint: its disabled reason is kept as `last_disabled_reason`, its health
     reset (a closed circuit, an empty window; its 24 h history kept).
@@ -99,6 +116,7 @@ def sync_detailed(
     Args:
         tenant_id (str):
         endpoint_id (str):
+        idempotency_key (str | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -111,6 +129,7 @@ def sync_detailed(
     kwargs = _get_kwargs(
         tenant_id=tenant_id,
         endpoint_id=endpoint_id,
+        idempotency_key=idempotency_key,
     )
 
     response = client.get_httpx_client().request(
@@ -125,6 +144,7 @@ def sync(
     endpoint_id: str,
     *,
     client: AuthenticatedClient,
+    idempotency_key: str | Unset = UNSET,
 ) -> Endpoint | Problem | None:
     """Enable an endpoint: its disabled reason is kept as `last_disabled_reason`, its health
     reset (a closed circuit, an empty window; its 24 h history kept).
@@ -132,6 +152,7 @@ def sync(
     Args:
         tenant_id (str):
         endpoint_id (str):
+        idempotency_key (str | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -145,6 +166,7 @@ def sync(
         tenant_id=tenant_id,
         endpoint_id=endpoint_id,
         client=client,
+        idempotency_key=idempotency_key,
     ).parsed
 
 
@@ -153,6 +175,7 @@ async def asyncio_detailed(
     endpoint_id: str,
     *,
     client: AuthenticatedClient,
+    idempotency_key: str | Unset = UNSET,
 ) -> Response[Endpoint | Problem]:
     """Enable an endpoint: its disabled reason is kept as `last_disabled_reason`, its health
     reset (a closed circuit, an empty window; its 24 h history kept).
@@ -160,6 +183,7 @@ async def asyncio_detailed(
     Args:
         tenant_id (str):
         endpoint_id (str):
+        idempotency_key (str | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -172,6 +196,7 @@ async def asyncio_detailed(
     kwargs = _get_kwargs(
         tenant_id=tenant_id,
         endpoint_id=endpoint_id,
+        idempotency_key=idempotency_key,
     )
 
     response = await client.get_async_httpx_client().request(**kwargs)
@@ -184,6 +209,7 @@ async def asyncio(
     endpoint_id: str,
     *,
     client: AuthenticatedClient,
+    idempotency_key: str | Unset = UNSET,
 ) -> Endpoint | Problem | None:
     """Enable an endpoint: its disabled reason is kept as `last_disabled_reason`, its health
     reset (a closed circuit, an empty window; its 24 h history kept).
@@ -191,6 +217,7 @@ async def asyncio(
     Args:
         tenant_id (str):
         endpoint_id (str):
+        idempotency_key (str | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -205,5 +232,6 @@ async def asyncio(
             tenant_id=tenant_id,
             endpoint_id=endpoint_id,
             client=client,
+            idempotency_key=idempotency_key,
         )
     ).parsed

@@ -9,7 +9,7 @@ from ...client import AuthenticatedClient, Client
 from ...models.problem import Problem
 from ...models.recover_report import RecoverReport
 from ...models.recover_request import RecoverRequest
-from ...types import Response
+from ...types import UNSET, Response, Unset
 
 
 def _get_kwargs(
@@ -17,8 +17,11 @@ def _get_kwargs(
     endpoint_id: str,
     *,
     body: RecoverRequest,
+    idempotency_key: str | Unset = UNSET,
 ) -> dict[str, Any]:
     headers: dict[str, Any] = {}
+    if not isinstance(idempotency_key, Unset):
+        headers["Idempotency-Key"] = idempotency_key
 
     _kwargs: dict[str, Any] = {
         "method": "post",
@@ -79,6 +82,11 @@ def _parse_response(
 
         return response_415
 
+    if response.status_code == 422:
+        response_422 = Problem.from_dict(response.json())
+
+        return response_422
+
     if response.status_code == 503:
         response_503 = Problem.from_dict(response.json())
 
@@ -107,6 +115,7 @@ def sync_detailed(
     *,
     client: AuthenticatedClient,
     body: RecoverRequest,
+    idempotency_key: str | Unset = UNSET,
 ) -> Response[Problem | RecoverReport]:
     """Send again every delivery to the endpoint that failed in the window and has not
     succeeded since: its dead letters (replayed) and the deliveries still waiting for
@@ -115,6 +124,7 @@ def sync_detailed(
     Args:
         tenant_id (str):
         endpoint_id (str):
+        idempotency_key (str | Unset):
         body (RecoverRequest): Recovering an endpoint over a window. Example: {'enable': True,
             'since': '2026-12-01T09:00:00Z', 'until': '2026-12-01T11:00:00Z'}.
 
@@ -130,6 +140,7 @@ def sync_detailed(
         tenant_id=tenant_id,
         endpoint_id=endpoint_id,
         body=body,
+        idempotency_key=idempotency_key,
     )
 
     response = client.get_httpx_client().request(
@@ -145,6 +156,7 @@ def sync(
     *,
     client: AuthenticatedClient,
     body: RecoverRequest,
+    idempotency_key: str | Unset = UNSET,
 ) -> Problem | RecoverReport | None:
     """Send again every delivery to the endpoint that failed in the window and has not
     succeeded since: its dead letters (replayed) and the deliveries still waiting for
@@ -153,6 +165,7 @@ def sync(
     Args:
         tenant_id (str):
         endpoint_id (str):
+        idempotency_key (str | Unset):
         body (RecoverRequest): Recovering an endpoint over a window. Example: {'enable': True,
             'since': '2026-12-01T09:00:00Z', 'until': '2026-12-01T11:00:00Z'}.
 
@@ -169,6 +182,7 @@ def sync(
         endpoint_id=endpoint_id,
         client=client,
         body=body,
+        idempotency_key=idempotency_key,
     ).parsed
 
 
@@ -178,6 +192,7 @@ async def asyncio_detailed(
     *,
     client: AuthenticatedClient,
     body: RecoverRequest,
+    idempotency_key: str | Unset = UNSET,
 ) -> Response[Problem | RecoverReport]:
     """Send again every delivery to the endpoint that failed in the window and has not
     succeeded since: its dead letters (replayed) and the deliveries still waiting for
@@ -186,6 +201,7 @@ async def asyncio_detailed(
     Args:
         tenant_id (str):
         endpoint_id (str):
+        idempotency_key (str | Unset):
         body (RecoverRequest): Recovering an endpoint over a window. Example: {'enable': True,
             'since': '2026-12-01T09:00:00Z', 'until': '2026-12-01T11:00:00Z'}.
 
@@ -201,6 +217,7 @@ async def asyncio_detailed(
         tenant_id=tenant_id,
         endpoint_id=endpoint_id,
         body=body,
+        idempotency_key=idempotency_key,
     )
 
     response = await client.get_async_httpx_client().request(**kwargs)
@@ -214,6 +231,7 @@ async def asyncio(
     *,
     client: AuthenticatedClient,
     body: RecoverRequest,
+    idempotency_key: str | Unset = UNSET,
 ) -> Problem | RecoverReport | None:
     """Send again every delivery to the endpoint that failed in the window and has not
     succeeded since: its dead letters (replayed) and the deliveries still waiting for
@@ -222,6 +240,7 @@ async def asyncio(
     Args:
         tenant_id (str):
         endpoint_id (str):
+        idempotency_key (str | Unset):
         body (RecoverRequest): Recovering an endpoint over a window. Example: {'enable': True,
             'since': '2026-12-01T09:00:00Z', 'until': '2026-12-01T11:00:00Z'}.
 
@@ -239,5 +258,6 @@ async def asyncio(
             endpoint_id=endpoint_id,
             client=client,
             body=body,
+            idempotency_key=idempotency_key,
         )
     ).parsed

@@ -9,7 +9,7 @@ from ...client import AuthenticatedClient, Client
 from ...models.problem import Problem
 from ...models.rotate_secret_request import RotateSecretRequest
 from ...models.rotated_secret import RotatedSecret
-from ...types import Response
+from ...types import UNSET, Response, Unset
 
 
 def _get_kwargs(
@@ -17,8 +17,11 @@ def _get_kwargs(
     endpoint_id: str,
     *,
     body: RotateSecretRequest,
+    idempotency_key: str | Unset = UNSET,
 ) -> dict[str, Any]:
     headers: dict[str, Any] = {}
+    if not isinstance(idempotency_key, Unset):
+        headers["Idempotency-Key"] = idempotency_key
 
     _kwargs: dict[str, Any] = {
         "method": "post",
@@ -64,6 +67,11 @@ def _parse_response(
 
         return response_404
 
+    if response.status_code == 409:
+        response_409 = Problem.from_dict(response.json())
+
+        return response_409
+
     if response.status_code == 413:
         response_413 = Problem.from_dict(response.json())
 
@@ -73,6 +81,11 @@ def _parse_response(
         response_415 = Problem.from_dict(response.json())
 
         return response_415
+
+    if response.status_code == 422:
+        response_422 = Problem.from_dict(response.json())
+
+        return response_422
 
     if response.status_code == 503:
         response_503 = Problem.from_dict(response.json())
@@ -102,6 +115,7 @@ def sync_detailed(
     *,
     client: AuthenticatedClient,
     body: RotateSecretRequest,
+    idempotency_key: str | Unset = UNSET,
 ) -> Response[Problem | RotatedSecret]:
     """Rotate the signing secret: the new one signs at once, the old one keeps signing for
     the overlap. The new secret is returned this once.
@@ -109,6 +123,7 @@ def sync_detailed(
     Args:
         tenant_id (str):
         endpoint_id (str):
+        idempotency_key (str | Unset):
         body (RotateSecretRequest): Rotating an endpoint's secret.
 
     Raises:
@@ -123,6 +138,7 @@ def sync_detailed(
         tenant_id=tenant_id,
         endpoint_id=endpoint_id,
         body=body,
+        idempotency_key=idempotency_key,
     )
 
     response = client.get_httpx_client().request(
@@ -138,6 +154,7 @@ def sync(
     *,
     client: AuthenticatedClient,
     body: RotateSecretRequest,
+    idempotency_key: str | Unset = UNSET,
 ) -> Problem | RotatedSecret | None:
     """Rotate the signing secret: the new one signs at once, the old one keeps signing for
     the overlap. The new secret is returned this once.
@@ -145,6 +162,7 @@ def sync(
     Args:
         tenant_id (str):
         endpoint_id (str):
+        idempotency_key (str | Unset):
         body (RotateSecretRequest): Rotating an endpoint's secret.
 
     Raises:
@@ -160,6 +178,7 @@ def sync(
         endpoint_id=endpoint_id,
         client=client,
         body=body,
+        idempotency_key=idempotency_key,
     ).parsed
 
 
@@ -169,6 +188,7 @@ async def asyncio_detailed(
     *,
     client: AuthenticatedClient,
     body: RotateSecretRequest,
+    idempotency_key: str | Unset = UNSET,
 ) -> Response[Problem | RotatedSecret]:
     """Rotate the signing secret: the new one signs at once, the old one keeps signing for
     the overlap. The new secret is returned this once.
@@ -176,6 +196,7 @@ async def asyncio_detailed(
     Args:
         tenant_id (str):
         endpoint_id (str):
+        idempotency_key (str | Unset):
         body (RotateSecretRequest): Rotating an endpoint's secret.
 
     Raises:
@@ -190,6 +211,7 @@ async def asyncio_detailed(
         tenant_id=tenant_id,
         endpoint_id=endpoint_id,
         body=body,
+        idempotency_key=idempotency_key,
     )
 
     response = await client.get_async_httpx_client().request(**kwargs)
@@ -203,6 +225,7 @@ async def asyncio(
     *,
     client: AuthenticatedClient,
     body: RotateSecretRequest,
+    idempotency_key: str | Unset = UNSET,
 ) -> Problem | RotatedSecret | None:
     """Rotate the signing secret: the new one signs at once, the old one keeps signing for
     the overlap. The new secret is returned this once.
@@ -210,6 +233,7 @@ async def asyncio(
     Args:
         tenant_id (str):
         endpoint_id (str):
+        idempotency_key (str | Unset):
         body (RotateSecretRequest): Rotating an endpoint's secret.
 
     Raises:
@@ -226,5 +250,6 @@ async def asyncio(
             endpoint_id=endpoint_id,
             client=client,
             body=body,
+            idempotency_key=idempotency_key,
         )
     ).parsed

@@ -9,15 +9,18 @@ from ...client import AuthenticatedClient, Client
 from ...models.new_event import NewEvent
 from ...models.problem import Problem
 from ...models.published_event import PublishedEvent
-from ...types import Response
+from ...types import UNSET, Response, Unset
 
 
 def _get_kwargs(
     tenant_id: str,
     *,
     body: NewEvent,
+    idempotency_key: str | Unset = UNSET,
 ) -> dict[str, Any]:
     headers: dict[str, Any] = {}
+    if not isinstance(idempotency_key, Unset):
+        headers["Idempotency-Key"] = idempotency_key
 
     _kwargs: dict[str, Any] = {
         "method": "post",
@@ -82,6 +85,11 @@ def _parse_response(
 
         return response_415
 
+    if response.status_code == 422:
+        response_422 = Problem.from_dict(response.json())
+
+        return response_422
+
     if response.status_code == 503:
         response_503 = Problem.from_dict(response.json())
 
@@ -109,6 +117,7 @@ def sync_detailed(
     *,
     client: AuthenticatedClient,
     body: NewEvent,
+    idempotency_key: str | Unset = UNSET,
 ) -> Response[Problem | PublishedEvent]:
     """Publish an event: its outbox item is written, and the relay delivers it to every
     subscribed endpoint, as for an event written in the application's own transaction.
@@ -116,6 +125,7 @@ def sync_detailed(
 
     Args:
         tenant_id (str):
+        idempotency_key (str | Unset):
         body (NewEvent): A new event. Example: {'id': 'evt_3f9c2b7e-order-o_1-paid', 'payload':
             {'amount': 4200, 'order_id': 'o_1'}, 'type': 'order.paid'}.
 
@@ -130,6 +140,7 @@ def sync_detailed(
     kwargs = _get_kwargs(
         tenant_id=tenant_id,
         body=body,
+        idempotency_key=idempotency_key,
     )
 
     response = client.get_httpx_client().request(
@@ -144,6 +155,7 @@ def sync(
     *,
     client: AuthenticatedClient,
     body: NewEvent,
+    idempotency_key: str | Unset = UNSET,
 ) -> Problem | PublishedEvent | None:
     """Publish an event: its outbox item is written, and the relay delivers it to every
     subscribed endpoint, as for an event written in the application's own transaction.
@@ -151,6 +163,7 @@ def sync(
 
     Args:
         tenant_id (str):
+        idempotency_key (str | Unset):
         body (NewEvent): A new event. Example: {'id': 'evt_3f9c2b7e-order-o_1-paid', 'payload':
             {'amount': 4200, 'order_id': 'o_1'}, 'type': 'order.paid'}.
 
@@ -166,6 +179,7 @@ def sync(
         tenant_id=tenant_id,
         client=client,
         body=body,
+        idempotency_key=idempotency_key,
     ).parsed
 
 
@@ -174,6 +188,7 @@ async def asyncio_detailed(
     *,
     client: AuthenticatedClient,
     body: NewEvent,
+    idempotency_key: str | Unset = UNSET,
 ) -> Response[Problem | PublishedEvent]:
     """Publish an event: its outbox item is written, and the relay delivers it to every
     subscribed endpoint, as for an event written in the application's own transaction.
@@ -181,6 +196,7 @@ async def asyncio_detailed(
 
     Args:
         tenant_id (str):
+        idempotency_key (str | Unset):
         body (NewEvent): A new event. Example: {'id': 'evt_3f9c2b7e-order-o_1-paid', 'payload':
             {'amount': 4200, 'order_id': 'o_1'}, 'type': 'order.paid'}.
 
@@ -195,6 +211,7 @@ async def asyncio_detailed(
     kwargs = _get_kwargs(
         tenant_id=tenant_id,
         body=body,
+        idempotency_key=idempotency_key,
     )
 
     response = await client.get_async_httpx_client().request(**kwargs)
@@ -207,6 +224,7 @@ async def asyncio(
     *,
     client: AuthenticatedClient,
     body: NewEvent,
+    idempotency_key: str | Unset = UNSET,
 ) -> Problem | PublishedEvent | None:
     """Publish an event: its outbox item is written, and the relay delivers it to every
     subscribed endpoint, as for an event written in the application's own transaction.
@@ -214,6 +232,7 @@ async def asyncio(
 
     Args:
         tenant_id (str):
+        idempotency_key (str | Unset):
         body (NewEvent): A new event. Example: {'id': 'evt_3f9c2b7e-order-o_1-paid', 'payload':
             {'amount': 4200, 'order_id': 'o_1'}, 'type': 'order.paid'}.
 
@@ -230,5 +249,6 @@ async def asyncio(
             tenant_id=tenant_id,
             client=client,
             body=body,
+            idempotency_key=idempotency_key,
         )
     ).parsed

@@ -8,14 +8,19 @@ from ... import errors
 from ...client import AuthenticatedClient, Client
 from ...models.problem import Problem
 from ...models.resend import Resend
-from ...types import Response
+from ...types import UNSET, Response, Unset
 
 
 def _get_kwargs(
     tenant_id: str,
     event_id: str,
     endpoint_id: str,
+    *,
+    idempotency_key: str | Unset = UNSET,
 ) -> dict[str, Any]:
+    headers: dict[str, Any] = {}
+    if not isinstance(idempotency_key, Unset):
+        headers["Idempotency-Key"] = idempotency_key
 
     _kwargs: dict[str, Any] = {
         "method": "post",
@@ -26,6 +31,7 @@ def _get_kwargs(
         ),
     }
 
+    _kwargs["headers"] = headers
     return _kwargs
 
 
@@ -72,6 +78,11 @@ def _parse_response(
 
         return response_415
 
+    if response.status_code == 422:
+        response_422 = Problem.from_dict(response.json())
+
+        return response_422
+
     if response.status_code == 503:
         response_503 = Problem.from_dict(response.json())
 
@@ -100,6 +111,7 @@ def sync_detailed(
     endpoint_id: str,
     *,
     client: AuthenticatedClient,
+    idempotency_key: str | Unset = UNSET,
 ) -> Response[Problem | Resend]:
     """Send the event to the endpoint again, delivered before or not: the same `webhook-id`,
     a fresh attempt budget, recorded as a replay.
@@ -108,6 +120,7 @@ def sync_detailed(
         tenant_id (str):
         event_id (str):
         endpoint_id (str):
+        idempotency_key (str | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -121,6 +134,7 @@ def sync_detailed(
         tenant_id=tenant_id,
         event_id=event_id,
         endpoint_id=endpoint_id,
+        idempotency_key=idempotency_key,
     )
 
     response = client.get_httpx_client().request(
@@ -136,6 +150,7 @@ def sync(
     endpoint_id: str,
     *,
     client: AuthenticatedClient,
+    idempotency_key: str | Unset = UNSET,
 ) -> Problem | Resend | None:
     """Send the event to the endpoint again, delivered before or not: the same `webhook-id`,
     a fresh attempt budget, recorded as a replay.
@@ -144,6 +159,7 @@ def sync(
         tenant_id (str):
         event_id (str):
         endpoint_id (str):
+        idempotency_key (str | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -158,6 +174,7 @@ def sync(
         event_id=event_id,
         endpoint_id=endpoint_id,
         client=client,
+        idempotency_key=idempotency_key,
     ).parsed
 
 
@@ -167,6 +184,7 @@ async def asyncio_detailed(
     endpoint_id: str,
     *,
     client: AuthenticatedClient,
+    idempotency_key: str | Unset = UNSET,
 ) -> Response[Problem | Resend]:
     """Send the event to the endpoint again, delivered before or not: the same `webhook-id`,
     a fresh attempt budget, recorded as a replay.
@@ -175,6 +193,7 @@ async def asyncio_detailed(
         tenant_id (str):
         event_id (str):
         endpoint_id (str):
+        idempotency_key (str | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -188,6 +207,7 @@ async def asyncio_detailed(
         tenant_id=tenant_id,
         event_id=event_id,
         endpoint_id=endpoint_id,
+        idempotency_key=idempotency_key,
     )
 
     response = await client.get_async_httpx_client().request(**kwargs)
@@ -201,6 +221,7 @@ async def asyncio(
     endpoint_id: str,
     *,
     client: AuthenticatedClient,
+    idempotency_key: str | Unset = UNSET,
 ) -> Problem | Resend | None:
     """Send the event to the endpoint again, delivered before or not: the same `webhook-id`,
     a fresh attempt budget, recorded as a replay.
@@ -209,6 +230,7 @@ async def asyncio(
         tenant_id (str):
         event_id (str):
         endpoint_id (str):
+        idempotency_key (str | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -224,5 +246,6 @@ async def asyncio(
             event_id=event_id,
             endpoint_id=endpoint_id,
             client=client,
+            idempotency_key=idempotency_key,
         )
     ).parsed

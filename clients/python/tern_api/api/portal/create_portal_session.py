@@ -9,15 +9,18 @@ from ...client import AuthenticatedClient, Client
 from ...models.portal_session import PortalSession
 from ...models.portal_session_request import PortalSessionRequest
 from ...models.problem import Problem
-from ...types import Response
+from ...types import UNSET, Response, Unset
 
 
 def _get_kwargs(
     tenant_id: str,
     *,
     body: PortalSessionRequest,
+    idempotency_key: str | Unset = UNSET,
 ) -> dict[str, Any]:
     headers: dict[str, Any] = {}
+    if not isinstance(idempotency_key, Unset):
+        headers["Idempotency-Key"] = idempotency_key
 
     _kwargs: dict[str, Any] = {
         "method": "post",
@@ -62,6 +65,11 @@ def _parse_response(
 
         return response_404
 
+    if response.status_code == 409:
+        response_409 = Problem.from_dict(response.json())
+
+        return response_409
+
     if response.status_code == 413:
         response_413 = Problem.from_dict(response.json())
 
@@ -71,6 +79,11 @@ def _parse_response(
         response_415 = Problem.from_dict(response.json())
 
         return response_415
+
+    if response.status_code == 422:
+        response_422 = Problem.from_dict(response.json())
+
+        return response_422
 
     if response.status_code == 429:
         response_429 = Problem.from_dict(response.json())
@@ -104,6 +117,7 @@ def sync_detailed(
     *,
     client: AuthenticatedClient,
     body: PortalSessionRequest,
+    idempotency_key: str | Unset = UNSET,
 ) -> Response[PortalSession | Problem]:
     """Mint a single-use link to the customer portal for the tenant: its endpoints, their
     secrets, test sends, the delivery log, resend and recover, in the application's own
@@ -111,6 +125,7 @@ def sync_detailed(
 
     Args:
         tenant_id (str):
+        idempotency_key (str | Unset):
         body (PortalSessionRequest): A customer portal session to mint for one tenant. Example:
             {'brand_color': '#0b5fff', 'endpoint_ids': ['ep_01H...'], 'expires_in_seconds': 3600,
             'read_only': False}.
@@ -126,6 +141,7 @@ def sync_detailed(
     kwargs = _get_kwargs(
         tenant_id=tenant_id,
         body=body,
+        idempotency_key=idempotency_key,
     )
 
     response = client.get_httpx_client().request(
@@ -140,6 +156,7 @@ def sync(
     *,
     client: AuthenticatedClient,
     body: PortalSessionRequest,
+    idempotency_key: str | Unset = UNSET,
 ) -> PortalSession | Problem | None:
     """Mint a single-use link to the customer portal for the tenant: its endpoints, their
     secrets, test sends, the delivery log, resend and recover, in the application's own
@@ -147,6 +164,7 @@ def sync(
 
     Args:
         tenant_id (str):
+        idempotency_key (str | Unset):
         body (PortalSessionRequest): A customer portal session to mint for one tenant. Example:
             {'brand_color': '#0b5fff', 'endpoint_ids': ['ep_01H...'], 'expires_in_seconds': 3600,
             'read_only': False}.
@@ -163,6 +181,7 @@ def sync(
         tenant_id=tenant_id,
         client=client,
         body=body,
+        idempotency_key=idempotency_key,
     ).parsed
 
 
@@ -171,6 +190,7 @@ async def asyncio_detailed(
     *,
     client: AuthenticatedClient,
     body: PortalSessionRequest,
+    idempotency_key: str | Unset = UNSET,
 ) -> Response[PortalSession | Problem]:
     """Mint a single-use link to the customer portal for the tenant: its endpoints, their
     secrets, test sends, the delivery log, resend and recover, in the application's own
@@ -178,6 +198,7 @@ async def asyncio_detailed(
 
     Args:
         tenant_id (str):
+        idempotency_key (str | Unset):
         body (PortalSessionRequest): A customer portal session to mint for one tenant. Example:
             {'brand_color': '#0b5fff', 'endpoint_ids': ['ep_01H...'], 'expires_in_seconds': 3600,
             'read_only': False}.
@@ -193,6 +214,7 @@ async def asyncio_detailed(
     kwargs = _get_kwargs(
         tenant_id=tenant_id,
         body=body,
+        idempotency_key=idempotency_key,
     )
 
     response = await client.get_async_httpx_client().request(**kwargs)
@@ -205,6 +227,7 @@ async def asyncio(
     *,
     client: AuthenticatedClient,
     body: PortalSessionRequest,
+    idempotency_key: str | Unset = UNSET,
 ) -> PortalSession | Problem | None:
     """Mint a single-use link to the customer portal for the tenant: its endpoints, their
     secrets, test sends, the delivery log, resend and recover, in the application's own
@@ -212,6 +235,7 @@ async def asyncio(
 
     Args:
         tenant_id (str):
+        idempotency_key (str | Unset):
         body (PortalSessionRequest): A customer portal session to mint for one tenant. Example:
             {'brand_color': '#0b5fff', 'endpoint_ids': ['ep_01H...'], 'expires_in_seconds': 3600,
             'read_only': False}.
@@ -229,5 +253,6 @@ async def asyncio(
             tenant_id=tenant_id,
             client=client,
             body=body,
+            idempotency_key=idempotency_key,
         )
     ).parsed
