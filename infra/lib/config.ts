@@ -99,6 +99,19 @@ export interface TernOptions {
   /** Availability zones of the static egress (1-3), so NAT gateways and Elastic IPs. Default: egress.availabilityZones. */
   readonly egressAvailabilityZones?: number;
   /**
+   * OTLP/HTTP endpoint the relay, sender, replay and API functions export their traces to
+   * (OTEL_EXPORTER_OTLP_ENDPOINT; `/v1/traces` is appended): the ADOT collector layer's
+   * `http://localhost:4318`, or an OpenTelemetry backend's. Empty: tracing off, nothing built
+   * (docs/tracing.md). Default: empty.
+   */
+  readonly otlpEndpoint?: string;
+  /**
+   * Share of new traces recorded, 0..1 (OTEL_TRACES_SAMPLER_ARG of `parentbased_traceidratio`):
+   * an event whose writer sent a sampled traceparent is always traced, one without is at this
+   * ratio. Default: 0.05.
+   */
+  readonly traceSampleRatio?: number;
+  /**
    * Folder of prebuilt functions laid out as `cargo lambda build --release --arm64` writes them
    * (`<dir>/relay/bootstrap`, ...), usually `../target/lambda`. When set, the stack uses these files
    * and does not run cargo-lambda. Default: unset, so `RustFunction` builds each binary at synth.
@@ -141,8 +154,13 @@ export interface TernConfig {
   readonly portalFrameAncestors: string;
   readonly egress: EgressMode;
   readonly egressAvailabilityZones: number;
+  readonly otlpEndpoint: string;
+  readonly traceSampleRatio: number;
   readonly prebuiltArtifactsDir?: string;
 }
+
+/** The default share of new traces recorded when tracing is on (also template.yaml's TraceSampleRatio). */
+export const DEFAULT_TRACE_SAMPLE_RATIO = 0.05;
 
 /** One origin of portalFrameAncestors (also template.yaml's PortalFrameAncestors AllowedPattern, as a list). */
 export const PORTAL_ORIGIN = /^https:\/\/[A-Za-z0-9.-]+(:[0-9]{1,5})?$/;
@@ -191,6 +209,8 @@ const KINDS: { [K in keyof Required<TernOptions>]: Kind } = {
   portalFrameAncestors: 'string',
   egress: 'string',
   egressAvailabilityZones: 'number',
+  otlpEndpoint: 'string',
+  traceSampleRatio: 'number',
   prebuiltArtifactsDir: 'string',
 };
 
@@ -269,6 +289,8 @@ export function resolveConfig(node: Node, settings: TernSettings, props: TernOpt
     portalFrameAncestors: pick('portalFrameAncestors', '') ?? '',
     egress: pick('egress', settings.egress.mode)!,
     egressAvailabilityZones: pick('egressAvailabilityZones', settings.egress.availabilityZones)!,
+    otlpEndpoint: pick('otlpEndpoint', '') ?? '',
+    traceSampleRatio: pick('traceSampleRatio', DEFAULT_TRACE_SAMPLE_RATIO)!,
     prebuiltArtifactsDir: pick('prebuiltArtifactsDir', undefined),
   };
   validate(config, minVisibility);
@@ -345,6 +367,13 @@ function validate(c: TernConfig, minVisibility: number): void {
   // The portal's frame-ancestors: whole https origins only, nothing a CSP would read as more.
   for (const o of c.portalFrameAncestors.split(',').map((x) => x.trim()).filter((x) => x !== '')) {
     if (!PORTAL_ORIGIN.test(o)) fail(`portalFrameAncestors: ${JSON.stringify(o)} is not an https origin (https://host[:port])`);
+  }
+  // The exporter takes an http(s) URL; anything else would fail every function at start.
+  if (c.otlpEndpoint !== '' && !/^https?:\/\/[^\s]+$/.test(c.otlpEndpoint)) {
+    fail(`otlpEndpoint must be empty or an http(s) URL, got ${JSON.stringify(c.otlpEndpoint)}`);
+  }
+  if (!(c.traceSampleRatio >= 0 && c.traceSampleRatio <= 1)) {
+    fail(`traceSampleRatio must be in 0..1, got ${c.traceSampleRatio}`);
   }
   // Disabling is the stronger verdict: an endpoint is reported degraded before it is disabled.
   if (c.healthDisableBelowPercent > c.healthDegradedBelowPercent) {

@@ -66,6 +66,44 @@ describe('overrides', () => {
     expect(t.Resources.SenderFunction.Properties.Environment.Variables.TERN_NAT64).toEqual({ Ref: 'Nat64' });
   });
 
+  test('tracing: off by default (empty endpoint), the endpoint and ratio by context or props, in the relay, sender, replay and API env; SAM has the same parameters', () => {
+    const envsOf = (props: TernStackProps, context: Record<string, unknown>) => {
+      const stack = build(props, context);
+      const json = Template.fromStack(stack).toJSON();
+      const fns = stack.functions as any;
+      return Object.fromEntries(
+        ['relay', 'sender', 'replay', 'api', 'console'].map((f) => [
+          f,
+          json.Resources[stack.getLogicalId(fns[f].node.defaultChild)].Properties.Environment.Variables,
+        ]),
+      );
+    };
+    const off = envsOf({}, {});
+    for (const f of ['relay', 'sender', 'replay', 'api']) {
+      expect(off[f]).toMatchObject({
+        OTEL_EXPORTER_OTLP_ENDPOINT: '',
+        OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
+        OTEL_TRACES_SAMPLER_ARG: '0.05',
+      });
+    }
+    expect(off.console.OTEL_EXPORTER_OTLP_ENDPOINT).toBeUndefined();
+    const on = envsOf({ traceSampleRatio: 0.25 }, { 'tern:otlpEndpoint': 'http://localhost:4318' });
+    expect(on.sender).toMatchObject({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://localhost:4318', OTEL_TRACES_SAMPLER_ARG: '0.25' });
+    expect(() => build({ otlpEndpoint: 'localhost:4318' }, {})).toThrow(/otlpEndpoint/);
+    expect(() => build({ traceSampleRatio: 1.5 }, {})).toThrow(/traceSampleRatio/);
+    const { samTemplate } = require('./helpers');
+    const t = samTemplate();
+    expect(t.Parameters.OtlpEndpoint).toMatchObject({ Type: 'String', Default: '' });
+    expect(t.Parameters.TraceSampleRatio).toMatchObject({ Type: 'Number', Default: 0.05, MinValue: 0, MaxValue: 1 });
+    for (const f of ['RelayFunction', 'SenderFunction', 'ReplayFunction', 'ApiFunction']) {
+      expect(t.Resources[f].Properties.Environment.Variables).toMatchObject({
+        OTEL_EXPORTER_OTLP_ENDPOINT: { Ref: 'OtlpEndpoint' },
+        OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
+        OTEL_TRACES_SAMPLER_ARG: { Ref: 'TraceSampleRatio' },
+      });
+    }
+  });
+
   test('health settings: settings.json by default, overridable by context and props, mapped to the sender env', () => {
     const envOf = (props: TernStackProps, context: Record<string, unknown>) => {
       const stack = build(props, context);

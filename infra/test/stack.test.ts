@@ -17,6 +17,14 @@ const resource = (c: { node: { defaultChild?: unknown } }) => json.Resources[log
 const ref = (c: { node: { defaultChild?: unknown } }) => ({ Ref: logicalId(c) });
 const arn = (c: { node: { defaultChild?: unknown } }, attr = 'Arn') => ({ 'Fn::GetAtt': [logicalId(c), attr] });
 
+
+/** The tracing variables of a stack with the default settings: tracing off (docs/tracing.md). */
+const TRACING_OFF = {
+  OTEL_EXPORTER_OTLP_ENDPOINT: '',
+  OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
+  OTEL_TRACES_SAMPLER_ARG: '0.05',
+};
+
 describe('tables', () => {
   test.each([
     ['outbox', () => stack.storage.outbox, settings.tables.outbox],
@@ -280,6 +288,7 @@ describe('functions', () => {
   test('relay environment', () => {
     expect(resource(stack.functions.relay).Properties.Environment.Variables).toEqual({
       RUST_LOG: 'info',
+      ...TRACING_OFF,
       TERN_METRICS_NAMESPACE: 'Tern',
       TERN_ENDPOINTS_TABLE: ref(stack.storage.endpoints),
       TERN_ATTEMPTS_TABLE: ref(stack.storage.attempts),
@@ -293,6 +302,7 @@ describe('functions', () => {
   test('sender environment', () => {
     expect(resource(stack.functions.sender).Properties.Environment.Variables).toEqual({
       RUST_LOG: 'info',
+      ...TRACING_OFF,
       TERN_METRICS_NAMESPACE: 'Tern',
       TERN_ENDPOINTS_TABLE: ref(stack.storage.endpoints),
       TERN_ATTEMPTS_TABLE: ref(stack.storage.attempts),
@@ -332,6 +342,7 @@ describe('functions', () => {
   test('replay environment', () => {
     expect(resource(stack.functions.replay).Properties.Environment.Variables).toEqual({
       RUST_LOG: 'info',
+      ...TRACING_OFF,
       TERN_METRICS_NAMESPACE: 'Tern',
       TERN_DLQ_URL: ref(stack.queues.dlq),
       TERN_DELIVERY_QUEUE_URL: ref(stack.queues.delivery),
@@ -368,6 +379,7 @@ describe('functions', () => {
   test('api environment: the four tables, the two queues, and the settings the sender and relay apply', () => {
     expect(resource(stack.functions.api).Properties.Environment.Variables).toEqual({
       RUST_LOG: 'info',
+      ...TRACING_OFF,
       TERN_ENDPOINTS_TABLE: ref(stack.storage.endpoints),
       TERN_ATTEMPTS_TABLE: ref(stack.storage.attempts),
       TERN_OUTBOX_TABLE: ref(stack.storage.outbox),

@@ -85,6 +85,13 @@ export class Functions extends Construct {
       TERN_METRICS_NAMESPACE: s.metrics.namespace,
     };
 
+    // OpenTelemetry traces (docs/tracing.md): off while the endpoint is empty (nothing is
+    // built); parent-based, so an event whose writer sampled its trace is always traced.
+    const tracingEnv = {
+      OTEL_EXPORTER_OTLP_ENDPOINT: c.otlpEndpoint,
+      OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
+      OTEL_TRACES_SAMPLER_ARG: String(c.traceSampleRatio),
+    };
     // The failure model's thresholds: the sender acts on them, the console shows their states.
     const healthEnv = {
       TERN_HEALTH_FAILURE_THRESHOLD: String(c.healthFailureThreshold),
@@ -102,6 +109,7 @@ export class Functions extends Construct {
       memoryMb: c.relayMemoryMb,
       environment: {
         ...common,
+        ...tracingEnv,
         TERN_ENDPOINTS_TABLE: storage.endpoints.tableName,
         TERN_ATTEMPTS_TABLE: storage.attempts.tableName,
         TERN_DELIVERY_QUEUE_URL: queues.delivery.queueUrl,
@@ -118,6 +126,7 @@ export class Functions extends Construct {
       memoryMb: c.senderMemoryMb,
       environment: {
         ...common,
+        ...tracingEnv,
         TERN_ENDPOINTS_TABLE: storage.endpoints.tableName,
         TERN_ATTEMPTS_TABLE: storage.attempts.tableName,
         TERN_DELIVERY_QUEUE_URL: queues.delivery.queueUrl,
@@ -148,6 +157,7 @@ export class Functions extends Construct {
       memoryMb: c.replayMemoryMb,
       environment: {
         ...common,
+        ...tracingEnv,
         TERN_DLQ_URL: queues.dlq.queueUrl,
         TERN_DELIVERY_QUEUE_URL: queues.delivery.queueUrl,
         // The per-tenant dead-letter record: a tenant's dry run reads it, a replay removes
@@ -187,6 +197,7 @@ export class Functions extends Construct {
       memoryMb: s.functions.api.memoryMb,
       environment: {
         RUST_LOG: 'info',
+        ...tracingEnv,
         TERN_ENDPOINTS_TABLE: storage.endpoints.tableName,
         TERN_ATTEMPTS_TABLE: storage.attempts.tableName,
         TERN_OUTBOX_TABLE: storage.outbox.tableName,
