@@ -226,6 +226,67 @@ async fn every_route_answers_another_tenants_ids_with_404() {
     assert_eq!(a_event.json["payload"], json!({"n": 1}), "A's event is A's");
 }
 
+/// A publish carries the caller's W3C trace context (docs/tracing.md): from the body, or
+/// else from the request's own `traceparent` header; a bad one in the body is a 400 naming
+/// the field. An endpoint created with `send_traceparent` receives it (this process does not
+/// trace, so the header is the event's own context); one without does not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn publish_carries_the_trace_context_to_receivers_that_ask_for_it() {
+    let receiver = Receiver::start().await.expect("receiver");
+    let (_local, _rx, api) = api_deployment("api-trace", options()).await;
+    let (asks, _) = create(
+        &api,
+        "tnt_a",
+        json!({"url": receiver.url("/asks"), "send_traceparent": true}),
+    )
+    .await;
+    let (quiet, _) = create(&api, "tnt_a", json!({"url": receiver.url("/quiet")})).await;
+    for (id, sends) in [(&asks, true), (&quiet, false)] {
+        let got = api.get(&format!("/v1/tenants/tnt_a/endpoints/{id}")).await;
+        assert_eq!(got.json["send_traceparent"], sends, "{}", got.text);
+    }
+
+    let parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    for (body, field) in [
+        (json!({"type": "order.paid", "payload": {}, "traceparent": parent.to_uppercase()}), "traceparent"),
+        (json!({"type": "order.paid", "payload": {}, "traceparent": parent.replacen("00", "01", 1)}), "traceparent"),
+        (json!({"type": "order.paid", "payload": {}, "traceparent": parent, "tracestate": "Bad=1"}), "tracestate"),
+        (json!({"type": "order.paid", "payload": {}, "tracestate": "a=1"}), "tracestate"),
+    ] {
+        let refused = api.post("/v1/tenants/tnt_a/events", &body).await;
+        assert_eq!((refused.status, refused.field()), (400, field), "{body}: {}", refused.text);
+    }
+    let published = api
+        .post(
+            "/v1/tenants/tnt_a/events",
+            &json!({"id": "evt_traced", "type": "order.paid", "payload": {"n": 1}, "traceparent": parent}),
+        )
+        .await;
+    assert_eq!(published.status, 202, "{}", published.text);
+    let from_header = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    let published = api
+        .post_with(
+            "/v1/tenants/tnt_a/events",
+            &json!({"id": "evt_header", "type": "order.paid", "payload": {"n": 2}}),
+            &[("traceparent", from_header)],
+        )
+        .await;
+    assert_eq!(published.status, 202, "{}", published.text);
+
+    let got = receiver.wait_for("/asks", 2, WAIT).await;
+    let header_of = |id: &str| {
+        got.iter()
+            .find(|r| r.header("webhook-id") == Some(id))
+            .and_then(|r| r.header("traceparent"))
+            .map(str::to_owned)
+    };
+    assert_eq!(header_of("evt_traced").as_deref(), Some(parent));
+    assert_eq!(header_of("evt_header").as_deref(), Some(from_header));
+    let quiet_got = receiver.wait_for("/quiet", 2, WAIT).await;
+    assert_eq!(quiet_got.len(), 2);
+    assert!(quiet_got.iter().all(|r| r.header("traceparent").is_none()));
+}
+
 /// The same id with the same body returns the original event; with another body, 409;
 /// concurrent duplicates write it once, and the receiver gets it once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -62,6 +62,7 @@ fn new_endpoint(tenant: &str, url: &str, types: &[&str]) -> NewEndpoint {
         auth: tern_core::receiver_auth::ReceiverAuth::None,
         signatures: tern_core::Signatures::V1,
         client_certificate: None,
+        send_traceparent: false,
     }
 }
 

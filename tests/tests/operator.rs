@@ -645,6 +645,7 @@ async fn update_changes_only_the_named_fields_and_keeps_a_concurrent_disable_and
         }),
         signatures: Some(tern_core::Signatures::V1),
         client_certificate: None,
+        send_traceparent: Some(true),
     };
     let after = ops::update_endpoint(
         &store,

@@ -299,6 +299,7 @@ pub async fn run() -> Result<ApiReport, BoxError> {
                         auth: Default::default(),
                         signatures: Default::default(),
                         client_certificate: None,
+                        send_traceparent: false,
                     },
                     &d.settings.destinations,
                     d.lookup.as_ref(),
@@ -379,6 +380,7 @@ pub async fn run() -> Result<ApiReport, BoxError> {
                 "bench.only",
                 &json!({"data": "x".repeat(1000)}).to_string(),
                 d.settings.max_payload_bytes,
+                None,
             )
             .await?;
             Ok(())

@@ -14,6 +14,9 @@ use tern_api::aws::{ApiConfig, api_deps};
 async fn main() -> Result<(), Error> {
     // JSON logs, RUST_LOG verbosity, and never the SDK's body-printing TRACE events.
     tern_handlers::logging::init_lambda();
+    // OpenTelemetry traces when OTEL_EXPORTER_OTLP_ENDPOINT is set (docs/tracing.md);
+    // without it nothing is built.
+    tern_handlers::telemetry::init_from_env("tern-api")?;
     let config = ApiConfig::from_env(&|k| std::env::var(k).ok())?;
     // Trusts the Amazon Trust Services roots only: no system certificate store to load.
     let aws = tern_aws::tls::load_for_lambda().await;

@@ -14,6 +14,9 @@ use tern_handlers::metrics::{Metrics, MetricsSink};
 async fn main() -> Result<(), Error> {
     // JSON logs, RUST_LOG verbosity, and never the SDK's body-printing TRACE events.
     tern_handlers::logging::init_lambda();
+    // OpenTelemetry traces when OTEL_EXPORTER_OTLP_ENDPOINT is set (docs/tracing.md);
+    // without it nothing is built.
+    tern_handlers::telemetry::init_from_env("tern-relay")?;
     let config = RelayConfig::from_env(&Env::process())?;
     // Trusts the Amazon Trust Services roots only: no system certificate store to load.
     let aws = tern_aws::tls::load_for_lambda().await;
@@ -23,7 +26,8 @@ async fn main() -> Result<(), Error> {
     run(service_fn(
         move |event: LambdaEvent<serde_json::Value>| async move {
             let metrics = Metrics::new(namespace, MetricsSink::Stdout);
-            let deadline = invocation_deadline(event.context.deadline());
+            let lambda_deadline = event.context.deadline();
+            let deadline = invocation_deadline(lambda_deadline);
             let (response, _) = tern_handlers::relay::handle_value_before(
                 deps,
                 event.payload,
@@ -32,6 +36,8 @@ async fn main() -> Result<(), Error> {
             )
             .await;
             metrics.flush();
+            // Before the invocation ends: Lambda freezes the process after it.
+            tern_handlers::telemetry::flush_before(lambda_deadline).await;
             Ok::<DynamoDbEventResponse, Error>(response)
         },
     ))

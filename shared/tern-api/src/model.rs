@@ -154,6 +154,11 @@ pub struct NewEndpoint {
     /// `endpoint.signing_keys`.
     #[serde(default)]
     pub signatures: Option<Signatures>,
+    /// True to send each attempt's W3C Trace Context `traceparent` header (the attempt
+    /// span's when Tern traces, else the published event's), so a receiver that traces
+    /// sees the delivery as the parent of its own work. Default: false.
+    #[serde(default)]
+    pub send_traceparent: Option<bool>,
 }
 
 /// A change to an endpoint: only the fields present change. `null` returns an optional
@@ -188,6 +193,9 @@ pub struct EndpointPatch {
     /// New request body format.
     #[serde(default)]
     pub payload_format: Option<PayloadFormat>,
+    /// Send each attempt's W3C `traceparent` header, or stop sending it.
+    #[serde(default)]
+    pub send_traceparent: Option<bool>,
     /// New rate limit, requests per second, 1..=1,000; `null` removes the limit.
     #[serde(default, deserialize_with = "nullable")]
     #[schema(value_type = Option<u32>, minimum = 1, maximum = 1000)]
@@ -262,6 +270,8 @@ pub struct Endpoint {
     pub payload_format: PayloadFormat,
     /// Rate limit, requests per second across every sender batch; `null`: no limit.
     pub max_per_second: Option<u32>,
+    /// True when each attempt carries the W3C `traceparent` header.
+    pub send_traceparent: bool,
     /// Signing secrets, newest first (fingerprints).
     pub secrets: Vec<SecretInfo>,
     /// Signature schemes in `webhook-signature`.
@@ -300,6 +310,7 @@ impl From<tern_ops::EndpointView> for Endpoint {
             timeout_ms: v.timeout_ms,
             payload_format: v.payload_format.into(),
             max_per_second: v.max_per_second,
+            send_traceparent: v.send_traceparent,
             secrets: v
                 .secrets
                 .into_iter()
@@ -674,6 +685,25 @@ pub struct NewEvent {
     /// deployment's payload limit (256 KiB by default).
     #[schema(value_type = std::collections::HashMap<String, serde_json::Value>)]
     pub payload: Box<RawValue>,
+    /// The W3C Trace Context `traceparent` of the code that publishes
+    /// (`00-<32 hex trace id>-<16 hex span id>-<2 hex flags>`, lowercase, ids not all zeros):
+    /// Tern's spans of this event (the fan-out, every attempt, the dead letter, a replay)
+    /// join that trace. Default: the request's own `traceparent` header when it holds a
+    /// valid one, else none (the event starts a trace of its own). An invalid one here is
+    /// a 400 naming `traceparent`.
+    #[serde(default)]
+    #[schema(
+        min_length = 55,
+        max_length = 55,
+        pattern = "^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$"
+    )]
+    pub traceparent: Option<String>,
+    /// The W3C Trace Context `tracestate` that goes with `traceparent`: at most 512
+    /// characters and 32 `key=value` members (W3C Trace Context §3.3.1). Only with
+    /// `traceparent`.
+    #[serde(default)]
+    #[schema(max_length = 512)]
+    pub tracestate: Option<String>,
 }
 
 /// A published event.

@@ -855,6 +855,9 @@ impl EndpointStore for DynamoEndpointStore {
                 Some(AttributeValue::S(f.as_str().to_owned())),
             );
         }
+        if let Some(t) = update.send_traceparent {
+            field("send_traceparent", Some(AttributeValue::Bool(t)));
+        }
         if let Some(r) = update.max_per_second {
             field(
                 "max_per_second",

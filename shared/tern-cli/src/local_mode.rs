@@ -50,6 +50,9 @@ pub async fn demo(
 pub async fn local(time_scale: f64) -> Result<(), OpsError> {
     // Status lines on stderr, so a first start (moto can take seconds) is never silent;
     // RUST_LOG=info shows every relay and attempt as well.
+    // OpenTelemetry traces to the OTLP endpoint the standard environment names, if any
+    // (docs/tracing.md); without one nothing is built.
+    tern_handlers::telemetry::init_from_env("tern-local").map_err(invalid)?;
     eprintln!("tern local: starting moto (the local AWS) on 127.0.0.1...");
     let moto = MotoServer::start().await.map_err(invalid)?;
     eprintln!(

@@ -280,6 +280,10 @@ enum EndpointCommand {
         /// Default: no limit.
         #[arg(long)]
         max_per_second: Option<u32>,
+        /// Send each attempt's W3C `traceparent` header, so a receiver that traces sees the
+        /// delivery as the parent of its own work (docs/tracing.md). Default: not sent.
+        #[arg(long)]
+        send_traceparent: bool,
         #[command(flatten)]
         reach: Box<reach_args::ReachArgs>,
     },
@@ -342,6 +346,9 @@ enum EndpointCommand {
         /// New rate limit in requests per second (1-1000); 0 = no limit.
         #[arg(long)]
         max_per_second: Option<u32>,
+        /// Send each attempt's W3C `traceparent` header (`true`) or stop (`false`).
+        #[arg(long, value_name = "BOOL")]
+        send_traceparent: Option<bool>,
         /// Remove the custom header NAME (repeatable).
         #[arg(long, value_name = "NAME")]
         remove_header: Vec<String>,
@@ -1133,6 +1140,7 @@ async fn endpoints(
             description,
             payload_format,
             max_per_second,
+            send_traceparent,
             reach,
         } => {
             let destinations = DestinationSettings::from_env(&Env::process()).map_err(invalid)?;
@@ -1160,6 +1168,7 @@ async fn endpoints(
                     auth,
                     signatures: reach.signatures.unwrap_or_default(),
                     client_certificate,
+                    send_traceparent,
                 },
                 &destinations.policy(),
                 &DnsResolver::system(),
@@ -1273,6 +1282,7 @@ async fn endpoints(
             max_attempts,
             payload_format,
             max_per_second,
+            send_traceparent,
             remove_header,
             clear_headers,
             reach,
@@ -1306,6 +1316,7 @@ async fn endpoints(
                 max_attempts: max_attempts.map(|m| Some(m).filter(|m| *m != 0)),
                 payload_format,
                 max_per_second: max_per_second.map(|r| Some(r).filter(|r| *r != 0)),
+                send_traceparent,
                 headers,
                 auth: reach.auth(&mut secrets)?,
                 signatures: reach.signatures,

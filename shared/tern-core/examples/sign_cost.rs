@@ -85,6 +85,7 @@ fn main() {
             tenant_id: TenantId::new("tnt_bench").expect("tenant"),
             created_at: Utc::now(),
             payload: Payload::parse(text, 1 << 20).expect("payload"),
+            trace: None,
         };
         let body = event.payload.as_str().as_bytes().to_vec();
         let cells: Vec<String> = [

@@ -174,6 +174,12 @@ pub struct Endpoint {
     /// default, also for endpoints stored before this field existed) offers none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_certificate: Option<ClientCertificate>,
+    /// True to send each attempt's W3C `traceparent` header (its span's, or the event's
+    /// trace context when Tern does not trace), so a receiver that traces sees the delivery
+    /// as the parent of its own work. Off by default (also for endpoints stored before
+    /// this field existed): a header the receiver did not ask for is not sent.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub send_traceparent: bool,
     /// Free text for operators.
     #[serde(default)]
     pub description: Option<String>,
@@ -221,6 +227,8 @@ pub struct EndpointUpdate {
     pub signatures: Option<Signatures>,
     /// New client certificate for mutual TLS; `Some(None)` removes it.
     pub client_certificate: Option<Option<ClientCertificate>>,
+    /// Whether to send the `traceparent` header.
+    pub send_traceparent: Option<bool>,
 }
 
 impl EndpointUpdate {
@@ -256,6 +264,9 @@ impl EndpointUpdate {
         }
         if let Some(f) = self.payload_format {
             endpoint.payload_format = f;
+        }
+        if let Some(t) = self.send_traceparent {
+            endpoint.send_traceparent = t;
         }
         if let Some(r) = self.max_per_second {
             endpoint.max_per_second = r;
@@ -350,6 +361,7 @@ impl Endpoint {
             signatures: Signatures::V1,
             signing_keys: Vec::new(),
             client_certificate: None,
+            send_traceparent: false,
             description: None,
             created_at: now,
             updated_at: None,
@@ -608,6 +620,7 @@ mod tests {
             tenant_id: TenantId::new(tenant).unwrap(),
             created_at: Utc::now(),
             payload: Payload::parse("{}", 10).unwrap(),
+            trace: None,
         }
     }
 

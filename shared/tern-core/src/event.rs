@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use crate::ids::{EventId, TenantId};
+use crate::trace_context::TraceContext;
 
 /// Default largest payload, in bytes: 256 KiB, the cap the design sets (DESIGN.md §3)
 /// and the classic SQS message limit.
@@ -238,6 +239,11 @@ pub struct Event {
     pub created_at: DateTime<Utc>,
     /// The exact JSON text of the payload.
     pub payload: Payload,
+    /// The W3C trace context (`traceparent`, `tracestate`) of the code that wrote the
+    /// event, when it had one: Tern's spans for this event join that trace. Absent, the
+    /// relay's fan-out span starts a trace of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<TraceContext>,
 }
 
 #[cfg(test)]

@@ -38,6 +38,7 @@ pub mod signing_key;
 pub mod spread;
 pub mod sqs_text;
 pub mod trace;
+pub mod trace_context;
 pub mod waiting;
 
 pub use endpoint::{Endpoint, EndpointSecret};
@@ -50,6 +51,7 @@ pub use retry::RetrySchedule;
 pub use secret_value::SecretValue;
 pub use signing::Secret;
 pub use signing_key::{Signatures, SigningKey};
+pub use trace_context::{TraceContext, TraceContextError, TraceParent};
 
 /// `user-agent` sent with every attempt: `Tern/<version>`.
 pub const USER_AGENT: &str = concat!("Tern/", env!("CARGO_PKG_VERSION"));

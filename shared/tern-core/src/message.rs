@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use crate::event::Event;
 use crate::ids::{DeliveryId, EndpointId};
 use crate::spread::{LedgerLayout, PAIR_SHARDS};
+use crate::trace_context::TraceContext;
 
 /// The message format version this build writes: 2. A version also fixes where the
 /// delivery ledger keeps the pair's items ([`crate::spread::LedgerLayout`]): version 1
@@ -184,6 +185,17 @@ pub struct DeliveryMessage {
     /// every message derived from this one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ledger_shards: Option<u32>,
+    /// The W3C trace context this delivery's spans descend from: the relay's fan-out span
+    /// when the relay traces, else the event's own ([`Event::trace`]), else none (each
+    /// attempt span then starts a trace). Set by the relay; kept by every message derived
+    /// from this one (retries, requeues, the dead letter, replays), so one event's
+    /// attempts read as one story.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<TraceContext>,
+    /// The span of this pair's previous attempt, when it was traced: the next attempt's
+    /// span links to it, so a pair's retries are linked in order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_attempt: Option<TraceContext>,
 }
 
 /// Why a queue message body is not a delivery message.
@@ -235,6 +247,8 @@ impl DeliveryMessage {
     /// The first message of a delivery, as the relay makes it.
     pub fn first(event: Event, endpoint_id: EndpointId) -> Self {
         Self {
+            trace: event.trace.clone(),
+            previous_attempt: None,
             version: MESSAGE_VERSION,
             delivery_id: DeliveryId::of(&event.id, &endpoint_id),
             event,
@@ -496,6 +510,7 @@ mod tests {
             tenant_id: TenantId::new("tnt_a").unwrap(),
             created_at: "2026-01-01T00:00:00Z".parse().unwrap(),
             payload: Payload::parse(r#"{"b":1,"a":2,"n":1e2}"#, 1024).unwrap(),
+            trace: None,
         };
         DeliveryMessage::first(event, EndpointId::new("ep_1").unwrap())
     }

@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::event::{Event, EventType, Payload, PayloadError};
 use crate::ids::{EventId, IdError, TenantId};
+use crate::trace_context::{TraceContext, TraceContextError};
 
 /// Value of [`OutboxRecord::tern_record`] that marks an item as a Tern outbox item.
 /// Items without it (the application's own items, if it shares the table) are ignored.
@@ -94,6 +95,14 @@ pub struct OutboxRecord {
     pub payload: String,
     /// TTL attribute: Unix seconds after which DynamoDB deletes the item.
     pub expires_at: i64,
+    /// The W3C `traceparent` of the code that wrote the event, if any (optional in
+    /// version 2: an item without it starts its own trace, and a relay of an earlier
+    /// build ignores it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
+    /// The W3C `tracestate` that goes with [`Self::traceparent`], if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tracestate: Option<String>,
 }
 
 /// Why an outbox item cannot become an event.
@@ -139,14 +148,35 @@ impl OutboxRecord {
                 .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
             payload: event.payload.as_str().to_owned(),
             expires_at: (event.created_at + ttl).timestamp(),
+            traceparent: event.trace.as_ref().map(|t| t.traceparent().to_string()),
+            tracestate: event
+                .trace
+                .as_ref()
+                .and_then(|t| t.tracestate().map(str::to_owned)),
         }
     }
 
-    /// The event, validated again (the table may have been written by other code).
+    /// The item's trace context, checked: `Ok(None)` without a `traceparent`. The relay
+    /// ignores a bad one (logged) rather than refuse the event: a trace is worth less than
+    /// a delivery.
+    ///
+    /// # Errors
+    /// [`TraceContextError`] for a `traceparent` or `tracestate` W3C Trace Context refuses.
+    pub fn trace_context(&self) -> Result<Option<TraceContext>, TraceContextError> {
+        match &self.traceparent {
+            None => Ok(None),
+            Some(parent) => TraceContext::parse(parent, self.tracestate.as_deref()).map(Some),
+        }
+    }
+
+    /// The event, validated again (the table may have been written by other code). A
+    /// trace context that W3C Trace Context refuses is dropped, not an error
+    /// ([`Self::trace_context`] says why; the relay logs it).
     ///
     /// # Errors
     /// [`OutboxError`].
     pub fn into_event(self, max_payload_bytes: usize) -> Result<Event, OutboxError> {
+        let trace = self.trace_context().ok().flatten();
         let id = match self.schema_version {
             OUTBOX_SCHEMA_VERSION => match self.event_id.split_once(KEY_SEPARATOR) {
                 Some((tenant, id)) if tenant == self.tenant_id => id.to_owned(),
@@ -169,6 +199,7 @@ impl OutboxRecord {
             tenant_id: TenantId::new(self.tenant_id)?,
             created_at,
             payload: Payload::parse(self.payload, max_payload_bytes)?,
+            trace,
         })
     }
 }
@@ -186,6 +217,7 @@ mod tests {
                 .unwrap()
                 .with_timezone(&Utc),
             payload: Payload::parse(r#"{"a":1}"#, 1024).unwrap(),
+            trace: None,
         }
     }
 
@@ -233,5 +265,25 @@ mod tests {
         let mut record = OutboxRecord::from_event(&e, chrono::Duration::days(7));
         record.schema_version = 3;
         assert_eq!(record.into_event(1024), Err(OutboxError::Version(3)));
+    }
+
+    #[test]
+    fn the_trace_context_round_trips_and_a_bad_one_is_dropped_not_refused() {
+        let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let mut e = event("tnt_a", "evt_1");
+        e.trace = Some(TraceContext::parse(traceparent, Some("rojo=1")).unwrap());
+        let record = OutboxRecord::from_event(&e, chrono::Duration::days(7));
+        assert_eq!(record.traceparent.as_deref(), Some(traceparent));
+        assert_eq!(record.tracestate.as_deref(), Some("rojo=1"));
+        assert_eq!(record.clone().into_event(1024).unwrap(), e);
+
+        // Written by other code: an uppercase traceparent is not W3C Trace Context. The
+        // event is delivered all the same, without it.
+        let mut bad = record;
+        bad.traceparent = Some(traceparent.to_uppercase());
+        assert_eq!(bad.trace_context(), Err(TraceContextError::Format));
+        let delivered = bad.into_event(1024).unwrap();
+        assert_eq!(delivered.trace, None);
+        assert_eq!(delivered.id, e.id);
     }
 }

@@ -289,6 +289,7 @@ mod tests {
             tenant_id: TenantId::new("tnt_a").unwrap(),
             created_at: Utc.timestamp_millis_opt(1_772_366_400_250).unwrap(),
             payload: Payload::parse(payload, 1 << 20).unwrap(),
+            trace: None,
         }
     }
 

@@ -394,6 +394,7 @@ mod tests {
             tenant_id: TenantId::new("tnt_a").unwrap(),
             created_at: t(0),
             payload: Payload::parse("{}", 10).unwrap(),
+            trace: None,
         };
         DeliveryMessage::first(event, EndpointId::new("ep_1").unwrap())
     }

@@ -31,7 +31,7 @@ use tern_core::fanout::{CHECKPOINT_MIN_FANOUT, FanOutCheckpoints};
 use tern_core::outbox::{KIND_ATTRIBUTE, OUTBOX_RECORD_KIND, OutboxRecord};
 use tern_core::ports::{EndpointStore, MessageQueue, PortError, QueueEntry};
 use tern_core::spread::LedgerLayout;
-use tern_core::{Endpoint, EndpointId, Event, TenantId};
+use tern_core::{Endpoint, EndpointId, Event, TenantId, TraceContext};
 use tokio::time::Instant;
 
 use crate::metrics::Metrics;
@@ -40,6 +40,7 @@ pub use crate::relay_send::{
     DRAIN_RESERVE, MAX_CONCURRENT_SENDS, RETRY_BACKOFF_MS, SEND_ATTEMPTS, SEND_RESERVE,
     SQS_BATCH_LIMIT, SQS_BATCH_MAX_BYTES, sqs_batches,
 };
+use crate::telemetry;
 
 /// What the relay needs.
 #[derive(Clone)]
@@ -141,10 +142,25 @@ pub fn read_record(record: &EventRecord, max_payload: usize) -> Reading {
     let parsed: Result<OutboxRecord, _> = serde_dynamo::from_item(image.clone());
     match parsed {
         Err(e) => Reading::Poison(format!("outbox item does not have the outbox shape: {e}")),
-        Ok(rec) => match rec.into_event(max_payload) {
-            Ok(event) => Reading::Event(Box::new(event)),
-            Err(e) => Reading::Poison(e.to_string()),
-        },
+        Ok(rec) => {
+            if let Err(e) = rec.trace_context() {
+                // A trace is worth less than a delivery: the event goes on without it.
+                tracing::warn!(
+                    event = tern_core::outbox::event_id_part(&rec.event_id),
+                    tenant = %rec.tenant_id.chars().take(128).collect::<String>(),
+                    error = %e,
+                    "outbox item's trace context ignored: it is not W3C Trace Context"
+                );
+            }
+            read_event(rec, max_payload)
+        }
+    }
+}
+
+fn read_event(rec: OutboxRecord, max_payload: usize) -> Reading {
+    match rec.into_event(max_payload) {
+        Ok(event) => Reading::Event(Box::new(event)),
+        Err(e) => Reading::Poison(e.to_string()),
     }
 }
 
@@ -409,7 +425,65 @@ enum Plan {
         /// The ledger layout of the event's messages (`tern_core::spread`): chosen by the
         /// relay that began the fan-out, kept by every invocation that resumes it.
         layout: LedgerLayout,
+        /// The fan-out's span, when tracing is on: its context is the parent of every
+        /// delivery's spans. Ended when the record is settled (or dropped with the plan).
+        span: FanOutSpan,
     },
+}
+
+/// The span of one event's fan-out ([`crate::telemetry`]), ended once.
+struct FanOutSpan(std::sync::Mutex<Option<opentelemetry_sdk::trace::Span>>);
+
+impl FanOutSpan {
+    /// Starts the span of `event`'s fan-out to `endpoints` endpoints, child of the
+    /// application's span; an empty one when tracing is off.
+    fn start(event: &Event, endpoints: usize) -> Self {
+        use opentelemetry::KeyValue;
+        use telemetry::keys;
+        let span = telemetry::tracer().and_then(|_| {
+            telemetry::start(
+                "fan-out",
+                opentelemetry::trace::SpanKind::Producer,
+                event.trace.as_ref(),
+                None,
+                vec![
+                    KeyValue::new(keys::EVENT_ID, event.id.to_string()),
+                    KeyValue::new(keys::EVENT_TYPE, event.event_type.to_string()),
+                    KeyValue::new(keys::TENANT_ID, event.tenant_id.to_string()),
+                    KeyValue::new(keys::FANOUT_ENDPOINTS, endpoints as i64),
+                    KeyValue::new("messaging.system", "aws_sqs"),
+                    KeyValue::new("messaging.operation.type", "send"),
+                ],
+                vec![],
+            )
+        });
+        Self(std::sync::Mutex::new(span))
+    }
+
+    /// The context every delivery message of the fan-out carries.
+    fn context(&self) -> Option<TraceContext> {
+        use opentelemetry::trace::Span as _;
+        let guard = self.0.lock().ok()?;
+        guard
+            .as_ref()
+            .and_then(|s| telemetry::trace_context_of(s.span_context()))
+    }
+
+    /// Ends the span with what was sent and parked.
+    fn finish(&self, deliveries: usize, parked: usize) {
+        use opentelemetry::KeyValue;
+        use opentelemetry::trace::Span as _;
+        if let Ok(mut guard) = self.0.lock()
+            && let Some(mut span) = guard.take()
+        {
+            span.set_attribute(KeyValue::new(
+                "messaging.batch.message_count",
+                deliveries as i64,
+            ));
+            span.set_attribute(KeyValue::new("tern.fanout.parked", parked as i64));
+            span.end();
+        }
+    }
 }
 
 /// Why something is parked in the failure queue.
@@ -459,12 +533,14 @@ async fn handle_records(
                 event,
                 endpoints,
                 layout,
+                span,
                 ..
             } => Some(FanOut {
                 record,
                 event,
                 endpoints,
                 layout: *layout,
+                trace: span.context(),
             }),
             _ => None,
         })
@@ -497,6 +573,7 @@ async fn handle_records(
                     endpoints,
                     subscribed,
                     layout,
+                    ..
                 } = plan
                 {
                     checkpoint(deps, event, endpoints, *subscribed, *layout, done, deadline).await;
@@ -683,11 +760,13 @@ async fn deliver_plan(
             ),
         }
     }
+    let span = FanOutSpan::start(&event, endpoints.len());
     Ok(Plan::Deliver {
         event,
         endpoints,
         subscribed,
         layout,
+        span,
     })
 }
 
@@ -767,7 +846,10 @@ async fn settle(
             })
         }
         Plan::Deliver {
-            event, endpoints, ..
+            event,
+            endpoints,
+            span,
+            ..
         } => {
             let mut parked = 0;
             for (done, (endpoint, result)) in endpoints.iter().zip(sent).enumerate() {
@@ -808,6 +890,7 @@ async fn settle(
             let deliveries = endpoints.len() - parked;
             metrics.update(|c| c.events_relayed += 1);
             tracing::info!(event_id = %event.id, event_type = %event.event_type, deliveries, parked, "relayed");
+            span.finish(deliveries, parked);
             Settled::Done(RecordOutcome::Relayed { deliveries, parked })
         }
     }

@@ -118,6 +118,9 @@ pub(crate) struct FanOut<'a> {
     pub endpoints: &'a [EndpointId],
     /// The ledger layout its messages carry.
     pub layout: tern_core::spread::LedgerLayout,
+    /// The fan-out span's trace context, when the relay traces: its messages carry it
+    /// instead of the event's own, so the delivery spans are its children.
+    pub trace: Option<tern_core::TraceContext>,
 }
 
 /// One message: fan-out `fan_out`, endpoint `endpoint` of it.
@@ -154,7 +157,10 @@ impl Stops {
 fn build(fan_outs: &[FanOut<'_>], item: Item) -> QueueEntry {
     let f = &fan_outs[item.fan_out];
     let endpoint = &f.endpoints[item.endpoint];
-    let message = DeliveryMessage::first(f.event.clone(), endpoint.clone()).in_layout(f.layout);
+    let mut message = DeliveryMessage::first(f.event.clone(), endpoint.clone()).in_layout(f.layout);
+    if let Some(trace) = &f.trace {
+        message.trace = Some(trace.clone());
+    }
     QueueEntry {
         id: format!("r{}e{}", f.record, item.endpoint),
         body: message.to_body(),
@@ -435,6 +441,7 @@ mod tests {
             event: &e,
             endpoints: &eps,
             layout: tern_core::spread::LedgerLayout::for_fan_out(1),
+            trace: None,
         }];
         let (results, retried) = send_fan_outs(&q, &fan_outs, None).await;
         assert_eq!(results, vec![vec![Some(Ok(())); 4]]);
@@ -455,6 +462,7 @@ mod tests {
             event: &e,
             endpoints: &eps,
             layout: tern_core::spread::LedgerLayout::for_fan_out(1),
+            trace: None,
         }];
         let (results, retried) = send_fan_outs(&q, &fan_outs, None).await;
         assert_eq!(retried, 0);
@@ -474,6 +482,7 @@ mod tests {
             event: &e,
             endpoints: &eps,
             layout: tern_core::spread::LedgerLayout::for_fan_out(1),
+            trace: None,
         }];
         let (results, _) = send_fan_outs(&q, &fan_outs, None).await;
         assert!(results[0].iter().all(|r| r == &Some(Ok(()))));
@@ -498,6 +507,7 @@ mod tests {
             event: &e,
             endpoints: &eps,
             layout: tern_core::spread::LedgerLayout::for_fan_out(1),
+            trace: None,
         }];
         let start = Instant::now();
         let stops = Stops {
@@ -528,6 +538,7 @@ mod tests {
             event: &e,
             endpoints: &eps,
             layout: tern_core::spread::LedgerLayout::for_fan_out(1),
+            trace: None,
         }];
         let start = Instant::now();
         let stops = Stops {

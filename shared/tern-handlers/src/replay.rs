@@ -374,7 +374,10 @@ async fn drain(
             if request.dry_run {
                 left.push(m);
             } else {
-                let replayed = parsed.replayed();
+                let mut replayed = parsed.replayed();
+                if let Some(span) = crate::telemetry::budget_span("replay", &replayed) {
+                    replayed.previous_attempt = Some(span);
+                }
                 deps.delivery_queue
                     .send(&QueueEntry {
                         id: "replay".into(),

@@ -49,6 +49,7 @@ use crate::health::{BatchHealth, CircuitBreaker, EndpointKey};
 use crate::markers;
 use crate::metrics::Metrics;
 use crate::rate_limit::{EndpointGate, Pass, RateGate};
+use crate::telemetry::{self, keys};
 
 /// Added to the longest attempt deadline to get a claim's lease, in seconds. The delivery
 /// queue's visibility timeout (360 s) must exceed deadline + margin (60 s), so a message
@@ -1002,6 +1003,29 @@ async fn attempt(
             .await;
         }
     };
+    // The attempt's span starts here, so that its context can go to the receiver; it
+    // ends with the attempt, as of its start plus its latency. The next message of the
+    // pair (a retry, a requeue, the dead letter) links to it.
+    let mut message = message;
+    let mut span = attempt_span(&message, endpoint, started);
+    let this_attempt = span
+        .as_ref()
+        .and_then(|s| telemetry::trace_context_of(opentelemetry::trace::Span::span_context(s)));
+    if this_attempt.is_some() {
+        message.previous_attempt.clone_from(&this_attempt);
+    }
+    let mut headers = headers;
+    if endpoint.send_traceparent
+        && let Some(trace) = this_attempt.as_ref().or(message.trace.as_ref())
+    {
+        // The receiver's own spans become children of this attempt (or, when Tern does
+        // not trace, of the span the event carries). Its tracestate is not sent: it is the
+        // application's vendors' data, not the receiver's.
+        headers.push(request::OutgoingHeader::plain(
+            "traceparent",
+            trace.traceparent().to_string(),
+        ));
+    }
     let request = AttemptRequest {
         url: &endpoint.url,
         body,
@@ -1156,6 +1180,9 @@ async fn attempt(
         },
         next_wait_seconds: wait,
     };
+    if let Some(span) = span.as_mut() {
+        end_attempt_span(span, &report, &record.outcome, started);
+    }
     // tenant_id and endpoint_id feed the Contributor Insights rules (top endpoints by
     // failed attempts, top tenants by volume).
     tracing::info!(
@@ -1197,6 +1224,7 @@ async fn attempt(
                         i64::try_from(real_wait_seconds(*wait_seconds, deps.policy.time_scale))
                             .unwrap_or(i64::MAX / 1000),
                     );
+                wait_span(&message, *wait_seconds, due_at);
                 let retry = markers::MarkerRetry::default();
                 let write = markers::mark_retrying(
                     deps.ledger.as_ref(),
@@ -1757,6 +1785,7 @@ async fn dead_letter_after(
     .await?;
     carry(deadline, "dead letter", deps.dlq.send(&entry)).await?;
     metrics.update(|c| c.dead_letters += 1);
+    dead_letter_span(message, reason, attempts);
     tracing::warn!(delivery_id = %message.delivery_id, %reason, attempts, "dead-lettered");
     if reason == DeadLetterReason::Gone {
         // Starts with the dead-letter reason so operators can filter on it.
@@ -1812,4 +1841,140 @@ async fn dead_letter_malformed(
         reason: DeadLetterReason::MalformedMessage,
         attempts: 0,
     })
+}
+
+/// The span of one attempt ([`crate::telemetry`]): an HTTP client span (OpenTelemetry's
+/// HTTP semantic conventions) started at `started`, child of the delivery's trace context,
+/// linked to the pair's previous attempt. The receiver is named by scheme, host and port
+/// only: a webhook URL's path or query often holds a token. `None` when tracing is off.
+fn attempt_span(
+    message: &DeliveryMessage,
+    endpoint: &Endpoint,
+    started: chrono::DateTime<Utc>,
+) -> Option<opentelemetry_sdk::trace::Span> {
+    use opentelemetry::KeyValue;
+    telemetry::tracer()?;
+    let mut attributes = vec![
+        KeyValue::new("http.request.method", "POST"),
+        KeyValue::new(keys::EVENT_ID, message.event.id.to_string()),
+        KeyValue::new(keys::EVENT_TYPE, message.event.event_type.to_string()),
+        KeyValue::new(keys::TENANT_ID, message.event.tenant_id.to_string()),
+        KeyValue::new(keys::ENDPOINT_ID, message.endpoint_id.to_string()),
+        KeyValue::new(keys::ATTEMPT, i64::from(message.attempt)),
+        KeyValue::new(keys::REPLAY_COUNT, i64::from(message.replay_count)),
+        // Semantic conventions: the ordinal of a resend of the same request, 0 for the first.
+        KeyValue::new(
+            "http.request.resend_count",
+            i64::from(message.attempt.saturating_sub(1)),
+        ),
+    ];
+    if let Ok(url) = url::Url::parse(&endpoint.url) {
+        attributes.push(KeyValue::new("url.scheme", url.scheme().to_owned()));
+        if let Some(host) = url.host_str() {
+            attributes.push(KeyValue::new("server.address", host.to_owned()));
+        }
+        if let Some(port) = url.port_or_known_default() {
+            attributes.push(KeyValue::new("server.port", i64::from(port)));
+        }
+    }
+    let links = message
+        .previous_attempt
+        .iter()
+        .map(telemetry::link)
+        .collect();
+    telemetry::start(
+        "POST",
+        opentelemetry::trace::SpanKind::Client,
+        message.trace.as_ref(),
+        Some(started.into()),
+        attributes,
+        links,
+    )
+}
+
+/// Ends an attempt's span: its status code or error class, its outcome, and an error
+/// status unless delivered. No receiver text (error detail, body excerpt) goes in.
+fn end_attempt_span(
+    span: &mut opentelemetry_sdk::trace::Span,
+    report: &AttemptReport,
+    outcome: &str,
+    started: chrono::DateTime<Utc>,
+) {
+    use opentelemetry::KeyValue;
+    use opentelemetry::trace::Span as _;
+    let error_type = match &report.result {
+        tern_core::AttemptResult::Response { status, .. } => {
+            span.set_attribute(KeyValue::new(
+                "http.response.status_code",
+                i64::from(*status),
+            ));
+            // Semantic conventions: the status code as the error type for a 4xx or 5xx.
+            (*status >= 400).then(|| status.to_string())
+        }
+        tern_core::AttemptResult::Failed { class, .. } => Some(class.to_string()),
+    };
+    span.set_attribute(KeyValue::new(keys::OUTCOME, outcome.to_owned()));
+    if outcome != OUTCOME_DELIVERED {
+        let description = error_type.clone().unwrap_or_else(|| outcome.to_owned());
+        telemetry::fail(span, description);
+    }
+    if let Some(error_type) = error_type {
+        span.set_attribute(KeyValue::new("error.type", error_type));
+    }
+    let ended = started + chrono::Duration::milliseconds(report.latency_ms as i64);
+    span.end_with_timestamp(ended.into());
+}
+
+/// The span of the wait before a pair's next attempt: from now until the retry is due
+/// (real time), child of the delivery's trace context, linked to the attempt that failed.
+fn wait_span(message: &DeliveryMessage, wait_seconds: u64, due_at: chrono::DateTime<Utc>) {
+    use opentelemetry::KeyValue;
+    use opentelemetry::trace::Span as _;
+    let Some(mut span) = telemetry::start(
+        "retry wait",
+        opentelemetry::trace::SpanKind::Internal,
+        message.trace.as_ref(),
+        None,
+        vec![
+            KeyValue::new(keys::EVENT_ID, message.event.id.to_string()),
+            KeyValue::new(keys::ENDPOINT_ID, message.endpoint_id.to_string()),
+            KeyValue::new(keys::TENANT_ID, message.event.tenant_id.to_string()),
+            KeyValue::new(keys::ATTEMPT, i64::from(message.attempt.saturating_add(1))),
+            KeyValue::new(
+                keys::WAIT_SECONDS,
+                i64::try_from(wait_seconds).unwrap_or(i64::MAX),
+            ),
+        ],
+        message
+            .previous_attempt
+            .iter()
+            .map(telemetry::link)
+            .collect(),
+    ) else {
+        return;
+    };
+    span.end_with_timestamp(due_at.into());
+}
+
+/// The span of a dead letter, child of the delivery's trace context, linked to the last
+/// attempt when there was one.
+fn dead_letter_span(message: &DeliveryMessage, reason: DeadLetterReason, attempts: u32) {
+    use opentelemetry::KeyValue;
+    telemetry::instant(
+        "dead-letter",
+        message.trace.as_ref(),
+        vec![
+            KeyValue::new(keys::EVENT_ID, message.event.id.to_string()),
+            KeyValue::new(keys::ENDPOINT_ID, message.endpoint_id.to_string()),
+            KeyValue::new(keys::TENANT_ID, message.event.tenant_id.to_string()),
+            KeyValue::new(keys::DEAD_LETTER_REASON, reason.as_str()),
+            KeyValue::new(keys::ATTEMPT, i64::from(attempts)),
+            KeyValue::new(keys::REPLAY_COUNT, i64::from(message.replay_count)),
+        ],
+        message
+            .previous_attempt
+            .iter()
+            .map(telemetry::link)
+            .collect(),
+    );
 }

@@ -212,6 +212,7 @@ pub async fn run(
                 auth: tern_core::receiver_auth::ReceiverAuth::None,
                 signatures: tern_core::Signatures::V1,
                 client_certificate: None,
+                send_traceparent: false,
             },
             &tern_http::DestinationPolicy {
                 https_only: false,

@@ -91,6 +91,8 @@ pub struct NewEndpoint {
     pub payload_format: PayloadFormat,
     /// Rate limit, requests per second (`None`: no limit).
     pub max_per_second: Option<u32>,
+    /// Send each attempt's W3C `traceparent` header.
+    pub send_traceparent: bool,
     /// Existing secret to use (else a new one is generated).
     pub secret: Option<String>,
     /// Custom headers ([`tern_core::custom_headers`]).
@@ -221,6 +223,7 @@ async fn new_endpoint(
     endpoint.max_attempts = new.max_attempts;
     endpoint.payload_format = new.payload_format;
     endpoint.max_per_second = new.max_per_second;
+    endpoint.send_traceparent = new.send_traceparent;
     endpoint.description = new.description;
     endpoint.headers = new.headers;
     endpoint.auth = new.auth;
@@ -537,6 +540,8 @@ pub struct EndpointView {
     pub payload_format: PayloadFormat,
     /// Rate limit: most requests per second across every sender batch; `null`: none.
     pub max_per_second: Option<u32>,
+    /// True when each attempt carries the W3C `traceparent` header.
+    pub send_traceparent: bool,
     /// Signing secrets, newest first.
     pub secrets: Vec<SecretView>,
     /// Signature schemes in `webhook-signature`: `v1` (HMAC), `v1a` (Ed25519) or `both`.
@@ -576,6 +581,7 @@ impl EndpointView {
             timeout_ms: e.timeout_ms,
             payload_format: e.payload_format,
             max_per_second: e.max_per_second,
+            send_traceparent: e.send_traceparent,
             secrets: e
                 .secrets
                 .iter()
@@ -659,6 +665,15 @@ pub fn print_endpoint(out: &mut dyn Write, e: &Endpoint, json: bool) -> std::io:
         opt(v.timeout_ms.map(|t| t.to_string()), "deployment default")
     )?;
     writeln!(out, "payload format:       {}", v.payload_format)?;
+    writeln!(
+        out,
+        "traceparent header:   {}",
+        if v.send_traceparent {
+            "sent"
+        } else {
+            "not sent"
+        }
+    )?;
     writeln!(
         out,
         "rate limit:           {}",

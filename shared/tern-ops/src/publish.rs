@@ -6,7 +6,7 @@ use chrono::{SubsecRound, Utc};
 use tern_core::event_store::{EventStore, Published, same_event};
 use tern_core::ids::IdError;
 use tern_core::ports::PortError;
-use tern_core::{Event, EventId, EventType, Payload, PayloadError, TenantId};
+use tern_core::{Event, EventId, EventType, Payload, PayloadError, TenantId, TraceContext};
 
 /// What a publish did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,8 +48,9 @@ pub enum PublishError {
     Port(#[from] PortError),
 }
 
-/// Publishes an event of `tenant` with the id given (or a new `evt_` id), the type and the
-/// payload's exact JSON text (a JSON object of at most `max_payload_bytes`, the relay's
+/// Publishes an event of `tenant` with the id given (or a new `evt_` id), the type, the
+/// caller's W3C trace context if it has one (Tern's spans of the event join that trace),
+/// and the payload's exact JSON text (a JSON object of at most `max_payload_bytes`, the relay's
 /// `TERN_MAX_PAYLOAD_BYTES`). Publishing the same id again with the same type and payload
 /// returns the original event ([`PublishOutcome::Repeated`]) while the outbox keeps it
 /// (its TTL, 7 days by default); after that the id can be used again.
@@ -63,6 +64,7 @@ pub async fn publish(
     event_type: &str,
     payload: &str,
     max_payload_bytes: usize,
+    trace: Option<TraceContext>,
 ) -> Result<PublishOutcome, PublishError> {
     let event = Event {
         id: id.unwrap_or_else(EventId::generate),
@@ -72,6 +74,7 @@ pub async fn publish(
         // the time receivers will see and a repeat returns.
         created_at: Utc::now().trunc_subsecs(3),
         payload: Payload::parse(payload, max_payload_bytes)?,
+        trace,
     };
     match store.publish(&event).await? {
         Published::Created => Ok(PublishOutcome::Created(event)),

@@ -136,10 +136,14 @@ pub async fn resend_event(
     // In the pair's own ledger layout (an older build's pair stays unsharded), so the
     // resend's claim meets the pair's earlier ones and outranks them.
     let message = DeliveryMessage::resend(event, endpoint.id.clone(), replay_count);
-    let message = match &state {
+    let mut message = match &state {
         Some(s) => message.in_layout(s.ledger),
         None => message,
     };
+    // The resend's span, child of the event's trace, is the parent of its attempts.
+    if let Some(span) = tern_handlers::telemetry::budget_span("resend", &message) {
+        message.trace = Some(span);
+    }
     deps.delivery_queue
         .send(&QueueEntry {
             id: "resend".into(),

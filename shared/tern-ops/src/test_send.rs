@@ -74,6 +74,7 @@ pub fn test_event(endpoint: &Endpoint) -> Event {
         created_at: Utc::now(),
         payload: Payload::parse(payload, 4096)
             .unwrap_or_else(|e| unreachable!("the test payload is a small object: {e}")),
+        trace: None,
     }
 }
 

@@ -29,6 +29,13 @@ use tern_core::event::DEFAULT_MAX_PAYLOAD_BYTES;
 use tern_core::outbox::OutboxRecord;
 use tern_core::{EventType, Payload, TenantId};
 
+/// A W3C trace context (`traceparent`, `tracestate`) an event carries
+/// ([`PreparedEvent::with_trace_context`]).
+pub use tern_core::TraceContext;
+
+/// Why a `traceparent` or `tracestate` is refused. Held by [`OutboxWriteError::Trace`].
+pub use tern_core::TraceContextError;
+
 /// An event as Tern delivers it: id, type, tenant, creation time (UTC) and the payload's
 /// exact JSON text. [`PreparedEvent::event`] is one; re-exported so your crate needs no
 /// dependency on `tern-core`.
@@ -67,6 +74,9 @@ pub enum OutboxWriteError {
     /// four digits) cannot write it, so the relay could not read the item back.
     #[error("created_at {0} is outside the years 0001-9999 that RFC 3339 can write")]
     CreatedAt(String),
+    /// The `traceparent` or `tracestate` given is not what W3C Trace Context allows.
+    #[error(transparent)]
+    Trace(#[from] TraceContextError),
     /// The item could not be encoded for DynamoDB.
     #[error("outbox item cannot be encoded: {0}")]
     Encode(String),
@@ -76,8 +86,8 @@ impl OutboxWriteError {
     /// The stable code of this error, the same in every outbox builder (Rust, TypeScript,
     /// Python; `clients/outbox/README.md`): `bad_event_id`, `bad_tenant_id`,
     /// `bad_event_type`, `bad_created_at`, `payload_not_json`, `payload_not_object`,
-    /// `payload_too_large`, `payload_padded`, `payload_unsendable_character`, or
-    /// `encode` (not expected for valid events).
+    /// `payload_too_large`, `payload_padded`, `payload_unsendable_character`,
+    /// `bad_traceparent`, `bad_tracestate`, or `encode` (not expected for valid events).
     pub fn code(&self) -> &'static str {
         match self {
             Self::Id(
@@ -100,6 +110,12 @@ impl OutboxWriteError {
                 PayloadError::BadEventType(_) => "bad_event_type",
             },
             Self::CreatedAt(_) => "bad_created_at",
+            Self::Trace(
+                TraceContextError::TraceStateLength(_)
+                | TraceContextError::TraceStateMembers(_)
+                | TraceContextError::TraceStateMember(_),
+            ) => "bad_tracestate",
+            Self::Trace(_) => "bad_traceparent",
             Self::Encode(_) => "encode",
         }
     }
@@ -208,6 +224,7 @@ impl OutboxWriter {
             tenant_id,
             created_at,
             payload: Payload::parse(payload, self.max_payload_bytes)?,
+            trace: None,
         };
         let record = OutboxRecord::from_event(&event, self.ttl);
         Ok(PreparedEvent {
@@ -219,6 +236,56 @@ impl OutboxWriter {
 }
 
 impl PreparedEvent {
+    /// The same event carrying the W3C trace context of the code that writes it: the
+    /// `traceparent` (`00-<32 hex trace id>-<16 hex span id>-<2 hex flags>`) and optional
+    /// `tracestate` of your current span, as your OpenTelemetry propagator would send them
+    /// in headers. Tern's spans of this event (the relay's fan-out, each attempt, the dead
+    /// letter, a replay) then belong to your trace. With `tracing-opentelemetry`, take them
+    /// from `tracing::Span::current().context()`; with the `opentelemetry` feature,
+    /// [`Self::with_current_trace_context`] does it.
+    ///
+    /// # Errors
+    /// [`OutboxWriteError::Trace`] (code `bad_traceparent` or `bad_tracestate`) for a value
+    /// W3C Trace Context refuses: version other than `00`, wrong length, uppercase hex, an
+    /// all-zero id, or a `tracestate` beyond 512 characters or 32 members.
+    pub fn with_trace_context(
+        mut self,
+        traceparent: &str,
+        tracestate: Option<&str>,
+    ) -> Result<Self, OutboxWriteError> {
+        let trace = TraceContext::parse(traceparent, tracestate)?;
+        self.record.traceparent = Some(trace.traceparent().to_string());
+        self.record.tracestate = trace.tracestate().map(str::to_owned);
+        self.event.trace = Some(trace);
+        Ok(self)
+    }
+
+    /// The same event carrying the trace context of the current OpenTelemetry span
+    /// (`opentelemetry::Context::current()`), when there is a valid one; unchanged
+    /// otherwise. Needs the `opentelemetry` feature.
+    #[cfg(feature = "opentelemetry")]
+    #[must_use]
+    pub fn with_current_trace_context(self) -> Self {
+        use opentelemetry::trace::TraceContextExt;
+        let context = opentelemetry::Context::current();
+        let span = context.span();
+        let span = span.span_context();
+        if !span.is_valid() {
+            return self;
+        }
+        let traceparent = format!(
+            "00-{}-{}-{:02x}",
+            span.trace_id(),
+            span.span_id(),
+            span.trace_flags().to_u8()
+        );
+        let tracestate = span.trace_state().header();
+        let tracestate = (!tracestate.is_empty()).then_some(tracestate);
+        let fallback = self.clone();
+        self.with_trace_context(&traceparent, tracestate.as_deref())
+            .unwrap_or(fallback)
+    }
+
     /// The conditional `Put` of the outbox item: it fails when an item with the same
     /// event id exists, so an event id is never reused.
     ///

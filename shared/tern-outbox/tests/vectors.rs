@@ -98,6 +98,15 @@ fn build(input: &Value) -> Result<TransactWriteItem, &'static str> {
             payload(input),
         )
         .map_err(|e| e.code())?;
+    let prepared = match input.get("traceparent") {
+        Some(parent) => prepared
+            .with_trace_context(
+                parent.as_str().expect("traceparent text"),
+                input.get("tracestate").and_then(Value::as_str),
+            )
+            .map_err(|e| e.code())?,
+        None => prepared,
+    };
     prepared.transact_item().map_err(|e| e.code())
 }
 
@@ -308,6 +317,8 @@ fn the_vectors_cover_every_error_code() {
             "bad_event_id",
             "bad_event_type",
             "bad_tenant_id",
+            "bad_traceparent",
+            "bad_tracestate",
             "payload_not_json",
             "payload_not_object",
             "payload_padded",

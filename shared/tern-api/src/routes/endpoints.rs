@@ -302,6 +302,7 @@ pub(crate) async fn create_endpoint(
         // With v1a, add_endpoint makes the Ed25519 key.
         signatures: body.signatures.map(Into::into).unwrap_or_default(),
         client_certificate: certificate,
+        send_traceparent: body.send_traceparent.unwrap_or(false),
     };
     // Every field but the URL's destination was checked above: what add_endpoint still
     // refuses is the SSRF guard's verdict on the URL.
@@ -455,6 +456,7 @@ pub(crate) async fn update_endpoint(
         max_attempts: body.max_attempts,
         payload_format: body.payload_format.map(Into::into),
         max_per_second: body.max_per_second,
+        send_traceparent: body.send_traceparent,
         client_certificate: body
             .client_certificate_arn
             .map(|arn| client_certificate(arn.as_deref(), &tenant))

@@ -5,10 +5,10 @@ use std::collections::BTreeMap;
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use serde_json::value::RawValue;
 use tern_core::ports::DeliveryState as LedgerState;
-use tern_core::{EndpointId, EventId, PayloadError, TenantId};
+use tern_core::{EndpointId, EventId, PayloadError, TenantId, TraceContext, TraceContextError};
 use tern_ops::publish::{PublishError, PublishOutcome};
 use tern_ops::resend::{ResendDeps, ResendError};
 
@@ -41,10 +41,12 @@ use crate::problem::{ApiError, ApiResult, Kind};
 )]
 pub(crate) async fn publish_event(
     State(deps): State<ApiDeps>,
+    headers: HeaderMap,
     ApiPath(p): ApiPath<TenantPath>,
     ApiJson(body): ApiJson<NewEvent>,
 ) -> ApiResult<(StatusCode, Json<PublishedEvent>)> {
     let tenant = tenant(&p.tenant_id)?;
+    let trace = publish_trace_context(&body, &headers)?;
     let id = body
         .id
         .as_deref()
@@ -58,6 +60,7 @@ pub(crate) async fn publish_event(
         &body.event_type,
         body.payload.get(),
         deps.settings.max_payload_bytes,
+        trace,
     )
     .await
     .map_err(|e| match e {
@@ -89,6 +92,35 @@ pub(crate) async fn publish_event(
             created,
         }),
     ))
+}
+
+/// The trace context a publish carries: the body's `traceparent` and `tracestate` (a bad
+/// one is the caller's error, a 400 naming the field), else the request's own headers when
+/// they are valid (put there by the caller's HTTP instrumentation or a proxy; a bad header
+/// is not the caller's choice, so it is ignored), else none.
+fn publish_trace_context(body: &NewEvent, headers: &HeaderMap) -> ApiResult<Option<TraceContext>> {
+    match (&body.traceparent, &body.tracestate) {
+        (Some(parent), state) => TraceContext::parse(parent, state.as_deref())
+            .map(Some)
+            .map_err(|e| {
+                let field = match e {
+                    TraceContextError::TraceStateLength(_)
+                    | TraceContextError::TraceStateMembers(_)
+                    | TraceContextError::TraceStateMember(_) => "tracestate",
+                    _ => "traceparent",
+                };
+                ApiError::invalid(field, e.to_string())
+            }),
+        (None, Some(_)) => Err(ApiError::invalid(
+            "tracestate",
+            "tracestate is only accepted with a traceparent",
+        )),
+        (None, None) => {
+            let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+            Ok(header("traceparent")
+                .and_then(|parent| TraceContext::parse(parent, header("tracestate")).ok()))
+        }
+    }
 }
 
 /// The ids of the tenant's endpoints.

@@ -1147,6 +1147,7 @@ mod tests {
             tenant_id: TenantId::new("tnt_a").unwrap(),
             created_at: at("2026-12-01T10:00:00Z"),
             payload: tern_core::Payload::parse("{}", 1024).unwrap(),
+            trace: None,
         };
         let dead = DeliveryMessage::first(event, EndpointId::new("ep_1").unwrap()).dead_lettered(
             tern_core::DeadLetter {
