@@ -41,6 +41,7 @@ fn otlp() -> &'static Receiver {
             let provider = tern_handlers::telemetry::otlp_provider(
                 "tern-test",
                 Some(&receiver.url("/v1/traces")),
+                Some(&span_log()),
             )
             .expect("OTLP exporter");
             assert!(tern_handlers::telemetry::install(provider));
@@ -50,6 +51,11 @@ fn otlp() -> &'static Receiver {
         .expect("OTLP receiver thread")
     });
     receiver
+}
+
+/// The span file this process also writes (local mode's store, which `tern trace` reads).
+fn span_log() -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("tern-trace-test-{}.jsonl", std::process::id()))
 }
 
 /// Every span exported so far.
@@ -361,4 +367,40 @@ async fn one_event_is_one_trace_under_the_application_span() {
             span.name
         );
     }
+
+    // The same spans in local mode's span file, and `tern trace`'s waterfall of them: the
+    // fan-out first, every attempt, wait and dead letter on one time axis.
+    let logged = tern_handlers::span_log::read(&span_log()).expect("span file");
+    let trace = tern_handlers::span_log::trace_of(&logged, &event_id);
+    assert_eq!(
+        trace.len(),
+        spans.len(),
+        "the file holds the exported spans"
+    );
+    let waterfall = tern_handlers::span_log::waterfall(&trace);
+    let lines: Vec<&str> = waterfall.lines().collect();
+    assert_eq!(lines[0], format!("trace {APP_TRACE_ID}"));
+    assert_eq!(lines.len(), 2 + spans.len(), "{waterfall}");
+    assert!(lines[2].contains("fan-out endpoints 3"), "{waterfall}");
+    let flaky_lines: Vec<&&str> = lines
+        .iter()
+        .filter(|l| l.contains("POST") && l.contains(flaky.id.as_str()))
+        .collect();
+    assert_eq!(flaky_lines.len(), 3, "{waterfall}");
+    assert!(
+        flaky_lines[0].contains("attempt 1 500 error 500 retry"),
+        "{waterfall}"
+    );
+    assert!(
+        flaky_lines[2].contains("attempt 3 200 delivered"),
+        "{waterfall}"
+    );
+    assert!(waterfall.contains("dead-letter"), "{waterfall}");
+    assert!(
+        lines[3..].iter().all(|l| l.contains("  POST")
+            || l.contains("  retry wait")
+            || l.contains("  dead-letter")),
+        "children indented under the fan-out:\n{waterfall}"
+    );
+    println!("{waterfall}");
 }

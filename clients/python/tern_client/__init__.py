@@ -5,9 +5,11 @@ from .auth import SigV4HttpxAuth
 from .canonical import canonical_json
 from .client import TernApiError, create_client, unwrap
 from .facade import Tern
-from .outbox import OutboxError, OutboxWriter, PreparedEvent, generate_event_id, outbox_key
+from . import trace_context
+from .outbox import CURRENT, OutboxError, OutboxWriter, PreparedEvent, generate_event_id, outbox_key
 
 __all__ = [
+    "CURRENT",
     "OutboxError",
     "OutboxWriter",
     "PreparedEvent",
@@ -18,5 +20,6 @@ __all__ = [
     "create_client",
     "generate_event_id",
     "outbox_key",
+    "trace_context",
     "unwrap",
 ]

@@ -86,6 +86,7 @@ from tern_api.models import (
 )
 from tern_api.types import UNSET, Unset
 
+from . import trace_context
 from .client import create_client, unwrap
 
 __all__ = ["DeadLetters", "Endpoints", "Events", "Portal", "ReceiverAuth", "Tern"]
@@ -185,6 +186,7 @@ class Endpoints:
         payload_format: PayloadFormat | str | None | Unset = UNSET,
         max_attempts: int | None | Unset = UNSET,
         max_per_second: int | None | Unset = UNSET,
+        send_traceparent: bool | None | Unset = UNSET,
         schedule_seconds: _Ints | None | Unset = UNSET,
         timeout_ms: int | None | Unset = UNSET,
         client_certificate_arn: str | None | Unset = UNSET,
@@ -206,7 +208,8 @@ class Endpoints:
         ``password``, ``"oauth2_client_credentials"`` with ``token_url``, ``client_id``,
         ``client_secret``, ``scope``, ``audience``, ``client_auth``; or the ``Auth*``
         models); ``signatures``, ``"v1"`` (default), ``"v1a"`` or ``"both"`` (Ed25519: the
-        public key is in ``.endpoint.signing_keys``). Secrets are write-only: answers
+        public key is in ``.endpoint.signing_keys``); ``send_traceparent``, True to send
+        each attempt's W3C ``traceparent`` header (docs/tracing.md). Secrets are write-only: answers
         show a secret header's value as ``None`` and name the auth's secret in
         ``.endpoint.auth.secret``."""
         body = NewEndpoint(
@@ -216,6 +219,7 @@ class Endpoints:
             payload_format=_enum(PayloadFormat, payload_format),
             max_attempts=max_attempts,
             max_per_second=max_per_second,
+            send_traceparent=send_traceparent,
             schedule_seconds=schedule_seconds,
             timeout_ms=timeout_ms,
             client_certificate_arn=client_certificate_arn,
@@ -253,6 +257,7 @@ class Endpoints:
         payload_format: PayloadFormat | str | None | Unset = UNSET,
         max_attempts: int | None | Unset = UNSET,
         max_per_second: int | None | Unset = UNSET,
+        send_traceparent: bool | None | Unset = UNSET,
         schedule_seconds: _Ints | None | Unset = UNSET,
         timeout_ms: int | None | Unset = UNSET,
         client_certificate_arn: str | None | Unset = UNSET,
@@ -276,6 +281,7 @@ class Endpoints:
             payload_format=_enum(PayloadFormat, payload_format),
             max_attempts=max_attempts,
             max_per_second=max_per_second,
+            send_traceparent=send_traceparent,
             schedule_seconds=schedule_seconds,
             timeout_ms=timeout_ms,
             client_certificate_arn=client_certificate_arn,
@@ -473,13 +479,23 @@ class Events:
         payload: Mapping[str, Any],
         id: str | None = None,
         idempotency_key: str | Unset = UNSET,
+        traceparent: str | None = None,
+        tracestate: str | None = None,
     ) -> PublishedEvent:
         """``publishEvent``: ``payload`` a dict (any JSON object), sent as JSON. Idempotent on ``id``
-        (default: a new ``evt_`` id): a repeat returns the original, ``created`` False."""
+        (default: a new ``evt_`` id): a repeat returns the original, ``created`` False.
+        ``traceparent``/``tracestate``: the W3C trace context Tern's spans of the event join;
+        default: the current OpenTelemetry span's, when ``opentelemetry`` is installed."""
+        if traceparent is None:
+            found = trace_context.current()
+            if found is not None:
+                traceparent, tracestate = found
         body = NewEvent(
             type_=type,
             payload=NewEventPayload.from_dict(payload),
             id=UNSET if id is None else id,
+            traceparent=UNSET if traceparent is None else traceparent,
+            tracestate=UNSET if tracestate is None else tracestate,
         )
         return unwrap(
             publish_event.sync_detailed(

@@ -24,7 +24,19 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from . import trace_context
 from .json_text import JsonTextError, check_json_text
+
+
+class _Current:
+    """The type of :data:`CURRENT`."""
+
+    def __repr__(self) -> str:
+        return "CURRENT"
+
+
+#: ``prepare(traceparent=CURRENT)`` (the default): the current OpenTelemetry span's context.
+CURRENT = _Current()
 
 #: Default payload limit, bytes: 262,144 (256 KiB, the classic SQS message size).
 DEFAULT_MAX_PAYLOAD_BYTES = 256 * 1024
@@ -58,8 +70,8 @@ class OutboxError(ValueError):
     """An event the builder refuses. ``code`` is stable and the same in the Rust,
     TypeScript and Python builders: ``bad_event_id``, ``bad_tenant_id``,
     ``bad_event_type``, ``bad_created_at``, ``payload_not_json``, ``payload_not_object``,
-    ``payload_too_large``, ``payload_padded``, ``payload_unsendable_character``. The
-    message says what to do."""
+    ``payload_too_large``, ``payload_padded``, ``payload_unsendable_character``,
+    ``bad_traceparent``, ``bad_tracestate``. The message says what to do."""
 
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
@@ -77,6 +89,9 @@ class PreparedEvent:
     payload: str
     #: The conditional Put (``TableName``, ``Item`` in DynamoDB JSON, ``ConditionExpression``).
     put: dict[str, Any]
+    #: The W3C trace context the item carries, if any.
+    traceparent: str | None = None
+    tracestate: str | None = None
 
     @property
     def transact_item(self) -> dict[str, Any]:
@@ -210,6 +225,8 @@ class OutboxWriter:
         payload: str,
         id: str | None = None,
         created_at: dt.datetime | int | None = None,
+        traceparent: str | None | _Current = CURRENT,
+        tracestate: str | None = None,
     ) -> PreparedEvent:
         """Validates an event and builds its conditional Put.
 
@@ -218,8 +235,15 @@ class OutboxWriter:
         :param id: your event id (1-128 of ``A-Za-z0-9_-``); default ``evt_`` + a UUIDv7.
         :param created_at: an aware datetime, or Unix milliseconds; default now. Kept to
             the millisecond.
+        :param traceparent: the W3C traceparent of the span that writes the event
+            (version 00, lowercase hex): Tern's spans of the event join its trace. Default:
+            the current OpenTelemetry span's, when the ``opentelemetry`` package is
+            installed and a span is current; ``None``: none.
+        :param tracestate: the W3C tracestate that goes with it (at most 512 characters,
+            32 members).
         :raises OutboxError: with a stable ``code``, checked in this order: id, type,
-            tenant, time, then the payload's size, padding, JSON, characters, object.
+            tenant, time, then the payload's size, padding, JSON, characters, object,
+            then the traceparent and tracestate.
         """
         if id is not None:
             _check_id(id, "event id", "bad_event_id")
@@ -237,6 +261,19 @@ class OutboxWriter:
             else id
         )
         _check_payload(payload, self.max_payload_bytes)
+        if isinstance(traceparent, _Current):
+            found = trace_context.current()
+            traceparent, tracestate = found if found is not None else (None, None)
+        if traceparent is not None:
+            problem = trace_context.traceparent_problem(traceparent)
+            if problem is not None:
+                raise OutboxError("bad_traceparent", problem)
+            if tracestate is not None:
+                problem = trace_context.tracestate_problem(tracestate)
+                if problem is not None:
+                    raise OutboxError("bad_tracestate", problem)
+        if traceparent is None or (tracestate is not None and not tracestate.strip()):
+            tracestate = None
         # Rust: (created_at + ttl).timestamp(), whole seconds rounded down; timegm reads the
         # UTC time tuple, which has no fraction.
         expires_at = seconds + self.ttl_days * 86_400
@@ -255,6 +292,8 @@ class OutboxWriter:
                 "created_at": {"S": created_text},
                 "payload": {"S": payload},
                 "expires_at": {"N": str(expires_at)},
+                **({"traceparent": {"S": traceparent}} if traceparent is not None else {}),
+                **({"tracestate": {"S": tracestate}} if tracestate is not None else {}),
             },
             "ConditionExpression": CONDITION_EXPRESSION,
         }
@@ -265,4 +304,6 @@ class OutboxWriter:
             created_at=when,
             payload=payload,
             put=put,
+            traceparent=traceparent,
+            tracestate=tracestate,
         )

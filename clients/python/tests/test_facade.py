@@ -92,6 +92,7 @@ ENDPOINT = {
     "event_types": ["order.paid"],
     "enabled": True,
     "payload_format": "raw",
+    "send_traceparent": False,
     "secrets": [
         {"fingerprint": "sha256:5f2c0a1b2c3d", "state": "current", "created_at": T0}
     ],

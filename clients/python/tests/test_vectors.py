@@ -51,6 +51,7 @@ def test_vector(path: pathlib.Path) -> None:
     if "max_payload_bytes" in inp:
         kwargs["max_payload_bytes"] = inp["max_payload_bytes"]
     writer = OutboxWriter(inp["table"], **kwargs)
+    trace = {"traceparent": inp.get("traceparent"), "tracestate": inp.get("tracestate")}
 
     def build():
         return writer.prepare(
@@ -59,6 +60,7 @@ def test_vector(path: pathlib.Path) -> None:
             tenant_id=inp["tenant_id"],
             created_at=inp["created_at_unix_ms"],
             payload=payload_of(inp),
+            **trace,
         )
 
     if "error" in expected:

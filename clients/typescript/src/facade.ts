@@ -8,6 +8,7 @@
  */
 import { createTernClient, unwrap, type TernClient, type TernClientOptions } from "./client.js";
 import type { components, operations } from "./generated/api.js";
+import { currentTraceContext } from "./trace.js";
 
 type Schemas = components["schemas"];
 type QueryOf<Op extends keyof operations> = NonNullable<operations[Op]["parameters"]["query"]>;
@@ -101,7 +102,9 @@ export interface TernEndpoints {
 /** The events of a tenant: `tern.events`. */
 export interface TernEvents {
   /**
-   * `publishEvent`: `{ type, payload, id? }`, `payload` a plain object (sent as JSON).
+   * `publishEvent`: `{ type, payload, id?, traceparent?, tracestate? }`, `payload` a plain object
+   * (sent as JSON). Without `traceparent`, the active OpenTelemetry span's context is sent when
+   * `@opentelemetry/api` is installed, so Tern's spans of the event join the caller's trace.
    * Idempotent on `id`: a repeat resolves to the original with `created: false`.
    */
   publish(tenantId: string, body: Schemas["NewEvent"], options?: PostOptions): Promise<Schemas["PublishedEvent"]>;
@@ -261,7 +264,10 @@ export function createTern(options: TernClientOptions): Tern {
   const events: TernEvents = {
     publish: async (tenantId, body, options) =>
       unwrap(
-        await raw.POST("/v1/tenants/{tenant_id}/events", { params: { path: tenant(tenantId), ...key(options) }, body }),
+        await raw.POST("/v1/tenants/{tenant_id}/events", {
+          params: { path: tenant(tenantId), ...key(options) },
+          body: body.traceparent === undefined ? { ...body, ...currentTraceContext() } : body,
+        }),
       ),
     get: async (tenantId, eventId) =>
       unwrap(

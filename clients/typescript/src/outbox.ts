@@ -6,6 +6,7 @@
  * reproduced byte for byte (test/vectors.test.ts).
  */
 import { randomBytes } from "node:crypto";
+import { currentTraceContext, traceparentProblem, tracestateProblem } from "./trace.js";
 
 /** Default payload limit, bytes: 262,144 (256 KiB, the classic SQS message size). */
 export const DEFAULT_MAX_PAYLOAD_BYTES = 256 * 1024;
@@ -41,7 +42,9 @@ export type OutboxErrorCode =
   | "payload_not_object"
   | "payload_too_large"
   | "payload_padded"
-  | "payload_unsendable_character";
+  | "payload_unsendable_character"
+  | "bad_traceparent"
+  | "bad_tracestate";
 
 /** An event the builder refuses; `code` is stable, `message` says what to do. */
 export class OutboxError extends Error {
@@ -85,6 +88,14 @@ export interface NewOutboxEvent {
   id?: string;
   /** Creation time (years 0001-9999). Default: now. Kept to the millisecond. */
   createdAt?: Date;
+  /**
+   * The W3C traceparent of the span that writes the event (version 00, lowercase hex):
+   * Tern's spans of the event join its trace. Default: the active OpenTelemetry span's,
+   * when `@opentelemetry/api` is installed and a span is active; `null`: none.
+   */
+  traceparent?: string | null;
+  /** The W3C tracestate that goes with `traceparent` (at most 512 characters, 32 members). */
+  tracestate?: string;
 }
 
 /** A validated event and its outbox item. */
@@ -94,6 +105,9 @@ export interface PreparedEvent {
   tenantId: string;
   createdAt: Date;
   payload: string;
+  /** The trace context the item carries, if any. */
+  traceparent?: string;
+  tracestate?: string;
   /** The conditional Put of the item. */
   put: OutboxPut;
   /** The Put wrapped for `TransactWriteItems`. */
@@ -222,6 +236,19 @@ export class OutboxWriter {
     }
     const id = event.id ?? generateEventId(ms);
     checkPayload(event.payload, this.maxPayloadBytes);
+    const trace =
+      event.traceparent === null
+        ? undefined
+        : event.traceparent !== undefined
+          ? { traceparent: event.traceparent, tracestate: event.tracestate }
+          : currentTraceContext();
+    if (trace !== undefined) {
+      const parentProblem = traceparentProblem(trace.traceparent);
+      if (parentProblem !== undefined) throw new OutboxError("bad_traceparent", parentProblem);
+      const stateProblem = trace.tracestate === undefined ? undefined : tracestateProblem(trace.tracestate);
+      if (stateProblem !== undefined) throw new OutboxError("bad_tracestate", stateProblem);
+    }
+    const tracestate = trace?.tracestate?.trim() ? trace.tracestate : undefined;
     // Rust: (created_at + ttl).timestamp(), whole seconds rounded down.
     const expiresAt = Math.floor(ms / 1000) + this.ttlDays * 86_400;
     const put: OutboxPut = {
@@ -235,6 +262,8 @@ export class OutboxWriter {
         created_at: { S: createdAt.toISOString() },
         payload: { S: event.payload },
         expires_at: { N: String(expiresAt) },
+        ...(trace !== undefined ? { traceparent: { S: trace.traceparent } } : {}),
+        ...(trace !== undefined && tracestate !== undefined ? { tracestate: { S: tracestate } } : {}),
       },
       ConditionExpression: CONDITION_EXPRESSION,
     };
@@ -244,6 +273,8 @@ export class OutboxWriter {
       tenantId: event.tenantId,
       createdAt,
       payload: event.payload,
+      ...(trace !== undefined ? { traceparent: trace.traceparent } : {}),
+      ...(tracestate !== undefined ? { tracestate } : {}),
       put,
       transactItem: { Put: put },
     };

@@ -70,6 +70,7 @@ const endpoint: Schemas["Endpoint"] = {
   event_types: ["order.paid"],
   enabled: true,
   payload_format: "raw",
+  send_traceparent: false,
   secrets: [{ fingerprint: "sha256:5f2c0a1b2c3d", state: "current", created_at: T0 }],
   signatures: "both",
   signing_keys: [{ public_key: PUBLIC_KEY, state: "current", created_at: T0, expires_at: null }],

@@ -27,6 +27,8 @@ interface Vector {
     payload: string | { prefix: string; unit: string; count: number; suffix: string };
     ttl_days?: number;
     max_payload_bytes?: number;
+    traceparent?: string;
+    tracestate?: string;
   };
   expected: {
     error?: string;
@@ -65,6 +67,8 @@ for (const file of files) {
         tenantId: input.tenant_id,
         createdAt: new Date(input.created_at_unix_ms),
         payload: payloadOf(input),
+        traceparent: input.traceparent,
+        tracestate: input.tracestate,
       });
     if (vector.expected.error !== undefined) {
       assert.throws(build, (e: unknown) => e instanceof OutboxError && e.code === vector.expected.error);

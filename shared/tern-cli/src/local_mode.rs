@@ -52,7 +52,13 @@ pub async fn local(time_scale: f64) -> Result<(), OpsError> {
     // RUST_LOG=info shows every relay and attempt as well.
     // OpenTelemetry traces to the OTLP endpoint the standard environment names, if any
     // (docs/tracing.md); without one nothing is built.
-    tern_handlers::telemetry::init_from_env("tern-local").map_err(invalid)?;
+    // Without one, every span goes to .tern/spans.jsonl, which `tern trace <event id>` reads.
+    if !tern_handlers::telemetry::init_from_env("tern-local").map_err(invalid)? {
+        tern_handlers::telemetry::install(tern_handlers::telemetry::span_log_provider(
+            "tern-local",
+            std::path::Path::new(tern_handlers::span_log::DEFAULT_PATH),
+        ));
+    }
     eprintln!("tern local: starting moto (the local AWS) on 127.0.0.1...");
     let moto = MotoServer::start().await.map_err(invalid)?;
     eprintln!(

@@ -100,6 +100,16 @@ enum Command {
         #[command(subcommand)]
         command: EndpointCommand,
     },
+    /// Print the trace of an event as a waterfall: the relay's fan-out, every attempt, wait,
+    /// dead letter and replay on one time axis (docs/tracing.md). Reads the spans `tern
+    /// local` collects in .tern/spans.jsonl when no OTLP endpoint is set.
+    Trace {
+        /// Event id (the webhook-id).
+        event_id: String,
+        /// The span file to read.
+        #[arg(long, default_value = tern_handlers::span_log::DEFAULT_PATH)]
+        file: std::path::PathBuf,
+    },
     /// Show every attempt of an event, oldest first (times in UTC), with the response
     /// excerpt, when the next attempt is due, and a last row when it was dead-lettered.
     Attempts {
@@ -585,6 +595,17 @@ async fn run(cli: Cli) -> Result<(), OpsError> {
         Command::Endpoints { command } => {
             let ctx = Ctx::new(cli.stack.as_deref(), cli.json).await?;
             endpoints(&ctx, command, &mut out).await
+        }
+        Command::Trace { event_id, file } => {
+            let spans = tern_handlers::span_log::read(&file).map_err(|e| {
+                OpsError::Invalid(format!(
+                    "cannot read {}: {e} (tern local writes it while it runs without an OTLP endpoint)",
+                    file.display()
+                ))
+            })?;
+            let trace = tern_handlers::span_log::trace_of(&spans, &event_id);
+            out.write_all(tern_handlers::span_log::waterfall(&trace).as_bytes())
+                .map_err(|e| OpsError::Invalid(e.to_string()))
         }
         Command::Attempts {
             event_id,

@@ -17,4 +17,5 @@ pub mod relay;
 pub mod relay_send;
 pub mod replay;
 pub mod sender;
+pub mod span_log;
 pub mod telemetry;

@@ -432,7 +432,8 @@ enum Plan {
 }
 
 /// The span of one event's fan-out ([`crate::telemetry`]), ended once.
-struct FanOutSpan(std::sync::Mutex<Option<opentelemetry_sdk::trace::Span>>);
+/// Boxed: the span is large, and most plans (tracing off) hold none.
+struct FanOutSpan(std::sync::Mutex<Option<Box<opentelemetry_sdk::trace::Span>>>);
 
 impl FanOutSpan {
     /// Starts the span of `event`'s fan-out to `endpoints` endpoints, child of the
@@ -457,7 +458,7 @@ impl FanOutSpan {
                 vec![],
             )
         });
-        Self(std::sync::Mutex::new(span))
+        Self(std::sync::Mutex::new(span.map(Box::new)))
     }
 
     /// The context every delivery message of the fan-out carries.

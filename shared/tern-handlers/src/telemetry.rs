@@ -98,14 +98,16 @@ pub fn install(provider: SdkTracerProvider) -> bool {
     INSTALLED.set(Installed { provider, tracer }).is_ok()
 }
 
-/// The OTLP/HTTP (protobuf) exporter to `traces_url` (the full URL, `.../v1/traces`), or
-/// to the one the standard environment names when `None`.
+/// A provider exporting over OTLP/HTTP (protobuf) to `traces_url` (the full URL,
+/// `.../v1/traces`), or to the one the standard environment names when `None`; with
+/// `also_log`, every span is appended to that span file as well ([`crate::span_log`]).
 ///
 /// # Errors
 /// [`TelemetryError::Exporter`].
 pub fn otlp_provider(
     service_name: &str,
     traces_url: Option<&str>,
+    also_log: Option<&std::path::Path>,
 ) -> Result<SdkTracerProvider, TelemetryError> {
     use opentelemetry_otlp::{Protocol, WithExportConfig as _};
     let mut builder = opentelemetry_otlp::SpanExporter::builder()
@@ -119,8 +121,11 @@ pub fn otlp_provider(
         .build()
         .map_err(|e| TelemetryError::Exporter(e.to_string()))?;
     let service = std::env::var("OTEL_SERVICE_NAME").unwrap_or_else(|_| service_name.to_owned());
-    Ok(SdkTracerProvider::builder()
-        .with_batch_exporter(exporter)
+    let mut builder = SdkTracerProvider::builder().with_batch_exporter(exporter);
+    if let Some(path) = also_log {
+        builder = builder.with_batch_exporter(crate::span_log::SpanLog::new(path));
+    }
+    Ok(builder
         .with_resource(
             Resource::builder()
                 .with_service_name(service)
@@ -128,6 +133,20 @@ pub fn otlp_provider(
                 .build(),
         )
         .build())
+}
+
+/// A provider that appends every span to the JSON-lines file `path`
+/// ([`crate::span_log`]): local mode's own store, which `tern trace` reads. Every span is
+/// recorded (no sampling).
+pub fn span_log_provider(service_name: &str, path: &std::path::Path) -> SdkTracerProvider {
+    SdkTracerProvider::builder()
+        .with_batch_exporter(crate::span_log::SpanLog::new(path))
+        .with_resource(
+            Resource::builder()
+                .with_service_name(service_name.to_owned())
+                .build(),
+        )
+        .build()
 }
 
 /// Turns tracing on when the standard environment asks for it: an
@@ -145,7 +164,7 @@ pub fn init_from_env(service_name: &str) -> Result<bool, TelemetryError> {
     {
         return Ok(false);
     }
-    install(otlp_provider(service_name, None)?);
+    install(otlp_provider(service_name, None, None)?);
     Ok(true)
 }
 

@@ -35,6 +35,7 @@ class Endpoint:
         id (str): Endpoint id (`ep_...`).
         payload_format (PayloadFormat): Request body format of an endpoint.
         secrets (list[SecretInfo]): Signing secrets, newest first (fingerprints).
+        send_traceparent (bool): True when each attempt carries the W3C `traceparent` header.
         signatures (Signatures): Which signature schemes `webhook-signature` carries.
         signing_keys (list[SigningKeyInfo]): Ed25519 signing keys for `v1a`, newest first, by their public keys (what
             the
@@ -66,6 +67,7 @@ class Endpoint:
     id: str
     payload_format: PayloadFormat
     secrets: list[SecretInfo]
+    send_traceparent: bool
     signatures: Signatures
     signing_keys: list[SigningKeyInfo]
     tenant_id: str
@@ -105,6 +107,8 @@ class Endpoint:
         for secrets_item_data in self.secrets:
             secrets_item = secrets_item_data.to_dict()
             secrets.append(secrets_item)
+
+        send_traceparent = self.send_traceparent
 
         signatures = self.signatures.value
 
@@ -204,6 +208,7 @@ class Endpoint:
                 "id": id,
                 "payload_format": payload_format,
                 "secrets": secrets,
+                "send_traceparent": send_traceparent,
                 "signatures": signatures,
                 "signing_keys": signing_keys,
                 "tenant_id": tenant_id,
@@ -268,6 +273,8 @@ class Endpoint:
             secrets_item = SecretInfo.from_dict(secrets_item_data)
 
             secrets.append(secrets_item)
+
+        send_traceparent = d.pop("send_traceparent")
 
         signatures = Signatures(d.pop("signatures"))
 
@@ -426,6 +433,7 @@ class Endpoint:
             id=id,
             payload_format=payload_format,
             secrets=secrets,
+            send_traceparent=send_traceparent,
             signatures=signatures,
             signing_keys=signing_keys,
             tenant_id=tenant_id,

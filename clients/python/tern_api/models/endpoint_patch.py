@@ -42,6 +42,7 @@ class EndpointPatch:
             schedule_seconds (list[int] | None | Unset): New retry waits, seconds (at most 50, each 1 to 604,800); `null`:
                 the deployment's
                 schedule.
+            send_traceparent (bool | None | Unset): Send each attempt's W3C `traceparent` header, or stop sending it.
             signatures (None | Signatures | Unset):
             timeout_ms (int | None | Unset): New attempt deadline, milliseconds, 1,000..=30,000; `null`: the deployment's.
             url (None | str | Unset): New receiver URL (checked as at creation; at most 2,048 bytes).
@@ -58,6 +59,7 @@ class EndpointPatch:
     max_per_second: int | None | Unset = UNSET
     payload_format: None | PayloadFormat | Unset = UNSET
     schedule_seconds: list[int] | None | Unset = UNSET
+    send_traceparent: bool | None | Unset = UNSET
     signatures: None | Signatures | Unset = UNSET
     timeout_ms: int | None | Unset = UNSET
     url: None | str | Unset = UNSET
@@ -143,6 +145,12 @@ class EndpointPatch:
         else:
             schedule_seconds = self.schedule_seconds
 
+        send_traceparent: bool | None | Unset
+        if isinstance(self.send_traceparent, Unset):
+            send_traceparent = UNSET
+        else:
+            send_traceparent = self.send_traceparent
+
         signatures: None | str | Unset
         if isinstance(self.signatures, Unset):
             signatures = UNSET
@@ -184,6 +192,8 @@ class EndpointPatch:
             field_dict["payload_format"] = payload_format
         if schedule_seconds is not UNSET:
             field_dict["schedule_seconds"] = schedule_seconds
+        if send_traceparent is not UNSET:
+            field_dict["send_traceparent"] = send_traceparent
         if signatures is not UNSET:
             field_dict["signatures"] = signatures
         if timeout_ms is not UNSET:
@@ -382,6 +392,15 @@ class EndpointPatch:
 
         schedule_seconds = _parse_schedule_seconds(d.pop("schedule_seconds", UNSET))
 
+        def _parse_send_traceparent(data: object) -> bool | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(bool | None | Unset, data)
+
+        send_traceparent = _parse_send_traceparent(d.pop("send_traceparent", UNSET))
+
         def _parse_signatures(data: object) -> None | Signatures | Unset:
             if data is None:
                 return data
@@ -427,6 +446,7 @@ class EndpointPatch:
             max_per_second=max_per_second,
             payload_format=payload_format,
             schedule_seconds=schedule_seconds,
+            send_traceparent=send_traceparent,
             signatures=signatures,
             timeout_ms=timeout_ms,
             url=url,

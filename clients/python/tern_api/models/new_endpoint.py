@@ -59,6 +59,10 @@ class NewEndpoint:
             `tern_core::retry::MAX_SCHEDULE_LEN`,
             each 1 to 604,800: a week; jitter of 0-10 % is added); default: the deployment's
             schedule.
+        send_traceparent (bool | None | Unset): True to send each attempt's W3C Trace Context `traceparent` header (the
+            attempt
+            span's when Tern traces, else the published event's), so a receiver that traces
+            sees the delivery as the parent of its own work. Default: false.
         signatures (None | Signatures | Unset):
         timeout_ms (int | None | Unset): Attempt deadline, milliseconds, 1,000..=30,000
             (`tern_core::endpoint::MIN_TIMEOUT_MS`,
@@ -77,6 +81,7 @@ class NewEndpoint:
     max_per_second: int | None | Unset = UNSET
     payload_format: None | PayloadFormat | Unset = UNSET
     schedule_seconds: list[int] | None | Unset = UNSET
+    send_traceparent: bool | None | Unset = UNSET
     signatures: None | Signatures | Unset = UNSET
     timeout_ms: int | None | Unset = UNSET
 
@@ -163,6 +168,12 @@ class NewEndpoint:
         else:
             schedule_seconds = self.schedule_seconds
 
+        send_traceparent: bool | None | Unset
+        if isinstance(self.send_traceparent, Unset):
+            send_traceparent = UNSET
+        else:
+            send_traceparent = self.send_traceparent
+
         signatures: None | str | Unset
         if isinstance(self.signatures, Unset):
             signatures = UNSET
@@ -202,6 +213,8 @@ class NewEndpoint:
             field_dict["payload_format"] = payload_format
         if schedule_seconds is not UNSET:
             field_dict["schedule_seconds"] = schedule_seconds
+        if send_traceparent is not UNSET:
+            field_dict["send_traceparent"] = send_traceparent
         if signatures is not UNSET:
             field_dict["signatures"] = signatures
         if timeout_ms is not UNSET:
@@ -399,6 +412,15 @@ class NewEndpoint:
 
         schedule_seconds = _parse_schedule_seconds(d.pop("schedule_seconds", UNSET))
 
+        def _parse_send_traceparent(data: object) -> bool | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(bool | None | Unset, data)
+
+        send_traceparent = _parse_send_traceparent(d.pop("send_traceparent", UNSET))
+
         def _parse_signatures(data: object) -> None | Signatures | Unset:
             if data is None:
                 return data
@@ -436,6 +458,7 @@ class NewEndpoint:
             max_per_second=max_per_second,
             payload_format=payload_format,
             schedule_seconds=schedule_seconds,
+            send_traceparent=send_traceparent,
             signatures=signatures,
             timeout_ms=timeout_ms,
         )

@@ -29,11 +29,22 @@ class NewEvent:
             Publishing again with the same id and the same type and payload returns the
             original event; with a different one, 409. Ids are unique across the deployment:
             use unguessable ones (a UUID). Default: a new `evt_` id.
+        traceparent (None | str | Unset): The W3C Trace Context `traceparent` of the code that publishes
+            (`00-<32 hex trace id>-<16 hex span id>-<2 hex flags>`, lowercase, ids not all zeros):
+            Tern's spans of this event (the fan-out, every attempt, the dead letter, a replay)
+            join that trace. Default: the request's own `traceparent` header when it holds a
+            valid one, else none (the event starts a trace of its own). An invalid one here is
+            a 400 naming `traceparent`.
+        tracestate (None | str | Unset): The W3C Trace Context `tracestate` that goes with `traceparent`: at most 512
+            characters and 32 `key=value` members (W3C Trace Context §3.3.1). Only with
+            `traceparent`.
     """
 
     payload: NewEventPayload
     type_: str
     id: None | str | Unset = UNSET
+    traceparent: None | str | Unset = UNSET
+    tracestate: None | str | Unset = UNSET
 
     def to_dict(self) -> dict[str, Any]:
         payload = self.payload.to_dict()
@@ -46,6 +57,18 @@ class NewEvent:
         else:
             id = self.id
 
+        traceparent: None | str | Unset
+        if isinstance(self.traceparent, Unset):
+            traceparent = UNSET
+        else:
+            traceparent = self.traceparent
+
+        tracestate: None | str | Unset
+        if isinstance(self.tracestate, Unset):
+            tracestate = UNSET
+        else:
+            tracestate = self.tracestate
+
         field_dict: dict[str, Any] = {}
 
         field_dict.update(
@@ -56,6 +79,10 @@ class NewEvent:
         )
         if id is not UNSET:
             field_dict["id"] = id
+        if traceparent is not UNSET:
+            field_dict["traceparent"] = traceparent
+        if tracestate is not UNSET:
+            field_dict["tracestate"] = tracestate
 
         return field_dict
 
@@ -77,10 +104,30 @@ class NewEvent:
 
         id = _parse_id(d.pop("id", UNSET))
 
+        def _parse_traceparent(data: object) -> None | str | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(None | str | Unset, data)
+
+        traceparent = _parse_traceparent(d.pop("traceparent", UNSET))
+
+        def _parse_tracestate(data: object) -> None | str | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(None | str | Unset, data)
+
+        tracestate = _parse_tracestate(d.pop("tracestate", UNSET))
+
         new_event = cls(
             payload=payload,
             type_=type_,
             id=id,
+            traceparent=traceparent,
+            tracestate=tracestate,
         )
 
         return new_event

@@ -765,6 +765,8 @@ export interface components {
             schedule_seconds?: number[] | null;
             /** @description Signing secrets, newest first (fingerprints). */
             secrets: components["schemas"]["SecretInfo"][];
+            /** @description True when each attempt carries the W3C `traceparent` header. */
+            send_traceparent: boolean;
             /** @description Signature schemes in `webhook-signature`. */
             signatures: components["schemas"]["Signatures"];
             /**
@@ -1010,6 +1012,8 @@ export interface components {
              *     schedule.
              */
             schedule_seconds?: number[] | null;
+            /** @description Send each attempt's W3C `traceparent` header, or stop sending it. */
+            send_traceparent?: boolean | null;
             signatures?: components["schemas"]["Signatures"] | null;
             /**
              * Format: int64
@@ -1128,6 +1132,12 @@ export interface components {
              *     schedule.
              */
             schedule_seconds?: number[] | null;
+            /**
+             * @description True to send each attempt's W3C Trace Context `traceparent` header (the attempt
+             *     span's when Tern traces, else the published event's), so a receiver that traces
+             *     sees the delivery as the parent of its own work. Default: false.
+             */
+            send_traceparent?: boolean | null;
             signatures?: components["schemas"]["Signatures"] | null;
             /**
              * Format: int64
@@ -1168,6 +1178,21 @@ export interface components {
             payload: {
                 [key: string]: unknown;
             };
+            /**
+             * @description The W3C Trace Context `traceparent` of the code that publishes
+             *     (`00-<32 hex trace id>-<16 hex span id>-<2 hex flags>`, lowercase, ids not all zeros):
+             *     Tern's spans of this event (the fan-out, every attempt, the dead letter, a replay)
+             *     join that trace. Default: the request's own `traceparent` header when it holds a
+             *     valid one, else none (the event starts a trace of its own). An invalid one here is
+             *     a 400 naming `traceparent`.
+             */
+            traceparent?: string | null;
+            /**
+             * @description The W3C Trace Context `tracestate` that goes with `traceparent`: at most 512
+             *     characters and 32 `key=value` members (W3C Trace Context §3.3.1). Only with
+             *     `traceparent`.
+             */
+            tracestate?: string | null;
             /** @description Event type: 1-128 characters of `A-Za-z0-9._:-`. */
             type: string;
         };
