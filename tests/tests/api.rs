@@ -248,13 +248,30 @@ async fn publish_carries_the_trace_context_to_receivers_that_ask_for_it() {
 
     let parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
     for (body, field) in [
-        (json!({"type": "order.paid", "payload": {}, "traceparent": parent.to_uppercase()}), "traceparent"),
-        (json!({"type": "order.paid", "payload": {}, "traceparent": parent.replacen("00", "01", 1)}), "traceparent"),
-        (json!({"type": "order.paid", "payload": {}, "traceparent": parent, "tracestate": "Bad=1"}), "tracestate"),
-        (json!({"type": "order.paid", "payload": {}, "tracestate": "a=1"}), "tracestate"),
+        (
+            json!({"type": "order.paid", "payload": {}, "traceparent": parent.to_uppercase()}),
+            "traceparent",
+        ),
+        (
+            json!({"type": "order.paid", "payload": {}, "traceparent": parent.replacen("00", "01", 1)}),
+            "traceparent",
+        ),
+        (
+            json!({"type": "order.paid", "payload": {}, "traceparent": parent, "tracestate": "Bad=1"}),
+            "tracestate",
+        ),
+        (
+            json!({"type": "order.paid", "payload": {}, "tracestate": "a=1"}),
+            "tracestate",
+        ),
     ] {
         let refused = api.post("/v1/tenants/tnt_a/events", &body).await;
-        assert_eq!((refused.status, refused.field()), (400, field), "{body}: {}", refused.text);
+        assert_eq!(
+            (refused.status, refused.field()),
+            (400, field),
+            "{body}: {}",
+            refused.text
+        );
     }
     let published = api
         .post(
