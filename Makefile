@@ -51,6 +51,8 @@ test-rust: venv clients-deps
 	$(CARGO) test --workspace --all-targets --no-fail-fast -- --skip browser_console --skip browser_portal
 	# tern local / tern demo are behind tern-cli's `local` feature: their tests too.
 	$(CARGO) test -p tern-cli --features local --test local_mode
+	# tern-outbox's `opentelemetry` feature: the writer takes the current span's trace context.
+	$(CARGO) test -p tern-outbox --features opentelemetry --test current_trace
 	$(CARGO) test --workspace --doc
 
 # Concurrent SQS stress test of the local AWS (tools/moto_server.py); about 30 s on 2 cores.
