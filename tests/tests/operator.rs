@@ -669,7 +669,10 @@ async fn update_changes_only_the_named_fields_and_keeps_a_concurrent_disable_and
     assert_eq!(after.max_attempts, None, "back to the schedule's budget");
     assert_eq!(after.payload_format, PayloadFormat::StandardWebhooks);
     assert_eq!(after.max_per_second, Some(7));
-    assert!(after.send_traceparent, "the traceparent header setting is applied");
+    assert!(
+        after.send_traceparent,
+        "the traceparent header setting is applied"
+    );
     assert_eq!(Some(&after.headers), update.headers.as_ref());
     assert_eq!(Some(&after.auth), update.auth.as_ref());
     assert!(after.updated_at.is_some());
