@@ -823,3 +823,40 @@ def test_an_error_answer_that_is_no_problem_document_still_raises_tern_api_error
         assert raised.value.problem is not None
         assert raised.value.problem.type_ == "about:blank"
         assert raised.value.problem.detail == detail
+
+
+def test_publish_sends_the_current_spans_trace_context_unless_one_is_given(
+    server: Server,
+) -> None:
+    from opentelemetry import trace
+    from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
+
+    t = facade(server)
+    server.answer = Answer(202, "application/json", FIXTURES["PublishedEvent"])
+    span = NonRecordingSpan(
+        SpanContext(
+            0x4BF92F3577B34DA6A3CE929D0E0E4736,
+            0x00F067AA0BA902B7,
+            is_remote=False,
+            trace_flags=TraceFlags(TraceFlags.SAMPLED),
+        )
+    )
+    given = "00-" + "1" * 32 + "-" + "2" * 16 + "-00"
+    bodies = []
+    for traced, kwargs in [(True, {}), (True, {"traceparent": given}), (False, {})]:
+        count = len(server.received)
+        if traced:
+            with trace.use_span(span):
+                t.events.publish(TENANT, type="t", payload={}, **kwargs)
+        else:
+            t.events.publish(TENANT, type="t", payload={}, **kwargs)
+        bodies.append(json.loads(only(server, count).body))
+    assert bodies == [
+        {
+            "type": "t",
+            "payload": {},
+            "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        },
+        {"type": "t", "payload": {}, "traceparent": given},
+        {"type": "t", "payload": {}},
+    ]

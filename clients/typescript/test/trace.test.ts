@@ -12,6 +12,7 @@ import {
   type ContextManager,
 } from "@opentelemetry/api";
 import {
+  createTern,
   currentTraceContext,
   OutboxError,
   OutboxWriter,
@@ -100,3 +101,54 @@ for (const [traceparent, tracestate, code] of [
     );
   });
 }
+
+test("publish sends the active span's context in the body, unless one is given", async () => {
+  const bodies: unknown[] = [];
+  const fetch = async (
+    input: RequestInfo | URL,
+    init?: RequestInit,
+  ): Promise<Response> => {
+    const request = new Request(input, init);
+    bodies.push(JSON.parse(await request.text()));
+    const answer = {
+      id: "evt_1",
+      type: "order.paid",
+      tenant_id: "tnt_acme",
+      created_at: "2026-12-01T09:00:00Z",
+      created: true,
+    };
+    return new Response(JSON.stringify(answer), {
+      status: 202,
+      headers: { "content-type": "application/json" },
+    });
+  };
+  const tern = createTern({
+    baseUrl: "http://127.0.0.1:9/",
+    region: "us-east-1",
+    credentials: { accessKeyId: "AKIDTRACETEST", secretAccessKey: "secret" },
+    fetch,
+  });
+  const span = trace.wrapSpanContext({
+    traceId: TRACE_ID,
+    spanId: SPAN_ID,
+    traceFlags: 1,
+  });
+  const active = trace.setSpan(context.active(), span);
+  await context.with(active, () =>
+    tern.events.publish("tnt_acme", { type: "order.paid", payload: {} }),
+  );
+  const given = `00-${"1".repeat(32)}-${"2".repeat(16)}-00`;
+  await context.with(active, () =>
+    tern.events.publish("tnt_acme", {
+      type: "order.paid",
+      payload: {},
+      traceparent: given,
+    }),
+  );
+  await tern.events.publish("tnt_acme", { type: "order.paid", payload: {} });
+  assert.deepEqual(bodies, [
+    { type: "order.paid", payload: {}, traceparent: TRACEPARENT },
+    { type: "order.paid", payload: {}, traceparent: given },
+    { type: "order.paid", payload: {} },
+  ]);
+});
