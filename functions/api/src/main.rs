@@ -21,5 +21,15 @@ async fn main() -> Result<(), Error> {
     // Trusts the Amazon Trust Services roots only: no system certificate store to load.
     let aws = tern_aws::tls::load_for_lambda().await;
     let deps = api_deps(&config, &aws, None)?;
-    run(tern_api::router(deps, Authenticator::ApiGatewayIam)).await
+    let router = tern_api::router(deps, Authenticator::ApiGatewayIam)
+        // Spans (a resend's) leave before the answer does: Lambda freezes the process after
+        // it. Nothing when tracing is off; at most 2 s when on (the router answers within 25
+        // s, the function's timeout is 28 s).
+        .layer(axum::middleware::map_response(
+            |response: axum::response::Response| async move {
+                tern_handlers::telemetry::flush().await;
+                response
+            },
+        ));
+    run(router).await
 }
