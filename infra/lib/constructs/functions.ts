@@ -48,6 +48,8 @@ interface FunctionSpec {
   readonly timeoutSeconds: number;
   readonly memoryMb: number;
   readonly environment: Record<string, string>;
+  /** Concurrency reserved for the function (none when unset). */
+  readonly reservedConcurrency?: number;
 }
 
 /**
@@ -105,6 +107,9 @@ export class Functions extends Construct {
       description: 'Tern sender: signs and POSTs one delivery, then records, retries or dead-letters it',
       timeoutSeconds: c.senderTimeoutSeconds,
       memoryMb: c.senderMemoryMb,
+      // Its mapping's maximum concurrency, reserved: the API, the portal and the other
+      // functions cannot take it, and the mapping is never throttled (lib/capacity.ts).
+      reservedConcurrency: c.senderReservedConcurrency,
       environment: {
         ...common,
         TERN_ENDPOINTS_TABLE: storage.endpoints.tableName,
@@ -371,7 +376,8 @@ export class Functions extends Construct {
         bisectBatchOnError: es.bisectBatchOnFunctionError,
         retryAttempts: es.maximumRetryAttempts,
         maxRecordAge: Duration.seconds(es.maximumRecordAgeSeconds),
-        parallelizationFactor: es.parallelizationFactor,
+        // Derived from the target (lib/capacity.ts): concurrent batches per stream shard.
+        parallelizationFactor: c.relayParallelizationFactor,
         reportBatchItemFailures: es.reportBatchItemFailures,
         // Records that still fail after the retries leave the shard for this queue instead of blocking it.
         onFailure: new sources.SqsDlq(queues.relayFailures),
@@ -478,6 +484,7 @@ export class Functions extends Construct {
       timeout: Duration.seconds(spec.timeoutSeconds),
       memorySize: spec.memoryMb,
       environment: spec.environment,
+      reservedConcurrentExecutions: spec.reservedConcurrency,
       role,
       logGroup,
     };
