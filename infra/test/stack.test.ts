@@ -87,17 +87,43 @@ describe('tables', () => {
         { AttributeName: w.sortKey, AttributeType: 'N' },
       ]),
     );
-    // The other tables have no index.
-    for (const t of [stack.storage.outbox, stack.storage.endpoints, stack.storage.health]) {
+    // The outbox and endpoints tables have no index (the health table's is below).
+    for (const t of [stack.storage.outbox, stack.storage.endpoints]) {
       expect(resource(t).Properties.GlobalSecondaryIndexes).toBeUndefined();
     }
   });
 
-  test('health: one item per endpoint (tenant_id, endpoint_id), no stream, no TTL', () => {
-    expect(settings.tables.health).toEqual({ partitionKey: 'tenant_id', sortKey: 'endpoint_id' });
+  test('health: one item per endpoint, its own partition key (<tenant>#<endpoint>), no stream, no TTL', () => {
+    // What tern_aws::health writes (HEALTH_KEY, TENANT_INDEX; a Rust test pins them to settings.json).
+    expect(settings.tables.health.partitionKey).toBe('endpoint_key');
+    expect(settings.tables.health.sortKey).toBeUndefined();
     const p = resource(stack.storage.health).Properties;
+    expect(p.KeySchema).toEqual([{ AttributeName: 'endpoint_key', KeyType: 'HASH' }]);
     expect(p.StreamSpecification).toBeUndefined();
     expect(p.TimeToLiveSpecification).toBeUndefined();
+  });
+
+  test("health: the KEYS_ONLY tenant index of settings.json (a tenant's endpoints)", () => {
+    const i = settings.tables.health.tenantIndex!;
+    expect(i).toEqual({ name: 'tenant', partitionKey: 'tenant_id', sortKey: 'endpoint_id' });
+    const p = resource(stack.storage.health).Properties;
+    expect(p.GlobalSecondaryIndexes).toEqual([
+      {
+        IndexName: i.name,
+        KeySchema: [
+          { AttributeName: i.partitionKey, KeyType: 'HASH' },
+          { AttributeName: i.sortKey, KeyType: 'RANGE' },
+        ],
+        Projection: { ProjectionType: 'KEYS_ONLY' },
+      },
+    ]);
+    expect(p.AttributeDefinitions).toEqual(
+      expect.arrayContaining([
+        { AttributeName: 'endpoint_key', AttributeType: 'S' },
+        { AttributeName: i.partitionKey, AttributeType: 'S' },
+        { AttributeName: i.sortKey, AttributeType: 'S' },
+      ]),
+    );
   });
 });
 
@@ -260,6 +286,7 @@ describe('functions', () => {
       TERN_DELIVERY_QUEUE_URL: ref(stack.queues.delivery),
       TERN_RELAY_FAILURE_QUEUE_URL: ref(stack.queues.relayFailures),
       TERN_MAX_PAYLOAD_BYTES: String(settings.delivery.maxPayloadBytes),
+      TERN_ATTEMPT_LOG_TTL_DAYS: String(settings.delivery.attemptLogTtlDays),
     });
   });
 
@@ -417,7 +444,7 @@ describe('least-privilege IAM', () => {
     );
     expect(onAttempts).toHaveLength(1);
     expect(onAttempts[0].Condition).toEqual({
-      'ForAllValues:StringEquals': { 'dynamodb:Attributes': ['event_id', 'sk', 'fanout_through', 'expires_at'] },
+      'ForAllValues:StringEquals': { 'dynamodb:Attributes': ['event_id', 'sk', 'fanout_through', 'fanout_shards', 'expires_at'] },
       StringEqualsIfExists: { 'dynamodb:Select': 'SPECIFIC_ATTRIBUTES', 'dynamodb:ReturnValues': 'NONE' },
     });
   });
@@ -448,7 +475,9 @@ describe('least-privilege IAM', () => {
         // Operational events: the topic, and tern.endpoint.* outbox events (conditional put).
         'sns:Publish on operationalTopic',
         'dynamodb:PutItem on outbox',
-        // Endpoint secrets at rest: it opens them, never seals (it writes no secret).
+        // Endpoint secrets at rest: it opens them, never seals (it writes no secret): the
+        // keyring's epoch keys, and values sealed before the keyring (conditions pinned below).
+        'kms:Decrypt on secretsKey',
         'kms:Decrypt on secretsKey',
         // Mutual TLS: client certificate secrets under the settings' prefix only.
         `secretsmanager:GetSecretValue on arn:AWS::Partition:secretsmanager:AWS::Region:AWS::AccountId:secret:${settings.delivery.mtlsSecretPrefix}*`,
@@ -542,8 +571,10 @@ describe('least-privilege IAM', () => {
         'sqs:ReceiveMessage on dlq',
         'sqs:ChangeMessageVisibility on dlq',
         'sqs:DeleteMessage on dlq',
-        // Endpoint secrets at rest: seal what it writes, open what it reads.
+        // Endpoint secrets at rest: seal what it writes, open what it reads (the keyring's
+        // epoch keys, and values sealed before the keyring; conditions pinned below).
         'kms:GenerateDataKey on secretsKey',
+        'kms:Decrypt on secretsKey',
         'kms:Decrypt on secretsKey',
         // The portal table: a link's one use, a rate-limit window, an Idempotency-Key's claim,
         // kept answer and release (all conditional writes; a refused claim returns the record),
@@ -580,7 +611,7 @@ describe('least-privilege IAM', () => {
       expect(updates[0].Condition).toEqual({
         // tern_aws::health reset: the key, `rt`, and the history it keeps.
         'ForAllValues:StringLike': {
-          'dynamodb:Attributes': ['tenant_id', 'endpoint_id', 'rt', 'ls', 'bs', 'pe', 'pa', 'lf_*', 'h*', 'k*'],
+          'dynamodb:Attributes': ['endpoint_key', 'tenant_id', 'endpoint_id', 'rt', 'ls', 'bs', 'pe', 'pa', 'lf_*', 'h*', 'k*'],
         },
         StringEqualsIfExists: { 'dynamodb:ReturnValues': 'NONE' },
       });
@@ -594,7 +625,7 @@ describe('least-privilege IAM', () => {
       expect(updates).toHaveLength(1);
       expect(updates[0].Condition).toEqual({
         'ForAllValues:StringLike': {
-          'dynamodb:Attributes': ['tenant_id', 'endpoint_id', 'rt', 'ls', 'bs', 'pe', 'pa', 'lf_*', 'h*', 'k*'],
+          'dynamodb:Attributes': ['endpoint_key', 'tenant_id', 'endpoint_id', 'rt', 'ls', 'bs', 'pe', 'pa', 'lf_*', 'h*', 'k*'],
         },
         StringEqualsIfExists: { 'dynamodb:ReturnValues': 'NONE' },
       });
@@ -617,13 +648,29 @@ describe('least-privilege IAM', () => {
     ]);
   });
 
-  test('KMS: only the secrets key, Decrypt by the sender and the api alone; the operational topic uses the AWS managed SNS key', () => {
+  test('KMS: only the secrets key, Decrypt by the sender and the api alone, each under an encryption context; the operational topic uses the AWS managed SNS key', () => {
     const kms = (fn: Parameters<typeof roleOf>[0]) => permissions(roleOf(fn)).filter((p) => p.startsWith('kms:'));
     for (const fn of [stack.functions.relay, stack.functions.replay, stack.functions.console]) {
       expect(kms(fn)).toEqual([]);
     }
-    expect(kms(stack.functions.sender)).toEqual(['kms:Decrypt on secretsKey']);
-    expect(kms(stack.functions.api).sort()).toEqual(['kms:Decrypt on secretsKey', 'kms:GenerateDataKey on secretsKey']);
+    // Every KMS statement names the secrets key and carries a condition on the encryption
+    // context: the keyring's (epoch keys), or an endpoint's (values sealed before the keyring,
+    // Decrypt only). GenerateDataKey only with the keyring's.
+    const keyring = { StringEquals: { 'kms:EncryptionContext:tern:keyring': 'endpoint-secrets' } };
+    const firstFormat = { Null: { 'kms:EncryptionContext:tern:tenant_id': 'false', 'kms:EncryptionContext:tern:endpoint_id': 'false' } };
+    const kmsStatements = (fn: Parameters<typeof roleOf>[0]) =>
+      statementsOfRole(roleOf(fn))
+        .filter((st: any) => [st.Action].flat().some((a: string) => a.startsWith('kms:')))
+        .map((st: any) => ({ actions: [st.Action].flat().sort(), resource: st.Resource, condition: st.Condition }));
+    const key = arn(stack.storage.secretsKey);
+    expect(kmsStatements(stack.functions.sender)).toEqual([
+      { actions: ['kms:Decrypt'], resource: key, condition: keyring },
+      { actions: ['kms:Decrypt'], resource: key, condition: firstFormat },
+    ]);
+    expect(kmsStatements(stack.functions.api)).toEqual([
+      { actions: ['kms:Decrypt', 'kms:GenerateDataKey'], resource: key, condition: keyring },
+      { actions: ['kms:Decrypt'], resource: key, condition: firstFormat },
+    ]);
   });
 
   test('the secrets key: symmetric, rotation on, kept with the endpoints table, its ARN an output', () => {

@@ -17,6 +17,10 @@
 //!   secret outside the caller's own `tern/mtls/<tenant id>/` with the same answer whether it
 //!   exists or not, and an endpoint stored naming one (written before the rule, or around
 //!   the API) is refused by the sender and the test send before the secret is read.
+//! - Issue 29: a warm sender reads a certificate's secret once an hour, and again early
+//!   (at most every 5 minutes) after a receiver refused a handshake with it, so a
+//!   certificate rotated in Secrets Manager reaches a receiver that already expects it
+//!   (the test's clock moves; nothing sleeps).
 
 use std::sync::{Arc, Mutex};
 
@@ -188,6 +192,15 @@ fn client(
     local: &tern_local::LocalTern,
     server_ca: &CertifiedIssuer<'static, KeyPair>,
 ) -> tern_http::DeliveryClient {
+    bare_client(server_ca).with_certificate_secrets(Arc::new(
+        tern_aws::certificates::SecretsManagerCertificates::new(
+            aws_sdk_secretsmanager::Client::new(&local.aws),
+        ),
+    ))
+}
+
+/// [`client`] without a secret store.
+fn bare_client(server_ca: &CertifiedIssuer<'static, KeyPair>) -> tern_http::DeliveryClient {
     tern_http::test_support::client_trusting(
         ClientOptions {
             policy: DestinationPolicy {
@@ -203,11 +216,6 @@ fn client(
         vec![server_ca.der().clone()],
     )
     .expect("client")
-    .with_certificate_secrets(Arc::new(
-        tern_aws::certificates::SecretsManagerCertificates::new(
-            aws_sdk_secretsmanager::Client::new(&local.aws),
-        ),
-    ))
 }
 
 async fn put_secret(local: &tern_local::LocalTern, name: &str, pem: &str) -> String {
@@ -594,4 +602,103 @@ async fn another_tenants_client_certificate_is_never_presented() {
         0,
         "no connection at all"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_certificate_is_read_once_an_hour_and_again_after_a_refused_handshake() {
+    let proxy = moto_proxy().await;
+    let local =
+        deployment_through_without_pollers(&proxy, "mtls-cache", LocalOptions::default()).await;
+    let (server_ca, old_ca, new_ca) = (
+        authority("receiver CA"),
+        authority("old client CA"),
+        authority("new client CA"),
+    );
+    // One receiver trusts the old authority, the other the new one.
+    let (old_port, old_seen) = mtls_receiver(&server_ca, &old_ca).await;
+    let (new_port, new_seen) = mtls_receiver(&server_ca, &new_ca).await;
+    let (old_pem, old_leaf) = client_pem(&old_ca, "tern-client");
+    let (new_pem, new_leaf) = client_pem(&new_ca, "tern-client");
+    let arn = put_secret(&local, &own("rotating"), &old_pem).await;
+    let clock = Arc::new(tern_core::clock::ManualClock::default());
+    let deps = SenderDeps {
+        client: bare_client(&server_ca).with_certificate_secrets_and_clock(
+            Arc::new(tern_aws::certificates::SecretsManagerCertificates::new(
+                aws_sdk_secretsmanager::Client::new(&local.aws),
+            )),
+            clock.clone(),
+        ),
+        ..(*local.sender).clone()
+    };
+    let to_old = endpoint(&local, old_port, Some(&arn)).await;
+    let to_new = endpoint(&local, new_port, Some(&arn)).await;
+    // Reads of the certificate's secret on the wire, from here on (the deployment's
+    // creation reads the portal's key ring).
+    let secrets = tern_tests::fault_proxy::Service::Other("secretsmanager".into());
+    let before = proxy.count(&secrets, "GetSecretValue");
+    let reads = || proxy.count(&secrets, "GetSecretValue") - before;
+    let delivered = Ok(MessageOutcome::Delivered { attempt: 1 });
+    let minutes = |n: u64| std::time::Duration::from_secs(n * 60);
+
+    // Read once and kept for the hour.
+    assert_eq!(deliver(&deps, &to_old).await.1, delivered);
+    assert_eq!(reads(), 1);
+    clock.advance(minutes(59));
+    assert_eq!(deliver(&deps, &to_old).await.1, delivered);
+    assert_eq!(reads(), 1, "59 minutes later, no second read");
+    clock.advance(minutes(2));
+    assert_eq!(deliver(&deps, &to_old).await.1, delivered);
+    assert_eq!(reads(), 2, "read again after the hour");
+
+    // The certificate is rotated in Secrets Manager. A receiver that expects the new one
+    // refuses the one in memory (a TLS failure of the attempt); the next use reads the
+    // secret again, well before the hour is out.
+    aws_sdk_secretsmanager::Client::new(&local.aws)
+        .put_secret_value()
+        .secret_id(&arn)
+        .secret_string(&new_pem)
+        .send()
+        .await
+        .expect("rotate the secret");
+    clock.advance(minutes(10));
+    let (event, outcome) = deliver(&deps, &to_new).await;
+    assert!(
+        matches!(outcome, Ok(MessageOutcome::Retrying { attempt: 1, .. })),
+        "{outcome:?}"
+    );
+    let history = attempts_of(&local, &event, &to_new).await;
+    assert_eq!(history[0].error_class, Some(ErrorClass::Tls), "{history:?}");
+    assert_eq!(reads(), 2, "the refusal alone reads nothing");
+    assert_eq!(deliver(&deps, &to_new).await.1, delivered);
+    assert_eq!(reads(), 3, "read again after the refused handshake");
+    let seen = new_seen.requests.lock().expect("lock").clone();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].1.as_ref(), Some(&new_leaf), "the new certificate");
+    assert!(
+        old_seen
+            .requests
+            .lock()
+            .expect("lock")
+            .iter()
+            .all(|(_, peer)| peer.as_ref() == Some(&old_leaf)),
+        "the old receiver saw the old certificate only"
+    );
+
+    // A receiver that refuses every handshake (the old one, now offered the new
+    // certificate) costs at most one read per 5 minutes.
+    for _ in 0..3 {
+        let (_, outcome) = deliver(&deps, &to_old).await;
+        assert!(
+            matches!(outcome, Ok(MessageOutcome::Retrying { .. })),
+            "{outcome:?}"
+        );
+    }
+    assert_eq!(reads(), 3, "read less than 5 minutes ago: kept");
+    clock.advance(minutes(5));
+    let (_, outcome) = deliver(&deps, &to_old).await;
+    assert!(
+        matches!(outcome, Ok(MessageOutcome::Retrying { .. })),
+        "{outcome:?}"
+    );
+    assert_eq!(reads(), 4, "5 minutes on, read once more");
 }

@@ -11,9 +11,13 @@
 //!   retried and ends in the DLQ through the queue's redrive.
 //! - KMS failing at the sender is our failure: no attempt, no health charge; delivered once
 //!   KMS answers again.
-//! - Items written before sealing (plain text) are read, and `seal_stored`
-//!   (`tern endpoints encrypt-secrets`) seals them.
-//! - KMS requests: one `Decrypt` per data key per warm sender while its cache holds.
+//! - Items written before sealing (plain text) and values sealed the first way (`tern1`, a
+//!   data key per write) are read, and `seal_stored` (`tern endpoints encrypt-secrets`)
+//!   seals them under the keyring's current epoch.
+//! - Issue 29: KMS requests do not grow with endpoints. 200 endpoints written by four
+//!   writers cost one `GenerateDataKey` (the keyring's first epoch), and a warm sender
+//!   delivering to all of them one `Decrypt`. A rotation (a new epoch) keeps every value
+//!   readable, and `encrypt-secrets` moves them all to it.
 
 use std::time::Duration;
 
@@ -25,6 +29,7 @@ use tern_core::endpoint::EndpointUpdate;
 use tern_core::health::HealthStore as _;
 use tern_core::ports::{EndpointStore, PortError};
 use tern_core::receiver_auth::ReceiverAuth;
+use tern_core::sealed::{DataKeys as _, SealContext, Sealed};
 use tern_core::{Endpoint, EndpointId, Secret, SecretValue, Signatures, SigningKey, TenantId};
 use tern_local::LocalOptions;
 use tern_local::ops as tern_ops;
@@ -186,9 +191,10 @@ async fn the_endpoints_table_read_alone_yields_no_secret_and_deliveries_still_ve
     ];
     let table = raw_table_text(&local).await;
     assert!(
-        table.contains("tern1."),
-        "sealed values are stored: {table}"
+        table.contains("tern2.1."),
+        "sealed values are stored, under the keyring's first epoch: {table}"
     );
+    assert!(!table.contains("tern1."), "no data key per write: {table}");
     assert!(table.contains("acme"), "plain header values stay readable");
     assert_absent(&table, &secrets[..3]);
     assert_absent(&table, &secrets[3..6]);
@@ -230,30 +236,47 @@ async fn the_endpoints_table_read_alone_yields_no_secret_and_deliveries_still_ve
     assert_eq!(req.header("authorization"), Some(expected_basic.as_str()));
     assert_eq!(req.header("x-api-key"), Some("hdr-Qp47-secret-value"));
 
-    // No secret, and no data key, in any log line at TRACE.
-    let table = raw_table_text(&local).await;
-    let wrapped = table
-        .split("tern1.")
-        .nth(1)
-        .and_then(|rest| rest.split('.').next())
-        .expect("a sealed value");
+    // No secret, and no key, in any log line at TRACE: the epoch key, as the test (with
+    // the KMS key) unwraps it from the keyring's item.
+    let item = local
+        .dynamodb()
+        .get_item()
+        .table_name(&local.resources.endpoints_table)
+        .key(
+            "tenant_id",
+            AttributeValue::S(tern_aws::keyring::KEYRING_PARTITION.into()),
+        )
+        .key(
+            "endpoint_id",
+            AttributeValue::S(tern_aws::keyring::epoch_sort_key(
+                tern_core::sealed::Epoch::FIRST,
+            )),
+        )
+        .send()
+        .await
+        .expect("get")
+        .item
+        .expect("the keyring holds epoch 1");
+    let Some(AttributeValue::B(wrapped)) = item.get("wrapped_key") else {
+        panic!("a wrapped key: {item:?}")
+    };
     let plain_key = aws_sdk_kms::Client::new(&local.aws)
         .decrypt()
-        .ciphertext_blob(aws_sdk_kms::primitives::Blob::new(
-            base64::engine::general_purpose::STANDARD
-                .decode(wrapped)
-                .expect("base64"),
-        ))
-        .encryption_context("tern:tenant_id", ep.tenant_id.to_string())
-        .encryption_context("tern:endpoint_id", ep.id.to_string())
+        .ciphertext_blob(wrapped.clone())
+        .encryption_context("tern:keyring", "endpoint-secrets")
+        .encryption_context("tern:epoch", "1")
         .send()
         .await
         .expect("the test, with the key, unwraps it")
         .plaintext
         .expect("plaintext");
     let text = logs.text();
-    let data_key = base64::engine::general_purpose::STANDARD.encode(plain_key.as_ref());
-    assert!(!text.contains(&data_key), "a data key is in the logs");
+    for form in [
+        base64::engine::general_purpose::STANDARD.encode(plain_key.as_ref()),
+        hex::encode(plain_key.as_ref()),
+    ] {
+        assert!(!text.contains(&form), "the epoch key is in the logs");
+    }
     assert_absent(&text, &secrets);
 }
 
@@ -267,6 +290,17 @@ async fn a_secret_moved_to_another_endpoint_does_not_open_and_nothing_is_sent() 
     let receiver = Receiver::start().await.expect("receiver");
     let a = add_endpoint(&local, "tnt_m", &receiver.url("/a"), &["order.a"], None).await;
     let b = add_endpoint(&local, "tnt_m", &receiver.url("/b"), &["order.b"], None).await;
+    // The same endpoint id under another tenant: the tenant is bound too.
+    let c = add_endpoint_with(
+        &local,
+        a.id.clone(),
+        "tnt_other",
+        &receiver.url("/c"),
+        &["order.c"],
+        None,
+        None,
+    )
+    .await;
     // Someone with write access to the table copies A's sealed secret into B.
     let ddb = local.dynamodb();
     let table = &local.resources.endpoints_table;
@@ -291,14 +325,16 @@ async fn a_secret_moved_to_another_endpoint_does_not_open_and_nothing_is_sent() 
         .expect("get")
         .item
         .expect("item");
-    ddb.update_item()
-        .table_name(table)
-        .set_key(Some(key(&b)))
-        .update_expression("SET secrets = :s")
-        .expression_attribute_values(":s", item_a["secrets"].clone())
-        .send()
-        .await
-        .expect("copy");
+    for to in [&b, &c] {
+        ddb.update_item()
+            .table_name(table)
+            .set_key(Some(key(to)))
+            .update_expression("SET secrets = :s")
+            .expression_attribute_values(":s", item_a["secrets"].clone())
+            .send()
+            .await
+            .expect("copy");
+    }
 
     // A fresh reader (no cache) gets the typed refusal; A itself still opens.
     let fresh = tern_aws::DynamoEndpointStore::new(ddb.clone(), table).with_secrets(
@@ -316,6 +352,12 @@ async fn a_secret_moved_to_another_endpoint_does_not_open_and_nothing_is_sent() 
             );
         }
         other => panic!("a moved secret must not open: {other:?}"),
+    }
+    match fresh.get(&c.tenant_id, &c.id).await {
+        Err(PortError::Rejected(text)) => {
+            assert!(text.contains("sealed for another one"), "{text}");
+        }
+        other => panic!("a secret moved to another tenant must not open: {other:?}"),
     }
     assert!(fresh.get(&a.tenant_id, &a.id).await.expect("A").is_some());
     // The Plain store (no key) refuses sealed items with its own error.
@@ -353,7 +395,10 @@ async fn kms_failing_at_the_sender_is_our_failure_and_the_delivery_goes_when_it_
     let proxy = moto_proxy().await;
     let (local, mut rx) = deployment_through(&proxy, "sealed-kms-down", fast_redelivery()).await;
     let receiver = Receiver::start().await.expect("receiver");
-    let ep = add_endpoint(&local, "tnt_k", &receiver.url("/k"), &["*"], None).await;
+    // Written by another process (as the API does), so the sender has no key in memory
+    // and must unwrap the keyring's epoch key.
+    let ep = sealed_endpoint("tnt_k", &receiver.url("/k"));
+    local.endpoint_table().put(&ep).await.expect("put");
     let kms = Service::Other("kms".into());
     let rule = proxy.add(Rule::on(kms.clone(), "Decrypt", Fault::ServerError));
     let event = publish(&local, "order.paid", "tnt_k", r#"{"n":1}"#).await;
@@ -420,8 +465,43 @@ async fn kms_failing_at_the_sender_is_our_failure_and_the_delivery_goes_when_it_
     );
 }
 
+/// A value sealed the first way (`tern1`): a KMS data key of its own under the endpoint's
+/// encryption context, carried in the value, as every write made them before the keyring.
+async fn sealed_the_old_way(local: &tern_local::LocalTern, ep: &Endpoint, plain: &str) -> String {
+    let kms = tern_aws::KmsDataKeys::new(
+        aws_sdk_kms::Client::new(&local.aws),
+        &local.resources.secrets_key_arn,
+        Duration::ZERO,
+    );
+    let context = SealContext::new(&ep.tenant_id, &ep.id);
+    let key = kms.generate(&context).await.expect("data key");
+    Sealed::seal(&key, &context, plain).expect("seal").to_text()
+}
+
+/// Replaces the stored `secrets[0].secret` of `ep` with `sealed`, as the first format
+/// stored it.
+async fn store_first_secret(local: &tern_local::LocalTern, ep: &Endpoint, sealed: &str) {
+    local
+        .dynamodb()
+        .update_item()
+        .table_name(&local.resources.endpoints_table)
+        .key("tenant_id", AttributeValue::S(ep.tenant_id.to_string()))
+        .key("endpoint_id", AttributeValue::S(ep.id.to_string()))
+        .update_expression("SET secrets[0].secret = :v")
+        .expression_attribute_values(
+            ":v",
+            AttributeValue::M(std::collections::HashMap::from([(
+                "sealed".to_owned(),
+                AttributeValue::S(sealed.to_owned()),
+            )])),
+        )
+        .send()
+        .await
+        .expect("store the old format");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn plain_text_items_are_read_and_encrypt_secrets_seals_them() {
+async fn plain_and_first_format_items_are_read_and_encrypt_secrets_seals_them() {
     let (local, _rx) = deployment("sealed-upgrade", fast()).await;
     let receiver = Receiver::start().await.expect("receiver");
     // Written as a deployment before sealing did: plain text.
@@ -432,34 +512,58 @@ async fn plain_text_items_are_read_and_encrypt_secrets_seals_them() {
         token: SecretValue::new("bearer-Up55-secret-value"),
     };
     before.put(&ep).await.expect("plain put");
-    let secrets = [ep.secrets[0].secret.expose(), "bearer-Up55-secret-value"];
+    // And one sealed as a deployment before the keyring did (tern1).
+    let old = sealed_endpoint("tnt_u", &receiver.url("/old"));
+    before.put(&old).await.expect("put");
+    store_first_secret(
+        &local,
+        &old,
+        &sealed_the_old_way(&local, &old, old.secrets[0].secret.expose()).await,
+    )
+    .await;
+    let secrets = [
+        ep.secrets[0].secret.expose(),
+        "bearer-Up55-secret-value",
+        old.secrets[0].secret.expose(),
+    ];
     let table = raw_table_text(&local).await;
     assert!(table.contains("bearer-Up55-secret-value"), "plain before");
+    assert!(table.contains("tern1."), "the first format before");
+    assert_absent(&table, &secrets[2..]);
 
-    // The sealing sender reads it as it is.
+    // The sealing sender reads both as they are.
     publish(&local, "order.paid", "tnt_u", r#"{"n":1}"#).await;
     let got = receiver.wait_for("/u", 1, Duration::from_secs(30)).await;
     verify_reference(&ep.secrets[0].secret, &got[0]).expect("verifies");
+    let got = receiver.wait_for("/old", 1, Duration::from_secs(30)).await;
+    verify_reference(&old.secrets[0].secret, &got[0]).expect("the tern1 secret verifies");
 
-    // One run seals it; a second finds nothing to do.
-    let sealing =
-        tern_aws::DynamoEndpointStore::new(local.dynamodb(), &local.resources.endpoints_table)
-            .with_secrets(tern_aws::kms::secrets_at_rest(
-                &local.aws,
-                Some(&local.resources.secrets_key_arn),
-                Duration::from_secs(60),
-            ));
+    // One run seals both under the keyring's epoch; a second finds nothing to do.
+    let sealing = local.endpoint_table();
     let report = sealing.seal_stored().await.expect("seal");
-    assert_eq!((report.scanned, report.sealed), (1, 1), "{report:?}");
+    assert_eq!(
+        (
+            report.epoch,
+            report.scanned,
+            report.sealed,
+            report.unreadable
+        ),
+        (1, 2, 2, 0),
+        "{report:?}"
+    );
     let again = sealing.seal_stored().await.expect("seal again");
-    assert_eq!((again.sealed, again.already_sealed), (0, 1), "{again:?}");
-    assert_absent(&raw_table_text(&local).await, &secrets);
-    let back = sealing
-        .get(&ep.tenant_id, &ep.id)
-        .await
-        .expect("read")
-        .expect("there");
-    assert_eq!(back, ep, "sealing changed nothing else");
+    assert_eq!((again.sealed, again.already_sealed), (0, 2), "{again:?}");
+    let table = raw_table_text(&local).await;
+    assert_absent(&table, &secrets);
+    assert!(!table.contains("tern1."), "re-sealed: {table}");
+    for expected in [&ep, &old] {
+        let back = sealing
+            .get(&expected.tenant_id, &expected.id)
+            .await
+            .expect("read")
+            .expect("there");
+        assert_eq!(&back, expected, "sealing changed nothing else");
+    }
 
     publish(&local, "order.paid", "tnt_u", r#"{"n":2}"#).await;
     let got = receiver.wait_for("/u", 2, Duration::from_secs(30)).await;
@@ -468,52 +572,161 @@ async fn plain_text_items_are_read_and_encrypt_secrets_seals_them() {
         got[1].header("authorization"),
         Some("Bearer bearer-Up55-secret-value")
     );
+    let got = receiver.wait_for("/old", 2, Duration::from_secs(30)).await;
+    verify_reference(&old.secrets[0].secret, &got[1]).expect("verifies after re-sealing");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_warm_sender_unwraps_each_data_key_once_while_its_endpoint_cache_turns_over() {
-    // Scaled time: the endpoint cache keeps an endpoint 30 ms, so the bursts below read
-    // the endpoint again and again; the data keys stay (15 minutes, unscaled).
+async fn a_rotation_keeps_every_secret_readable_and_encrypt_secrets_moves_them_to_it() {
+    let (local, _rx) = deployment("sealed-rotation", fast()).await;
+    let receiver = Receiver::start().await.expect("receiver");
+    let tenant = "tnt_r";
+    // Two writers (two API instances): both seal under epoch 1.
+    let (writer, other_writer) = (local.endpoint_table(), local.endpoint_table());
+    let mut first = sealed_endpoint(tenant, &receiver.url("/r1"));
+    first.auth = ReceiverAuth::Bearer {
+        token: SecretValue::new("bearer-Rt71-secret-value"),
+    };
+    writer.put(&first).await.expect("put");
+    let second = sealed_endpoint(tenant, &receiver.url("/r2"));
+    other_writer.put(&second).await.expect("put");
+    let plain = sealed_endpoint(tenant, &receiver.url("/r3"));
+    tern_aws::DynamoEndpointStore::new(local.dynamodb(), &local.resources.endpoints_table)
+        .put(&plain)
+        .await
+        .expect("plain put");
+
+    // The operator rotates: epoch 2. The rotating writer seals under it at once; the
+    // other keeps epoch 1 until it looks again (5 minutes): both stay readable.
+    let epoch = writer
+        .keyring()
+        .expect("a sealing store")
+        .rotate()
+        .await
+        .expect("rotate");
+    assert_eq!(epoch.get(), 2);
+    let after = sealed_endpoint(tenant, &receiver.url("/r4"));
+    writer.put(&after).await.expect("put");
+    let rotated = tern_ops::rotate_secret(&other_writer, &second.tenant_id, &second.id, 24)
+        .await
+        .expect("rotate the second endpoint's secret");
+    let table = raw_table_text(&local).await;
+    assert!(
+        table.contains("tern2.1.") && table.contains("tern2.2."),
+        "both epochs in use: {table}"
+    );
+    let secrets = [
+        first.secrets[0].secret.expose(),
+        "bearer-Rt71-secret-value",
+        second.secrets[0].secret.expose(),
+        rotated.expose(),
+        after.secrets[0].secret.expose(),
+    ];
+    assert_absent(&table, &secrets);
+
+    // Every endpoint gets the event, signed with its own secrets.
+    let deliver = async |n: usize| {
+        publish(&local, "order.paid", tenant, &format!(r#"{{"n":{n}}}"#)).await;
+        for (path, ep) in [
+            ("/r1", &first),
+            ("/r2", &second),
+            ("/r3", &plain),
+            ("/r4", &after),
+        ] {
+            let got = receiver.wait_for(path, n, Duration::from_secs(60)).await;
+            verify_reference(&ep.secrets[0].secret, &got[n - 1])
+                .unwrap_or_else(|e| panic!("{path}: {e:?}"));
+        }
+        let got = receiver.requests("/r2");
+        verify_reference(&rotated, &got[n - 1]).expect("the rotated secret signs too");
+        assert_eq!(
+            receiver.requests("/r1")[n - 1].header("authorization"),
+            Some("Bearer bearer-Rt71-secret-value")
+        );
+    };
+    deliver(1).await;
+
+    // encrypt-secrets moves everything to epoch 2; nothing plain, nothing of epoch 1.
+    let report = local.endpoint_table().seal_stored().await.expect("seal");
+    assert_eq!(
+        (
+            report.epoch,
+            report.scanned,
+            report.sealed,
+            report.already_sealed
+        ),
+        (2, 4, 3, 1),
+        "{report:?}"
+    );
+    let table = raw_table_text(&local).await;
+    assert!(!table.contains("tern2.1."), "{table}");
+    assert_absent(&table, &secrets);
+    assert_absent(&table, &[plain.secrets[0].secret.expose()]);
+    deliver(2).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_warm_sender_unwraps_one_key_for_two_hundred_endpoints() {
+    // Scaled time: the endpoint cache keeps an endpoint 30 ms, so the sender reads every
+    // endpoint from the table; the epoch key stays (1 hour, unscaled).
     let proxy = moto_proxy().await;
     let (local, _rx) = deployment_through(&proxy, "sealed-kms-count", fast()).await;
     let receiver = Receiver::start().await.expect("receiver");
-    let ep = add_endpoint(&local, "tnt_c", &receiver.url("/c"), &["*"], None).await;
-    // Rotated once: two data keys (the create's and the rotation's).
-    tern_ops::rotate_secret(local.sender.endpoints.as_ref(), &ep.tenant_id, &ep.id, 24)
-        .await
-        .expect("rotate");
     let kms = Service::Other("kms".into());
-    let generated = proxy.count(&kms, "GenerateDataKey");
-    assert_eq!(generated, 2, "one data key per write");
-    let reads_before = proxy.count(&Service::DynamoDb, "GetItem");
-    let (bursts, per_burst) = (8, 10);
-    for burst in 0..bursts {
-        for n in 0..per_burst {
-            publish(
-                &local,
-                "order.paid",
-                "tnt_c",
-                &format!(r#"{{"b":{burst},"n":{n}}}"#),
-            )
-            .await;
+    // Four writers (API instances, `tern`), 50 endpoints each, in four tenants.
+    let (tenants, per_tenant) = (4, 50);
+    let mut endpoints = Vec::new();
+    for t in 0..tenants {
+        let writer = local.endpoint_table();
+        for _ in 0..per_tenant {
+            let mut ep = sealed_endpoint(&format!("tnt_c{t}"), "https://unset.invalid/");
+            ep.url = receiver.url(&format!("/c/{}", ep.id));
+            writer.put(&ep).await.expect("put");
+            endpoints.push(ep);
         }
-        receiver
-            .wait_for("/c", (burst + 1) * per_burst, Duration::from_secs(60))
-            .await;
     }
-    let deliveries = bursts * per_burst;
-    let decrypts = proxy.count(&kms, "Decrypt");
+    let generated = proxy.count(&kms, "GenerateDataKey");
+    assert_eq!(
+        generated,
+        1,
+        "one key (the keyring's first epoch) for {} endpoints, not one per write",
+        endpoints.len()
+    );
+    let decrypts_before = proxy.count(&kms, "Decrypt");
+    let reads_before = proxy.count(&Service::DynamoDb, "GetItem");
+    for t in 0..tenants {
+        publish(&local, "order.paid", &format!("tnt_c{t}"), r#"{"n":1}"#).await;
+    }
+    let all = eventually(Duration::from_secs(180), async || {
+        receiver.all_requests().len() >= endpoints.len()
+    })
+    .await;
+    assert!(
+        all,
+        "{} of {} delivered",
+        receiver.all_requests().len(),
+        endpoints.len()
+    );
+    for ep in &endpoints {
+        let got = receiver.requests(&format!("/c/{}", ep.id));
+        assert_eq!(got.len(), 1, "{}", ep.id);
+        verify_reference(&ep.secrets[0].secret, &got[0]).expect("verifies");
+    }
+    let decrypts = proxy.count(&kms, "Decrypt") - decrypts_before;
     let reads = proxy.count(&Service::DynamoDb, "GetItem") - reads_before;
     println!(
-        "KMS: {generated} GenerateDataKey, {decrypts} Decrypt for {deliveries} deliveries \
-         ({reads} GetItem meanwhile, endpoint cache misses among them)"
+        "KMS: {generated} GenerateDataKey to write {} endpoints, {decrypts} Decrypt to deliver \
+         to them ({reads} GetItem meanwhile)",
+        endpoints.len()
     );
     assert!(
-        reads > bursts,
-        "the endpoint cache turned over ({reads} GetItem for {bursts} bursts)"
+        reads >= endpoints.len(),
+        "the sender read every endpoint from the table ({reads} GetItem)"
     );
     assert_eq!(
-        decrypts, 2,
-        "one Decrypt per data key for {deliveries} deliveries, not one per endpoint read"
+        decrypts,
+        1,
+        "one Decrypt (the epoch key) for {} endpoints, not one per endpoint",
+        endpoints.len()
     );
 }

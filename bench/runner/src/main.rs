@@ -17,6 +17,7 @@ mod proxy;
 mod rate_limit;
 mod reach;
 mod relay;
+mod scale;
 mod stats;
 
 use std::collections::BTreeMap;
@@ -117,6 +118,13 @@ enum Command {
     /// and gzip), render time in local mode and AWS calls per view; writes
     /// `<out>/portal.md` (also printed) and `<out>/portal.json`. About a minute.
     Portal,
+    /// The scale meter (`make bench-scale`, not part of `make bench`): the real relay and
+    /// sender binaries in local mode behind a recording proxy, four scenarios (a 5,000-
+    /// endpoint fan-out, a hot endpoint healthy / 429 / dead, 10,000 endpoints over 100
+    /// tenants with mixed batches, a 10x burst), projected to the target against AWS's
+    /// limits; writes `<out>/scale.md` (also printed) and `<out>/scale.json`. About 14
+    /// minutes on 2 busy cores.
+    Scale(scale::ScaleArgs),
 }
 
 fn target_dir() -> PathBuf {
@@ -139,6 +147,9 @@ fn main() -> Result<(), BoxError> {
         Some(Command::Reach) => runtime.block_on(reach_only(&args.out, args.aws_deliveries)),
         Some(Command::Api) => runtime.block_on(api_only(&args)),
         Some(Command::Portal) => runtime.block_on(portal_only(&args.out)),
+        Some(Command::Scale(ref scale_args)) => {
+            runtime.block_on(scale::run(scale_args, args.bin_dir.clone(), &args.out))
+        }
         None => runtime.block_on(run(args)),
     }
 }
@@ -987,8 +998,8 @@ impl AwsCounts {
              `esm` is what the local event source mappings did (SQS ReceiveMessage/DeleteMessageBatch, stream reads), \
              idle polling during the run included; `app` is the outbox write in the application's transaction. \
              The endpoint's secrets are sealed (local mode seals them as a stack does): `kms:Decrypt` is paid once per \
-             data key per warm sender per 15 minutes, not per delivery, so its per-delivery figure here is one call \
-             divided by this run's deliveries (docs/cost.md, \"Secrets at rest\").\n\n\
+             keyring epoch per warm sender per hour, whatever the number of endpoints, not per delivery, so its \
+             per-delivery figure here is one call divided by this run's deliveries (docs/cost.md, \"Secrets at rest\").\n\n\
              | scenario | caller | operation | calls | per delivery |\n| --- | --- | --- | ---: | ---: |\n",
             self.deliveries
         );
@@ -1129,7 +1140,22 @@ pub(crate) async fn scenario_counts(
     );
     configure(&mut endpoint);
     endpoint.validate()?;
-    tern_core::ports::EndpointStore::put(local.sender.endpoints.as_ref(), &endpoint).await?;
+    // Written as the API or `tern` writes it (its own process, its own keyring cache), so the
+    // sender unwraps the keyring's epoch key as it does in AWS (one `kms:Decrypt`).
+    let writer_aws = sdk("app").await;
+    tern_core::ports::EndpointStore::put(
+        &tern_aws::DynamoEndpointStore::new(
+            aws_sdk_dynamodb::Client::new(&writer_aws),
+            &local.resources.endpoints_table,
+        )
+        .with_secrets(tern_aws::kms::secrets_at_rest(
+            &writer_aws,
+            Some(&local.resources.secrets_key_arn),
+            Duration::from_secs(60),
+        )),
+        &endpoint,
+    )
+    .await?;
     let app = aws_sdk_dynamodb::Client::new(&sdk("app").await);
     let watch = aws_sdk_sqs::Client::new(&sdk("app").await);
     local.aws = sdk("esm").await;

@@ -36,10 +36,11 @@ export class Storage extends Construct {
   /** Per-endpoint health, one item per endpoint: rolling-window counters, circuit state, next probe time. */
   public readonly health: dynamodb.Table;
   /**
-   * Seals endpoint secrets at rest (docs/security.md): the endpoint store encrypts each
-   * secret with AES-256-GCM under a data key from GenerateDataKey, bound to tenant and
-   * endpoint by the encryption context. Only the sender and the api function may Decrypt;
-   * the table alone reveals no secret. Rotation on (yearly, by KMS).
+   * Seals endpoint secrets at rest (docs/security.md): it wraps the keyring's epoch keys
+   * (kept wrapped in the endpoints table); the endpoint store encrypts each secret with
+   * AES-256-GCM under a key derived from the epoch key for its tenant and endpoint. Only the
+   * sender and the api function may Decrypt; the table alone reveals no secret. Rotation on
+   * (yearly, by KMS; a keyring epoch is rotated with `tern endpoints encrypt-secrets --new-epoch`).
    */
   public readonly secretsKey: kms.Key;
 
@@ -57,12 +58,45 @@ export class Storage extends Construct {
     this.attempts = this.table('Attempts', t.attempts, removalPolicy, capacity(ranges.attempts));
     this.health = this.table('Health', t.health, removalPolicy, capacity(ranges.health));
     this.waitingIndexName = this.waitingIndex(t.attempts, capacity(ranges.waitingIndex));
+    // The tenant index takes the health table's ranges (written once per endpoint, read by listings).
+    this.tenantIndexName = this.tenantIndex(t.health, capacity(ranges.health));
     this.secretsKey = new kms.Key(this, 'EndpointSecretsKey', {
-      description: 'Tern: seals endpoint secrets at rest (a data key per write, bound to tenant and endpoint)',
+      description: 'Tern: seals endpoint secrets at rest (wraps the keyring epoch keys kept in the endpoints table)',
       enableKeyRotation: true,
       // Without the key the sealed secrets cannot be read: it lives as long as the endpoints table.
       removalPolicy,
     });
+  }
+
+  /** Name of the health table's index of a tenant's endpoints (settings.json tables.health.tenantIndex). */
+  public readonly tenantIndexName: string;
+
+  /**
+   * The health table's KEYS_ONLY index of a tenant's endpoints (`tern endpoints health
+   * --tenant`): every item carries its keys, and no update changes them, so it is written
+   * once per endpoint. Provisioned tables give it the health table's ranges.
+   */
+  private tenantIndex(s: TableSettings, provisioned?: Provisioned): string {
+    const i = s.tenantIndex;
+    if (!i) throw new Error('settings.json: tables.health.tenantIndex is required');
+    this.health.addGlobalSecondaryIndex({
+      indexName: i.name,
+      partitionKey: { name: i.partitionKey, type: dynamodb.AttributeType.STRING },
+      sortKey: { name: i.sortKey, type: dynamodb.AttributeType.STRING },
+      projectionType: dynamodb.ProjectionType.KEYS_ONLY,
+      readCapacity: provisioned?.read.min,
+      writeCapacity: provisioned?.write.min,
+    });
+    if (provisioned) {
+      const target = { targetUtilizationPercent: provisioned.targetUtilizationPercent };
+      this.health
+        .autoScaleGlobalSecondaryIndexReadCapacity(i.name, { minCapacity: provisioned.read.min, maxCapacity: provisioned.read.max })
+        .scaleOnUtilization(target);
+      this.health
+        .autoScaleGlobalSecondaryIndexWriteCapacity(i.name, { minCapacity: provisioned.write.min, maxCapacity: provisioned.write.max })
+        .scaleOnUtilization(target);
+    }
+    return i.name;
   }
 
   /** Name of the attempts table's index of waiting deliveries (settings.json tables.attempts.waitingIndex). */

@@ -68,10 +68,12 @@ pub struct PortalConfig {
     pub settings: crate::portal::PortalSettings,
 }
 
-/// How long the API keeps an unwrapped data key, in seconds: 300. It reads an endpoint
-/// on every request that names one (no endpoint cache), so without this each would cost
-/// a KMS `Decrypt`; a data key opens its own endpoint's values only.
-pub const API_DATA_KEY_TTL_SECONDS: u64 = 300;
+/// How long the API keeps an unwrapped key of endpoint secrets, in seconds: 3,600 (the
+/// keyring's epoch key, which opens every endpoint's `tern2` values, and each `tern1` data
+/// key still read). It reads an endpoint on every request that names one (no endpoint
+/// cache), so without this each would cost a KMS `Decrypt`; with it, about one an hour per
+/// epoch per warm instance. A revocation of the KMS key reaches it within the hour.
+pub const API_DATA_KEY_TTL_SECONDS: u64 = 3_600;
 
 /// Why the settings were refused.
 #[derive(Debug, thiserror::Error)]
@@ -211,22 +213,28 @@ pub fn api_deps(
         &config.attempts_table,
         config.attempt_log_ttl_days,
     ));
-    // One key service (and one cache of unwrapped data keys) for endpoint secrets and
-    // kept answers.
+    // One key service (and one cache of unwrapped keys) for endpoint secrets and kept
+    // answers.
     let secrets = tern_aws::kms::secrets_at_rest(
         aws,
         config.secrets_key_id.as_deref(),
         std::time::Duration::from_secs(API_DATA_KEY_TTL_SECONDS),
     );
+    let endpoints =
+        DynamoEndpointStore::new(ddb.clone(), &config.endpoints_table).with_secrets(secrets);
+    // Kept answers are sealed under the same keyring as endpoint secrets (one epoch key
+    // per process, no KMS request per answer).
+    let keyring: Option<Arc<dyn tern_core::sealed::Keyring>> = match endpoints.keyring() {
+        Some(k) => Some(k.clone()),
+        None => None,
+    };
     Ok(ApiDeps {
         idempotency: Arc::new(tern_aws::DynamoIdempotencyStore::new(
             ddb.clone(),
             &config.records_table,
-            &secrets,
+            keyring,
         )),
-        endpoints: Arc::new(
-            DynamoEndpointStore::new(ddb.clone(), &config.endpoints_table).with_secrets(secrets),
-        ),
+        endpoints: Arc::new(endpoints),
         ledger: ledger.clone(),
         events: Arc::new(DynamoEventStore::new(
             ddb.clone(),

@@ -1,9 +1,11 @@
 //! [`SecretsManagerCertificates`]: the client certificates of mutual TLS, read from AWS
 //! Secrets Manager (`GetSecretValue`, the current version's `SecretString`).
 //!
-//! The sender's client keeps each certificate for a few minutes
-//! (`tern_http::identity::CERTIFICATE_CACHE_SECONDS`), so this is called once per
-//! certificate per warm sender per that time, and only for endpoints that have one.
+//! The sender's client keeps each certificate for an hour
+//! (`tern_http::identity::CERTIFICATE_CACHE_SECONDS`), or until a receiver refuses a
+//! handshake with it (then at most every 5 minutes, `EARLY_REFRESH_SECONDS`), so this is
+//! called about once per certificate per warm sender per hour, and only for endpoints
+//! that have one.
 
 use async_trait::async_trait;
 use aws_sdk_secretsmanager::Client;

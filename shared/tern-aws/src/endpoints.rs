@@ -13,20 +13,27 @@ use tern_core::ports::{EndpointPage, EndpointStore, PortError};
 use tern_core::signing_key::EndpointSigningKey;
 use tern_core::{Endpoint, EndpointId, TenantId};
 
+use std::sync::Arc;
+
 use crate::error::port_error;
+use crate::keyring::{self, DynamoKeyring};
 use crate::sealed_item::{self, SecretsAtRest};
-use tern_core::sealed::{SealContext, SealError};
+use tern_core::sealed::{Keyring as _, SealContext, SealError};
 
 /// Most Query calls one [`EndpointStore::list_page`] makes: 10. With a state filter a read
 /// can return fewer items than asked; the page then ends early, with a cursor.
 pub const MAX_PAGE_READS: usize = 10;
 
-/// Endpoints in a DynamoDB table.
+/// Endpoints in a DynamoDB table (and, under a partition no tenant can name, the keyring
+/// that seals their secrets: [`crate::keyring`]).
 #[derive(Clone, Debug)]
 pub struct DynamoEndpointStore {
     client: Client,
     table: String,
     secrets: SecretsAtRest,
+    /// With [`SecretsAtRest::Sealed`]: the keyring in this table, its keys cached for
+    /// this store's process.
+    keyring: Option<Arc<DynamoKeyring>>,
 }
 
 impl DynamoEndpointStore {
@@ -37,15 +44,50 @@ impl DynamoEndpointStore {
             client,
             table: table.into(),
             secrets: SecretsAtRest::Plain,
+            keyring: None,
         }
     }
 
     /// The same registry, keeping secrets as `secrets` says (sealed with the stack's
-    /// KMS key, or hidden from a process that needs none).
+    /// KMS key through the keyring in this table, or hidden from a process that needs
+    /// none).
     #[must_use]
     pub fn with_secrets(mut self, secrets: SecretsAtRest) -> Self {
+        self.keyring = match &secrets {
+            SecretsAtRest::Sealed(keys) => Some(Arc::new(DynamoKeyring::new(
+                keys.clone(),
+                self.client.clone(),
+                self.table.clone(),
+            ))),
+            SecretsAtRest::Plain | SecretsAtRest::Hidden => None,
+        };
         self.secrets = secrets;
         self
+    }
+
+    /// The same registry, sealing through `keyring` (one built on this table, e.g. with a
+    /// test's clock, or shared with another store of the process). Secrets are then
+    /// [`SecretsAtRest::Sealed`] with `keys`.
+    #[must_use]
+    pub fn with_keyring(
+        mut self,
+        keys: Arc<dyn tern_core::sealed::KeyService>,
+        keyring: Arc<DynamoKeyring>,
+    ) -> Self {
+        self.secrets = SecretsAtRest::Sealed(keys);
+        self.keyring = Some(keyring);
+        self
+    }
+
+    /// The keyring this store seals with, when it seals ([`DynamoKeyring::rotate`] starts
+    /// a new epoch; [`tern_core::sealed::seal_text`] seals a value kept elsewhere).
+    pub fn keyring(&self) -> Option<&Arc<DynamoKeyring>> {
+        self.keyring.as_ref()
+    }
+
+    /// The keyring, or the error of a store that has none.
+    fn sealing_keyring(&self) -> Result<&Arc<DynamoKeyring>, SealError> {
+        self.keyring.as_ref().ok_or(SealError::NoKey)
     }
 
     /// Turns a raw item into an endpoint, its secrets opened, hidden or checked as
@@ -60,10 +102,14 @@ impl DynamoEndpointStore {
                 sealed_item::hide(&mut item);
                 Ok(())
             }
-            SecretsAtRest::Sealed(keys) => match sealed_item::item_context(&item) {
-                Ok(context) => sealed_item::open(keys.as_ref(), &context, &mut item).await,
-                Err(e) => Err(e),
-            },
+            SecretsAtRest::Sealed(_) => {
+                match (sealed_item::item_context(&item), self.sealing_keyring()) {
+                    (Ok(context), Ok(keyring)) => {
+                        sealed_item::open(keyring.as_ref(), &context, &mut item).await
+                    }
+                    (Err(e), _) | (_, Err(e)) => Err(e),
+                }
+            }
         };
         if let Err(e) = opened {
             return Err(unsealing_error(&item, &e));
@@ -110,9 +156,12 @@ impl DynamoEndpointStore {
                     Ok(())
                 }
             }
-            SecretsAtRest::Sealed(keys) => {
+            SecretsAtRest::Sealed(_) => {
                 let context = SealContext::new(tenant, id);
-                sealed_item::seal(keys.as_ref(), &context, attributes)
+                let keyring = self
+                    .sealing_keyring()
+                    .map_err(|e| seal_port_error(tenant, id, &e))?;
+                sealed_item::seal(keyring.as_ref(), &context, attributes)
                     .await
                     .map_err(|e| seal_port_error(tenant, id, &e))
             }
@@ -137,36 +186,49 @@ impl DynamoEndpointStore {
 /// What [`DynamoEndpointStore::seal_stored`] did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct SealReport {
+    /// The keyring epoch every value it sealed is now under (the current one).
+    pub epoch: u32,
     /// Endpoint items read.
     pub scanned: usize,
-    /// Items whose plain-text secrets it sealed.
+    /// Items whose secrets it sealed: plain text, `tern1` values (a data key each) and
+    /// values of older epochs, all re-sealed under [`Self::epoch`].
     pub sealed: usize,
-    /// Items that held no plain-text secret.
+    /// Items that held nothing to seal (every secret already under [`Self::epoch`]).
     pub already_sealed: usize,
     /// Items changed by another write while it worked: left as that write made them
     /// (which sealed what it wrote); run it again to seal what remains.
     pub changed_meanwhile: usize,
+    /// Items whose sealed secrets do not open (sealed for another endpoint, altered, or
+    /// of an epoch the keyring lacks): left as they are, each logged with its ids.
+    pub unreadable: usize,
 }
 
 impl DynamoEndpointStore {
-    /// Seals every plain-text secret still stored (`tern endpoints encrypt-secrets`, once
-    /// after a deployment that held plain text gets its key): a scan, and for each item
-    /// that holds plain text one `GenerateDataKey` and one conditional `UpdateItem` of
-    /// its secret-holding attributes, applied only if they are still as read (a rotation
-    /// that lands meanwhile wins). Values already sealed stay as they are. Safe to run
-    /// again; it changes no setting, state or time of an endpoint.
+    /// Seals every endpoint secret not yet under the keyring's current epoch (`tern
+    /// endpoints encrypt-secrets`): plain text (a deployment from before sealing), `tern1`
+    /// values (per-write data keys, before the keyring) and values of older epochs (after
+    /// [`DynamoKeyring::rotate`]). A scan, and for each such item one conditional
+    /// `UpdateItem` of its secret-holding attributes, applied only if they are still as
+    /// read (a rotation that lands meanwhile wins). Opening costs a `Decrypt` per `tern1`
+    /// data key and one per older epoch; sealing costs none. Safe to run again; it changes
+    /// no setting, state or time of an endpoint.
     ///
     /// # Errors
     /// [`PortError::Rejected`] when this store has no key ([`SecretsAtRest::Sealed`]);
-    /// a DynamoDB or KMS error stops it (what it sealed so far stays sealed).
+    /// a DynamoDB or KMS outage stops it (what it sealed so far stays sealed).
     pub async fn seal_stored(&self) -> Result<SealReport, PortError> {
-        let SecretsAtRest::Sealed(keys) = &self.secrets else {
+        let Some(keyring) = self.keyring.as_ref() else {
             return Err(PortError::Rejected(
                 "no key to seal with: set TERN_SECRETS_KEY_ID (the stack's SecretsKeyArn output)"
                     .into(),
             ));
         };
-        let mut report = SealReport::default();
+        let unavailable = |e: SealError| PortError::Unavailable(format!("secrets keyring: {e}"));
+        let current = keyring.current().await.map_err(unavailable)?.epoch();
+        let mut report = SealReport {
+            epoch: current.get(),
+            ..SealReport::default()
+        };
         let mut start = None;
         loop {
             let out = self
@@ -179,8 +241,11 @@ impl DynamoEndpointStore {
                 .await
                 .map_err(port_error)?;
             for mut item in out.items.unwrap_or_default() {
+                if keyring::is_keyring_item(&item) {
+                    continue;
+                }
                 report.scanned += 1;
-                if !sealed_item::has_plain_slots(&mut item) {
+                if !sealed_item::needs_sealing(&mut item, current) {
                     report.already_sealed += 1;
                     continue;
                 }
@@ -191,6 +256,7 @@ impl DynamoEndpointStore {
                     },
                     Err(e) => {
                         tracing::error!(error = %e, "skipping an endpoint item without valid keys");
+                        report.unreadable += 1;
                         continue;
                     }
                 };
@@ -199,50 +265,81 @@ impl DynamoEndpointStore {
                     .filter_map(|name| item.remove(*name).map(|v| ((*name).to_owned(), v)))
                     .collect();
                 let mut new = old.clone();
-                sealed_item::seal(keys.as_ref(), &context, &mut new)
-                    .await
-                    .map_err(|e| seal_port_error(&context.tenant, &endpoint, &e))?;
-                let mut set = Vec::new();
-                let mut condition = vec!["attribute_exists(endpoint_id)".to_owned()];
-                let mut request = self
-                    .client
-                    .update_item()
-                    .table_name(&self.table)
-                    .key("tenant_id", AttributeValue::S(context.tenant.to_string()))
-                    .key("endpoint_id", AttributeValue::S(endpoint.to_string()));
-                for (name, value) in new {
-                    set.push(format!("#{name} = :new_{name}"));
-                    condition.push(format!("#{name} = :old_{name}"));
-                    request = request
-                        .expression_attribute_names(format!("#{name}"), &name)
-                        .expression_attribute_values(format!(":new_{name}"), value);
-                    if let Some(before) = old.get(&name) {
-                        request = request
-                            .expression_attribute_values(format!(":old_{name}"), before.clone());
+                match sealed_item::reseal(keyring.as_ref(), &context, &mut new).await {
+                    Ok(_) => {}
+                    Err(e) if e.is_transient() || matches!(e, SealError::Refused(_)) => {
+                        return Err(seal_port_error(&context.tenant, &endpoint, &e));
+                    }
+                    Err(e) => {
+                        tracing::error!(
+                            tenant_id = %context.tenant,
+                            endpoint_id = %endpoint,
+                            error = %e,
+                            "endpoint secrets do not open: left as they are"
+                        );
+                        report.unreadable += 1;
+                        continue;
                     }
                 }
-                match request
-                    .update_expression(format!("SET {}", set.join(", ")))
-                    .condition_expression(condition.join(" AND "))
-                    .send()
-                    .await
+                match self
+                    .replace_secrets(&context.tenant, &endpoint, &old, new)
+                    .await?
                 {
-                    Ok(_) => report.sealed += 1,
-                    Err(e)
-                        if matches!(
-                            e.as_service_error(),
-                            Some(UpdateItemError::ConditionalCheckFailedException(_))
-                        ) =>
-                    {
-                        report.changed_meanwhile += 1;
-                    }
-                    Err(e) => return Err(port_error(e)),
+                    true => report.sealed += 1,
+                    false => report.changed_meanwhile += 1,
                 }
             }
             start = out.last_evaluated_key;
             if start.is_none() {
                 return Ok(report);
             }
+        }
+    }
+
+    /// Sets the secret-holding attributes of `endpoint`'s item to `new` if they are still
+    /// `old`: `Ok(false)` when another write changed them (or the item is gone).
+    async fn replace_secrets(
+        &self,
+        tenant: &TenantId,
+        endpoint: &EndpointId,
+        old: &HashMap<String, AttributeValue>,
+        new: HashMap<String, AttributeValue>,
+    ) -> Result<bool, PortError> {
+        let mut set = Vec::new();
+        let mut condition = vec!["attribute_exists(endpoint_id)".to_owned()];
+        let mut request = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("tenant_id", AttributeValue::S(tenant.to_string()))
+            .key("endpoint_id", AttributeValue::S(endpoint.to_string()));
+        for (name, value) in new {
+            set.push(format!("#{name} = :new_{name}"));
+            condition.push(format!("#{name} = :old_{name}"));
+            request = request
+                .expression_attribute_names(format!("#{name}"), &name)
+                .expression_attribute_values(format!(":new_{name}"), value);
+            if let Some(before) = old.get(&name) {
+                request =
+                    request.expression_attribute_values(format!(":old_{name}"), before.clone());
+            }
+        }
+        match request
+            .update_expression(format!("SET {}", set.join(", ")))
+            .condition_expression(condition.join(" AND "))
+            .send()
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(e)
+                if matches!(
+                    e.as_service_error(),
+                    Some(UpdateItemError::ConditionalCheckFailedException(_))
+                ) =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(port_error(e)),
         }
     }
 }
@@ -516,8 +613,12 @@ impl EndpointStore for DynamoEndpointStore {
                 .send()
                 .await
                 .map_err(port_error)?;
-            // As in list_for_tenant: one corrupt item must not hide the others.
+            // As in list_for_tenant: one corrupt item must not hide the others. The
+            // keyring's items are not endpoints.
             for item in out.items.unwrap_or_default() {
+                if keyring::is_keyring_item(&item) {
+                    continue;
+                }
                 self.read_listed(item, &mut endpoints).await?;
             }
             start = out.last_evaluated_key;

@@ -13,7 +13,7 @@
 //! | `at`, `lease` | when it was claimed, until when the claim holds (Unix milliseconds) |
 //! | `expires_at` | `at` + 24 h (Unix seconds), the table's TTL attribute |
 //! | `status`, `hdr`, `body` | the answer (`done` only): status, headers as JSON, body bytes |
-//! | `sealed` | instead of `body` when the answer may hold a secret: `tern1....` |
+//! | `sealed` | instead of `body` when the answer may hold a secret: `tern2....` (older records: `tern1....`) |
 //!
 //! Every call is one conditional write, and reads nothing else: a claim is a `PutItem`
 //! whose condition lets it replace only an absent, expired or abandoned record, and a
@@ -35,9 +35,8 @@ use tern_core::idempotency::{
     Claim, IdempotencyStore, LEASE_SECONDS, Lease, RECORD_TTL_SECONDS, RecordKey, StoredAnswer,
 };
 use tern_core::ports::PortError;
-use tern_core::sealed::{DataKeys, SealContext, SealError, Sealed};
+use tern_core::sealed::{Keyring, SealContext, SealError};
 
-use crate::SecretsAtRest;
 use crate::error::port_error;
 
 /// Prefix of the records' keys in the portal table.
@@ -51,30 +50,33 @@ const DONE: &str = "done";
 pub struct DynamoIdempotencyStore {
     client: Client,
     table: String,
-    keys: Option<Arc<dyn DataKeys>>,
+    keyring: Option<Arc<dyn Keyring>>,
 }
 
 impl std::fmt::Debug for DynamoIdempotencyStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DynamoIdempotencyStore")
             .field("table", &self.table)
-            .field("sealed", &self.keys.is_some())
+            .field("sealed", &self.keyring.is_some())
             .finish()
     }
 }
 
 impl DynamoIdempotencyStore {
-    /// The records in `table`; answers marked [`StoredAnswer::sealed`] are sealed with
-    /// `secrets`' key service when it has one (the deployment's `TERN_SECRETS_KEY_ID`, as
-    /// endpoint secrets are), and stored as they are otherwise.
-    pub fn new(client: Client, table: impl Into<String>, secrets: &SecretsAtRest) -> Self {
+    /// The records in `table`; answers marked [`StoredAnswer::sealed`] are sealed under
+    /// `keyring`'s current epoch when there is one (the endpoint store's keyring,
+    /// [`crate::DynamoEndpointStore::keyring`]: the deployment's `TERN_SECRETS_KEY_ID`,
+    /// as endpoint secrets are; no KMS request per answer), and stored as they are
+    /// otherwise.
+    pub fn new(
+        client: Client,
+        table: impl Into<String>,
+        keyring: Option<Arc<dyn Keyring>>,
+    ) -> Self {
         Self {
             client,
             table: table.into(),
-            keys: match secrets {
-                SecretsAtRest::Sealed(keys) => Some(keys.clone()),
-                SecretsAtRest::Plain | SecretsAtRest::Hidden => None,
-            },
+            keyring,
         }
     }
 
@@ -161,17 +163,14 @@ impl DynamoIdempotencyStore {
         let (body, sealed) = match (item.get("body"), text(item, "sealed")) {
             (Some(AttributeValue::B(b)), _) => (b.clone().into_inner(), false),
             (_, Some(sealed)) => {
-                let keys = self
-                    .keys
+                let keyring = self
+                    .keyring
                     .as_ref()
                     .ok_or_else(|| seal_port_error(SealError::NoKey))?;
                 let context = SealContext::idempotency_record(key.tenant(), key.digest());
-                let sealed = Sealed::parse(sealed).map_err(seal_port_error)?;
-                let plain = keys
-                    .unwrap(sealed.wrapped_key(), &context)
+                let text = tern_core::sealed::open_text(keyring.as_ref(), &context, sealed)
                     .await
                     .map_err(seal_port_error)?;
-                let text = sealed.open(&plain, &context).map_err(seal_port_error)?;
                 (text.into_bytes(), true)
             }
             _ => (Vec::new(), false),
@@ -246,17 +245,19 @@ impl IdempotencyStore for DynamoIdempotencyStore {
         let headers = serde_json::to_string(&answer.headers)
             .map_err(|e| PortError::Rejected(format!("idempotency record headers: {e}")))?;
         item.insert("hdr".to_owned(), s(headers));
-        match (&self.keys, answer.sealed) {
-            (Some(keys), true) => {
+        match (&self.keyring, answer.sealed) {
+            (Some(keyring), true) => {
                 let text = std::str::from_utf8(&answer.body).map_err(|_| {
                     PortError::Rejected("an answer to seal is not UTF-8 text".into())
                 })?;
                 let context = SealContext::idempotency_record(key.tenant(), key.digest());
-                // One data key per answer, bound to this record: a sealed answer copied
-                // to another record (or an endpoint) does not open.
-                let data_key = keys.generate(&context).await.map_err(seal_port_error)?;
-                let sealed = Sealed::seal(&data_key, &context, text).map_err(seal_port_error)?;
-                item.insert("sealed".to_owned(), s(sealed.to_text()));
+                // Under the keyring's epoch key, with this record's own derived key and
+                // associated data: a sealed answer copied to another record (or an
+                // endpoint) does not open.
+                let sealed = tern_core::sealed::seal_text(keyring.as_ref(), &context, text)
+                    .await
+                    .map_err(seal_port_error)?;
+                item.insert("sealed".to_owned(), s(sealed));
             }
             _ => {
                 item.insert(

@@ -1,11 +1,17 @@
-//! [`KmsDataKeys`]: the stack's KMS key as the [`DataKeys`] service of endpoint secrets at
-//! rest (`tern_core::sealed`): `GenerateDataKey` (`AES_256`) when an endpoint's secrets
-//! are written, `Decrypt` when they are read, both with the endpoint's encryption context.
+//! [`KmsDataKeys`]: the stack's KMS key as the key service of endpoint secrets at rest
+//! (`tern_core::sealed`).
 //!
-//! Cost: a warm process keeps each unwrapped data key in memory for [`KmsDataKeys::ttl`]
-//! (the sender: [`crate::wiring::SENDER_DATA_KEY_TTL`], 15 minutes), so a warm sender
-//! calls `Decrypt` at most once per wrapped key per TTL, and only on an endpoint cache
-//! miss. The numbers are in docs/cost.md.
+//! - The keyring's epoch keys ([`EpochKeys`], format `tern2`): `GenerateDataKey`
+//!   (`AES_256`) once per epoch, when the first writer of a deployment or a rotation makes
+//!   it, and `Decrypt` once per epoch per process per cache lifetime
+//!   ([`crate::keyring::DynamoKeyring`] keeps the keys), with the context
+//!   `{"tern:keyring": "endpoint-secrets", "tern:epoch": "<n>"}`.
+//! - The per-write data keys of values sealed before the keyring ([`DataKeys`], format
+//!   `tern1`): `Decrypt` with the endpoint's context, each unwrapped key kept here for
+//!   [`KmsDataKeys::ttl`]. Nothing makes new ones (`generate` stays for the format's tests
+//!   and tools).
+//!
+//! The numbers are in docs/cost.md.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -17,7 +23,7 @@ use aws_sdk_kms::Client;
 use aws_sdk_kms::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_kms::primitives::Blob;
 use aws_sdk_kms::types::DataKeySpec;
-use tern_core::sealed::{DataKey, DataKeys, PlainKey, SealContext, SealError};
+use tern_core::sealed::{DataKey, DataKeys, Epoch, EpochKeys, PlainKey, SealContext, SealError};
 
 /// Most unwrapped data keys one process keeps: 10,000 (32 bytes each plus the wrapped
 /// key, a few MB at most). Past it the expired ones go, then all: the next reads unwrap
@@ -39,7 +45,8 @@ const REFUSING_CODES: &[&str] = &[
 
 type CacheKey = (Vec<u8>, SealContext);
 
-/// Data keys from KMS, unwrapped ones kept in memory for a time.
+/// Epoch keys and data keys from KMS; unwrapped `tern1` data keys kept in memory for a
+/// time.
 #[derive(Debug)]
 pub struct KmsDataKeys {
     client: Client,
@@ -65,7 +72,8 @@ impl KmsDataKeys {
         }
     }
 
-    /// How long an unwrapped data key is kept.
+    /// How long an unwrapped key is kept (a `tern1` data key here, an epoch key by the
+    /// keyring).
     pub fn ttl(&self) -> Duration {
         self.ttl
     }
@@ -125,17 +133,20 @@ where
     }
 }
 
-#[async_trait]
-impl DataKeys for KmsDataKeys {
-    async fn generate(&self, context: &SealContext) -> Result<DataKey, SealError> {
+impl KmsDataKeys {
+    /// `GenerateDataKey` (`AES_256`) with `context`.
+    async fn generate_with(
+        &self,
+        context: &[(&'static str, String)],
+    ) -> Result<DataKey, SealError> {
         self.generate_calls.fetch_add(1, Ordering::Relaxed);
         let mut request = self
             .client
             .generate_data_key()
             .key_id(&self.key_id)
             .key_spec(DataKeySpec::Aes256);
-        for (k, v) in context.pairs() {
-            request = request.encryption_context(k, v);
+        for (k, v) in context {
+            request = request.encryption_context(*k, v);
         }
         let out = request.send().await.map_err(seal_error)?;
         let plain = out.plaintext.ok_or(SealError::Malformed(
@@ -153,13 +164,12 @@ impl DataKeys for KmsDataKeys {
         })
     }
 
-    async fn unwrap(&self, wrapped: &[u8], context: &SealContext) -> Result<PlainKey, SealError> {
-        // Cached by wrapped key and context: a wrapped key copied to another endpoint
-        // never meets its plaintext from this cache.
-        let cache_key = (wrapped.to_vec(), context.clone());
-        if let Some(plain) = self.cached(&cache_key) {
-            return Ok(plain);
-        }
+    /// `Decrypt` of `wrapped` with `context`.
+    async fn decrypt_with(
+        &self,
+        wrapped: &[u8],
+        context: &[(&'static str, String)],
+    ) -> Result<PlainKey, SealError> {
         self.decrypt_calls.fetch_add(1, Ordering::Relaxed);
         // The key id is named so a blob made under another key is refused by KMS rather
         // than decrypted with whatever key it names (KMS best practice for symmetric keys).
@@ -168,23 +178,63 @@ impl DataKeys for KmsDataKeys {
             .decrypt()
             .key_id(&self.key_id)
             .ciphertext_blob(Blob::new(wrapped));
-        for (k, v) in context.pairs() {
-            request = request.encryption_context(k, v);
+        for (k, v) in context {
+            request = request.encryption_context(*k, v);
         }
         let out = request.send().await.map_err(seal_error)?;
-        let plain = PlainKey::from_slice(
+        PlainKey::from_slice(
             out.plaintext
                 .ok_or(SealError::Malformed("Decrypt returned no plaintext"))?
                 .as_ref(),
-        )?;
+        )
+    }
+}
+
+#[async_trait]
+impl DataKeys for KmsDataKeys {
+    async fn generate(&self, context: &SealContext) -> Result<DataKey, SealError> {
+        self.generate_with(&context.pairs()).await
+    }
+
+    async fn unwrap(&self, wrapped: &[u8], context: &SealContext) -> Result<PlainKey, SealError> {
+        // Cached by wrapped key and context: a wrapped key copied to another endpoint
+        // never meets its plaintext from this cache.
+        let cache_key = (wrapped.to_vec(), context.clone());
+        if let Some(plain) = self.cached(&cache_key) {
+            return Ok(plain);
+        }
+        let plain = self.decrypt_with(wrapped, &context.pairs()).await?;
         self.remember(cache_key, plain.clone());
         Ok(plain)
     }
 }
 
+#[async_trait]
+impl EpochKeys for KmsDataKeys {
+    async fn generate_epoch(&self, epoch: Epoch) -> Result<DataKey, SealError> {
+        self.generate_with(&epoch.context_pairs()).await
+    }
+
+    async fn unwrap_epoch(&self, wrapped: &[u8], epoch: Epoch) -> Result<PlainKey, SealError> {
+        // Not cached here: the keyring keeps the unwrapped epoch keys.
+        self.decrypt_with(wrapped, &epoch.context_pairs())
+            .await
+            .map_err(|e| match e {
+                SealError::WrongEndpoint => SealError::KeyringAltered(epoch),
+                other => other,
+            })
+    }
+
+    fn key_ttl(&self) -> Duration {
+        self.ttl
+    }
+}
+
 /// How a process that opens endpoint secrets keeps them: sealed with `key_id` (unwrapped
-/// data keys kept for `ttl`, in seconds as a [`Duration`]) when a key is configured,
-/// plain text when not. `aws` should come through [`crate::budget::bounded`].
+/// epoch keys and `tern1` data keys kept for `ttl`, in seconds as a [`Duration`]) when a
+/// key is configured, plain text when not. The endpoint store adds the keyring
+/// ([`crate::DynamoEndpointStore::with_secrets`]). `aws` should come through
+/// [`crate::budget::bounded`].
 pub fn secrets_at_rest(
     aws: &aws_config::SdkConfig,
     key_id: Option<&str>,

@@ -5,22 +5,26 @@
 //! [`tern_core::Endpoint`]): `secrets[].secret`, `signing_keys[].key`,
 //! `headers[].value.secret`, and `auth.password`, `auth.token`, `auth.client_secret`.
 //! A slot holds either the plain text (`S`, as every item written before sealing existed)
-//! or `{"sealed": "tern1...."}` (`M`, [`tern_core::sealed::Sealed`]). Plain slots are read
-//! as they are, and sealed on the next write of their attribute (or by
-//! [`crate::DynamoEndpointStore::seal_stored`], `tern endpoints encrypt-secrets`).
+//! or `{"sealed": "tern2...."}` (`M`; `tern1....` for values sealed before the keyring,
+//! [`tern_core::sealed::SealedValue`]). Plain slots are read as they are, and sealed on
+//! the next write of their attribute (or by [`crate::DynamoEndpointStore::seal_stored`],
+//! `tern endpoints encrypt-secrets`, which also re-seals `tern1` values and values of
+//! older epochs under the current one).
 //!
-//! Granularity: one data key per write. A write (a new endpoint, a rotation, new headers
-//! or authentication) makes one `GenerateDataKey` and seals every value it writes under
-//! it; each sealed value carries its wrapped key, so a rotation never needs the earlier
-//! keys and needs no `Decrypt`. A reader unwraps each distinct wrapped key of an item once
-//! (an endpoint written in three steps: three `Decrypt`s on a cold read), and keeps it
-//! for its cache's lifetime ([`crate::kms::KmsDataKeys`]).
+//! Keys: a write seals every plain value it writes under the keyring's current epoch
+//! ([`Keyring::current`], kept in memory, so a write normally calls no key service); a
+//! read opens each value with its epoch's key (one unwrap per epoch per process per cache
+//! lifetime, whatever the number of endpoints) or, for a `tern1` value, its own data key
+//! ([`crate::keyring::DynamoKeyring`], [`crate::kms::KmsDataKeys`]).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use tern_core::sealed::{DataKeys, PlainKey, SealContext, SealError, Sealed};
+use tern_core::sealed::{
+    Epoch, EpochKey, EpochSealed, KeyService, Keyring, PlainKey, SealContext, SealError,
+    SealedValue,
+};
 use tern_core::{EndpointId, TenantId};
 
 /// The attributes of an endpoint item that hold secrets.
@@ -39,9 +43,10 @@ pub enum SecretsAtRest {
     /// and older tests); reading a sealed value fails ([`SealError::NoKey`]).
     #[default]
     Plain,
-    /// Writes seal with data keys from the key service; reads open them. The sender
-    /// and the API.
-    Sealed(Arc<dyn DataKeys>),
+    /// Writes seal under the keyring's current epoch, reads open values of every epoch
+    /// and `tern1` values: the key service's keys (KMS), the keyring kept by the endpoint
+    /// store ([`crate::DynamoEndpointStore::with_secrets`]). The sender and the API.
+    Sealed(Arc<dyn KeyService>),
     /// Reads leave every secret out (empty lists, empty values) and never call the key
     /// service; writes of secret-holding attributes are refused, so a secret left out is
     /// never written back as missing. For processes that need the endpoints but not their
@@ -160,44 +165,96 @@ pub fn item_context(item: &HashMap<String, AttributeValue>) -> Result<SealContex
 }
 
 /// Seals every plain slot of `item` (all of it, or the attributes a write sets) under
-/// one fresh data key for `context`; sealed slots stay as they are. No plain slot, no
-/// key service call.
+/// the keyring's current epoch for `context`; sealed slots stay as they are. No plain
+/// slot, no keyring call.
 ///
 /// # Errors
-/// [`SealError`] from the key service; `item` is unchanged then.
+/// [`SealError`] from the keyring; `item` is unchanged then.
 pub async fn seal(
-    keys: &dyn DataKeys,
+    keyring: &dyn Keyring,
     context: &SealContext,
     item: &mut HashMap<String, AttributeValue>,
 ) -> Result<(), SealError> {
     if !has_plain_slots(item) {
         return Ok(());
     }
-    let key = keys.generate(context).await?;
+    let key = keyring.current().await?;
+    seal_with(&key, context, item)
+}
+
+/// Seals every plain slot of `item` under `key`.
+fn seal_with(
+    key: &EpochKey,
+    context: &SealContext,
+    item: &mut HashMap<String, AttributeValue>,
+) -> Result<(), SealError> {
+    let mut sealed = Vec::new();
     let mut failed = None;
     for_each_item_slot(item, &mut |slot| {
         if let AttributeValue::S(plain) = slot {
-            match Sealed::seal(&key, context, plain) {
-                Ok(sealed) => {
-                    *slot = AttributeValue::M(HashMap::from([(
-                        SEALED_KEY.to_owned(),
-                        AttributeValue::S(sealed.to_text()),
-                    )]));
-                }
+            match EpochSealed::seal(key, context, plain) {
+                Ok(s) => sealed.push(s.to_text()),
                 Err(e) => failed = Some(e),
             }
         }
     });
-    failed.map_or(Ok(()), Err)
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    let mut sealed = sealed.into_iter();
+    for_each_item_slot(item, &mut |slot| {
+        if matches!(slot, AttributeValue::S(_))
+            && let Some(text) = sealed.next()
+        {
+            *slot = AttributeValue::M(HashMap::from([(
+                SEALED_KEY.to_owned(),
+                AttributeValue::S(text),
+            )]));
+        }
+    });
+    Ok(())
 }
 
-/// Opens every sealed slot of `item` in place, unwrapping each distinct data key once.
+/// True when some slot of `item` is not sealed under `current`: plain text, a `tern1`
+/// value, a value of another epoch, or one that does not parse.
+pub fn needs_sealing(item: &mut HashMap<String, AttributeValue>, current: Epoch) -> bool {
+    let mut stale = false;
+    for_each_item_slot(item, &mut |slot| {
+        stale |= match sealed_text(slot) {
+            None => matches!(slot, AttributeValue::S(_)),
+            Some(text) => !matches!(
+                SealedValue::parse(text),
+                Ok(SealedValue::Epoch(e)) if e.epoch() == current
+            ),
+        };
+    });
+    stale
+}
+
+/// Re-seals every slot of `item` under the keyring's current epoch: opens what is
+/// sealed (any format, any epoch), then seals it all again.
+///
+/// # Errors
+/// As [`open`] and [`seal`]; `item` may be left opened then, so drop it.
+pub async fn reseal(
+    keyring: &dyn Keyring,
+    context: &SealContext,
+    item: &mut HashMap<String, AttributeValue>,
+) -> Result<Epoch, SealError> {
+    open(keyring, context, item).await?;
+    let key = keyring.current().await?;
+    seal_with(&key, context, item)?;
+    Ok(key.epoch())
+}
+
+/// Opens every sealed slot of `item` in place: each distinct epoch key and each distinct
+/// `tern1` data key is asked of the keyring once.
 ///
 /// # Errors
 /// [`SealError::WrongEndpoint`] for a value sealed for another endpoint (or altered),
-/// [`SealError::Malformed`], or the key service's error.
+/// [`SealError::Malformed`], or the keyring's error.
 pub async fn open(
-    keys: &dyn DataKeys,
+    keyring: &dyn Keyring,
     context: &SealContext,
     item: &mut HashMap<String, AttributeValue>,
 ) -> Result<(), SealError> {
@@ -205,7 +262,7 @@ pub async fn open(
     let mut bad = None;
     for_each_item_slot(item, &mut |slot| {
         if let Some(text) = sealed_text(slot) {
-            match Sealed::parse(text) {
+            match SealedValue::parse(text) {
                 Ok(s) => sealed.push(s),
                 Err(e) => bad = Some(e),
             }
@@ -217,17 +274,31 @@ pub async fn open(
     if sealed.is_empty() {
         return Ok(());
     }
-    let wrapped: HashSet<&[u8]> = sealed.iter().map(Sealed::wrapped_key).collect();
-    let mut plain_keys: HashMap<Vec<u8>, PlainKey> = HashMap::new();
-    for w in wrapped {
-        plain_keys.insert(w.to_vec(), keys.unwrap(w, context).await?);
-    }
+    let mut data_keys: HashMap<Vec<u8>, PlainKey> = HashMap::new();
+    let mut epoch_keys: HashMap<Epoch, EpochKey> = HashMap::new();
     let mut opened = Vec::with_capacity(sealed.len());
-    for s in &sealed {
-        let key = plain_keys
-            .get(s.wrapped_key())
-            .ok_or(SealError::Malformed("data key not unwrapped"))?;
-        opened.push(s.open(key, context)?);
+    for value in &sealed {
+        let plain = match value {
+            SealedValue::DataKey(s) => {
+                let key = match data_keys.entry(s.wrapped_key().to_vec()) {
+                    std::collections::hash_map::Entry::Occupied(k) => k.into_mut(),
+                    std::collections::hash_map::Entry::Vacant(slot) => {
+                        slot.insert(keyring.data_key(s.wrapped_key(), context).await?)
+                    }
+                };
+                s.open(key, context)?
+            }
+            SealedValue::Epoch(s) => {
+                let key = match epoch_keys.entry(s.epoch()) {
+                    std::collections::hash_map::Entry::Occupied(k) => k.into_mut(),
+                    std::collections::hash_map::Entry::Vacant(slot) => {
+                        slot.insert(keyring.epoch(s.epoch()).await?)
+                    }
+                };
+                s.open(key, context)?
+            }
+        };
+        opened.push(plain);
     }
     let mut opened = opened.into_iter();
     for_each_item_slot(item, &mut |slot| {
@@ -269,7 +340,7 @@ pub fn refuse_sealed(item: &mut HashMap<String, AttributeValue>) -> Result<(), S
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tern_core::sealed::InMemoryDataKeys;
+    use tern_core::sealed::{DataKeys as _, InMemoryKeyring, Sealed};
 
     fn s(text: &str) -> AttributeValue {
         AttributeValue::S(text.to_owned())
@@ -328,44 +399,92 @@ mod tests {
     ];
 
     #[tokio::test]
-    async fn a_write_seals_every_slot_under_one_key_and_a_read_opens_them() {
-        let keys = InMemoryDataKeys::default();
+    async fn a_write_seals_every_slot_under_the_current_epoch_and_a_read_opens_them() {
+        let keyring = InMemoryKeyring::default();
         let mut it = item();
         let ctx = item_context(&it).unwrap();
-        seal(&keys, &ctx, &mut it).await.unwrap();
+        seal(&keyring, &ctx, &mut it).await.unwrap();
         let text = format!("{it:?}");
         for secret in SECRETS {
             assert!(!text.contains(secret), "{secret} in {text}");
         }
         assert!(text.contains("shown"), "plain headers stay plain");
+        assert_eq!(text.matches("tern2.1.").count(), SECRETS.len(), "{text}");
         assert!(!has_plain_slots(&mut it));
-        assert_eq!(keys.generated.load(std::sync::atomic::Ordering::Relaxed), 1);
-        // Sealing again makes no key: nothing is plain.
-        seal(&keys, &ctx, &mut it).await.unwrap();
-        assert_eq!(keys.generated.load(std::sync::atomic::Ordering::Relaxed), 1);
+        assert!(!needs_sealing(&mut it, Epoch::FIRST));
+        // Sealing again changes nothing.
+        let before = it.clone();
+        seal(&keyring, &ctx, &mut it).await.unwrap();
+        assert_eq!(it, before);
 
-        open(&keys, &ctx, &mut it).await.unwrap();
+        open(&keyring, &ctx, &mut it).await.unwrap();
         assert_eq!(it, item());
         assert_eq!(
-            keys.unwrapped.load(std::sync::atomic::Ordering::Relaxed),
-            1,
-            "one data key, one unwrap"
+            keyring
+                .data_keys
+                .generated
+                .load(std::sync::atomic::Ordering::Relaxed),
+            0,
+            "no data key per write"
         );
     }
 
     #[tokio::test]
     async fn a_slot_moved_to_another_endpoint_does_not_open() {
-        let keys = InMemoryDataKeys::default();
+        let keyring = InMemoryKeyring::default();
         let mut it = item();
         let ctx = item_context(&it).unwrap();
-        seal(&keys, &ctx, &mut it).await.unwrap();
-        let mut other = it.clone();
-        other.insert("endpoint_id".into(), s("ep_2"));
-        let other_ctx = item_context(&other).unwrap();
-        assert_eq!(
-            open(&keys, &other_ctx, &mut other).await,
-            Err(SealError::WrongEndpoint)
+        seal(&keyring, &ctx, &mut it).await.unwrap();
+        for (tenant, endpoint) in [("tnt_a", "ep_2"), ("tnt_b", "ep_1")] {
+            let mut other = it.clone();
+            other.insert("tenant_id".into(), s(tenant));
+            other.insert("endpoint_id".into(), s(endpoint));
+            let other_ctx = item_context(&other).unwrap();
+            assert_eq!(
+                open(&keyring, &other_ctx, &mut other).await,
+                Err(SealError::WrongEndpoint),
+                "{tenant}/{endpoint}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn old_values_open_and_a_reseal_moves_them_to_the_current_epoch() {
+        let keyring = InMemoryKeyring::default();
+        let mut it = item();
+        let ctx = item_context(&it).unwrap();
+        // `secrets` as tern1 (a data key of its own), `auth` under epoch 1, the rest plain.
+        let data_key = keyring.data_keys.generate(&ctx).await.unwrap();
+        let old = Sealed::seal(&data_key, &ctx, "whsec_AAAAsecret1").unwrap();
+        if let Some(AttributeValue::L(list)) = it.get_mut("secrets")
+            && let Some(AttributeValue::M(m)) = list.first_mut()
+        {
+            m.insert("secret".into(), m_sealed(&old.to_text()));
+        }
+        let mut auth = HashMap::from([("auth".to_owned(), it["auth"].clone())]);
+        seal(&keyring, &ctx, &mut auth).await.unwrap();
+        it.insert("auth".into(), auth["auth"].clone());
+        keyring.rotate();
+        assert!(needs_sealing(&mut it, Epoch::new(2).unwrap()));
+
+        let mut opened = it.clone();
+        open(&keyring, &ctx, &mut opened).await.unwrap();
+        assert_eq!(opened, item(), "tern1, epoch 1 and plain values all read");
+
+        let epoch = reseal(&keyring, &ctx, &mut it).await.unwrap();
+        assert_eq!(epoch, Epoch::new(2).unwrap());
+        assert!(!needs_sealing(&mut it, epoch));
+        let text = format!("{it:?}");
+        assert!(
+            !text.contains("tern1.") && !text.contains("tern2.1."),
+            "{text}"
         );
+        open(&keyring, &ctx, &mut it).await.unwrap();
+        assert_eq!(it, item());
+    }
+
+    fn m_sealed(text: &str) -> AttributeValue {
+        m(&[(SEALED_KEY, s(text))])
     }
 
     #[test]
@@ -386,7 +505,7 @@ mod tests {
         refuse_sealed(&mut plain).unwrap();
         let mut sealed = item();
         let ctx = item_context(&sealed).unwrap();
-        seal(&InMemoryDataKeys::default(), &ctx, &mut sealed)
+        seal(&InMemoryKeyring::default(), &ctx, &mut sealed)
             .await
             .unwrap();
         assert_eq!(refuse_sealed(&mut sealed), Err(SealError::NoKey));

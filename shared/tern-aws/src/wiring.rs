@@ -37,18 +37,20 @@ pub fn relay_deps(config: &RelayConfig, aws: &SdkConfig) -> RelayDeps {
         checkpoints: Some(Arc::new(DynamoFanOutCheckpoints::new(
             aws_sdk_dynamodb::Client::new(aws),
             &config.attempts_table,
+            config.attempt_log_ttl_days,
         ))),
     }
 }
 
-/// How long a warm sender keeps an unwrapped data key of endpoint secrets: 15 minutes.
-/// Longer than the endpoint cache (30 s), which bounds how stale a setting may be: a data
-/// key never goes stale (a write that changes a secret brings a new wrapped key, unwrapped
-/// on first sight), so only a revocation (the key disabled, `kms:Decrypt` removed) waits
-/// for it. At 30 s, an endpoint that gets a delivery per sender instance less than twice a
-/// minute would cost a `Decrypt` per delivery; at 15 minutes, at most 4 per hour per data
-/// key per instance (docs/cost.md, "Secrets at rest").
-pub const SENDER_DATA_KEY_TTL: std::time::Duration = std::time::Duration::from_secs(15 * 60);
+/// How long a warm sender keeps an unwrapped key of endpoint secrets: 1 hour. Mostly the
+/// keyring's epoch key (one for every endpoint, `tern2`), so a warm sender calls KMS
+/// `Decrypt` about once an hour per epoch in use, whatever the number of endpoints
+/// (docs/cost.md, "Secrets at rest"); also each `tern1` data key of values sealed before
+/// the keyring, until `tern endpoints encrypt-secrets` re-seals them. A key never goes
+/// stale (a value names its epoch or carries its data key); what waits for this is a
+/// revocation (the KMS key disabled, `kms:Decrypt` removed from the role), which reaches
+/// a warm sender within the hour. Never less than the endpoint cache's lifetime.
+pub const SENDER_DATA_KEY_TTL: std::time::Duration = std::time::Duration::from_secs(60 * 60);
 
 /// The sender's dependencies. `lookup` is the name resolver behind the SSRF guard:
 /// `None` for [`DnsResolver::system`] (one per sender process: its cache keeps each
@@ -81,8 +83,8 @@ pub fn sender_deps(
             aws,
         )),
     ));
-    // KMS is called on an endpoint cache miss only, and then at most once per data key per
-    // SENDER_DATA_KEY_TTL (never less than the endpoint cache's lifetime).
+    // KMS is called on an endpoint cache miss only, and then at most once per epoch (and
+    // per tern1 data key) per SENDER_DATA_KEY_TTL (never less than the endpoint cache's).
     let secrets = crate::kms::secrets_at_rest(
         aws,
         config.secrets_key_id.as_deref(),

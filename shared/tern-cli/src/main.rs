@@ -108,9 +108,10 @@ enum Command {
         /// Only this endpoint's attempts.
         #[arg(long)]
         endpoint: Option<String>,
-        /// The event's tenant: event ids are per tenant, so telling "not tried yet" from
-        /// "no such event" for an event without attempts needs it (outbox items are keyed
-        /// by tenant and id).
+        /// The event's tenant: event ids are per tenant, and the ledger keeps each
+        /// tenant's events apart. Without it, the --endpoint's tenant; without either,
+        /// only attempts recorded under the event id alone (before the ledger was keyed by
+        /// tenant) are found, and an event without any asks for it.
         #[arg(long)]
         tenant: Option<String>,
     },
@@ -381,11 +382,18 @@ enum EndpointCommand {
         #[arg(long)]
         tenant: Option<String>,
     },
-    /// Seal every endpoint secret still stored as plain text with the stack's KMS key
-    /// (once, after upgrading a deployment from before secrets were sealed; every later
-    /// write seals what it writes). Needs TERN_SECRETS_KEY_ID or --stack, and
-    /// kms:GenerateDataKey. Safe to run again.
-    EncryptSecrets,
+    /// Seal every endpoint secret not yet under the secrets keyring's current epoch:
+    /// plain text (a deployment from before sealing), values sealed with a data key each
+    /// (tern1, before the keyring) and values of older epochs. Run it once after an
+    /// upgrade; with --new-epoch it rotates the keyring first (docs/security.md). Needs
+    /// TERN_SECRETS_KEY_ID or --stack, kms:Decrypt, and kms:GenerateDataKey for a new
+    /// epoch. Safe to run again.
+    EncryptSecrets {
+        /// Start a new keyring epoch first (a fresh key from KMS), then re-seal every
+        /// secret under it; values of older epochs stay readable meanwhile.
+        #[arg(long)]
+        new_epoch: bool,
+    },
     /// New Ed25519 key for v1a signatures; the old one keeps signing during the overlap.
     /// Prints the new public key (whpk_) for the receiver; the secret key is never shown.
     RotateSigningKey {
@@ -711,9 +719,26 @@ async fn attempts(
 ) -> Result<(), OpsError> {
     let event = EventId::new(event_id).map_err(invalid)?;
     let endpoint = endpoint.map(EndpointId::new).transpose().map_err(invalid)?;
-    let tenant = tenant.map(TenantId::new).transpose().map_err(invalid)?;
+    let mut tenant = tenant.map(TenantId::new).transpose().map_err(invalid)?;
+    if tenant.is_none()
+        && let Some(id) = &endpoint
+    {
+        // The endpoint's tenant is the event's: the ledger keeps a tenant's events apart.
+        // A deleted endpoint's attempts are still shown, from what was written under the
+        // event id alone (or with --tenant).
+        tenant = match ops::find_endpoint(&ctx.endpoints()?, None, id).await {
+            Ok(e) => Some(e.tenant_id),
+            Err(OpsError::NotFound { .. }) => None,
+            Err(e) => return Err(e),
+        };
+    }
     let ledger = DynamoLedger::new(ctx.dynamodb(), ctx.names.get("TERN_ATTEMPTS_TABLE")?, 30);
-    let history = ledger.history(&event).await?;
+    let history = match &tenant {
+        Some(t) => ledger.history(t, &event).await?,
+        // Without a tenant only what version 1 messages wrote (keyed by the event id
+        // alone) can be found; the no-attempts answer below asks for --tenant.
+        None => ledger.unsharded_history(&event).await?,
+    };
     let report = ops::attempts::report_scaled(
         event.as_str(),
         endpoint.as_ref().map(EndpointId::as_str),
@@ -1339,25 +1364,44 @@ async fn endpoints(
             )
             .map_err(write_err)
         }
-        EndpointCommand::EncryptSecrets => {
+        EndpointCommand::EncryptSecrets { new_epoch } => {
+            if new_epoch {
+                let keyring = store.keyring().ok_or_else(|| {
+                    OpsError::from(tern_core::ports::PortError::Rejected(
+                        "no key to seal with: set TERN_SECRETS_KEY_ID (the stack's SecretsKeyArn output)"
+                            .into(),
+                    ))
+                })?;
+                let epoch = keyring.rotate().await.map_err(|e| {
+                    OpsError::from(tern_core::ports::PortError::Unavailable(format!(
+                        "secrets keyring: {e}"
+                    )))
+                })?;
+                if !json {
+                    writeln!(out, "new secrets epoch {epoch}").map_err(write_err)?;
+                }
+            }
             let report = store.seal_stored().await?;
             if json {
                 return print_json(out, &report);
             }
+            let mut notes = String::new();
+            if report.changed_meanwhile > 0 {
+                notes.push_str(&format!(
+                    "; {} changed meanwhile: run it again",
+                    report.changed_meanwhile
+                ));
+            }
+            if report.unreadable > 0 {
+                notes.push_str(&format!(
+                    "; {} do not open (logged): fix them with tern endpoints rotate-secret",
+                    report.unreadable
+                ));
+            }
             writeln!(
                 out,
-                "read {} endpoints: sealed the plain-text secrets of {}, {} held none{}",
-                report.scanned,
-                report.sealed,
-                report.already_sealed,
-                if report.changed_meanwhile > 0 {
-                    format!(
-                        "; {} changed meanwhile: run it again",
-                        report.changed_meanwhile
-                    )
-                } else {
-                    String::new()
-                }
+                "read {} endpoints: sealed the secrets of {} under epoch {}, {} held none to seal{notes}",
+                report.scanned, report.sealed, report.epoch, report.already_sealed,
             )
             .map_err(write_err)
         }

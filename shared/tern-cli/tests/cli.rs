@@ -402,7 +402,7 @@ async fn rate_limit_round_trips_through_add_update_and_show() {
 
 /// `tern endpoints encrypt-secrets`: an endpoint stored in plain text (before the stack had
 /// its key) is sealed, a second run finds nothing to do, and the secret no longer appears
-/// in the table.
+/// in the table; `--new-epoch` rotates the keyring and re-seals it under the new epoch.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn encrypt_secrets_seals_plain_text_endpoints_once() {
     let moto = MotoServer::start()
@@ -457,10 +457,21 @@ async fn encrypt_secrets_seals_plain_text_endpoints_once() {
     let out = tern(&env, &["endpoints", "encrypt-secrets"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(
-        text(&out.stdout).contains("sealed the plain-text secrets of 0, 1 held none"),
+        text(&out.stdout).contains("sealed the secrets of 0 under epoch 1, 1 held none to seal"),
         "{}",
         text(&out.stdout)
     );
+    // The operator's rotation: a new keyring epoch, and everything re-sealed under it.
+    let out = tern(&env, &["endpoints", "encrypt-secrets", "--new-epoch"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let said = text(&out.stdout);
+    assert!(
+        said.contains("new secrets epoch 2")
+            && said.contains("sealed the secrets of 1 under epoch 2, 0 held none to seal"),
+        "{said}"
+    );
+    assert!(scan().await.contains("tern2.2."), "under the new epoch");
+    assert!(!scan().await.contains(secret.expose()), "still sealed");
     // What the sender reads is still the same endpoint.
     let sealed = tern_aws::DynamoEndpointStore::new(
         aws_sdk_dynamodb::Client::new(&aws),

@@ -7,6 +7,7 @@
 #![warn(missing_docs)]
 
 pub mod client_certificate;
+pub mod clock;
 pub mod custom_headers;
 pub mod dead_letters;
 pub mod decision;
@@ -34,6 +35,7 @@ pub mod sealed;
 pub mod secret_value;
 pub mod signing;
 pub mod signing_key;
+pub mod spread;
 pub mod sqs_text;
 pub mod trace;
 pub mod waiting;

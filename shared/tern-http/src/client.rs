@@ -11,6 +11,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
+use tern_core::clock::{MonotonicClock, SystemClock};
 use tern_core::custom_headers::FieldValue;
 use tern_core::outcome::{AttemptResult, ErrorClass};
 use tern_core::request::OutgoingHeader;
@@ -143,6 +144,9 @@ pub struct DeliveryClient {
     identities: Arc<std::sync::Mutex<IdentityClients>>,
     /// Where endpoints' client certificates are read, and the ones read lately.
     certificates: Option<Arc<CertificateCache>>,
+    /// The certificate this client offers ([`Self::for_certificate`]), by its secret's
+    /// ARN: a refused handshake marks it for an early re-read.
+    offering: Option<Arc<str>>,
 }
 
 /// The parts of the client a client certificate's clients share with it.
@@ -213,16 +217,29 @@ impl DeliveryClient {
             tls_base,
             identities: Arc::default(),
             certificates: None,
+            offering: None,
         })
     }
 
     /// This client, reading endpoints' client certificates from `secrets` (kept
     /// [`CERTIFICATE_CACHE_SECONDS`] per certificate) for [`Self::for_certificate`].
     #[must_use]
-    pub fn with_certificate_secrets(mut self, secrets: Arc<dyn CertificateSecrets>) -> Self {
+    pub fn with_certificate_secrets(self, secrets: Arc<dyn CertificateSecrets>) -> Self {
+        self.with_certificate_secrets_and_clock(secrets, Arc::new(SystemClock))
+    }
+
+    /// [`Self::with_certificate_secrets`], the cache's ages read from `clock` (tests move
+    /// it instead of sleeping).
+    #[must_use]
+    pub fn with_certificate_secrets_and_clock(
+        mut self,
+        secrets: Arc<dyn CertificateSecrets>,
+        clock: Arc<dyn MonotonicClock>,
+    ) -> Self {
         self.certificates = Some(Arc::new(CertificateCache::new(
             secrets,
             Duration::from_secs(CERTIFICATE_CACHE_SECONDS),
+            clock,
         )));
         self
     }
@@ -252,7 +269,9 @@ impl DeliveryClient {
             .as_ref()
             .ok_or(CertificateError::NoStore)?;
         let identity = cache.identity(certificate).await?;
-        Ok(self.with_identity(&identity)?)
+        let mut client = self.with_identity(&identity)?;
+        client.offering = Some(Arc::from(certificate.secret_arn.as_str()));
+        Ok(client)
     }
 
     /// This client, offering `identity` to receivers that ask for a client certificate
@@ -357,8 +376,28 @@ impl DeliveryClient {
     }
 
     /// Makes one attempt. Never panics and never returns an error: every failure is an
-    /// [`AttemptResult::Failed`] with its class.
+    /// [`AttemptResult::Failed`] with its class. A TLS failure of a client that offers a
+    /// client certificate ([`Self::for_certificate`]) marks that certificate to be read
+    /// again from its secret ([`crate::identity::EARLY_REFRESH_SECONDS`]): the receiver
+    /// may expect a rotated one.
     pub async fn attempt(&self, req: AttemptRequest<'_>) -> AttemptReport {
+        let report = self.attempt_once(req).await;
+        if let (Some(arn), Some(cache)) = (&self.offering, &self.certificates)
+            && matches!(
+                report.result,
+                AttemptResult::Failed {
+                    class: ErrorClass::Tls | ErrorClass::TlsConfig,
+                    ..
+                }
+            )
+        {
+            cache.handshake_refused(arn);
+        }
+        report
+    }
+
+    /// [`Self::attempt`], without the certificate's bookkeeping.
+    async fn attempt_once(&self, req: AttemptRequest<'_>) -> AttemptReport {
         let started = Instant::now();
         let deadline = tokio::time::Instant::from_std(started + req.deadline);
         let elapsed_ms = || u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
