@@ -65,8 +65,10 @@ export const MAX_PARALLELIZATION_FACTOR = 10;
 export const UNITS_PER_DELIVERY = {
   outbox: { read: 0, write: OUTBOX_WCU_PER_EVENT },
   // The sender's strongly consistent GetItem of an endpoint on a cache miss (0.95 of
-  // deliveries at 10,000 endpoints and 300 senders) and the relay's Query of the event's
-  // tenant (about 2 read units an event).
+  // deliveries at 10,000 endpoints and 300 senders) and the relay's reads of the event's
+  // tenant (the paper model's Query, about 2 read units an event). With the relay's
+  // subscription cache the scale meter's counts give about 2.1 in all (docs/scale.md, "The
+  // relay's tenant reads, cached"): 2.95 keeps headroom.
   endpoints: { read: 2.95, write: 0 },
   // Claim and delivered marker (2, docs/cost.md), the endpoint log (0.9: one per endpoint per
   // batch), a retry's rows (1 % x 7.9).

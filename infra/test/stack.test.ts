@@ -425,6 +425,7 @@ describe('least-privilege IAM', () => {
         'dynamodb:GetShardIterator on outbox.StreamArn',
         'dynamodb:ListStreams on *',
         'dynamodb:Query on endpoints',
+        'dynamodb:GetItem on endpoints',
         'dynamodb:GetItem on attempts',
         'dynamodb:PutItem on attempts',
         'logs:CreateLogStream on own log group',
@@ -436,6 +437,15 @@ describe('least-privilege IAM', () => {
         'sqs:SendMessage on relayFailures',
       ].sort(),
     );
+  });
+
+  test('relay: GetItem on endpoints only of the subscriptions-version items', () => {
+    const gets = statementsOfRole(roleOf(stack.functions.relay)).filter(
+      (s: any) => JSON.stringify(s.Resource).includes(logicalId(stack.storage.endpoints)) && JSON.stringify(s.Action).includes('GetItem'),
+    );
+    expect(gets).toHaveLength(1);
+    expect(gets[0].Action).toEqual('dynamodb:GetItem');
+    expect(gets[0].Condition).toEqual({ 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': ['#subscriptions#*'] } });
   });
 
   test('relay: the attempts table only through the checkpoint item\'s attributes', () => {

@@ -28,6 +28,8 @@ export interface FunctionsProps {
 
 /** The attributes of a fan-out record item (shared/tern-aws/src/fanout.rs: its ledger spread and checkpoint), the only ones the relay may touch in the attempts table. */
 export const RELAY_CHECKPOINT_ATTRIBUTES = ['event_id', 'sk', 'fanout_through', 'fanout_shards', 'expires_at'];
+/** The partition keys of the tenants' subscriptions-version items in the endpoints table (shared/tern-aws/src/endpoints.rs, SUBSCRIPTIONS_PARTITION_PREFIX), the only items the relay may GetItem there. */
+export const SUBSCRIPTIONS_VERSION_KEYS = '#subscriptions#*';
 /**
  * What an enable's reset (tern_aws::health, `reset`) puts back after deleting an endpoint's
  * health item, all it may update: the key (`endpoint_key`) and the tenant index's keys, the rate-limit schedule (`rt`), and the history
@@ -400,6 +402,16 @@ export class Functions extends Construct {
       }),
     );
     storage.endpoints.grant(this.relay, 'dynamodb:Query');
+    // Each tenant's subscriptions version (shared/tern-aws/src/endpoints.rs): one GetItem per
+    // tenant per batch tells a warm relay whether the list it keeps is current. Only those
+    // items, under partitions no tenant can name.
+    this.relay.addToRolePolicy(
+      new iam.PolicyStatement({
+        actions: ['dynamodb:GetItem'],
+        resources: [storage.endpoints.tableArn],
+        conditions: { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': [SUBSCRIPTIONS_VERSION_KEYS] } },
+      }),
+    );
     // Fan-out checkpoints (shared/tern-aws/src/fanout.rs): one item per event in the
     // attempts table, read and written whole. Only its attributes, so the relay can
     // neither read the attempt log nor write a delivery's state.
