@@ -248,7 +248,9 @@ export class Functions extends Construct {
     // Endpoints (DynamoEndpointStore): GetItem reads one (every route under /endpoints/{id}
     // checks the tenant owns it); Query lists a tenant's (the list's pages, an event's
     // subscribers, the replay's target check); PutItem creates; UpdateItem is PATCH, enable,
-    // disable and the secret's rotation; DeleteItem deletes.
+    // disable and the secret's rotation; DeleteItem deletes. Create, PATCH and delete are one
+    // TransactWriteItems with an UpdateItem of the tenant's subscriptions version (the
+    // relay's cache): a transaction needs no action of its own.
     storage.endpoints.grant(
       this.api,
       'dynamodb:GetItem',
