@@ -96,6 +96,23 @@ pub trait EndpointStore: Send + Sync {
     }
     /// Every endpoint of a tenant, enabled or not.
     async fn list_for_tenant(&self, tenant: &TenantId) -> Result<Vec<Endpoint>, PortError>;
+    /// [`Self::list_for_tenant`] read so that every write acknowledged before the call is in
+    /// it (DynamoDB: a strongly consistent `Query`, twice the read units). The default is
+    /// [`Self::list_for_tenant`], for stores that read their own writes.
+    async fn list_for_tenant_current(&self, tenant: &TenantId) -> Result<Vec<Endpoint>, PortError> {
+        self.list_for_tenant(tenant).await
+    }
+    /// The tenant's subscriptions version: a number that every write which can change
+    /// which endpoints the tenant has or what they subscribe to (create, put, update,
+    /// delete) changes atomically with it, read so that a change acknowledged before the
+    /// call is seen. While it is unchanged, a list read after it with
+    /// [`Self::list_for_tenant_current`] still says who subscribes to what (the relay's
+    /// cache, `tern_handlers::subscription_cache`). `None` (the default) for a store that
+    /// keeps none: nothing may then be cached.
+    async fn subscriptions_version(&self, tenant: &TenantId) -> Result<Option<u64>, PortError> {
+        let _ = tenant;
+        Ok(None)
+    }
     /// Every endpoint.
     async fn list_all(&self) -> Result<Vec<Endpoint>, PortError>;
     /// One page of a tenant's endpoints in id order: those after `after`, at most `limit`,

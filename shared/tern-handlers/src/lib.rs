@@ -17,3 +17,4 @@ pub mod relay;
 pub mod relay_send;
 pub mod replay;
 pub mod sender;
+pub mod subscription_cache;
