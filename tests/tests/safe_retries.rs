@@ -673,7 +673,8 @@ async fn a_claim_that_landed_before_its_call_failed_is_taken_over_by_the_put_bac
     // Its lease is a minute away, yet the copy takes it over at once (not dropped as a
     // duplicate, which would lose the delivery), and sends it once.
     let (_, results) =
-        tern_handlers::sender::handle(&deps, sqs_event(&[copy.clone()]), &metrics()).await;
+        tern_handlers::sender::handle(&deps, sqs_event(std::slice::from_ref(&copy)), &metrics())
+            .await;
     assert_eq!(results[0].1, Ok(MessageOutcome::Delivered { attempt: 1 }));
     assert_eq!(receiver.requests("/l").len(), 1);
     // A second copy of the put-back message (SQS delivers at least once) is a duplicate.
