@@ -372,12 +372,19 @@ async fn markers_throttled_past_their_window_are_counted_lost() {
 
     let (d, r) = (message(tenant, &ok, 1), message(tenant, &failing, 2));
     let m = metrics();
+    let (deps, tee) = teed(&local);
     let (response, results) =
-        tern_handlers::sender::handle(&local.sender, sqs_event(&[d.to_body(), r.to_body()]), &m)
-            .await;
-    // The deliveries' outcomes stand (the POST was made, the retry queued) ...
+        tern_handlers::sender::handle(&deps, sqs_event(&[d.to_body(), r.to_body()]), &m).await;
+    // The deliveries' outcomes stand (the POST was made, the retry queued); the delivered
+    // one, whose marker is lost, goes back to write it (issue 29 item 3) ...
     assert!(response.batch_item_failures.is_empty(), "{results:?}");
-    assert_eq!(results[0].1, Ok(MessageOutcome::Delivered { attempt: 1 }));
+    assert!(
+        matches!(
+            &results[0].1,
+            Ok(MessageOutcome::PutBack { put_back: 1, .. })
+        ),
+        "{results:?}"
+    );
     assert!(
         matches!(
             results[1].1,
@@ -400,6 +407,37 @@ async fn markers_throttled_past_their_window_are_counted_lost() {
     let emf = m.emf(0).expect("metrics");
     assert_eq!(emf["MarkersLost"], 2, "{emf}");
     assert!(!state_item(&local, &d).await.contains_key("delivered_at"));
+
+    // ... carrying its successful attempt. Once the table takes writes again, the copy
+    // writes the marker and sends nothing: the delivered pair is not forgotten.
+    proxy.clear();
+    let copy = tee
+        .sent
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|e| DeliveryMessage::parse(&e.body).is_ok_and(|c| c.delivery_id == d.delivery_id))
+        .expect("the delivered message put back")
+        .clone();
+    assert!(copy.delay_seconds <= 2, "{}", copy.delay_seconds);
+    let carried = DeliveryMessage::parse(&copy.body).unwrap();
+    assert_eq!(
+        carried.delivered_attempt.as_ref().map(|a| a.status),
+        Some(Some(200))
+    );
+    let (_, results) =
+        tern_handlers::sender::handle(&deps, sqs_event(&[copy.body]), &metrics()).await;
+    assert_eq!(results[0].1, Ok(MessageOutcome::Delivered { attempt: 1 }));
+    assert!(state_item(&local, &d).await.contains_key("delivered_at"));
+    assert_eq!(receiver.requests("/ok").len(), 1, "no second POST");
+    // And a later copy of the original is dropped as a duplicate.
+    let (_, results) =
+        tern_handlers::sender::handle(&deps, sqs_event(&[d.to_body()]), &metrics()).await;
+    assert_eq!(
+        results[0].1,
+        Ok(MessageOutcome::Duplicate(Claim::AlreadyDelivered))
+    );
+    assert_eq!(receiver.requests("/ok").len(), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

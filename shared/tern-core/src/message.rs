@@ -205,6 +205,14 @@ pub struct DeliveryMessage {
     /// attempt, a requeue, a dead letter and a replay.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub held_back: u32,
+    /// Set on a message put back after its attempt was delivered (the receiver answered
+    /// 2xx) but the delivered marker could not be written (throttled past its retries, or
+    /// cut off by the invocation's deadline): the successful attempt, for the marker. The
+    /// sender that receives it writes the marker and nothing else (no claim, no POST), so
+    /// a delivered pair is never forgotten while the queue can still carry its message.
+    /// Cleared by every other change of the message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivered_attempt: Option<crate::ports::AttemptRecord>,
 }
 
 /// For `skip_serializing_if`: a zero count is left out of the body.
@@ -282,6 +290,7 @@ impl DeliveryMessage {
             put_back: 0,
             held_lease_ms: None,
             held_back: 0,
+            delivered_attempt: None,
         }
     }
 
@@ -417,6 +426,7 @@ impl DeliveryMessage {
             put_back: 0,
             held_lease_ms: None,
             held_back: 0,
+            delivered_attempt: None,
             ..self.clone()
         }
     }
@@ -444,6 +454,7 @@ impl DeliveryMessage {
             put_back: 0,
             held_lease_ms: None,
             held_back: 0,
+            delivered_attempt: None,
             ..self.clone()
         }
     }
@@ -461,6 +472,7 @@ impl DeliveryMessage {
             put_back: 0,
             held_lease_ms: None,
             held_back: 0,
+            delivered_attempt: None,
             ..self.clone()
         }
     }
@@ -489,6 +501,7 @@ impl DeliveryMessage {
             put_back: 0,
             held_lease_ms: None,
             held_back: 0,
+            delivered_attempt: None,
             ..self.clone()
         }
     }

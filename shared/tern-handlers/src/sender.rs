@@ -224,8 +224,12 @@ pub async fn handle_within(
                 .map(|m| (m.event.tenant_id.clone(), m.endpoint_id.clone()))
                 .collect();
             let now = Utc::now();
-            let due: Vec<&DeliveryMessage> =
-                parsed.iter().flatten().filter(|m| is_due(m, now)).collect();
+            // A message put back to write its delivered marker sends nothing: no slot.
+            let due: Vec<&DeliveryMessage> = parsed
+                .iter()
+                .flatten()
+                .filter(|m| m.delivered_attempt.is_none() && is_due(m, now))
+                .collect();
             crate::rate_limit::gates(
                 breaker,
                 deps.endpoints.as_ref(),
@@ -285,6 +289,7 @@ pub async fn handle_within(
                 kind: failure,
                 received,
                 claim_lease: admitted.claim_lease(),
+                delivered: admitted.delivered(),
             };
             ((id, result), failed)
         }
@@ -390,6 +395,8 @@ struct Failed {
     received: Option<DeliveryMessage>,
     /// The lease of the last claim its processing asked for ([`Admitted::claim_lease`]).
     claim_lease: Option<chrono::DateTime<Utc>>,
+    /// Its successful attempt, when it was delivered and the marker lost.
+    delivered: Option<AttemptRecord>,
 }
 
 /// A failed message going back on the queue as a new message.
@@ -436,6 +443,10 @@ fn returning(deps: &SenderDeps, id: &str, error: &str, failed: &Failed) -> Optio
         message: DeliveryMessage {
             put_back,
             held_lease_ms: failed.claim_lease.map(|l| l.timestamp_millis()),
+            delivered_attempt: failed
+                .delivered
+                .clone()
+                .or_else(|| received.delivered_attempt.clone()),
             ..received.clone()
         },
         delay_seconds,
@@ -513,6 +524,7 @@ struct Admitted<'a> {
     done: AtomicBool,
     batch: &'a BatchContext<'a>,
     claim_lease: std::sync::Mutex<Option<chrono::DateTime<Utc>>>,
+    delivered: std::sync::Mutex<Option<AttemptRecord>>,
 }
 
 impl<'a> Admitted<'a> {
@@ -521,6 +533,7 @@ impl<'a> Admitted<'a> {
             done: AtomicBool::new(false),
             batch,
             claim_lease: std::sync::Mutex::default(),
+            delivered: std::sync::Mutex::default(),
         }
     }
 
@@ -534,6 +547,22 @@ impl<'a> Admitted<'a> {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(lease);
         lease
+    }
+
+    /// Keeps the successful attempt whose delivered marker was lost, for the put-back.
+    fn keep_delivered(&self, record: AttemptRecord) {
+        *self
+            .delivered
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(record);
+    }
+
+    /// The successful attempt whose delivered marker was lost, if any.
+    fn delivered(&self) -> Option<AttemptRecord> {
+        self.delivered
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     /// The lease of the last claim asked for, if any.
@@ -623,6 +652,12 @@ async fn process(
         Ok(m) => m,
         Err(e) => return dead_letter_malformed(deps, raw, &e, metrics, deadline).await,
     };
+    // Put back because its delivered marker was lost: the receiver has it; only the
+    // marker is left to write.
+    if let Some(record) = message.delivered_attempt.clone() {
+        return mark_delivered_or_put_back(deps, &message, record, metrics, deadline, admitted)
+            .await;
+    }
     // A message that carries its dead-letter record was redriven (console or replay):
     // it starts a fresh budget with the same webhook-id.
     let message = if message.dead_letter.is_some() {
@@ -816,9 +851,44 @@ async fn process(
         .await;
     }
     attempt(
-        deps, message, takeover, &endpoint, metrics, ctx.health, deadline,
+        deps, message, takeover, &endpoint, metrics, ctx.health, deadline, admitted,
     )
     .await
+}
+
+/// Writes the delivered marker of `message`'s successful attempt `record` (retried,
+/// [`crate::markers`]). Written, or refused because the pair is marked already: the
+/// delivery is delivered. Still not written (throttled past its retries, or cut off by
+/// the deadline): the message is put back carrying `record`
+/// ([`DeliveryMessage::delivered_attempt`]), so the sender that receives it writes the
+/// marker and sends nothing; a delivered pair is not forgotten.
+async fn mark_delivered_or_put_back(
+    deps: &SenderDeps,
+    message: &DeliveryMessage,
+    record: AttemptRecord,
+    metrics: &Metrics,
+    deadline: &Deadline,
+    admitted: &Admitted<'_>,
+) -> Result<MessageOutcome, PortError> {
+    let retry = markers::MarkerRetry::default();
+    let write = markers::mark_delivered(deps.ledger.as_ref(), message, &record, &retry, metrics);
+    match deadline.before_tail(write).await {
+        Some(markers::MarkerWrite::Written { .. } | markers::MarkerWrite::NotOurs(_)) => {
+            Ok(MessageOutcome::Delivered {
+                attempt: record.attempt,
+            })
+        }
+        lost => {
+            if lost.is_none() {
+                metrics.update(|c| c.markers_lost += 1);
+            }
+            tracing::error!(delivery_id = %message.delivery_id, attempt = record.attempt, "delivered marker not written; the message goes back to write it");
+            admitted.keep_delivered(record);
+            Err(PortError::Unavailable(
+                "delivered, but its delivered marker was not written".into(),
+            ))
+        }
+    }
 }
 
 /// A copy of a message that must not be sent ([`Claim::AlreadyDelivered`], or another
@@ -1161,6 +1231,7 @@ async fn list_as_waiting(
     .await;
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn attempt(
     deps: &SenderDeps,
     message: DeliveryMessage,
@@ -1169,6 +1240,7 @@ async fn attempt(
     metrics: &Metrics,
     health: &BatchHealth,
     invocation: &Deadline,
+    admitted: &Admitted<'_>,
 ) -> Result<MessageOutcome, PortError> {
     let (schedule, max_attempts) = endpoint.retry_policy(&deps.policy.schedule);
     let deadline = endpoint
@@ -1410,12 +1482,16 @@ async fn attempt(
         MessageOutcome::Delivered { .. } => {
             // The POST succeeded: the marker stops a second one. Retried within the
             // attempt's budget and the invocation's time; a lost one is counted
-            // (crate::markers).
-            let retry = markers::MarkerRetry::default();
-            let write =
-                markers::mark_delivered(deps.ledger.as_ref(), &message, &record, &retry, metrics);
-            marker_before_tail(invocation, write, &message, metrics).await;
-            Ok(outcome)
+            // (crate::markers) and the message goes back to write it.
+            mark_delivered_or_put_back(
+                deps,
+                &message,
+                record.clone(),
+                metrics,
+                invocation,
+                admitted,
+            )
+            .await
         }
         MessageOutcome::Retrying { wait_seconds, .. } => {
             let first = message.first_attempt_at.unwrap_or(started);
