@@ -1522,10 +1522,11 @@ async fn a_delivery_held_back_again_and_again_waits_longer_each_time_up_to_900_s
         "nothing sent while open"
     );
     // The first hold keeps to the gate (after the next probe, spread over one probe
-    // interval); each later one at least half of 60 s doubled per hold, at most 900 s.
+    // interval); each later one at least the gate's wait (the probe, under a minute away)
+    // doubled per earlier hold and halved, at most 900 s.
     assert!(delays[0] <= 122, "{delays:?}");
     for (k, d) in delays.iter().enumerate().skip(1) {
-        let floor = (30u32 << (k - 1)).min(450);
+        let floor = (25u32 << k).min(450);
         assert!(
             (floor..=900).contains(d),
             "hold {k}: {d} s, want {floor}..=900: {delays:?}"

@@ -201,7 +201,7 @@ pub struct DeliveryMessage {
     pub held_lease_ms: Option<i64>,
     /// How many times in a row this attempt was held back by its endpoint's open circuit
     /// or its receiver's pause: each hold after the first keeps it away longer, towards
-    /// the queue's 900 s ([`crate::decision::held_back_until`]). Reset by the next
+    /// the queue's 900 s ([`crate::put_back::held_back_until`]). Reset by the next
     /// attempt, a requeue, a dead letter and a replay.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub held_back: u32,

@@ -21,7 +21,7 @@
 //! after the next probe plus up to one probe interval, every ~90 s, so a dead endpoint
 //! taking 2,000 deliveries a second cost 10,000 re-receives a second after 7.5 minutes,
 //! growing with its backlog. Now each hold after the first keeps it away longer
-//! ([`held_back_until`]), doubling from one probe interval to the queue's 900 s
+//! ([`held_back_until`]), doubling from the gate's own wait to the queue's 900 s
 //! (`DelaySeconds` maximum); [`model`] counts what that saves.
 
 use chrono::{DateTime, Utc};
@@ -43,19 +43,20 @@ pub fn put_back_delay_seconds(put_back: u32, unit: f64, time_scale: f64) -> u32 
     u32::try_from(seconds.min(u128::from(MAX_QUEUE_DELAY_SECONDS))).unwrap_or(0)
 }
 
-/// When a delivery held back for the `held_back`-th time in a row (0 for the first hold)
+/// When a delivery held back `held_back` times in a row before (0 for its first hold)
 /// comes back, from `now`: the first hold keeps to the gate (`gate_until`: after the open
 /// circuit's next probe, or the pause's end, spread as the gate spreads it); each later
-/// one waits at least one `probe_interval` doubled per earlier hold, at most `cap`
+/// one waits the gate's own wait (at least 1 s) doubled per earlier hold, at most `cap`
 /// (900 s, the queue's longest delay, in real time), between half and all of it by `unit`
-/// (a random draw in 0.0..1.0), and never less than the gate asks. A delivery that
-/// returns while the circuit is still open is held again and waits longer; the backlog
-/// of a dead endpoint costs each of its deliveries about one receive per 675 s instead of
-/// one per ~90 s.
+/// (a random draw in 0.0..1.0), and never less than the gate asks. The growth follows the
+/// gate: behind an open circuit (a probe a minute) 60-120 s, then 120-240 s, ... 450-900 s;
+/// behind a receiver's 1 s pauses 1-2 s, 2-4 s, ... so a receiver that pauses briefly is
+/// not left idle for minutes. A delivery that returns while the endpoint still holds it
+/// back waits longer; the backlog of a dead endpoint costs each of its deliveries about one
+/// receive per 675 s instead of one a minute ([`model`]).
 pub fn held_back_until(
     gate_until: DateTime<Utc>,
     held_back: u32,
-    probe_interval: std::time::Duration,
     cap: std::time::Duration,
     unit: f64,
     now: DateTime<Utc>,
@@ -63,8 +64,11 @@ pub fn held_back_until(
     if held_back == 0 {
         return gate_until;
     }
-    let doublings = held_back.saturating_sub(1).min(16);
-    let ceiling = probe_interval.saturating_mul(1 << doublings).min(cap);
+    let gate_wait = (gate_until - now)
+        .to_std()
+        .unwrap_or_default()
+        .max(std::time::Duration::from_secs(1));
+    let ceiling = gate_wait.saturating_mul(1 << held_back.min(16)).min(cap);
     let wait = ceiling.mul_f64(0.5 + 0.5 * unit.clamp(0.0, 1.0));
     gate_until.max(now + chrono_duration(wait))
 }
@@ -110,7 +114,7 @@ pub mod model {
             let next_probe = ((now / probe_s).floor() + 1.0) * probe_s;
             let gate = deferred_until(at(next_probe), probe, 0.5);
             let until = if growing {
-                held_back_until(gate, held, probe, held_back_cap(1.0), 0.5, at(now))
+                held_back_until(gate, held, held_back_cap(1.0), 0.5, at(now))
             } else {
                 gate
             };
@@ -187,26 +191,30 @@ mod tests {
     #[test]
     fn holds_grow_from_the_gate_towards_900_seconds() {
         let now = Utc::now();
-        let gate = now + chrono::Duration::seconds(75);
-        let probe = Duration::from_secs(60);
+        let gate = now + chrono::Duration::seconds(60);
         let cap = held_back_cap(1.0);
         assert_eq!(
-            held_back_until(gate, 0, probe, cap, 0.7, now),
+            held_back_until(gate, 0, cap, 0.7, now),
             gate,
             "first hold: the gate"
         );
         let mut last = 0;
         for held in 1..=12 {
-            let until = held_back_until(gate, held, probe, cap, 1.0, now);
+            let until = held_back_until(gate, held, cap, 1.0, now);
             let s = (until - now).num_seconds();
             assert!(s >= last, "hold {held}: {s} s after {last} s");
             assert!(s <= 900, "hold {held}: {s} s");
+            assert!(s >= (60i64 << held).min(900) / 2, "hold {held}: {s} s");
             last = s;
         }
         assert_eq!(last, 900, "capped at the queue's longest delay");
+        // A receiver's 1 s pause grows from 1 s, not from minutes.
+        let pause = now + chrono::Duration::seconds(1);
+        let s = (held_back_until(pause, 2, cap, 1.0, now) - now).num_seconds();
+        assert_eq!(s, 4, "1 s doubled twice");
         // Never earlier than the gate: a pause longer than the backoff keeps to the pause.
         let long = now + chrono::Duration::seconds(3000);
-        assert_eq!(held_back_until(long, 3, probe, cap, 1.0, now), long);
+        assert_eq!(held_back_until(long, 3, cap, 1.0, now), long);
     }
 
     /// The model's numbers for docs/delivery.md: a dead endpoint taking 2,000 deliveries

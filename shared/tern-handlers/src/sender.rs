@@ -1166,15 +1166,10 @@ async fn defer(
     let (until, held_back) = if by_rate_limit {
         (until, message.held_back)
     } else {
-        let probe = deps
-            .breaker
-            .as_ref()
-            .map_or(Duration::ZERO, |b| b.probe_interval());
         let now = Utc::now();
         let grown = tern_core::put_back::held_back_until(
             until,
             message.held_back,
-            probe,
             tern_core::put_back::held_back_cap(deps.policy.time_scale),
             rand::random(),
             now,
