@@ -3,10 +3,12 @@
 //! Per message: read it (malformed -> DLQ, `malformed_message`); claim the attempt in the
 //! ledger (a duplicate or an already-delivered pair is dropped without a POST) while
 //! loading the endpoint (deleted or disabled -> DLQ); POST; then per the failure table: delivered,
-//! retry later (DelaySeconds up to 900 s, Step Functions beyond), or dead-letter. Only a
-//! failure to reach our own infrastructure, or a panic, reports the message in
-//! `batchItemFailures`; SQS then retries it, and after `maxReceiveCount` redrives it to
-//! the DLQ.
+//! retry later (DelaySeconds up to 900 s, Step Functions beyond), or dead-letter. A
+//! message whose processing fails on our side (an AWS call throttled or failed) is put
+//! back as a new message with a short jittered delay ([`tern_core::put_back`]), carrying
+//! the lease of the claim it asked for; only a panic, a message not started for want of
+//! time, or a put-back SQS refused is reported in `batchItemFailures`, for SQS to retry
+//! after the visibility timeout and redrive to the DLQ after `maxReceiveCount`.
 //!
 //! Every dead letter whose event is known leaves a row in the attempt log, those made
 //! before any POST (endpoint disabled or deleted, no active secret, a retry window that
@@ -940,8 +942,8 @@ fn window_end(
 /// the attempt over; then one `SendMessage` (a wait beyond 900 s is carried by chained
 /// queue delays, `not_before`). A claim no longer this try's (taken over, finished, or
 /// the pair delivered) means another copy carries the pair: this one is dropped. A release
-/// or send that fails is the message's batch failure: SQS delivers it again, and its copy
-/// takes the attempt over.
+/// or send that fails fails the message: it is put back with a short delay (or, failing
+/// that, left to SQS), and its copy takes the attempt over.
 #[allow(clippy::too_many_arguments)]
 async fn requeue(
     deps: &SenderDeps,
