@@ -372,8 +372,13 @@ pub trait DeliveryLedger: Send + Sync {
     /// taken over with that takeover's number), never count it another holder. An expired, unfinished lease on the same
     /// attempt can be taken over (its holder crashed): that is [`Claim::TakenOver`], and
     /// the ledger records the abandoned try in the attempt log (outcome
-    /// [`OUTCOME_ABANDONED`]) unless its holder recorded it. One conditional write in the
-    /// common case; a takeover costs two more.
+    /// [`OUTCOME_ABANDONED`]) unless its holder recorded it. So can, at once, an
+    /// unfinished claim of the same attempt whose lease is exactly the message's
+    /// [`DeliveryMessage::held_lease_ms`]: the message was put back by a processing that
+    /// failed on our side after asking for that claim ([`crate::put_back`]), and that
+    /// processing does nothing more; a claim with another lease is another copy's. A
+    /// store that keeps no leases (the in-memory ones of tests) may ignore it. One
+    /// conditional write in the common case; a takeover costs two more.
     async fn claim(
         &self,
         message: &DeliveryMessage,
