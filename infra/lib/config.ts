@@ -3,6 +3,16 @@
  * stack prop > CDK context (`-c tern:<name>=<value>` or cdk.json) > infra/settings.json.
  */
 import { Node } from 'constructs';
+import {
+  API_MAX_BURST,
+  API_MAX_RATE,
+  CapacityPlan,
+  DEFAULT_ACCOUNT_CONCURRENCY,
+  deriveCapacity,
+  ESM_MAX_CONCURRENCY,
+  ESM_MIN_CONCURRENCY,
+  UNRESERVED_CONCURRENCY_MINIMUM,
+} from './capacity';
 import { EgressMode, MAX_EGRESS_AVAILABILITY_ZONES, TableCapacityMode, TernSettings } from './settings';
 
 /**
@@ -45,7 +55,24 @@ export interface TernOptions {
   readonly relayBatchSize?: number;
   /** Messages per sender invocation (1-10). Default: eventSources.sender.batchSize. */
   readonly senderBatchSize?: number;
-  /** Most concurrent sender invocations the SQS mapping starts (2-1000). Default: eventSources.sender.maximumConcurrency. */
+  /**
+   * Deliveries per second the deployment must carry: sizes the sender's maximum and reserved
+   * concurrency, the relay's parallelization factor, the API stage's throttling and the
+   * provisioned maxima (lib/capacity.ts, docs/capacity.md). Default: capacity.targetDeliveriesPerSecond (2,000).
+   */
+  readonly targetDeliveriesPerSecond?: number;
+  /**
+   * Reserve the sender's concurrency (its maximum concurrency) so the API, the portal and the
+   * other functions cannot take it. Turn off for an account whose Lambda concurrency quota is
+   * too low to reserve it (new accounts get less than 1,000). Default: capacity.reserveSenderConcurrency (true).
+   */
+  readonly reserveSenderConcurrency?: boolean;
+  /**
+   * The account's Lambda concurrency quota in the stack's Region: the synth refuses a reserved
+   * concurrency that would leave less than 100 of it unreserved (Lambda's rule). Default: 1,000 (AWS's default).
+   */
+  readonly lambdaConcurrencyQuota?: number;
+  /** Most concurrent sender invocations the SQS mapping starts (2-1000). Default: derived from targetDeliveriesPerSecond. */
   readonly senderMaxConcurrency?: number;
   /** Receives of one delivery message before SQS moves it to the DLQ (crashes, poison messages). Default: queues.delivery.maxReceiveCount. */
   readonly maxReceiveCount?: number;
@@ -137,6 +164,13 @@ export interface TernConfig {
   readonly relayBatchSize: number;
   readonly senderBatchSize: number;
   readonly senderMaxConcurrency: number;
+  /** The sender's reserved concurrency; `undefined`: none (reserveSenderConcurrency false). */
+  readonly senderReservedConcurrency?: number;
+  /** The relay stream mapping's ParallelizationFactor (derived from the target). */
+  readonly relayParallelizationFactor: number;
+  /** What the target decides (lib/capacity.ts): the provisioned maxima are read from here. */
+  readonly capacity: CapacityPlan;
+  readonly lambdaConcurrencyQuota: number;
   readonly maxReceiveCount: number;
   readonly deliveryVisibilityTimeoutSeconds: number;
   readonly logRetentionDays: number;
@@ -177,6 +211,9 @@ export const contextKey = (name: keyof TernOptions): string => `tern:${name}`;
 type Kind = 'number' | 'numbers' | 'string' | 'boolean';
 const KINDS: { [K in keyof Required<TernOptions>]: Kind } = {
   alarmEmail: 'string',
+  targetDeliveriesPerSecond: 'number',
+  reserveSenderConcurrency: 'boolean',
+  lambdaConcurrencyQuota: 'number',
   retrySchedule: 'numbers',
   attemptTimeoutMs: 'number',
   retryAfterCeilingSeconds: 'number',
@@ -253,6 +290,20 @@ export function resolveConfig(node: Node, settings: TernSettings, props: TernOpt
   const senderTimeoutSeconds = pick('senderTimeoutSeconds', f.sender.timeoutSeconds)!;
   const minVisibility = minimumVisibilityTimeout(senderTimeoutSeconds, es.sender.maximumBatchingWindowSeconds);
   const explicitVisibility = pick('deliveryVisibilityTimeoutSeconds', undefined);
+  const senderBatchSize = pick('senderBatchSize', es.sender.batchSize)!;
+  const target = pick('targetDeliveriesPerSecond', settings.capacity.targetDeliveriesPerSecond)!;
+  let capacity: CapacityPlan;
+  try {
+    capacity = deriveCapacity(target, {
+      senderBatchSize,
+      targetUtilizationPercent: settings.capacity.targetUtilizationPercent,
+      minimum: settings.capacity.minimum,
+    });
+  } catch (e) {
+    throw new Error(`Tern stack settings: ${(e as Error).message}`);
+  }
+  const senderMaxConcurrency = pick('senderMaxConcurrency', capacity.senderMaxConcurrency)!;
+  const reserve = pick('reserveSenderConcurrency', settings.capacity.reserveSenderConcurrency)!;
 
   const config: TernConfig = {
     alarmEmail: pick('alarmEmail', undefined),
@@ -269,8 +320,13 @@ export function resolveConfig(node: Node, settings: TernSettings, props: TernOpt
     senderMemoryMb: pick('senderMemoryMb', f.sender.memoryMb)!,
     replayMemoryMb: pick('replayMemoryMb', f.replay.memoryMb)!,
     relayBatchSize: pick('relayBatchSize', es.relay.batchSize)!,
-    senderBatchSize: pick('senderBatchSize', es.sender.batchSize)!,
-    senderMaxConcurrency: pick('senderMaxConcurrency', es.sender.maximumConcurrency)!,
+    senderBatchSize,
+    senderMaxConcurrency,
+    // The mapping never starts more than its maximum: reserving as much means it is never throttled.
+    senderReservedConcurrency: reserve ? senderMaxConcurrency : undefined,
+    relayParallelizationFactor: capacity.relayParallelizationFactor,
+    capacity,
+    lambdaConcurrencyQuota: pick('lambdaConcurrencyQuota', DEFAULT_ACCOUNT_CONCURRENCY)!,
     maxReceiveCount: pick('maxReceiveCount', settings.queues.delivery.maxReceiveCount)!,
     deliveryVisibilityTimeoutSeconds:
       explicitVisibility ?? Math.max(settings.queues.delivery.visibilityTimeoutSeconds, minVisibility),
@@ -284,8 +340,8 @@ export function resolveConfig(node: Node, settings: TernSettings, props: TernOpt
     healthDegradedBelowPercent: pick('healthDegradedBelowPercent', settings.health.degradedBelowPercent)!,
     healthMinAttempts: pick('healthMinAttempts', settings.health.minAttempts)!,
     healthMaxPauseSeconds: pick('healthMaxPauseSeconds', settings.health.maxPauseSeconds)!,
-    apiThrottlingRateLimit: pick('apiThrottlingRateLimit', settings.api.throttlingRateLimit)!,
-    apiThrottlingBurstLimit: pick('apiThrottlingBurstLimit', settings.api.throttlingBurstLimit)!,
+    apiThrottlingRateLimit: pick('apiThrottlingRateLimit', capacity.apiThrottlingRateLimit)!,
+    apiThrottlingBurstLimit: pick('apiThrottlingBurstLimit', capacity.apiThrottlingBurstLimit)!,
     portalFrameAncestors: pick('portalFrameAncestors', '') ?? '',
     egress: pick('egress', settings.egress.mode)!,
     egressAvailabilityZones: pick('egressAvailabilityZones', settings.egress.availabilityZones)!,
@@ -328,7 +384,16 @@ function validate(c: TernConfig, minVisibility: number): void {
   }
   intIn('senderBatchSize', c.senderBatchSize, 1, 10);
   intIn('relayBatchSize', c.relayBatchSize, 1, 10000);
-  intIn('senderMaxConcurrency', c.senderMaxConcurrency, 2, 1000);
+  intIn('senderMaxConcurrency', c.senderMaxConcurrency, ESM_MIN_CONCURRENCY, ESM_MAX_CONCURRENCY);
+  intIn('lambdaConcurrencyQuota', c.lambdaConcurrencyQuota, 1, 10_000_000);
+  // Lambda refuses a reservation that leaves less than 100 of the account's quota unreserved.
+  if (c.senderReservedConcurrency !== undefined && c.senderReservedConcurrency > c.lambdaConcurrencyQuota - UNRESERVED_CONCURRENCY_MINIMUM) {
+    fail(
+      `the sender's reserved concurrency (${c.senderReservedConcurrency}, its maximum concurrency for ${c.capacity.targetDeliveriesPerSecond} deliveries/s) ` +
+        `must leave ${UNRESERVED_CONCURRENCY_MINIMUM} of the account's Lambda concurrency quota (lambdaConcurrencyQuota ${c.lambdaConcurrencyQuota}) unreserved: ` +
+        `ask AWS for a higher quota and set lambdaConcurrencyQuota, lower targetDeliveriesPerSecond, or set reserveSenderConcurrency false`,
+    );
+  }
   intIn('maxReceiveCount', c.maxReceiveCount, 1, 1000);
   intIn('relayTimeoutSeconds', c.relayTimeoutSeconds, 1, 900);
   intIn('senderTimeoutSeconds', c.senderTimeoutSeconds, 1, 900);
@@ -362,8 +427,8 @@ function validate(c: TernConfig, minVisibility: number): void {
   intIn('healthMaxPauseSeconds', c.healthMaxPauseSeconds, 1, 86400);
   // API Gateway's account quota per Region (10,000 requests per second, burst 5,000) caps any
   // stage; the same ranges as the SAM ApiThrottling* parameters.
-  intIn('apiThrottlingRateLimit', c.apiThrottlingRateLimit, 1, 10000);
-  intIn('apiThrottlingBurstLimit', c.apiThrottlingBurstLimit, 1, 5000);
+  intIn('apiThrottlingRateLimit', c.apiThrottlingRateLimit, 1, API_MAX_RATE);
+  intIn('apiThrottlingBurstLimit', c.apiThrottlingBurstLimit, 1, API_MAX_BURST);
   // The portal's frame-ancestors: whole https origins only, nothing a CSP would read as more.
   for (const o of c.portalFrameAncestors.split(',').map((x) => x.trim()).filter((x) => x !== '')) {
     if (!PORTAL_ORIGIN.test(o)) fail(`portalFrameAncestors: ${JSON.stringify(o)} is not an https origin (https://host[:port])`);

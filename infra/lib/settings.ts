@@ -33,7 +33,7 @@ export interface TenantIndexSettings {
  * settings.json `tables.attempts.waitingIndex`: a sparse global secondary index of the
  * deliveries waiting for a later attempt (the ledger's waiting list, tern_aws::waiting).
  * String partition key (`<tenant>#<endpoint>`), number sort key (due time, Unix ms),
- * INCLUDE projection. Provisioned mode gives it the attempts table's capacity ranges.
+ * INCLUDE projection. Provisioned mode gives it its own ranges (capacity.minimum.waitingIndex up to the maximum lib/capacity.ts derives).
  */
 export interface WaitingIndexSettings {
   readonly name: string;
@@ -49,19 +49,13 @@ export interface FunctionSettings {
   readonly memoryMb: number;
 }
 
-/** Auto scaling range of one capacity dimension of a provisioned table, capacity units. */
-export interface CapacityRange {
-  readonly min: number;
-  readonly max: number;
-}
-
 /** DynamoDB billing of the tables: on-demand (pay per request) or provisioned with auto scaling. */
 export type TableCapacityMode = 'on-demand' | 'provisioned';
 
-/** Provisioned read and write capacity of one table (used only in provisioned mode). */
-export interface TableCapacity {
-  readonly read: CapacityRange;
-  readonly write: CapacityRange;
+/** Provisioned mode's idle read and write capacity of one table or index, capacity units (the auto scaling minima). */
+export interface TableCapacityMinimum {
+  readonly read: number;
+  readonly write: number;
 }
 
 /** Per-endpoint health settings (settings.json `health`). */
@@ -80,17 +74,6 @@ export interface HealthSettings {
   readonly minAttempts: number;
   /** Longest pause a receiver's backpressure puts on its endpoint, seconds (TERN_HEALTH_MAX_PAUSE_SECONDS). */
   readonly maxPauseSeconds: number;
-}
-
-/**
- * The Tern API's API Gateway stage (settings.json `api`): throttling of the `$default` stage.
- * API Gateway answers 429 beyond them, before the function runs.
- */
-export interface ApiSettings {
-  /** Steady-state requests per second the stage accepts (API Gateway's ThrottlingRateLimit). */
-  readonly throttlingRateLimit: number;
-  /** Requests the stage accepts at once above the rate (the token bucket's size, ThrottlingBurstLimit). */
-  readonly throttlingBurstLimit: number;
 }
 
 /** The customer portal (settings.json `portal`): its per-tenant rate limits, per minute. */
@@ -158,14 +141,12 @@ export interface TernSettings {
       readonly bisectBatchOnFunctionError: boolean;
       readonly maximumRetryAttempts: number;
       readonly maximumRecordAgeSeconds: number;
-      readonly parallelizationFactor: number;
       readonly reportBatchItemFailures: boolean;
       readonly filterPattern: Record<string, unknown>;
     };
     readonly sender: {
       readonly batchSize: number;
       readonly maximumBatchingWindowSeconds: number;
-      readonly maximumConcurrency: number;
       readonly reportBatchItemFailures: boolean;
     };
   };
@@ -189,22 +170,30 @@ export interface TernSettings {
      */
     readonly nat64: boolean;
   };
-  /** DynamoDB capacity: the mode (default on-demand) and, for provisioned mode, each table's auto scaling range. */
+  /**
+   * Capacity (docs/capacity.md): the deliveries per second to carry, from which lib/capacity.ts
+   * derives the sender's concurrency, the relay's parallelization factor, the API stage's
+   * throttling and the provisioned maxima; the DynamoDB mode; provisioned mode's minima.
+   */
   readonly capacity: {
+    /** Deliveries per second the deployment must carry (a whole number, at least 1). */
+    readonly targetDeliveriesPerSecond: number;
+    /** Reserve the sender's concurrency (its maximum concurrency) so the API and the portal cannot take it. */
+    readonly reserveSenderConcurrency: boolean;
     readonly mode: TableCapacityMode;
     /** Auto scaling keeps consumed / provisioned capacity near this, percent (20-90, Application Auto Scaling's range for DynamoDB). */
     readonly targetUtilizationPercent: number;
-    readonly tables: {
-      readonly outbox: TableCapacity;
-      readonly endpoints: TableCapacity;
-      readonly attempts: TableCapacity;
-      readonly health: TableCapacity;
+    /** Provisioned mode's idle capacity (auto scaling minima) of each table and of the waiting index. */
+    readonly minimum: {
+      readonly outbox: TableCapacityMinimum;
+      readonly endpoints: TableCapacityMinimum;
+      readonly attempts: TableCapacityMinimum;
+      readonly health: TableCapacityMinimum;
+      readonly waitingIndex: TableCapacityMinimum;
     };
   };
   /** Per-endpoint health (circuit breaker, auto-disable, degraded report): the sender's TERN_HEALTH_* variables. */
   readonly health: HealthSettings;
-  /** The Tern API's HTTP API stage (settings.json `api`). */
-  readonly api: ApiSettings;
   /** The customer portal (settings.json `portal`). */
   readonly portal: PortalSettings;
   /** Fixed source IPs (settings.json `egress`). */
@@ -270,8 +259,7 @@ export function loadSettings(file: string = path.join(INFRA_DIR, 'settings.json'
     ['functions.sender.timeoutSeconds', s.functions?.sender?.timeoutSeconds],
     ['functions.replay.timeoutSeconds', s.functions?.replay?.timeoutSeconds],
     ['functions.api.memoryMb', s.functions?.api?.memoryMb],
-    ['api.throttlingRateLimit', s.api?.throttlingRateLimit],
-    ['api.throttlingBurstLimit', s.api?.throttlingBurstLimit],
+    ['capacity.targetDeliveriesPerSecond', s.capacity?.targetDeliveriesPerSecond],
     ['portal.sessionsPerMinute', s.portal?.sessionsPerMinute],
     ['portal.testSendsPerMinute', s.portal?.testSendsPerMinute],
     ['eventSources.relay.batchSize', s.eventSources?.relay?.batchSize],
@@ -310,11 +298,17 @@ export function loadSettings(file: string = path.join(INFRA_DIR, 'settings.json'
   if (s.capacity?.mode !== 'on-demand' && s.capacity?.mode !== 'provisioned') {
     throw new Error(`settings.json: capacity.mode must be "on-demand" or "provisioned", got ${JSON.stringify(s.capacity?.mode)}`);
   }
-  for (const table of ['outbox', 'endpoints', 'attempts', 'health'] as const) {
+  if (!Number.isInteger(s.capacity.targetDeliveriesPerSecond)) {
+    throw new Error(`settings.json: capacity.targetDeliveriesPerSecond must be a whole number, got ${JSON.stringify(s.capacity.targetDeliveriesPerSecond)}`);
+  }
+  if (typeof s.capacity.reserveSenderConcurrency !== 'boolean') {
+    throw new Error(`settings.json: capacity.reserveSenderConcurrency must be true or false, got ${JSON.stringify(s.capacity.reserveSenderConcurrency)}`);
+  }
+  for (const table of ['outbox', 'endpoints', 'attempts', 'health', 'waitingIndex'] as const) {
     for (const dim of ['read', 'write'] as const) {
-      const r = s.capacity.tables?.[table]?.[dim];
-      if (!r || !Number.isInteger(r.min) || !Number.isInteger(r.max) || r.min < 1 || r.max < r.min) {
-        throw new Error(`settings.json: capacity.tables.${table}.${dim} must be whole units with 1 <= min <= max, got ${JSON.stringify(r)}`);
+      const units = s.capacity.minimum?.[table]?.[dim];
+      if (!Number.isInteger(units) || (units as number) < 1) {
+        throw new Error(`settings.json: capacity.minimum.${table}.${dim} must be whole units, at least 1, got ${JSON.stringify(units)}`);
       }
     }
   }

@@ -1,4 +1,4 @@
-import { CfnOutput, Fn, Stack, StackProps } from 'aws-cdk-lib';
+import { Annotations, CfnOutput, Fn, Stack, StackProps } from 'aws-cdk-lib';
 import { Construct } from 'constructs';
 import { resolveConfig, TernConfig, TernOptions } from './config';
 import { Alarms } from './constructs/alarms';
@@ -45,11 +45,21 @@ export class TernStack extends Stack {
     const settings = props.settings ?? loadSettings();
     const config = resolveConfig(this.node, settings, props);
     this.config = config;
+    const plan = config.capacity;
+    if (plan.senderCarriesPerSecond < plan.targetDeliveriesPerSecond) {
+      // One SQS mapping runs at most 1,000 batches (docs/capacity.md: what to do beyond).
+      Annotations.of(this).addWarningV2(
+        'tern:capacity',
+        `targetDeliveriesPerSecond ${plan.targetDeliveriesPerSecond}: one delivery queue mapping carries ${plan.senderCarriesPerSecond} deliveries/s ` +
+          'at 0.5 s per batch (1,000 concurrent batches at most); beyond it use provisioned pollers or more queues (docs/capacity.md)',
+      );
+    }
 
     this.storage = new Storage(this, 'Storage', {
       settings,
       retainData: config.retainData,
       capacityMode: config.tableCapacityMode,
+      capacity: config.capacity,
     });
     this.queues = new Queues(this, 'Queues', {
       settings,

@@ -3,13 +3,15 @@
  * sizes, redrive, visibility timeout, stream and mapping settings, alarms.
  */
 import { CfnElement } from 'aws-cdk-lib';
-import { dashboardWidgets, defaultStack, samTemplate, settings, synth, CfnTemplate } from './helpers';
+import { deriveCapacity, SAM_SIZES } from '../lib/capacity';
+import { dashboardWidgets, defaultStack, samTemplate, settings, sizeContext, synth, CfnTemplate } from './helpers';
 import { critical, Critical, flattenText, Names, normalizeValue, samEventToMapping } from './normalize';
 
-function cdkCritical(mode?: 'on-demand' | 'provisioned'): Critical {
-  const { stack, json } = mode
-    ? synth({ alarmEmail: 'ops@example.com' }, { 'tern:tableCapacityMode': mode })
-    : defaultStack();
+function cdkCritical(mode?: 'on-demand' | 'provisioned', size?: number): Critical {
+  const { stack, json } =
+    mode || size
+      ? synth({ alarmEmail: 'ops@example.com' }, { ...(mode ? { 'tern:tableCapacityMode': mode } : {}), ...(size ? sizeContext(size) : {}) })
+      : defaultStack();
   const id = (c: { node: { defaultChild?: unknown } }) => stack.getLogicalId(c.node.defaultChild as CfnElement);
   const names: Names = {
     [id(stack.storage.outbox)]: 'outbox',
@@ -41,9 +43,10 @@ function cdkCritical(mode?: 'on-demand' | 'provisioned'): Critical {
   return critical(json, names, mappings, sm.StateMachineType);
 }
 
-function samCritical(mode?: 'on-demand' | 'provisioned'): Critical {
+function samCritical(mode?: 'on-demand' | 'provisioned', size?: number): Critical {
   const t: CfnTemplate = samTemplate();
   if (mode) t.Parameters!.TableCapacityMode.Default = mode;
+  if (size) t.Parameters!.TargetDeliveriesPerSecond.Default = size;
   const names: Names = {
     OutboxTable: 'outbox',
     EndpointsTable: 'endpoints',
@@ -105,11 +108,33 @@ describe('CDK and SAM templates agree', () => {
     expect(s.capacity).toEqual(c.capacity);
   });
 
-  test('provisioned mode: every table scales reads and writes in the settings.json ranges', () => {
+  test.each([...SAM_SIZES])('size %d: the sender mapping, its reserved concurrency, the relay mapping and provisioned capacity agree', (size) => {
+    for (const mode of ['on-demand', 'provisioned'] as const) {
+      const c = cdkCritical(mode, size);
+      const s = samCritical(mode, size);
+      expect(s.mappings).toEqual(c.mappings);
+      expect(s.functions.sender).toEqual(c.functions.sender);
+      expect(s.tables).toEqual(c.tables);
+      expect(s.capacity).toEqual(c.capacity);
+    }
+    const plan = deriveCapacity(size, { senderBatchSize: 10, targetUtilizationPercent: 70, minimum: settings.capacity.minimum });
+    const c = cdkCritical('provisioned', size);
+    expect(c.mappings.sender).toMatchObject({ ScalingConfig: { MaximumConcurrency: plan.senderMaxConcurrency } });
+    expect(c.mappings.relay).toMatchObject({ ParallelizationFactor: plan.relayParallelizationFactor });
+    expect(c.functions.sender).toMatchObject({ ReservedConcurrentExecutions: plan.senderReservedConcurrency });
+    expect(c.capacity.attempts['dynamodb:table:WriteCapacityUnits']).toMatchObject({ MaxCapacity: plan.tables.attempts.write.max });
+  });
+
+  test('provisioned mode: every table and the waiting index scale reads and writes from settings.json minima to the derived maxima', () => {
     const c = cdkCritical('provisioned');
     const cap = settings.capacity;
+    const plan = deriveCapacity(cap.targetDeliveriesPerSecond, {
+      senderBatchSize: settings.eventSources.sender.batchSize,
+      targetUtilizationPercent: cap.targetUtilizationPercent,
+      minimum: cap.minimum,
+    });
     for (const tbl of ['outbox', 'endpoints', 'attempts', 'health'] as const) {
-      const range = cap.tables[tbl];
+      const range = plan.tables[tbl];
       expect(c.tables[tbl]).toMatchObject({
         BillingMode: 'PROVISIONED',
         ProvisionedThroughput: { ReadCapacityUnits: range.read.min, WriteCapacityUnits: range.write.min },
@@ -117,28 +142,29 @@ describe('CDK and SAM templates agree', () => {
       const policy = (metric: string) => [
         { PolicyType: 'TargetTrackingScaling', TargetValue: cap.targetUtilizationPercent, PredefinedMetricType: metric },
       ];
-      const scaling = (kind: 'table' | 'index') => ({
+      const scaling = (kind: 'table' | 'index', r: typeof range) => ({
         [`dynamodb:${kind}:ReadCapacityUnits`]: {
           ServiceNamespace: 'dynamodb',
-          MinCapacity: range.read.min,
-          MaxCapacity: range.read.max,
+          MinCapacity: r.read.min,
+          MaxCapacity: r.read.max,
           Policies: policy('DynamoDBReadCapacityUtilization'),
         },
         [`dynamodb:${kind}:WriteCapacityUnits`]: {
           ServiceNamespace: 'dynamodb',
-          MinCapacity: range.write.min,
-          MaxCapacity: range.write.max,
+          MinCapacity: r.write.min,
+          MaxCapacity: r.write.max,
           Policies: policy('DynamoDBWriteCapacityUtilization'),
         },
       });
-      // The attempts table's waiting index and the health table's tenant index scale in
-      // their table's ranges.
+      // The attempts table's waiting index scales in its own ranges, the health table's
+      // tenant index in the health table's.
       const indexed = tbl === 'attempts' || tbl === 'health';
-      expect(c.capacity[tbl]).toEqual(indexed ? { ...scaling('table'), ...scaling('index') } : scaling('table'));
+      const index = tbl === 'attempts' ? plan.tables.waitingIndex : range;
+      expect(c.capacity[tbl]).toEqual(indexed ? { ...scaling('table', range), ...scaling('index', index) } : scaling('table', range));
       if (indexed) {
         expect((c.tables[tbl] as any).GlobalSecondaryIndexes[0].ProvisionedThroughput).toEqual({
-          ReadCapacityUnits: range.read.min,
-          WriteCapacityUnits: range.write.min,
+          ReadCapacityUnits: index.read.min,
+          WriteCapacityUnits: index.write.min,
         });
       }
     }
@@ -424,7 +450,10 @@ describe('CDK and SAM templates agree', () => {
       // The customer portal's pages: the function authenticates them by its own signed cookie.
       { ApiId: 'ref:httpApi', RouteKey: 'ANY /portal/{proxy+}', AuthorizationType: 'NONE', Target: 'integrations/${integration}' },
     ]);
-    expect(cdk.stages[0].DefaultRouteSettings).toEqual({ ThrottlingRateLimit: settings.api.throttlingRateLimit, ThrottlingBurstLimit: settings.api.throttlingBurstLimit });
+    expect(cdk.stages[0].DefaultRouteSettings).toEqual({
+      ThrottlingRateLimit: stack.config.capacity.apiThrottlingRateLimit,
+      ThrottlingBurstLimit: stack.config.capacity.apiThrottlingBurstLimit,
+    });
     expect(cdk.apiUrl).toBe('httpApi.ApiEndpoint');
   });
 

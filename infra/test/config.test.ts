@@ -40,7 +40,8 @@ describe('overrides', () => {
       'tern:attemptTimeoutMs': 20000,
     });
     const t = Template.fromJSON(json);
-    t.hasResourceProperties('AWS::Lambda::EventSourceMapping', { BatchSize: 5, ScalingConfig: { MaximumConcurrency: 20 } });
+    // Half the batch, twice the concurrent batches for the same target (2,000/s x 0.5 s / 5).
+    t.hasResourceProperties('AWS::Lambda::EventSourceMapping', { BatchSize: 5, ScalingConfig: { MaximumConcurrency: 200 } });
     t.hasResource('AWS::DynamoDB::Table', { DeletionPolicy: 'Delete' });
     t.hasResourceProperties('AWS::SNS::Subscription', { Endpoint: 'oncall@example.com' });
     t.allResourcesProperties('AWS::Logs::LogGroup', { RetentionInDays: 90 });
@@ -190,11 +191,11 @@ describe('refused settings', () => {
     expect(() => build({}, { 'tern:senderMaxConcurrency': 'many' })).toThrow(/tern:senderMaxConcurrency/);
   });
 
-  test("API throttling: settings.json by default, overridable by context and props, refused outside API Gateway's quota; SAM has the same parameters", () => {
+  test("API throttling: from the target by default, overridable by context and props, refused outside API Gateway's quota; SAM has the same parameters", () => {
     const stageOf = (props: TernStackProps, context: Record<string, unknown>) =>
       only(Template.fromStack(build(props, context)).toJSON() as any, 'AWS::ApiGatewayV2::Stage').props.DefaultRouteSettings;
-    const s = loadSettings().api;
-    expect(stageOf({}, {})).toEqual({ ThrottlingRateLimit: s.throttlingRateLimit, ThrottlingBurstLimit: s.throttlingBurstLimit });
+    const s = build().config.capacity;
+    expect(stageOf({}, {})).toEqual({ ThrottlingRateLimit: s.apiThrottlingRateLimit, ThrottlingBurstLimit: s.apiThrottlingBurstLimit });
     expect(stageOf({ apiThrottlingBurstLimit: 50 }, { 'tern:apiThrottlingRateLimit': '20', 'tern:apiThrottlingBurstLimit': '10' })).toEqual({
       ThrottlingRateLimit: 20,
       ThrottlingBurstLimit: 50,
@@ -204,8 +205,9 @@ describe('refused settings', () => {
     expect(() => build({}, { 'tern:apiThrottlingBurstLimit': '5001' })).toThrow(/apiThrottlingBurstLimit/);
     const { samTemplate } = require('./helpers');
     const t = samTemplate();
-    expect(t.Parameters.ApiThrottlingRateLimit).toMatchObject({ Type: 'Number', Default: s.throttlingRateLimit, MinValue: 1, MaxValue: 10000 });
-    expect(t.Parameters.ApiThrottlingBurstLimit).toMatchObject({ Type: 'Number', Default: s.throttlingBurstLimit, MinValue: 1, MaxValue: 5000 });
+    // 0: from TargetDeliveriesPerSecond's row (the agreement tests compare the stages).
+    expect(t.Parameters.ApiThrottlingRateLimit).toMatchObject({ Type: 'Number', Default: 0, MinValue: 0, MaxValue: 10000 });
+    expect(t.Parameters.ApiThrottlingBurstLimit).toMatchObject({ Type: 'Number', Default: 0, MinValue: 0, MaxValue: 5000 });
   });
 
   test('portal frame ancestors: none by default, https origins from props or context, anything else refused; SAM has the same parameter', () => {

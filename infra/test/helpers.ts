@@ -40,6 +40,15 @@ export function synth(props: TernStackProps = {}, context: Record<string, unknow
   return { stack, template, json: template.toJSON() as CfnTemplate, outdir };
 }
 
+/**
+ * Context of a stack sized for `size` deliveries per second. Above 10,000 the sender reserves
+ * more than a default account (1,000, 100 of it unreserved) can give: the context then states
+ * a raised Lambda concurrency quota, as a deployment of that size must.
+ */
+export function sizeContext(size: number): Record<string, unknown> {
+  return { 'tern:targetDeliveriesPerSecond': size, ...(size > 10000 ? { 'tern:lambdaConcurrencyQuota': 5000 } : {}) };
+}
+
 let cached: Synthesized | undefined;
 /** The default stack (settings.json only, with an alarm e-mail), synthesized once per test file. */
 export function defaultStack(): Synthesized {

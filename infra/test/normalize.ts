@@ -123,6 +123,7 @@ export function critical(
           Handler: p.Handler,
           Timeout: num(p.Timeout),
           MemorySize: num(p.MemorySize),
+          ReservedConcurrentExecutions: num(n(p.ReservedConcurrentExecutions)),
           Environment: Object.fromEntries(Object.keys(env).sort().map((k) => [k, env[k]])),
           HasLogGroup: p.LoggingConfig?.LogGroup !== undefined,
         },

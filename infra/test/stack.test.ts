@@ -437,6 +437,7 @@ describe('least-privilege IAM', () => {
         'dynamodb:GetShardIterator on outbox.StreamArn',
         'dynamodb:ListStreams on *',
         'dynamodb:Query on endpoints',
+        'dynamodb:GetItem on endpoints',
         'dynamodb:GetItem on attempts',
         'dynamodb:PutItem on attempts',
         'logs:CreateLogStream on own log group',
@@ -448,6 +449,15 @@ describe('least-privilege IAM', () => {
         'sqs:SendMessage on relayFailures',
       ].sort(),
     );
+  });
+
+  test('relay: GetItem on endpoints only of the subscriptions-version items', () => {
+    const gets = statementsOfRole(roleOf(stack.functions.relay)).filter(
+      (s: any) => JSON.stringify(s.Resource).includes(logicalId(stack.storage.endpoints)) && JSON.stringify(s.Action).includes('GetItem'),
+    );
+    expect(gets).toHaveLength(1);
+    expect(gets[0].Action).toEqual('dynamodb:GetItem');
+    expect(gets[0].Condition).toEqual({ 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': ['#subscriptions#*'] } });
   });
 
   test('relay: the attempts table only through the checkpoint item\'s attributes', () => {
@@ -710,7 +720,7 @@ describe('event source mappings', () => {
       BisectBatchOnFunctionError: true,
       MaximumRetryAttempts: es.maximumRetryAttempts,
       MaximumRecordAgeInSeconds: es.maximumRecordAgeSeconds,
-      ParallelizationFactor: es.parallelizationFactor,
+      ParallelizationFactor: stack.config.relayParallelizationFactor,
       FunctionResponseTypes: ['ReportBatchItemFailures'],
       DestinationConfig: { OnFailure: { Destination: arn(stack.queues.relayFailures) } },
       FilterCriteria: { Filters: [{ Pattern: JSON.stringify({ eventName: ['INSERT'] }) }] },
@@ -720,7 +730,7 @@ describe('event source mappings', () => {
     expect(es.maximumRecordAgeSeconds).toBeGreaterThan(0);
   });
 
-  test('sender: delivery queue, batch <= 10, no batching window, partial batch, maximum concurrency', () => {
+  test('sender: delivery queue, batch <= 10, no batching window, partial batch, maximum concurrency from the target, reserved', () => {
     const es = settings.eventSources.sender;
     template.hasResourceProperties('AWS::Lambda::EventSourceMapping', {
       FunctionName: ref(stack.functions.sender),
@@ -728,9 +738,14 @@ describe('event source mappings', () => {
       BatchSize: es.batchSize,
       MaximumBatchingWindowInSeconds: es.maximumBatchingWindowSeconds,
       FunctionResponseTypes: ['ReportBatchItemFailures'],
-      ScalingConfig: { MaximumConcurrency: es.maximumConcurrency },
+      ScalingConfig: { MaximumConcurrency: stack.config.capacity.senderMaxConcurrency },
     });
     expect(es.batchSize).toBeLessThanOrEqual(10);
+    // The mapping's maximum, reserved, so the API and the portal cannot take it; no other function reserves.
+    const reserved = Object.entries(json.Resources)
+      .filter(([, r]) => r.Type === 'AWS::Lambda::Function' && r.Properties.ReservedConcurrentExecutions !== undefined)
+      .map(([id, r]) => [id, r.Properties.ReservedConcurrentExecutions]);
+    expect(reserved).toEqual([[stack.getLogicalId(stack.functions.sender.node.defaultChild as any), stack.config.capacity.senderMaxConcurrency]]);
   });
 
   test('both mappings report batch item failures, and there are only two', () => {
@@ -1078,15 +1093,15 @@ describe('the Tern API (API Gateway HTTP API)', () => {
     expect(tails.sort()).toEqual(['/*/*/portal/{proxy+}', '/*/*/{proxy+}']);
   });
 
-  test('one stage, $default, deployed automatically, throttled as settings.json api says', () => {
+  test('one stage, $default, deployed automatically, throttled as the target decides (lib/capacity.ts)', () => {
     const stages = ofApi('AWS::ApiGatewayV2::Stage');
     expect(stages).toHaveLength(1);
     expect(stages[0][1].Properties).toMatchObject({
       StageName: '$default',
       AutoDeploy: true,
       DefaultRouteSettings: {
-        ThrottlingRateLimit: settings.api.throttlingRateLimit,
-        ThrottlingBurstLimit: settings.api.throttlingBurstLimit,
+        ThrottlingRateLimit: stack.config.capacity.apiThrottlingRateLimit,
+        ThrottlingBurstLimit: stack.config.capacity.apiThrottlingBurstLimit,
       },
     });
   });

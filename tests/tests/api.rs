@@ -378,6 +378,209 @@ async fn publish_is_idempotent_on_the_event_id() {
     verify_reference(&secret, race).expect("signature");
 }
 
+/// Issue 29: a batch of 100 events (half with the caller's ids, half without) in one
+/// request: each created (202 in its result, `created` 100), and each delivered once to a
+/// receiver on 127.0.0.1, byte for byte, signed (verified by the reference library), with
+/// the `webhook-id` the batch answered for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_of_100_is_delivered_to_a_loopback_receiver() {
+    let receiver = Receiver::start().await.expect("receiver");
+    let (_local, _rx, api) = api_deployment("api-batch-100", options()).await;
+    let (_, secret) = create(&api, "tnt_a", json!({"url": receiver.url("/hook")})).await;
+    let events: Vec<Value> = (0..100)
+        .map(|i| {
+            if i % 2 == 0 {
+                json!({"id": format!("evt_batch_{i}"), "type": "order.paid", "payload": {"n": i}})
+            } else {
+                json!({"type": "order.paid", "payload": {"n": i}})
+            }
+        })
+        .collect();
+    let answer = api
+        .post(
+            "/v1/tenants/tnt_a/event-batches",
+            &json!({"events": events}),
+        )
+        .await;
+    assert_eq!(answer.status, 200, "{}", answer.text);
+    assert_eq!(
+        (
+            &answer.json["created"],
+            &answer.json["existing"],
+            &answer.json["failed"]
+        ),
+        (&json!(100), &json!(0), &json!(0)),
+        "{}",
+        answer.text
+    );
+    let results = answer.json["results"].as_array().expect("results");
+    assert_eq!(results.len(), 100);
+    let mut n_of: std::collections::BTreeMap<String, i64> = std::collections::BTreeMap::new();
+    for (i, r) in results.iter().enumerate() {
+        let id = r["id"].as_str().expect("an id").to_owned();
+        assert_eq!(r["status"], 202, "{r}");
+        assert_eq!(r["event"]["id"], id.as_str(), "{r}");
+        assert_eq!(
+            (&r["event"]["type"], &r["event"]["tenant_id"]),
+            (&json!("order.paid"), &json!("tnt_a"))
+        );
+        if i % 2 == 0 {
+            assert_eq!(id, format!("evt_batch_{i}"));
+        } else {
+            assert!(id.starts_with("evt_"), "a made id: {id}");
+        }
+        n_of.insert(id, i64::try_from(i).unwrap());
+    }
+    assert_eq!(n_of.len(), 100, "100 distinct ids");
+    let got = receiver
+        .wait_for("/hook", 100, Duration::from_secs(180))
+        .await;
+    let mut seen = std::collections::BTreeSet::new();
+    for r in &got {
+        let id = r.header("webhook-id").expect("webhook-id").to_owned();
+        let n = n_of
+            .get(&id)
+            .unwrap_or_else(|| panic!("{id} was in the batch"));
+        assert_eq!(&r.body[..], format!("{{\"n\":{n}}}").as_bytes(), "{id}");
+        verify_reference(&secret, r).expect("signature");
+        assert!(seen.insert(id.clone()), "{id} delivered twice");
+    }
+    assert_eq!(seen.len(), 100);
+}
+
+/// Issue 29: each event of a batch gets what a publish of it alone would have answered,
+/// at its index, and one event's problem stops none of the others: created, published
+/// before (existing), an id taken by another event (409), a bad type (400), a payload over
+/// the limit (413), an id twice in the batch, an id that is not one, a payload that is not
+/// an object. Only the two created events are delivered; an event that failed can be
+/// published again with the id its result named. A body that is not a batch is refused
+/// whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_event_of_a_batch_is_answered_on_its_own() {
+    let receiver = Receiver::start().await.expect("receiver");
+    let (_local, _rx, api) = api_deployment("api-batch-each", options()).await;
+    create(&api, "tnt_a", json!({"url": receiver.url("/hook")})).await;
+    let batch = "/v1/tenants/tnt_a/event-batches";
+    for (id, n) in [("evt_b_old", json!(1)), ("evt_b_taken", json!(2))] {
+        let one = api
+            .post(
+                "/v1/tenants/tnt_a/events",
+                &json!({"id": id, "type": "order.paid", "payload": {"n": n}}),
+            )
+            .await;
+        assert_eq!(one.status, 202, "{}", one.text);
+    }
+    let too_big = "a".repeat(tern_core::event::DEFAULT_MAX_PAYLOAD_BYTES);
+    let events = json!([
+        {"id": "evt_b_new", "type": "order.paid", "payload": {"n": 0}},
+        {"id": "evt_b_old", "type": "order.paid", "payload": {"n": 1}},
+        {"id": "evt_b_taken", "type": "order.paid", "payload": {"n": "another"}},
+        {"type": "bad type!", "payload": {}},
+        {"type": "order.paid", "payload": {"p": too_big}},
+        {"id": "evt_b_new", "type": "order.paid", "payload": {"n": 0}},
+        {"id": "not an id!", "type": "order.paid", "payload": {}},
+        {"type": "order.paid", "payload": [1, 2]},
+        {"type": "order.paid", "payload": {"n": 8}},
+    ]);
+    let answer = api.post(batch, &json!({"events": events})).await;
+    assert_eq!(answer.status, 200, "{}", answer.text);
+    let r = &answer.json["results"];
+    let row = |i: usize| {
+        (
+            r[i]["status"].as_u64().unwrap_or(0),
+            r[i]["problem"]["type"]
+                .as_str()
+                .unwrap_or("")
+                .trim_start_matches("urn:tern:problem:")
+                .to_owned(),
+            r[i]["problem"]["field"].as_str().unwrap_or("").to_owned(),
+        )
+    };
+    let expected = [
+        (202, "", ""),
+        (200, "", ""),
+        (409, "event-id-conflict", "events[2].id"),
+        (400, "validation", "events[3].type"),
+        (413, "payload-too-large", "events[4].payload"),
+        (400, "validation", "events[5].id"),
+        (400, "validation", "events[6].id"),
+        (400, "validation", "events[7].payload"),
+        (202, "", ""),
+    ];
+    for (i, (status, kind, field)) in expected.iter().enumerate() {
+        assert_eq!(
+            row(i),
+            (*status, (*kind).to_owned(), (*field).to_owned()),
+            "event {i}: {}",
+            r[i]
+        );
+    }
+    assert_eq!(
+        (
+            &answer.json["created"],
+            &answer.json["existing"],
+            &answer.json["failed"]
+        ),
+        (&json!(2), &json!(1), &json!(6))
+    );
+    assert_eq!(
+        r[1]["event"]["created"], false,
+        "the original, not written again"
+    );
+    assert!(r[6].get("id").is_none(), "no id for an id that is not one");
+    let made = |i: usize| r[i]["id"].as_str().expect("a made id").to_owned();
+    let (failed_id, created_id) = (made(3), made(8));
+    assert!(failed_id.starts_with("evt_") && created_id.starts_with("evt_"));
+    // Only what was created is delivered: the two earlier events, evt_b_new and event 8.
+    let got = receiver.wait_for("/hook", 4, WAIT).await;
+    let ids: std::collections::BTreeSet<&str> =
+        got.iter().filter_map(|r| r.header("webhook-id")).collect();
+    let want: std::collections::BTreeSet<&str> =
+        ["evt_b_old", "evt_b_taken", "evt_b_new", created_id.as_str()].into();
+    assert_eq!(ids, want);
+    // The failed event's id was never written: it publishes now; the created one's is a repeat.
+    let again = api
+        .post(
+            batch,
+            &json!({"events": [
+                {"id": failed_id, "type": "order.paid", "payload": {}},
+                {"id": created_id, "type": "order.paid", "payload": {"n": 8}},
+            ]}),
+        )
+        .await;
+    assert_eq!(
+        (
+            &again.json["results"][0]["status"],
+            &again.json["results"][1]["status"]
+        ),
+        (&json!(202), &json!(200)),
+        "{}",
+        again.text
+    );
+
+    // Not a batch: refused whole, naming the field; nothing written.
+    let one = json!({"type": "order.paid", "payload": {}});
+    let many: Vec<Value> = (0..101).map(|_| one.clone()).collect();
+    for (body, field) in [
+        (json!({}), "events"),
+        (json!({"events": []}), "events"),
+        (json!({"events": many}), "events"),
+        (json!({"events": [one, {"payload": {}}]}), "events[1].type"),
+        (
+            json!({"events": [{"type": "order.paid"}]}),
+            "events[0].payload",
+        ),
+    ] {
+        let answer = api.post(batch, &body).await;
+        assert_eq!(
+            (answer.status, answer.field()),
+            (400, field),
+            "{body}: {}",
+            answer.text
+        );
+    }
+}
+
 /// 250 endpoints, pages of 7: each endpoint exactly once; with a state filter, each
 /// enabled (or disabled) one exactly once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -2071,6 +2274,13 @@ async fn the_documents_bounds_are_the_servers() {
             path: "/v1/tenants/tnt_b/dead-letters/replay".into(),
             base: json!({"dry_run": true}),
         },
+        // A tenant without endpoints: its events are published, and delivered nowhere.
+        Op {
+            id: "publishEventBatch",
+            method: "POST",
+            path: "/v1/tenants/tnt_quiet/event-batches".into(),
+            base: json!({"events": [{"type": "t.base", "payload": {}}]}),
+        },
     ];
     // An array field's i-th item, valid.
     let item = |field: &str, i: usize| -> Value {
@@ -2079,6 +2289,7 @@ async fn the_documents_bounds_are_the_servers() {
             "endpoint_ids" => json!(ids[i % ids.len()]),
             "event_types" => json!(format!("type.{i}")),
             "headers" => json!({"name": format!("x-h{i}"), "value": "v"}),
+            "events" => json!({"type": format!("t.{i}"), "payload": {"n": i}}),
             other => panic!("no item maker for {other}: add one"),
         }
     };
@@ -2288,6 +2499,39 @@ async fn the_documents_bounds_are_the_servers() {
             }
         }
     }
+    // The batch publish's whole body: documented in `x-max-body-bytes`. A valid batch of
+    // exactly that many bytes (events of 230 KB, padded with the whitespace JSON allows
+    // after the value) is published; one byte more is a 413.
+    let limit = doc["paths"]["/v1/tenants/{tenant_id}/event-batches"]["post"]["requestBody"]
+        ["x-max-body-bytes"]
+        .as_u64()
+        .expect("publishEventBatch documents its byte limit");
+    let limit = usize::try_from(limit).unwrap();
+    let events: Vec<Value> = (0..11)
+        .map(|i| json!({"type": "t.big", "payload": {"p": "a".repeat(230_000), "n": i}}))
+        .collect();
+    let mut full = json!({"events": events}).to_string().into_bytes();
+    assert!(full.len() < limit, "{} bytes before padding", full.len());
+    full.resize(limit, b' ');
+    let mut over = full.clone();
+    over.push(b' ');
+    let path = "/v1/tenants/tnt_quiet/event-batches";
+    let answer = api
+        .raw("POST", path, full, Some("application/json"), true)
+        .await;
+    assert_eq!(answer.status, 200, "{limit} bytes: {}", answer.text);
+    assert_eq!(answer.json["failed"], 0, "{}", answer.text);
+    let answer = api
+        .raw("POST", path, over, Some("application/json"), true)
+        .await;
+    assert_eq!(
+        (answer.status, answer.problem()),
+        (413, "payload-too-large"),
+        "{} bytes: {}",
+        limit + 1,
+        answer.text
+    );
+    tested += 2;
     // The path's tenant id, on listEndpoints.
     let tenant_param = doc["paths"]["/v1/tenants/{tenant_id}/endpoints"]["get"]["parameters"]
         .as_array()

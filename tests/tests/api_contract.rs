@@ -96,7 +96,7 @@ async fn the_api_keeps_its_openapi_contract_under_schemathesis() {
         ],
     )
     .await;
-    assert!(fast.contains("17 selected / 20 total"), "{fast}");
+    assert!(fast.contains("18 selected / 21 total"), "{fast}");
     // The three that read the shared DLQ (two empty long polls of 1 s each, at least):
     // fewer examples, no coverage phase.
     let dlq = run_schemathesis(
@@ -112,7 +112,7 @@ async fn the_api_keeps_its_openapi_contract_under_schemathesis() {
         ],
     )
     .await;
-    assert!(dlq.contains("3 selected / 20 total"), "{dlq}");
+    assert!(dlq.contains("3 selected / 21 total"), "{dlq}");
     // Generated test sends and events reached the receiver: cases got past validation and
     // the 404s to the delivery path.
     assert!(receiver.all_requests().len() > 1, "{fast}");

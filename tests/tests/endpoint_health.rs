@@ -1471,3 +1471,69 @@ async fn a_healthy_hot_endpoints_successes_are_written_once_an_interval_and_a_fa
         }
     }
 }
+
+/// Issue 29, item 3: a delivery held back again and again by an open circuit waits
+/// longer each time, towards the queue's 900 s, instead of coming back every ~90 s.
+#[tokio::test]
+async fn a_delivery_held_back_again_and_again_waits_longer_each_time_up_to_900_s() {
+    let p = policy(5, 60, 1000);
+    let local = setup("hgrow", p.clone()).await;
+    let receiver = Receiver::start().await.unwrap();
+    let ep = down_endpoint(&local, &receiver, "tnt_grow").await;
+    let tee = Arc::new(Tee {
+        inner: local.sender.delivery_queue.clone(),
+        sent: Mutex::default(),
+    });
+    let deps = SenderDeps {
+        delivery_queue: tee.clone(),
+        ..instance(&local, &p, Arc::new(Recorded::default()))
+    };
+    // Five failures open the circuit (next probe in 60 s).
+    send(&deps, &messages(&local, &ep, 5)).await;
+    let h = health_store(&local)
+        .get(&ep.tenant_id, &ep.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(h.opened_at.is_some(), "{h:?}");
+
+    // One delivery, held back eight times in a row: each time it comes back (its delay
+    // over, simulated by making it due now) the circuit is still open.
+    let mut m = messages(&local, &ep, 1).remove(0);
+    let mut delays = Vec::new();
+    for hold in 0..8 {
+        let before = tee.sent.lock().unwrap().len();
+        let r = send(&deps, std::slice::from_ref(&m)).await;
+        assert_eq!(count(&r, deferred), 1, "hold {hold}: {r:?}");
+        let sent = tee.sent.lock().unwrap()[before..].to_vec();
+        assert_eq!(sent.len(), 1, "{sent:?}");
+        delays.push(sent[0].delay_seconds);
+        let back = DeliveryMessage::parse(&sent[0].body).unwrap();
+        assert_eq!(back.held_back, hold + 1);
+        assert_eq!(back.attempt, 1, "no attempt spent");
+        m = DeliveryMessage {
+            not_before: Some(Utc::now()),
+            ..back
+        };
+    }
+    assert_eq!(
+        receiver.requests("/down").len(),
+        5,
+        "nothing sent while open"
+    );
+    // The first hold keeps to the gate (after the next probe, spread over one probe
+    // interval); each later one at least the gate's wait (the probe, under a minute away)
+    // doubled per earlier hold and halved, at most 900 s.
+    assert!(delays[0] <= 122, "{delays:?}");
+    for (k, d) in delays.iter().enumerate().skip(1) {
+        let floor = (25u32 << k).min(450);
+        assert!(
+            (floor..=900).contains(d),
+            "hold {k}: {d} s, want {floor}..=900: {delays:?}"
+        );
+    }
+    assert!(
+        delays[7] >= 450,
+        "grown towards the queue's 900 s: {delays:?}"
+    );
+}

@@ -427,6 +427,74 @@ async fn a_retried_replay_or_recover_sends_again_once() {
     assert_eq!((ok("evt_idem_1"), ok("evt_idem_2")), (1, 1));
 }
 
+/// Issue 29: a batch publish under a key. Its events carry no ids of the caller's, so
+/// without the key a retry would publish them again under new ids; with it the retry
+/// answers the first answer (the same made ids) and writes nothing, and the receiver gets
+/// each event once. The batch's body, larger than any other route takes, is read whole by
+/// the key's layer (which once read every body with one event's limit: a 413); its kept
+/// answer holds no secret and is stored as it is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retried_batch_publishes_once() {
+    let receiver = Receiver::start().await.expect("receiver");
+    let proxy = moto_proxy().await;
+    let (local, api) = deployment(&proxy, "idem-batch").await;
+    create(&api, "tnt_a", json!({"url": receiver.url("/hook")})).await;
+    let path = "/v1/tenants/tnt_a/event-batches";
+    // Three events of 200 KB: 600 KB, over the 272 KB any other route takes.
+    let events: Vec<Value> = (0..3)
+        .map(|i| json!({"type": "order.paid", "payload": {"n": i, "pad": "p".repeat(200_000)}}))
+        .collect();
+    let body = json!({"events": events});
+    let key = "batch-1";
+    // The outbox's items: what the batch wrote (every page: a Scan reads 1 MB at a time).
+    let outbox = || async {
+        let pages: Vec<_> = ddb(&local)
+            .scan()
+            .table_name(env(&local, "TERN_OUTBOX_TABLE"))
+            .select(aws_sdk_dynamodb::types::Select::Count)
+            .into_paginator()
+            .send()
+            .collect()
+            .await;
+        pages
+            .into_iter()
+            .map(|p| p.expect("Scan").count)
+            .sum::<i32>()
+    };
+    let first = keyed(&api, path, &body, key).await;
+    assert_eq!(first.status, 200, "{}", first.text);
+    assert_eq!(first.json["created"], 3, "{}", first.text);
+    assert_eq!(outbox().await, 3);
+    let again = keyed(&api, path, &body, key).await;
+    replayed(&first, &again);
+    assert_eq!(outbox().await, 3, "the retry writes no event");
+    let ids: Vec<&str> = first.json["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .map(|r| r["id"].as_str().expect("id"))
+        .collect();
+    let got = receiver.wait_for("/hook", 3, WAIT).await;
+    let mut delivered: Vec<&str> = got.iter().filter_map(|r| r.header("webhook-id")).collect();
+    delivered.sort_unstable();
+    let mut want = ids.clone();
+    want.sort_unstable();
+    assert_eq!(
+        delivered, want,
+        "each event once, under the ids first answered"
+    );
+    // Without the key the same body is a new batch: three more events.
+    let unkeyed = api.post(path, &body).await;
+    assert_eq!(unkeyed.json["created"], 3, "{}", unkeyed.text);
+    assert_eq!(outbox().await, 6);
+    let item = raw_record(&local, "tnt_a", key).await;
+    assert!(
+        matches!(item.get("body"), Some(AttributeValue::B(b)) if b.as_ref() == first.text.as_bytes()),
+        "kept as it is: {:?}",
+        item.keys().collect::<Vec<_>>()
+    );
+}
+
 /// A portal session: a retry mints no second link (the tenant's link count in the portal
 /// table says one) and answers the same link; the link is sealed at rest.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -65,8 +65,16 @@ fn blank(answer: &Answer, ids: &[String]) -> (u16, String) {
     for id in ids {
         text = text.replace(id.as_str(), "<id>");
     }
-    // A publish answers with its event's creation time: two publishes differ in it.
-    if let Some(time) = answer.json["created_at"].as_str() {
+    // A publish answers with its event's creation time: two publishes differ in it (a
+    // batch, in each result's event).
+    let times = std::iter::once(&answer.json["created_at"]).chain(
+        answer.json["results"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|r| &r["event"]["created_at"]),
+    );
+    for time in times.filter_map(Value::as_str) {
         text = text.replace(time, "<time>");
     }
     (answer.status, text)
@@ -146,6 +154,7 @@ const ATTACKED: &[&str] = &[
     "resendEvent",
     "createPortalSession",
     "publishEvent",
+    "publishEventBatch",
 ];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -503,18 +512,61 @@ async fn another_tenants_ids_get_the_unknown_ids_answer() {
     );
     assert_eq!(victim.status, 202, "{}", victim.text);
     seen.insert("publishEvent");
-    // The attacker's event with the victim's id is the attacker's, delivered to its own
-    // endpoint with its own payload.
-    let got = receiver.wait_for("/a", 3, WAIT).await;
-    assert!(
-        got.iter()
-            .any(|r| r.header("webhook-id") == Some("evt_victim_1")
-                && &r.body[..] == br#"{"n":"attacker"}"#),
-        "the attacker's own evt_victim_1 reached the attacker's endpoint: {:?}",
-        got.iter()
-            .map(|r| r.header("webhook-id"))
-            .collect::<Vec<_>>()
+    // The same in a batch: the victim's other event id, beside a new one, answers as two
+    // new ids do (each 202, the attacker's own events).
+    let batch = |ids: [&str; 2]| {
+        Some(
+            json!({"events": ids.map(|id| json!({"id": id, "type": "order.paid", "payload": {"n": "attacker-batch"}}))}),
+        )
+    };
+    let victim = api
+        .call(
+            "POST",
+            &att("event-batches"),
+            batch(["evt_victim_dead", "evt_attacker_b1"]).as_ref(),
+        )
+        .await;
+    let unknown = api
+        .call(
+            "POST",
+            &att("event-batches"),
+            batch(["evt_attacker_b2", "evt_attacker_b3"]).as_ref(),
+        )
+        .await;
+    let batch_ids = [
+        "evt_victim_dead".to_owned(),
+        "evt_attacker_b1".to_owned(),
+        "evt_attacker_b2".to_owned(),
+        "evt_attacker_b3".to_owned(),
+    ];
+    assert_eq!(
+        blank(&victim, &batch_ids),
+        blank(&unknown, &batch_ids),
+        "publishEventBatch with the victim's id got another answer than new ids"
     );
+    assert_eq!(
+        (victim.status, &victim.json["created"]),
+        (200, &json!(2)),
+        "{}",
+        victim.text
+    );
+    seen.insert("publishEventBatch");
+    // The attacker's events with the victim's ids are the attacker's, delivered to its own
+    // endpoint with its own payloads.
+    let got = receiver.wait_for("/a", 7, WAIT).await;
+    for (id, body) in [
+        ("evt_victim_1", &br#"{"n":"attacker"}"#[..]),
+        ("evt_victim_dead", &br#"{"n":"attacker-batch"}"#[..]),
+    ] {
+        assert!(
+            got.iter()
+                .any(|r| r.header("webhook-id") == Some(id) && &r.body[..] == body),
+            "the attacker's own {id} reached the attacker's endpoint: {:?}",
+            got.iter()
+                .map(|r| r.header("webhook-id"))
+                .collect::<Vec<_>>()
+        );
+    }
 
     let attacked: BTreeSet<&str> = ATTACKED.iter().copied().collect();
     assert_eq!(

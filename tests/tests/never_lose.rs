@@ -602,8 +602,12 @@ async fn the_sender_answers_before_its_deadline_and_never_resends_what_it_posted
             .map(|(_, r)| r.clone().map(|o| std::mem::discriminant(&o)))
             .collect::<Vec<_>>(),
         vec![
-            Ok(std::mem::discriminant(&MessageOutcome::Delivered {
-                attempt: 1
+            // Delivered, its marker cut off by the deadline: put back to write it
+            // (issue 29 item 3), never POSTed again.
+            Ok(std::mem::discriminant(&MessageOutcome::PutBack {
+                error: String::new(),
+                delay_seconds: 0,
+                put_back: 0,
             })),
             Ok(std::mem::discriminant(&MessageOutcome::Retrying {
                 attempt: 1,
@@ -615,7 +619,25 @@ async fn the_sender_answers_before_its_deadline_and_never_resends_what_it_posted
             })),
         ]
     );
-    assert_eq!(delivery.0.entries().len(), 1, "the retry is on the queue");
+    let queued: Vec<DeliveryMessage> = delivery
+        .0
+        .entries()
+        .iter()
+        .map(|e| DeliveryMessage::parse(&e.body).unwrap())
+        .collect();
+    assert_eq!(
+        queued.len(),
+        2,
+        "the retry and the put-back are on the queue"
+    );
+    assert_eq!(
+        queued
+            .iter()
+            .filter(|m| m.delivered_attempt.is_some())
+            .count(),
+        1,
+        "the put-back carries the delivered attempt: {queued:?}"
+    );
     assert_eq!(dlq.0.entries().len(), 1, "the 410 is in the DLQ");
 
     // A batch whose deadline is too near to start (1.5 s < 2.1 s): nothing is claimed or

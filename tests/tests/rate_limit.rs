@@ -217,13 +217,19 @@ fn instance(local: &LocalTern) -> Instance {
         scheduler: s.scheduler.clone(),
         client: s.client.clone(),
         policy: s.policy.clone(),
-        breaker: Some(Arc::new(CircuitBreaker::new(
-            health.clone(),
-            Arc::new(tern_core::operational::FanOut(Vec::new())),
-            HealthPolicy::default(),
-            1.0,
-            Duration::from_secs(5),
-        ))),
+        breaker: Some(Arc::new(
+            CircuitBreaker::new(
+                health.clone(),
+                Arc::new(tern_core::operational::FanOut(Vec::new())),
+                HealthPolicy::default(),
+                1.0,
+                Duration::from_secs(5),
+            )
+            // Every batch writes its endpoints' health (a healthy endpoint's successes are
+            // otherwise held up to a second, so the count would depend on how fast the
+            // batches run): the write counts below are exact.
+            .with_flush_interval(Duration::ZERO),
+        )),
     };
     Instance {
         deps,

@@ -372,12 +372,19 @@ async fn markers_throttled_past_their_window_are_counted_lost() {
 
     let (d, r) = (message(tenant, &ok, 1), message(tenant, &failing, 2));
     let m = metrics();
+    let (deps, tee) = teed(&local);
     let (response, results) =
-        tern_handlers::sender::handle(&local.sender, sqs_event(&[d.to_body(), r.to_body()]), &m)
-            .await;
-    // The deliveries' outcomes stand (the POST was made, the retry queued) ...
+        tern_handlers::sender::handle(&deps, sqs_event(&[d.to_body(), r.to_body()]), &m).await;
+    // The deliveries' outcomes stand (the POST was made, the retry queued); the delivered
+    // one, whose marker is lost, goes back to write it (issue 29 item 3) ...
     assert!(response.batch_item_failures.is_empty(), "{results:?}");
-    assert_eq!(results[0].1, Ok(MessageOutcome::Delivered { attempt: 1 }));
+    assert!(
+        matches!(
+            &results[0].1,
+            Ok(MessageOutcome::PutBack { put_back: 1, .. })
+        ),
+        "{results:?}"
+    );
     assert!(
         matches!(
             results[1].1,
@@ -400,6 +407,37 @@ async fn markers_throttled_past_their_window_are_counted_lost() {
     let emf = m.emf(0).expect("metrics");
     assert_eq!(emf["MarkersLost"], 2, "{emf}");
     assert!(!state_item(&local, &d).await.contains_key("delivered_at"));
+
+    // ... carrying its successful attempt. Once the table takes writes again, the copy
+    // writes the marker and sends nothing: the delivered pair is not forgotten.
+    proxy.clear();
+    let copy = tee
+        .sent
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|e| DeliveryMessage::parse(&e.body).is_ok_and(|c| c.delivery_id == d.delivery_id))
+        .expect("the delivered message put back")
+        .clone();
+    assert!(copy.delay_seconds <= 2, "{}", copy.delay_seconds);
+    let carried = DeliveryMessage::parse(&copy.body).unwrap();
+    assert_eq!(
+        carried.delivered_attempt.as_ref().map(|a| a.status),
+        Some(Some(200))
+    );
+    let (_, results) =
+        tern_handlers::sender::handle(&deps, sqs_event(&[copy.body]), &metrics()).await;
+    assert_eq!(results[0].1, Ok(MessageOutcome::Delivered { attempt: 1 }));
+    assert!(state_item(&local, &d).await.contains_key("delivered_at"));
+    assert_eq!(receiver.requests("/ok").len(), 1, "no second POST");
+    // And a later copy of the original is dropped as a duplicate.
+    let (_, results) =
+        tern_handlers::sender::handle(&deps, sqs_event(&[d.to_body()]), &metrics()).await;
+    assert_eq!(
+        results[0].1,
+        Ok(MessageOutcome::Duplicate(Claim::AlreadyDelivered))
+    );
+    assert_eq!(receiver.requests("/ok").len(), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -533,4 +571,230 @@ async fn a_rate_limit_write_whose_answer_comes_after_the_try_deadline_gets_its_s
         let h = store.get(&tenant, &endpoint).await.unwrap().unwrap();
         assert_eq!(h.rate_tat, Some(first + req.span()), "{text}: moved once");
     }
+}
+
+// Issue 29, item 3: our failures go back with a short delay, not the visibility timeout.
+
+/// The delivery queue on moto, keeping a copy of every entry sent (a delayed message is
+/// invisible to a peek until its delay is over).
+struct Tee {
+    inner: std::sync::Arc<dyn tern_core::ports::MessageQueue>,
+    sent: std::sync::Mutex<Vec<tern_core::ports::QueueEntry>>,
+}
+
+#[async_trait::async_trait]
+impl tern_core::ports::MessageQueue for Tee {
+    async fn send_batch(
+        &self,
+        entries: &[tern_core::ports::QueueEntry],
+    ) -> Result<Vec<Result<(), tern_core::ports::PortError>>, tern_core::ports::PortError> {
+        self.sent.lock().unwrap().extend_from_slice(entries);
+        self.inner.send_batch(entries).await
+    }
+    async fn send(
+        &self,
+        entry: &tern_core::ports::QueueEntry,
+    ) -> Result<(), tern_core::ports::PortError> {
+        self.sent.lock().unwrap().push(entry.clone());
+        self.inner.send(entry).await
+    }
+}
+
+/// The deployment's sender with its delivery queue teed.
+fn teed(local: &LocalTern) -> (tern_handlers::sender::SenderDeps, std::sync::Arc<Tee>) {
+    let tee = std::sync::Arc::new(Tee {
+        inner: local.sender.delivery_queue.clone(),
+        sent: std::sync::Mutex::default(),
+    });
+    let deps = tern_handlers::sender::SenderDeps {
+        delivery_queue: tee.clone(),
+        ..(*local.sender).clone()
+    };
+    (deps, tee)
+}
+
+/// Production waits (time scale 1): the delays asserted are the ones SQS would be given.
+fn real_time() -> LocalOptions {
+    LocalOptions {
+        time_scale: 1.0,
+        ..options()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_throttled_claim_goes_back_within_seconds_not_the_visibility_timeout() {
+    let proxy = moto_proxy().await;
+    let local = deployment_through_without_pollers(&proxy, "claim-throttled", real_time()).await;
+    let receiver = Receiver::start().await.unwrap();
+    let tenant = "tnt_claim_thr";
+    let ep = add_endpoint(&local, tenant, &receiver.url("/t"), &["*"], None).await;
+    // Every try the SDK makes of one claim call is throttled.
+    let tries = usize::try_from(tern_aws::budget::MAX_ATTEMPTS).unwrap();
+    let rule = throttle(&proxy, CLAIM_WRITE, Some(tries));
+    let (deps, tee) = teed(&local);
+
+    let m = message(tenant, &ep, 1);
+    let metrics = metrics();
+    let (response, results) =
+        tern_handlers::sender::handle(&deps, sqs_event(&[m.to_body()]), &metrics).await;
+    assert_eq!(
+        proxy.fired(rule),
+        tries,
+        "the whole claim call was throttled"
+    );
+    // Not a batch failure (which waits out the queue's 360 s visibility timeout and counts
+    // towards the redrive): the message was sent again, due within seconds.
+    assert!(response.batch_item_failures.is_empty(), "{results:?}");
+    assert!(
+        matches!(
+            &results[0].1,
+            Ok(MessageOutcome::PutBack { put_back: 1, delay_seconds, .. }) if *delay_seconds <= 2
+        ),
+        "{results:?}"
+    );
+    let sent = tee.sent.lock().unwrap().clone();
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert!(
+        (1..=2).contains(&sent[0].delay_seconds),
+        "DelaySeconds {}",
+        sent[0].delay_seconds
+    );
+    let copy = DeliveryMessage::parse(&sent[0].body).expect("a delivery message");
+    assert_eq!((copy.attempt, copy.put_back), (1, 1));
+    assert!(copy.held_lease_ms.is_some(), "it carries its claim's lease");
+    assert_eq!(metrics.snapshot().put_back, 1);
+    assert!(
+        receiver.requests("/t").is_empty(),
+        "never a POST without its claim"
+    );
+
+    // The copy comes back: claimed, POSTed once, delivered.
+    let (response, results) =
+        tern_handlers::sender::handle(&deps, sqs_event(&[sent[0].body.clone()]), &metrics).await;
+    assert!(response.batch_item_failures.is_empty(), "{results:?}");
+    assert_eq!(results[0].1, Ok(MessageOutcome::Delivered { attempt: 1 }));
+    assert_eq!(receiver.requests("/t").len(), 1);
+    assert!(state_item(&local, &m).await.contains_key("delivered_at"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_that_landed_before_its_call_failed_is_taken_over_by_the_put_back_copy() {
+    let proxy = moto_proxy().await;
+    let local = deployment_through_without_pollers(&proxy, "claim-landed", options()).await;
+    let receiver = Receiver::start().await.unwrap();
+    let tenant = "tnt_claim_landed";
+    let ep = add_endpoint(&local, tenant, &receiver.url("/l"), &["*"], None).await;
+    // The claim's first try is applied but its answer comes too late; the SDK's other
+    // tries are throttled: the call fails, the claim stands with this processing's lease.
+    let held = delay_claims(&proxy, CLAIM_WRITE, 1);
+    let tries = usize::try_from(tern_aws::budget::MAX_ATTEMPTS).unwrap();
+    let throttled = throttle(&proxy, CLAIM_WRITE, Some(tries - 1));
+    let (deps, tee) = teed(&local);
+
+    let m = message(tenant, &ep, 1);
+    let (response, results) =
+        tern_handlers::sender::handle(&deps, sqs_event(&[m.to_body()]), &metrics()).await;
+    assert_eq!((proxy.fired(held), proxy.fired(throttled)), (1, tries - 1));
+    assert!(response.batch_item_failures.is_empty(), "{results:?}");
+    assert!(
+        matches!(&results[0].1, Ok(MessageOutcome::PutBack { .. })),
+        "{results:?}"
+    );
+    let item = state_item(&local, &m).await;
+    assert_eq!(
+        item.get("claim_done"),
+        Some(&AttributeValue::Bool(false)),
+        "the claim landed: {item:?}"
+    );
+    let copy = tee.sent.lock().unwrap()[0].body.clone();
+
+    // Its lease is a minute away, yet the copy takes it over at once (not dropped as a
+    // duplicate, which would lose the delivery), and sends it once.
+    let (_, results) =
+        tern_handlers::sender::handle(&deps, sqs_event(std::slice::from_ref(&copy)), &metrics())
+            .await;
+    assert_eq!(results[0].1, Ok(MessageOutcome::Delivered { attempt: 1 }));
+    assert_eq!(receiver.requests("/l").len(), 1);
+    // A second copy of the put-back message (SQS delivers at least once) is a duplicate.
+    let (_, results) = tern_handlers::sender::handle(&deps, sqs_event(&[copy]), &metrics()).await;
+    assert_eq!(
+        results[0].1,
+        Ok(MessageOutcome::Duplicate(Claim::AlreadyDelivered))
+    );
+    assert_eq!(receiver.requests("/l").len(), 1, "one POST in all");
+    // The failed try has its row: put back on our failure, then taken over.
+    let rows = local
+        .sender
+        .ledger
+        .history(&m.event.tenant_id, &m.event.id)
+        .await
+        .unwrap();
+    assert!(
+        rows.iter().any(|r| r.outcome == "abandoned"
+            && r.error
+                .as_deref()
+                .is_some_and(|e| e.contains("put the message back"))),
+        "{rows:#?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_throttling_storm_longer_than_the_redrive_does_not_dead_letter_a_delivery() {
+    let proxy = moto_proxy().await;
+    // A short visibility timeout: before, each failed receive came back in 2 s, and the
+    // redrive's 5th receive moved it to the DLQ; now each put-back is a new message.
+    let storm = LocalOptions {
+        visibility_timeout_seconds: Some(2),
+        max_receive_count: Some(5),
+        ..options()
+    };
+    let (local, mut reports) = deployment_through(&proxy, "claim-storm", storm).await;
+    let receiver = Receiver::start().await.unwrap();
+    let tenant = "tnt_storm";
+    let _ep = add_endpoint(&local, tenant, &receiver.url("/s"), &["*"], None).await;
+    // Seven whole claim calls throttled: more failures than maxReceiveCount (5).
+    let tries = usize::try_from(tern_aws::budget::MAX_ATTEMPTS).unwrap();
+    let rule = throttle(&proxy, CLAIM_WRITE, Some(tries * 7));
+
+    let event = publish(&local, "order.paid", tenant, r#"{"storm":1}"#).await;
+    let mut outcomes = Vec::new();
+    let delivered = tokio::time::timeout(Duration::from_secs(120), async {
+        while let Some(report) = reports.recv().await {
+            if let LocalEvent::Sent(results) = report {
+                outcomes.extend(results.into_iter().map(|(_, r)| r));
+                if outcomes
+                    .iter()
+                    .any(|o| matches!(o, Ok(MessageOutcome::Delivered { .. })))
+                {
+                    return;
+                }
+            }
+        }
+    })
+    .await;
+    let put_backs = outcomes
+        .iter()
+        .filter(|o| matches!(o, Ok(MessageOutcome::PutBack { .. })))
+        .count();
+    assert!(
+        delivered.is_ok(),
+        "not delivered within 120 s; dead letters: {:?}; outcomes: {outcomes:?}",
+        dead_letters(&local).await
+    );
+    assert!(proxy.fired(rule) >= tries * 5, "{}", proxy.fired(rule));
+    assert!(
+        put_backs > 5,
+        "put back more often than maxReceiveCount: {outcomes:?}"
+    );
+    assert!(
+        !outcomes.iter().any(Result::is_err),
+        "no batch failure: {outcomes:?}"
+    );
+    assert!(
+        dead_letters(&local).await.is_empty(),
+        "nothing dead-lettered"
+    );
+    let posts = receiver.requests("/s");
+    assert_eq!(posts.len(), 1, "delivered once");
+    assert_eq!(posts[0].header("webhook-id"), Some(event.as_str()));
 }

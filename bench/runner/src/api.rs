@@ -1,8 +1,10 @@
 //! The Tern API in local mode (`make bench-api`, part of `make bench`): each route's latency,
 //! p50 and p95, through the router as a client calls it (HTTP on 127.0.0.1, SigV4 signed and
 //! verified, JSON both ways) against the same port calls made directly in process (what the
-//! route does minus the API), on moto; and what one publish through the API costs on AWS
-//! against the application's transactional outbox write, per million events.
+//! route does minus the API), on moto; what one publish through the API costs on AWS
+//! against the application's transactional outbox write, per million events; and the AWS
+//! requests per published event, one event per request against batches of 100
+//! (`publishEventBatch`), counted on the wire by a proxy in front of moto.
 
 use std::time::{Duration, Instant, SystemTime};
 
@@ -24,6 +26,13 @@ pub const CALLS: usize = 40;
 
 /// Requests of the routes that read the DLQ (each waits for two empty 1 s long polls): 4.
 pub const DLQ_CALLS: usize = 4;
+
+/// Batch publishes measured (and direct `publish_batch` calls), each of
+/// [`tern_ops::publish::MAX_BATCH_EVENTS`] events: 10.
+pub const BATCH_CALLS: usize = 10;
+
+/// Events published one per request, then in full batches, for the request count: 200.
+pub const COUNTED_EVENTS: usize = 200;
 
 /// One route's figures, milliseconds.
 #[derive(Debug, Clone, Serialize)]
@@ -54,6 +63,34 @@ pub struct PublishCost {
     pub billed_ms: f64,
 }
 
+/// AWS requests per published event through the API: one event per request
+/// (`publishEvent`) against batches of 100 (`publishEventBatch`). Each request to the API
+/// is one API Gateway request and one Lambda invocation; the DynamoDB calls the api
+/// function made are counted on the wire.
+#[derive(Debug, Clone, Serialize)]
+pub struct PublishRequests {
+    /// Events published each way.
+    pub events: usize,
+    /// API requests per event (each one API Gateway request and one Lambda invocation): one event per request.
+    pub single_api_requests: f64,
+    /// The same in batches.
+    pub batch_api_requests: f64,
+    /// DynamoDB calls per event, by operation: one event per request.
+    pub single_dynamodb: std::collections::BTreeMap<String, f64>,
+    /// The same in batches.
+    pub batch_dynamodb: std::collections::BTreeMap<String, f64>,
+    /// What a published event costs in batches of 100, per million (the batch's median
+    /// duration billed once per 100 events).
+    pub batch_cost: PublishCost,
+}
+
+impl PublishRequests {
+    /// AWS requests per event one way: API Gateway + Lambda + DynamoDB.
+    fn total(api: f64, dynamodb: &std::collections::BTreeMap<String, f64>) -> f64 {
+        2.0 * api + dynamodb.values().sum::<f64>()
+    }
+}
+
 /// The whole report.
 #[derive(Debug, Clone, Serialize)]
 pub struct ApiReport {
@@ -61,6 +98,8 @@ pub struct ApiReport {
     pub routes: Vec<RouteRow>,
     /// Publish cost.
     pub publish: PublishCost,
+    /// AWS requests per published event, single against batched.
+    pub publish_requests: PublishRequests,
 }
 
 /// The p-th percentile (nearest rank) of a sample, NaN when empty.
@@ -388,6 +427,71 @@ pub async fn run() -> Result<ApiReport, BoxError> {
     )
     .await?;
     routes.push(publish.clone());
+    let batch_of = |prefix: String| -> Vec<Value> {
+        (0..tern_ops::publish::MAX_BATCH_EVENTS)
+            .map(|j| json!({"id": format!("{prefix}_{j}"), "type": "bench.only", "payload": {"data": "x".repeat(1000)}}))
+            .collect()
+    };
+    let batch_ids = |prefix: String| -> Result<Vec<EventId>, BoxError> {
+        (0..tern_ops::publish::MAX_BATCH_EVENTS)
+            .map(|j| Ok(EventId::new(format!("{prefix}_{j}"))?))
+            .collect()
+    };
+    let batch_payload = json!({"data": "x".repeat(1000)}).to_string();
+    let batch = measure(
+        "publishEventBatch (100 x 1 KiB)",
+        BATCH_CALLS,
+        async |i| {
+            let (s, b) = c
+                .call(
+                    "POST",
+                    &format!("/v1/tenants/{t}/event-batches"),
+                    Some(&json!({"events": batch_of(format!("evt_bench_batch_{i}"))})),
+                )
+                .await?;
+            ok(s, 200, "batch", &b)?;
+            // Every event in: created, or (a put the SDK retried after a slow answer from
+            // moto) found already written by its own first try.
+            let count = |k: &str| b[k].as_u64();
+            let all_in = count("failed") == Some(0)
+                && count("created").zip(count("existing")).map(|(c, e)| c + e) == Some(100);
+            if !all_in {
+                return Err(format!("batch: not every event is in: {b}").into());
+            }
+            Ok(())
+        },
+        async |i| {
+            let ids = batch_ids(format!("evt_bench_batch_direct_{i}"))?;
+            let events: Vec<_> = ids
+                .iter()
+                .map(|id| tern_ops::publish::BatchEvent {
+                    id,
+                    event_type: "bench.only",
+                    payload: &batch_payload,
+                    trace: None,
+                })
+                .collect();
+            let out = tern_ops::publish::publish_batch(
+                d.events.as_ref(),
+                tn,
+                &events,
+                d.settings.max_payload_bytes,
+            )
+            .await;
+            if out.iter().any(Result::is_err) {
+                return Err("a direct batch publish failed".into());
+            }
+            Ok(())
+        },
+    )
+    .await?;
+    routes.push(batch.clone());
+    let publish_requests = count_publish_requests(&moto, &local, batch.api.median()).await?;
+    // Printed at once: the routes measured after it read the DLQ and can fail on a loaded machine.
+    eprintln!(
+        "publish requests: {}",
+        serde_json::to_string(&publish_requests)?
+    );
     routes.push(
         measure(
             "getEvent (20 deliveries)",
@@ -521,7 +625,104 @@ pub async fn run() -> Result<ApiReport, BoxError> {
     Ok(ApiReport {
         routes,
         publish: publish_cost(publish.api.median()),
+        publish_requests,
     })
+}
+
+/// Publishes [`COUNTED_EVENTS`] events one per request, then as many in batches of 100,
+/// through an API whose AWS clients go through a counting proxy in front of `moto`: the
+/// DynamoDB calls per event each way. `batch_ms` is the batch route's median duration, for
+/// its cost.
+async fn count_publish_requests(
+    moto: &MotoServer,
+    local: &LocalTern,
+    batch_ms: f64,
+) -> Result<PublishRequests, BoxError> {
+    use crate::proxy::CountingProxy;
+    let proxy = CountingProxy::start(&moto.url, &["api"]).await?;
+    let env = local.env.clone();
+    let get = move |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+    let config = tern_api::aws::ApiConfig::from_env(&get)?;
+    let aws = tern_local::moto::sdk_config_for(&proxy.url("api")).await;
+    let deps = tern_api::aws::api_deps(&config, &aws, None)?;
+    let auth = tern_local::api::authenticator(&deps, tern_local::api::local_credentials());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let base = format!("http://{}", listener.local_addr()?);
+    let server = tern_local::api::spawn(listener, tern_api::router(deps, auth));
+    let client = Client {
+        host: base.trim_start_matches("http://").to_owned(),
+        base,
+        credential: tern_local::api::local_credentials().remove(0),
+        http: reqwest::Client::new(),
+    };
+    let per_event = |counts: crate::proxy::Counts| -> std::collections::BTreeMap<String, f64> {
+        counts
+            .get("api")
+            .into_iter()
+            .flatten()
+            .filter(|(op, _)| op.starts_with("dynamodb:"))
+            .map(|(op, n)| (op.clone(), *n as f64 / COUNTED_EVENTS as f64))
+            .collect()
+    };
+    let event = |id: String| json!({"id": id, "type": "bench.count", "payload": {"data": "x".repeat(1000)}});
+    proxy.reset();
+    let mut single_requests = 0usize;
+    for i in 0..COUNTED_EVENTS {
+        let (s, b) = client
+            .call(
+                "POST",
+                "/v1/tenants/tnt_bench_count/events",
+                Some(&event(format!("evt_count_single_{i}"))),
+            )
+            .await?;
+        ok(s, 202, "counted publish", &b)?;
+        single_requests += 1;
+    }
+    let single_dynamodb = per_event(proxy.counts());
+    proxy.reset();
+    let mut batch_requests = 0usize;
+    let full = tern_ops::publish::MAX_BATCH_EVENTS;
+    for k in 0..COUNTED_EVENTS.div_ceil(full) {
+        let events: Vec<Value> = (0..full)
+            .map(|j| event(format!("evt_count_batch_{k}_{j}")))
+            .collect();
+        let (s, b) = client
+            .call(
+                "POST",
+                "/v1/tenants/tnt_bench_count/event-batches",
+                Some(&json!({"events": events})),
+            )
+            .await?;
+        ok(s, 200, "counted batch", &b)?;
+        batch_requests += 1;
+    }
+    let batch_dynamodb = per_event(proxy.counts());
+    server.abort();
+    let n = COUNTED_EVENTS as f64;
+    Ok(PublishRequests {
+        events: COUNTED_EVENTS,
+        single_api_requests: single_requests as f64 / n,
+        batch_api_requests: batch_requests as f64 / n,
+        single_dynamodb,
+        batch_dynamodb,
+        batch_cost: batch_publish_cost(batch_ms, full),
+    })
+}
+
+/// The cost model of one event published in batches of `per_batch`, per million: one API
+/// Gateway request, one Lambda invocation and `batch_ms` of its duration per batch, and the
+/// event's own plain `PutItem`.
+pub fn batch_publish_cost(batch_ms: f64, per_batch: usize) -> PublishCost {
+    let one = publish_cost(batch_ms);
+    let share = 1.0 / per_batch as f64;
+    PublishCost {
+        api: one.api_gateway * share + one.lambda * share + one.dynamodb,
+        api_gateway: one.api_gateway * share,
+        lambda: one.lambda * share,
+        dynamodb: one.dynamodb,
+        transactional_write: one.transactional_write,
+        billed_ms: one.billed_ms,
+    }
 }
 
 /// The cost model of one publish, per million, at `billed_ms` of Lambda duration.
@@ -574,6 +775,30 @@ impl ApiReport {
         s.push_str(&format!(
             "\nOne publish per million events: through the API ${:.2} (API Gateway ${:.2}, Lambda ${:.2} at {} ms and 256 MB, DynamoDB ${:.2}: one PutItem of 2 write units) against the application's transactional outbox write ${:.2} (4 write units).\n",
             p.api, p.api_gateway, p.lambda, p.billed_ms, p.dynamodb, p.transactional_write
+        ));
+        let r = &self.publish_requests;
+        let ops = |m: &std::collections::BTreeMap<String, f64>| {
+            m.iter()
+                .map(|(op, n)| format!("{n:.2} {}", op.trim_start_matches("dynamodb:")))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let b = &r.batch_cost;
+        s.push_str(&format!(
+            "
+AWS requests per published event ({} events each way, DynamoDB counted on the wire): one per request {:.2} (API Gateway and Lambda {:.2} each, DynamoDB {}); in batches of 100 {:.2} (API Gateway and Lambda {:.2} each, DynamoDB {}). Per million events in batches of 100: ${:.2} (API Gateway ${:.2}, Lambda ${:.2} at {} ms per batch, DynamoDB ${:.2}).\n",
+            r.events,
+            PublishRequests::total(r.single_api_requests, &r.single_dynamodb),
+            r.single_api_requests,
+            ops(&r.single_dynamodb),
+            PublishRequests::total(r.batch_api_requests, &r.batch_dynamodb),
+            r.batch_api_requests,
+            ops(&r.batch_dynamodb),
+            b.api,
+            b.api_gateway,
+            b.lambda,
+            b.billed_ms,
+            b.dynamodb
         ));
         s
     }

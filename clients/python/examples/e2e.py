@@ -313,6 +313,34 @@ def main() -> None:
         if json.loads(api_hit["body"]) != api_payload:
             raise RuntimeError(f"published body differs: {api_hit['body']!r}")
 
+        # A batch in one request, with a key: that event again (200, nothing written) and a
+        # new one without an id (202, an id made for it), delivered under that id.
+        batch_payload = {"order_id": order_id, "source": "batch"}
+        batch = tern.events.publish_batch(
+            tenant,
+            events=[
+                {"type": "order.paid", "payload": api_payload, "id": api_event_id},
+                {"type": "order.paid", "payload": batch_payload},
+            ],
+            idempotency_key=f"batch-{api_event_id}",
+        )
+        repeat_in_batch, made = batch.results
+        if not (
+            batch.failed == 0
+            and repeat_in_batch.status == 200
+            and made.status == 202
+            and isinstance(made.id, str)
+            and made.id.startswith("evt_")
+        ):
+            raise RuntimeError(f"publish_batch {batch.to_dict()}")
+        made_id = made.id
+        batch_hit = eventually(
+            "the batch's new event", 30, lambda: Receiver.first(made_id)
+        )
+        webhook.verify(batch_hit["body"], batch_hit["headers"])
+        if json.loads(batch_hit["body"]) != batch_payload:
+            raise RuntimeError(f"batch body differs: {batch_hit['body']!r}")
+
         # 6a. An error answer: RFC 9457 problem naming the field, as a TernApiError; its
         # content type through the generated call on the raw client.
         bad = api_error(

@@ -44,6 +44,7 @@ from tern_api.api.events import (
     get_event,
     list_event_attempts,
     publish_event,
+    publish_event_batch,
     resend_event,
 )
 from tern_api.api.portal import create_portal_session
@@ -66,12 +67,14 @@ from tern_api.models import (
     EventAttempts,
     NewEndpoint,
     NewEvent,
+    NewEventBatch,
     NewEventPayload,
     OutcomeFilter,
     PayloadFormat,
     PortalSession,
     PortalSessionRequest,
     PublishedEvent,
+    PublishedEventBatch,
     RecoverReport,
     RecoverRequest,
     ReplayReport,
@@ -499,6 +502,32 @@ class Events:
         )
         return unwrap(
             publish_event.sync_detailed(
+                _id("tenant_id", tenant_id),
+                client=self._client,
+                body=body,
+                idempotency_key=idempotency_key,
+            )
+        )
+
+    def publish_batch(
+        self,
+        tenant_id: str,
+        *,
+        events: list[NewEvent | Mapping[str, Any]],
+        idempotency_key: str | Unset = UNSET,
+    ) -> PublishedEventBatch:
+        """``publishEventBatch``: 1-100 events in one request, each a ``NewEvent`` or its JSON
+        form (``{"type": ..., "payload": {...}, "id": ...}``, ``id`` optional; the body at most
+        2,621,440 bytes), each published on its own. Returns one result per event, in order:
+        ``status`` 202 (published), 200 (published before with that id) or its problem's (400,
+        409, 413; 503: send it again); ``failed`` counts the events not published. Each result
+        names the event's ``id``, made for it when none was given: send a failed event again
+        with it. With ``idempotency_key`` a retried call returns the first call's results."""
+        body = NewEventBatch(
+            events=[e if isinstance(e, NewEvent) else NewEvent.from_dict(dict(e)) for e in events]
+        )
+        return unwrap(
+            publish_event_batch.sync_detailed(
                 _id("tenant_id", tenant_id),
                 client=self._client,
                 body=body,

@@ -187,6 +187,35 @@ FIXTURES: dict[str, dict[str, Any]] = {
         "created_at": T0,
         "created": True,
     },
+    "PublishedEventBatch": {
+        "results": [
+            {
+                "id": "evt_1",
+                "status": 202,
+                "event": {
+                    "id": "evt_1",
+                    "type": "order.paid",
+                    "tenant_id": "tnt_acme",
+                    "created_at": T0,
+                    "created": True,
+                },
+            },
+            {
+                "id": "evt_2",
+                "status": 409,
+                "problem": {
+                    "type": "urn:tern:problem:event-id-conflict",
+                    "title": "Event id already used",
+                    "status": 409,
+                    "detail": "event id evt_2 is already used by a different event",
+                    "field": "events[1].id",
+                },
+            },
+        ],
+        "created": 1,
+        "existing": 0,
+        "failed": 1,
+    },
     "Event": {
         "id": "evt_1",
         "tenant_id": "tnt_acme",
@@ -521,6 +550,30 @@ CASES = [
         body={"type": "order.paid", "payload": PAYLOAD, "id": "evt_o_1_paid"},
         keyed=lambda t, k: t.events.publish(
             TENANT, type="order.paid", payload=PAYLOAD, idempotency_key=k
+        ),
+    ),
+    Case(
+        "events.publish_batch",
+        "publishEventBatch",
+        lambda t: t.events.publish_batch(
+            TENANT,
+            events=[
+                {"type": "order.paid", "payload": PAYLOAD, "id": "evt_o_1_paid"},
+                tern_api.models.NewEvent(
+                    type_="order.shipped",
+                    payload=tern_api.models.NewEventPayload.from_dict({"order_id": "o_1"}),
+                ),
+            ],
+        ),
+        f"/v1/tenants/{TENANT_PATH}/event-batches",
+        body={
+            "events": [
+                {"type": "order.paid", "payload": PAYLOAD, "id": "evt_o_1_paid"},
+                {"type": "order.shipped", "payload": {"order_id": "o_1"}},
+            ]
+        },
+        keyed=lambda t, k: t.events.publish_batch(
+            TENANT, events=[{"type": "order.paid", "payload": PAYLOAD}], idempotency_key=k
         ),
     ),
     Case(

@@ -227,6 +227,27 @@ async function main(): Promise<void> {
     webhook.verify(apiHit.body, apiHit.headers);
     if (apiHit.body !== JSON.stringify(apiPayload)) throw new Error(`published body differs: ${apiHit.body}`);
 
+    // A batch in one request, with a key: that event again (200, nothing written) and a new
+    // one without an id (202, an id made for it), which is delivered under that id.
+    const batchPayload = { order_id: orderId, source: "batch" };
+    const batch = await tern.events.publishBatch(
+      tenant,
+      [
+        { type: "order.paid", payload: apiPayload, id: apiEventId },
+        { type: "order.paid", payload: batchPayload },
+      ],
+      { idempotencyKey: `batch-${apiEventId}` },
+    );
+    const [repeatInBatch, made] = batch.results;
+    if (batch.failed !== 0 || repeatInBatch?.status !== 200 || made?.status !== 202 || !made.id?.startsWith("evt_")) {
+      throw new Error(`publishBatch ${JSON.stringify(batch)}`);
+    }
+    const batchHit = await eventually("the batch's new event", 30, async () =>
+      received.find((r) => r.headers["webhook-id"] === made.id),
+    );
+    webhook.verify(batchHit.body, batchHit.headers);
+    if (batchHit.body !== JSON.stringify(batchPayload)) throw new Error(`batch body differs: ${batchHit.body}`);
+
     // 6a. An error answer: RFC 9457 problem naming the field, as a TernApiError; its
     // content type through the raw client.
     const bad = await apiError("an endpoint with a bad url", tern.endpoints.create(tenant, { url: "not a url" }));

@@ -149,6 +149,25 @@ const fixtures: { [K in keyof Schemas]?: Schemas[K] } = {
     waiting: { attempts_examined: 1, still_waiting: 1, resent: [resend], not_resendable: [], complete: true },
   },
   PublishedEvent: { id: "evt_1", type: "order.paid", tenant_id: "tnt_acme", created_at: T0, created: true },
+  PublishedEventBatch: {
+    results: [
+      { id: "evt_1", status: 202, event: { id: "evt_1", type: "order.paid", tenant_id: "tnt_acme", created_at: T0, created: true } },
+      {
+        id: "evt_2",
+        status: 409,
+        problem: {
+          type: "urn:tern:problem:event-id-conflict",
+          title: "Event id already used",
+          status: 409,
+          detail: "event id evt_2 is already used by a different event",
+          field: "events[1].id",
+        },
+      },
+    ],
+    created: 1,
+    existing: 0,
+    failed: 1,
+  },
   Event: {
     id: "evt_1",
     tenant_id: "tnt_acme",
@@ -405,6 +424,23 @@ const cases: Case[] = [
     path: `/v1/tenants/${TENANT_PATH}/events`,
     body: { type: "order.paid", payload, id: "evt_o_1_paid" },
     keyed: (t, k) => t.events.publish(TENANT, { type: "order.paid", payload }, { idempotencyKey: k }),
+  },
+  {
+    facade: "events.publishBatch",
+    operationId: "publishEventBatch",
+    call: (t) =>
+      t.events.publishBatch(TENANT, [
+        { type: "order.paid", payload, id: "evt_o_1_paid" },
+        { type: "order.shipped", payload: { order_id: "o_1" } },
+      ]),
+    path: `/v1/tenants/${TENANT_PATH}/event-batches`,
+    body: {
+      events: [
+        { type: "order.paid", payload, id: "evt_o_1_paid" },
+        { type: "order.shipped", payload: { order_id: "o_1" } },
+      ],
+    },
+    keyed: (t, k) => t.events.publishBatch(TENANT, [{ type: "order.paid", payload }], { idempotencyKey: k }),
   },
   {
     facade: "events.get",

@@ -28,6 +28,8 @@ export interface FunctionsProps {
 
 /** The attributes of a fan-out record item (shared/tern-aws/src/fanout.rs: its ledger spread and checkpoint), the only ones the relay may touch in the attempts table. */
 export const RELAY_CHECKPOINT_ATTRIBUTES = ['event_id', 'sk', 'fanout_through', 'fanout_shards', 'expires_at'];
+/** The partition keys of the tenants' subscriptions-version items in the endpoints table (shared/tern-aws/src/endpoints.rs, SUBSCRIPTIONS_PARTITION_PREFIX), the only items the relay may GetItem there. */
+export const SUBSCRIPTIONS_VERSION_KEYS = '#subscriptions#*';
 /**
  * What an enable's reset (tern_aws::health, `reset`) puts back after deleting an endpoint's
  * health item, all it may update: the key (`endpoint_key`) and the tenant index's keys, the rate-limit schedule (`rt`), and the history
@@ -57,6 +59,8 @@ interface FunctionSpec {
   readonly timeoutSeconds: number;
   readonly memoryMb: number;
   readonly environment: Record<string, string>;
+  /** Concurrency reserved for the function (none when unset). */
+  readonly reservedConcurrency?: number;
 }
 
 /**
@@ -124,6 +128,9 @@ export class Functions extends Construct {
       description: 'Tern sender: signs and POSTs one delivery, then records, retries or dead-letters it',
       timeoutSeconds: c.senderTimeoutSeconds,
       memoryMb: c.senderMemoryMb,
+      // Its mapping's maximum concurrency, reserved: the API, the portal and the other
+      // functions cannot take it, and the mapping is never throttled (lib/capacity.ts).
+      reservedConcurrency: c.senderReservedConcurrency,
       environment: {
         ...common,
         ...tracingEnv,
@@ -252,7 +259,9 @@ export class Functions extends Construct {
     // Endpoints (DynamoEndpointStore): GetItem reads one (every route under /endpoints/{id}
     // checks the tenant owns it); Query lists a tenant's (the list's pages, an event's
     // subscribers, the replay's target check); PutItem creates; UpdateItem is PATCH, enable,
-    // disable and the secret's rotation; DeleteItem deletes.
+    // disable and the secret's rotation; DeleteItem deletes. Create, PATCH and delete are one
+    // TransactWriteItems with an UpdateItem of the tenant's subscriptions version (the
+    // relay's cache): a transaction needs no action of its own.
     storage.endpoints.grant(
       this.api,
       'dynamodb:GetItem',
@@ -396,7 +405,8 @@ export class Functions extends Construct {
         bisectBatchOnError: es.bisectBatchOnFunctionError,
         retryAttempts: es.maximumRetryAttempts,
         maxRecordAge: Duration.seconds(es.maximumRecordAgeSeconds),
-        parallelizationFactor: es.parallelizationFactor,
+        // Derived from the target (lib/capacity.ts): concurrent batches per stream shard.
+        parallelizationFactor: c.relayParallelizationFactor,
         reportBatchItemFailures: es.reportBatchItemFailures,
         // Records that still fail after the retries leave the shard for this queue instead of blocking it.
         onFailure: new sources.SqsDlq(queues.relayFailures),
@@ -405,6 +415,16 @@ export class Functions extends Construct {
       }),
     );
     storage.endpoints.grant(this.relay, 'dynamodb:Query');
+    // Each tenant's subscriptions version (shared/tern-aws/src/endpoints.rs): one GetItem per
+    // tenant per batch tells a warm relay whether the list it keeps is current. Only those
+    // items, under partitions no tenant can name.
+    this.relay.addToRolePolicy(
+      new iam.PolicyStatement({
+        actions: ['dynamodb:GetItem'],
+        resources: [storage.endpoints.tableArn],
+        conditions: { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': [SUBSCRIPTIONS_VERSION_KEYS] } },
+      }),
+    );
     // Fan-out checkpoints (shared/tern-aws/src/fanout.rs): one item per event in the
     // attempts table, read and written whole. Only its attributes, so the relay can
     // neither read the attempt log nor write a delivery's state.
@@ -531,6 +551,7 @@ export class Functions extends Construct {
       timeout: Duration.seconds(spec.timeoutSeconds),
       memorySize: spec.memoryMb,
       environment: spec.environment,
+      reservedConcurrentExecutions: spec.reservedConcurrency,
       role,
       logGroup,
     };

@@ -2,15 +2,20 @@ import { RemovalPolicy } from 'aws-cdk-lib';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as kms from 'aws-cdk-lib/aws-kms';
 import { Construct } from 'constructs';
-import { TableCapacity, TableCapacityMode, TableSettings, TernSettings } from '../settings';
+import { CapacityPlan, DerivedTableCapacity } from '../capacity';
+import { TableCapacityMode, TableSettings, TernSettings } from '../settings';
 
 export interface StorageProps {
   readonly settings: TernSettings;
   /** Keep the tables when the stack is deleted or a table is replaced. */
   readonly retainData: boolean;
-  /** On-demand, or provisioned with auto scaling in the ranges of settings.capacity.tables. */
+  /** On-demand, or provisioned with auto scaling in the ranges of `capacity.tables`. */
   readonly capacityMode: TableCapacityMode;
+  /** What the deployment's target decides (lib/capacity.ts): provisioned mode's ranges of each table and of the waiting index. */
+  readonly capacity: CapacityPlan;
 }
+
+type Provisioned = DerivedTableCapacity & { targetUtilizationPercent: number };
 
 /**
  * The four DynamoDB tables. All are on-demand by default (or provisioned with
@@ -43,15 +48,18 @@ export class Storage extends Construct {
     super(scope, id);
     const removalPolicy = props.retainData ? RemovalPolicy.RETAIN : RemovalPolicy.DESTROY;
     const t = props.settings.tables;
-    const c = props.settings.capacity;
-    const capacity = (table: TableCapacity) =>
-      props.capacityMode === 'provisioned' ? { ...table, targetUtilizationPercent: c.targetUtilizationPercent } : undefined;
-    this.outbox = this.table('Outbox', t.outbox, removalPolicy, capacity(c.tables.outbox));
-    this.endpoints = this.table('Endpoints', t.endpoints, removalPolicy, capacity(c.tables.endpoints));
-    this.attempts = this.table('Attempts', t.attempts, removalPolicy, capacity(c.tables.attempts));
-    this.health = this.table('Health', t.health, removalPolicy, capacity(c.tables.health));
-    this.waitingIndexName = this.waitingIndex(t.attempts, capacity(c.tables.attempts));
-    this.tenantIndexName = this.tenantIndex(t.health, capacity(c.tables.health));
+    const ranges = props.capacity.tables;
+    const capacity = (table: DerivedTableCapacity): Provisioned | undefined =>
+      props.capacityMode === 'provisioned'
+        ? { ...table, targetUtilizationPercent: props.settings.capacity.targetUtilizationPercent }
+        : undefined;
+    this.outbox = this.table('Outbox', t.outbox, removalPolicy, capacity(ranges.outbox));
+    this.endpoints = this.table('Endpoints', t.endpoints, removalPolicy, capacity(ranges.endpoints));
+    this.attempts = this.table('Attempts', t.attempts, removalPolicy, capacity(ranges.attempts));
+    this.health = this.table('Health', t.health, removalPolicy, capacity(ranges.health));
+    this.waitingIndexName = this.waitingIndex(t.attempts, capacity(ranges.waitingIndex));
+    // The tenant index takes the health table's ranges (written once per endpoint, read by listings).
+    this.tenantIndexName = this.tenantIndex(t.health, capacity(ranges.health));
     this.secretsKey = new kms.Key(this, 'EndpointSecretsKey', {
       description: 'Tern: seals endpoint secrets at rest (wraps the keyring epoch keys kept in the endpoints table)',
       enableKeyRotation: true,
@@ -68,7 +76,7 @@ export class Storage extends Construct {
    * --tenant`): every item carries its keys, and no update changes them, so it is written
    * once per endpoint. Provisioned tables give it the health table's ranges.
    */
-  private tenantIndex(s: TableSettings, provisioned?: TableCapacity & { targetUtilizationPercent: number }): string {
+  private tenantIndex(s: TableSettings, provisioned?: Provisioned): string {
     const i = s.tenantIndex;
     if (!i) throw new Error('settings.json: tables.health.tenantIndex is required');
     this.health.addGlobalSecondaryIndex({
@@ -102,10 +110,10 @@ export class Storage extends Construct {
   /**
    * The sparse index of waiting deliveries on the attempts table: only state items listed
    * as waiting carry its keys, so it holds nothing else and a delivery that succeeds at
-   * once never writes it. Provisioned tables give it the table's ranges (it is written at
-   * most twice per retry, fewer times than the table).
+   * once never writes it. Provisioned mode gives it its own ranges (`capacity.tables.waitingIndex`:
+   * written twice per delivery that waits; a GSI short of write capacity throttles the table).
    */
-  private waitingIndex(s: TableSettings, provisioned?: TableCapacity & { targetUtilizationPercent: number }): string {
+  private waitingIndex(s: TableSettings, provisioned?: Provisioned): string {
     const w = s.waitingIndex;
     if (!w) throw new Error('settings.json: tables.attempts.waitingIndex is required');
     this.attempts.addGlobalSecondaryIndex({
@@ -133,7 +141,7 @@ export class Storage extends Construct {
     id: string,
     s: TableSettings,
     removalPolicy: RemovalPolicy,
-    provisioned?: TableCapacity & { targetUtilizationPercent: number },
+    provisioned?: Provisioned,
   ): dynamodb.Table {
     const table = new dynamodb.Table(this, id, {
       partitionKey: { name: s.partitionKey, type: dynamodb.AttributeType.STRING },

@@ -67,6 +67,7 @@ pub const ANSWERS_WITHOUT_SECRETS: &[&str] = &[
     "/v1/tenants/{tenant_id}/endpoints/{endpoint_id}/test",
     "/v1/tenants/{tenant_id}/endpoints/{endpoint_id}/recover",
     "/v1/tenants/{tenant_id}/events",
+    crate::BATCH_PUBLISH_ROUTE,
     "/v1/tenants/{tenant_id}/events/{event_id}/endpoints/{endpoint_id}/resend",
     "/v1/tenants/{tenant_id}/dead-letters/replay",
 ];
@@ -114,12 +115,19 @@ pub(crate) async fn idempotent(
     else {
         return next.run(request).await;
     };
-    let sealed = request
+    let route = request
         .extensions()
         .get::<MatchedPath>()
-        .is_none_or(|p| !ANSWERS_WITHOUT_SECRETS.contains(&p.as_str()));
+        .map(|p| p.as_str().to_owned());
+    let sealed = route
+        .as_deref()
+        .is_none_or(|p| !ANSWERS_WITHOUT_SECRETS.contains(&p));
     let (parts, body) = request.into_parts();
-    let limit = deps.settings.body_limit();
+    // The route's own limit: the batch publish takes more than one event's.
+    let limit = route.as_deref().map_or_else(
+        || deps.settings.body_limit(),
+        |r| deps.settings.body_limit_of(r),
+    );
     let Ok(bytes) = axum::body::to_bytes(body, limit).await else {
         return ApiError::new(
             Kind::PayloadTooLarge,

@@ -45,6 +45,26 @@ pub use openapi::openapi;
 /// around them): 16 KiB. The body limit is the payload limit plus this.
 pub const BODY_OVERHEAD_BYTES: usize = 16 * 1024;
 
+/// The batch publish route (`publishEventBatch`), as registered.
+pub const BATCH_PUBLISH_ROUTE: &str = "/v1/tenants/{tenant_id}/event-batches";
+
+/// Largest body of a batch publish, bytes: 2.5 MiB (2,621,440). In AWS the body reaches the
+/// function inside API Gateway's event as a JSON string (a JSON body is passed as text, not
+/// base64), where each `"` and `\` of it takes two bytes: at worst twice its size, which with
+/// the headers and the request context (under 64 KiB: an HTTP API takes at most 10 KB of
+/// request line and headers) stays under Lambda's 6 MB limit on a synchronous invocation's
+/// request (Lambda quotas, "Invocation payload (request and response)"). API Gateway's own
+/// limit, 10 MB (HTTP API quotas), is above it. It is above a single publish's limit at any
+/// payload limit a deployment may set, so any event that publishes alone fits in a batch.
+pub const MAX_BATCH_BODY_BYTES: usize = 5 * 512 * 1024;
+
+/// What the batch's body limit rests on: Lambda's 6 MB (taken as 6,000,000 bytes) holds
+/// twice the body and 64 KiB of headers and context.
+const _: () = assert!(2 * MAX_BATCH_BODY_BYTES + 64 * 1024 <= 6_000_000);
+const _: () = assert!(
+    MAX_BATCH_BODY_BYTES >= tern_core::event::MAX_CONFIGURABLE_PAYLOAD_BYTES + BODY_OVERHEAD_BYTES
+);
+
 /// The deployment's settings the API applies.
 #[derive(Debug, Clone)]
 pub struct ApiSettings {
@@ -63,9 +83,26 @@ pub struct ApiSettings {
 }
 
 impl ApiSettings {
-    /// Largest request body, bytes: the payload limit plus [`BODY_OVERHEAD_BYTES`].
+    /// Largest request body of every route but the batch publish, bytes: the payload limit
+    /// plus [`BODY_OVERHEAD_BYTES`].
     pub fn body_limit(&self) -> usize {
         self.max_payload_bytes.saturating_add(BODY_OVERHEAD_BYTES)
+    }
+
+    /// Largest request body of the route registered as `route`, bytes:
+    /// [`MAX_BATCH_BODY_BYTES`] for the batch publish, [`Self::body_limit`] for the others.
+    pub fn body_limit_of(&self, route: &str) -> usize {
+        if route == BATCH_PUBLISH_ROUTE {
+            self.largest_body_limit()
+        } else {
+            self.body_limit()
+        }
+    }
+
+    /// Largest request body of any route, bytes: what a layer that reads bodies before
+    /// routing (local mode's SigV4 check) must take.
+    pub fn largest_body_limit(&self) -> usize {
+        MAX_BATCH_BODY_BYTES.max(self.body_limit())
     }
 }
 

@@ -722,6 +722,55 @@ pub struct PublishedEvent {
     pub created: bool,
 }
 
+/// Events to publish in one request: each as `publishEvent` takes one.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"events": [
+    {"id": "evt_3f9c2b7e-order-o_1-paid", "type": "order.paid", "payload": {"order_id": "o_1", "amount": 4200}},
+    {"type": "order.shipped", "payload": {"order_id": "o_2"}}
+]}))]
+pub struct NewEventBatch {
+    /// 1 to 100 events (`tern_ops::publish::MAX_BATCH_EVENTS`), published each on its own:
+    /// each one's answer is in `results`, at the same index. The whole body is at most
+    /// 2,621,440 bytes (`x-max-body-bytes`; `tern_api::MAX_BATCH_BODY_BYTES`), each payload
+    /// at most the deployment's payload limit (256 KiB by default).
+    #[schema(min_items = 1, max_items = 100)]
+    pub events: Vec<NewEvent>,
+}
+
+/// What happened to one event of a batch: its `status` is what `publishEvent` would have
+/// answered for it alone.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct EventBatchResult {
+    /// The event's id: the one given, or the `evt_` id made for it (also when it failed:
+    /// publish it again with this id and a write that did land is not made twice). Absent
+    /// when the id given is not an id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// 202: published; 200: published before with this id (nothing written); otherwise the
+    /// status of `problem` (400, 409, 413; 503: retry it).
+    pub status: u16,
+    /// The event, when published now or before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event: Option<PublishedEvent>,
+    /// Why it was not published; its `field` names the event (`events[3].payload`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub problem: Option<crate::problem::Problem>,
+}
+
+/// The answer to a batch: one result per event, in the request's order, and their counts.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct PublishedEventBatch {
+    /// One per event, at the event's index.
+    pub results: Vec<EventBatchResult>,
+    /// Events published now (status 202).
+    pub created: u32,
+    /// Events published before with the same id, type and payload (status 200).
+    pub existing: u32,
+    /// Events not published (any other status): 0 when the whole batch is in.
+    pub failed: u32,
+}
+
 /// Where one delivery of an event stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]

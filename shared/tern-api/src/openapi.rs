@@ -49,12 +49,34 @@ impl Modify for SigV4 {
     }
 }
 
-/// The whole document: the routes' own, and on every POST the `Idempotency-Key` that
-/// [`crate::idempotency`] honours on every POST route.
+/// The whole document: the routes' own, on every POST the `Idempotency-Key` that
+/// [`crate::idempotency`] honours on every POST route, and the batch publish's body limit.
 pub fn openapi() -> utoipa::openapi::OpenApi {
     let mut doc = crate::routes::api().split_for_parts().1;
     idempotency_on_posts(&mut doc);
+    batch_body_limit(&mut doc);
     doc
+}
+
+/// The request body extension that states a route's own byte limit (OpenAPI has no keyword
+/// for a body's size): on the batch publish, [`crate::MAX_BATCH_BODY_BYTES`]. A body over it
+/// is a 413.
+pub const MAX_BODY_BYTES_EXTENSION: &str = "x-max-body-bytes";
+
+/// Writes [`MAX_BODY_BYTES_EXTENSION`] on the batch publish's request body.
+fn batch_body_limit(doc: &mut utoipa::openapi::OpenApi) {
+    if let Some(utoipa::openapi::RefOr::T(body)) = doc
+        .paths
+        .paths
+        .get_mut(crate::BATCH_PUBLISH_ROUTE)
+        .and_then(|item| item.post.as_mut())
+        .and_then(|op| op.request_body.as_mut())
+    {
+        body.extensions.get_or_insert_with(Default::default).insert(
+            MAX_BODY_BYTES_EXTENSION.to_owned(),
+            serde_json::json!(crate::MAX_BATCH_BODY_BYTES),
+        );
+    }
 }
 
 /// The `Idempotency-Key` header's pattern: 1-255 visible ASCII characters other than `"`

@@ -64,6 +64,7 @@ fn every_operation_is_named_signed_and_under_a_tenant() {
         "listEndpointAttempts",
         "recoverEndpoint",
         "publishEvent",
+        "publishEventBatch",
         "getEvent",
         "listEventAttempts",
         "resendEvent",
@@ -99,6 +100,13 @@ fn the_documented_bounds_are_the_domains_constants() {
     let n = |v: usize| u64::try_from(v).unwrap();
     for (schema, field, key, value) in [
         ("NewEndpoint", "headers", "maxItems", MAX_CUSTOM_HEADERS),
+        (
+            "NewEventBatch",
+            "events",
+            "maxItems",
+            tern_ops::publish::MAX_BATCH_EVENTS,
+        ),
+        ("NewEventBatch", "events", "minItems", 1),
         ("EndpointPatch", "headers", "maxItems", MAX_CUSTOM_HEADERS),
         (
             "CustomHeaderSetting",
@@ -178,6 +186,13 @@ fn the_documented_bounds_are_the_domains_constants() {
     ] {
         assert_eq!(max(schema, field, key), n(value), "{schema}.{field} {key}");
     }
+    // The batch publish's body limit is the router's.
+    assert_eq!(
+        doc["paths"][tern_api::BATCH_PUBLISH_ROUTE]["post"]["requestBody"]
+            [tern_api::openapi::MAX_BODY_BYTES_EXTENSION]
+            .as_u64(),
+        Some(n(tern_api::MAX_BATCH_BODY_BYTES))
+    );
     // Every refused header name is named in the document, with the webhook-* family.
     let described = schemas["CustomHeaderSetting"]["description"]
         .as_str()

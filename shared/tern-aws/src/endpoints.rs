@@ -1,13 +1,26 @@
 //! DynamoDB endpoint registry. Table key: `tenant_id` (partition), `endpoint_id` (sort),
 //! so the relay finds a tenant's endpoints with one Query.
+//!
+//! Each tenant also has a **subscriptions version** (issue 29): one small item under a
+//! partition no tenant can name (`#subscriptions#<tenant>`, sort key `version`), whose
+//! number every write that can change which endpoints the tenant has or what they
+//! subscribe to ([`EndpointStore::create`], [`EndpointStore::put`],
+//! [`EndpointStore::update`], [`EndpointStore::delete`]) adds one to **in the same
+//! transaction** (`TransactWriteItems`). The relay reads it (one strongly consistent
+//! `GetItem`) to know whether the list it keeps is still exact
+//! (`tern_handlers::subscription_cache`). Disable, enable and secret or key rotations
+//! leave it: they change nothing the relay reads.
 
 use std::collections::HashMap;
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
-use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
+use aws_sdk_dynamodb::types::{
+    AttributeValue, Delete, Put, ReturnValue, ReturnValuesOnConditionCheckFailure,
+    TransactWriteItem, Update,
+};
 use tern_core::endpoint::{EndpointSecret, EndpointUpdate};
 use tern_core::ports::{EndpointPage, EndpointStore, PortError};
 use tern_core::signing_key::EndpointSigningKey;
@@ -16,9 +29,75 @@ use tern_core::{Endpoint, EndpointId, TenantId};
 use std::sync::Arc;
 
 use crate::error::port_error;
-use crate::keyring::{self, DynamoKeyring};
+use crate::keyring::DynamoKeyring;
 use crate::sealed_item::{self, SecretsAtRest};
 use tern_core::sealed::{Keyring as _, SealContext, SealError};
+
+/// Partition key prefix of a tenant's subscriptions-version item: `#subscriptions#<tenant>`
+/// (no tenant can name it: tenant ids are `[A-Za-z0-9_-]`), so a tenant's `Query` never
+/// meets it and each tenant's version is its own key (read once per relay batch that holds
+/// the tenant's events, written once per endpoint change).
+pub const SUBSCRIPTIONS_PARTITION_PREFIX: &str = "#subscriptions#";
+
+/// Sort key of a tenant's subscriptions-version item.
+pub const SUBSCRIPTIONS_SORT_KEY: &str = "version";
+
+/// The number attribute of the subscriptions-version item.
+const VERSION_ATTRIBUTE: &str = "version";
+
+/// Tries of an endpoint write whose transaction a concurrent write of the same tenant
+/// cancelled (`TransactionConflict`): 5, waiting up to 20, 40, 80 and 160 ms between them
+/// (full jitter), about 300 ms at most, far inside the API's 25 s deadline.
+pub const VERSION_CONFLICT_TRIES: u32 = 5;
+
+/// Why DynamoDB cancelled a transaction, as far as the endpoint writes care.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cancelled {
+    /// The endpoint write's own condition failed (the first item's reason): an answer.
+    ConditionFailed,
+    /// Another transaction held an item: nothing written, worth trying again.
+    Conflict,
+}
+
+/// Reads a `TransactWriteItems` error: `None` when it is not a cancellation or the
+/// cancellation is neither of [`Cancelled`]'s (throttling, validation: the caller maps it).
+fn cancellation(error: Option<&TransactWriteItemsError>) -> Option<Cancelled> {
+    let Some(TransactWriteItemsError::TransactionCanceledException(c)) = error else {
+        return None;
+    };
+    let codes: Vec<&str> = c
+        .cancellation_reasons()
+        .iter()
+        .map(|r| r.code().unwrap_or("None"))
+        .collect();
+    if codes.first() == Some(&"ConditionalCheckFailed") {
+        Some(Cancelled::ConditionFailed)
+    } else if codes.contains(&"TransactionConflict") {
+        Some(Cancelled::Conflict)
+    } else {
+        None
+    }
+}
+
+/// The key of `tenant`'s subscriptions-version item.
+pub fn subscriptions_key(tenant: &TenantId) -> HashMap<String, AttributeValue> {
+    HashMap::from([
+        (
+            "tenant_id".to_owned(),
+            AttributeValue::S(format!("{SUBSCRIPTIONS_PARTITION_PREFIX}{tenant}")),
+        ),
+        (
+            "endpoint_id".to_owned(),
+            AttributeValue::S(SUBSCRIPTIONS_SORT_KEY.to_owned()),
+        ),
+    ])
+}
+
+/// True for an item of a partition no tenant can name (the keyring's, a subscriptions
+/// version): not an endpoint, skipped by the scans.
+pub fn is_reserved_item(item: &HashMap<String, AttributeValue>) -> bool {
+    matches!(item.get("tenant_id"), Some(AttributeValue::S(t)) if t.starts_with('#'))
+}
 
 /// Most Query calls one [`EndpointStore::list_page`] makes: 10. With a state filter a read
 /// can return fewer items than asked; the page then ends early, with a cursor.
@@ -241,7 +320,7 @@ impl DynamoEndpointStore {
                 .await
                 .map_err(port_error)?;
             for mut item in out.items.unwrap_or_default() {
-                if keyring::is_keyring_item(&item) {
+                if is_reserved_item(&item) {
                     continue;
                 }
                 report.scanned += 1;
@@ -450,6 +529,99 @@ impl DynamoEndpointStore {
 }
 
 impl DynamoEndpointStore {
+    /// `change` and the tenant's subscriptions version plus one, in one transaction
+    /// (`TransactWriteItems`: both or neither; it bills each write twice, for writes that
+    /// are rare). `Ok(false)` when `change`'s own condition failed: nothing was written.
+    /// A transaction that a concurrent one on the same tenant's version cancelled
+    /// (`TransactionConflict`: two writes to one tenant's endpoints at once) wrote nothing
+    /// and is tried again, [`VERSION_CONFLICT_TRIES`] tries in all, then is
+    /// [`PortError::Unavailable`] as any outage.
+    async fn write_with_version(
+        &self,
+        tenant: &TenantId,
+        change: TransactWriteItem,
+    ) -> Result<bool, PortError> {
+        let bump = Update::builder()
+            .table_name(&self.table)
+            .set_key(Some(subscriptions_key(tenant)))
+            .update_expression("ADD #v :one")
+            .expression_attribute_names("#v", VERSION_ATTRIBUTE)
+            .expression_attribute_values(":one", AttributeValue::N("1".into()))
+            .build()
+            .map_err(|e| PortError::Rejected(format!("version update does not build: {e}")))?;
+        let bump = TransactWriteItem::builder().update(bump).build();
+        let mut tried = 0;
+        loop {
+            tried += 1;
+            let result = self
+                .client
+                .transact_write_items()
+                .transact_items(change.clone())
+                .transact_items(bump.clone())
+                .send()
+                .await;
+            let e = match result {
+                Ok(_) => return Ok(true),
+                Err(e) => e,
+            };
+            match cancellation(e.as_service_error()) {
+                Some(Cancelled::ConditionFailed) => return Ok(false),
+                Some(Cancelled::Conflict) if tried < VERSION_CONFLICT_TRIES => {
+                    // Full jitter over 20 ms doubling: the other writer's transaction
+                    // takes milliseconds.
+                    let cap = 20u64 << (tried - 1);
+                    let wait = rand::random_range(0..=cap);
+                    tokio::time::sleep(std::time::Duration::from_millis(wait)).await;
+                }
+                _ => return Err(port_error(e)),
+            }
+        }
+    }
+
+    /// Endpoint `id`'s key.
+    fn endpoint_key(tenant: &TenantId, id: &EndpointId) -> HashMap<String, AttributeValue> {
+        HashMap::from([
+            (
+                "tenant_id".to_owned(),
+                AttributeValue::S(tenant.to_string()),
+            ),
+            ("endpoint_id".to_owned(), AttributeValue::S(id.to_string())),
+        ])
+    }
+
+    /// A tenant's endpoints, read strongly consistent or not.
+    async fn list_tenant(
+        &self,
+        tenant: &TenantId,
+        consistent: bool,
+    ) -> Result<Vec<Endpoint>, PortError> {
+        let mut endpoints = Vec::new();
+        let mut start = None;
+        loop {
+            let out = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression("tenant_id = :t")
+                .expression_attribute_values(":t", AttributeValue::S(tenant.to_string()))
+                .consistent_read(consistent)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(port_error)?;
+            // One corrupt endpoint must not stop delivery to the others.
+            for item in out.items.unwrap_or_default() {
+                self.read_listed(item, &mut endpoints).await?;
+            }
+            start = out.last_evaluated_key;
+            if start.is_none() {
+                return Ok(endpoints);
+            }
+        }
+    }
+}
+
+impl DynamoEndpointStore {
     /// Applies `update` when the endpoint exists and `condition` holds: `Ok(true)` when
     /// applied, `Ok(false)` when the endpoint exists but `condition` does not hold,
     /// [`PortError::Rejected`] when it does not exist.
@@ -525,27 +697,38 @@ impl EndpointStore for DynamoEndpointStore {
     }
 
     async fn list_for_tenant(&self, tenant: &TenantId) -> Result<Vec<Endpoint>, PortError> {
-        let mut endpoints = Vec::new();
-        let mut start = None;
-        loop {
-            let out = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .key_condition_expression("tenant_id = :t")
-                .expression_attribute_values(":t", AttributeValue::S(tenant.to_string()))
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .map_err(port_error)?;
-            // One corrupt endpoint must not stop delivery to the others.
-            for item in out.items.unwrap_or_default() {
-                self.read_listed(item, &mut endpoints).await?;
-            }
-            start = out.last_evaluated_key;
-            if start.is_none() {
-                return Ok(endpoints);
-            }
+        self.list_tenant(tenant, false).await
+    }
+
+    async fn list_for_tenant_current(&self, tenant: &TenantId) -> Result<Vec<Endpoint>, PortError> {
+        self.list_tenant(tenant, true).await
+    }
+
+    /// One strongly consistent `GetItem` of the tenant's version item (1 read unit): 0
+    /// when no write has made it yet (a tenant without endpoints, or whose endpoints were
+    /// all written before versions existed).
+    async fn subscriptions_version(&self, tenant: &TenantId) -> Result<Option<u64>, PortError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(subscriptions_key(tenant)))
+            .projection_expression("#v")
+            .expression_attribute_names("#v", VERSION_ATTRIBUTE)
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(port_error)?;
+        match out.item.as_ref().and_then(|i| i.get(VERSION_ATTRIBUTE)) {
+            None => Ok(Some(0)),
+            Some(AttributeValue::N(n)) => n.parse::<u64>().map(Some).map_err(|e| {
+                PortError::Rejected(format!(
+                    "subscriptions version of tenant {tenant} is not a whole number: {e}"
+                ))
+            }),
+            Some(_) => Err(PortError::Rejected(format!(
+                "subscriptions version of tenant {tenant} is not a number"
+            ))),
         }
     }
 
@@ -614,9 +797,9 @@ impl EndpointStore for DynamoEndpointStore {
                 .await
                 .map_err(port_error)?;
             // As in list_for_tenant: one corrupt item must not hide the others. The
-            // keyring's items are not endpoints.
+            // keyring's items and the subscriptions versions are not endpoints.
             for item in out.items.unwrap_or_default() {
-                if keyring::is_keyring_item(&item) {
+                if is_reserved_item(&item) {
                     continue;
                 }
                 self.read_listed(item, &mut endpoints).await?;
@@ -633,13 +816,16 @@ impl EndpointStore for DynamoEndpointStore {
         let mut item = to_item(endpoint)?;
         self.seal_attributes(&endpoint.tenant_id, &endpoint.id, &mut item)
             .await?;
-        self.client
-            .put_item()
+        let put = Put::builder()
             .table_name(&self.table)
             .set_item(Some(item))
-            .send()
-            .await
-            .map_err(port_error)?;
+            .build()
+            .map_err(|e| PortError::Rejected(format!("endpoint put does not build: {e}")))?;
+        self.write_with_version(
+            &endpoint.tenant_id,
+            TransactWriteItem::builder().put(put).build(),
+        )
+        .await?;
         Ok(())
     }
 
@@ -647,35 +833,31 @@ impl EndpointStore for DynamoEndpointStore {
         let mut item = to_item(endpoint)?;
         self.seal_attributes(&endpoint.tenant_id, &endpoint.id, &mut item)
             .await?;
-        let result = self
-            .client
-            .put_item()
+        let put = Put::builder()
             .table_name(&self.table)
             .set_item(Some(item))
             .condition_expression("attribute_not_exists(endpoint_id)")
-            .send()
-            .await;
-        match result {
-            Ok(_) => Ok(None),
-            Err(e)
-                if matches!(
-                    e.as_service_error(),
-                    Some(aws_sdk_dynamodb::operation::put_item::PutItemError::ConditionalCheckFailedException(_))
-                ) =>
-            {
-                // Read back whole (its secrets opened), as every other read.
-                self.get(&endpoint.tenant_id, &endpoint.id)
-                    .await?
-                    .map(Some)
-                    .ok_or_else(|| {
-                        PortError::Unavailable(format!(
-                            "endpoint {} was there and is gone: try again",
-                            endpoint.id
-                        ))
-                    })
-            }
-            Err(e) => Err(port_error(e)),
+            .build()
+            .map_err(|e| PortError::Rejected(format!("endpoint put does not build: {e}")))?;
+        if self
+            .write_with_version(
+                &endpoint.tenant_id,
+                TransactWriteItem::builder().put(put).build(),
+            )
+            .await?
+        {
+            return Ok(None);
         }
+        // Read back whole (its secrets opened), as every other read.
+        self.get(&endpoint.tenant_id, &endpoint.id)
+            .await?
+            .map(Some)
+            .ok_or_else(|| {
+                PortError::Unavailable(format!(
+                    "endpoint {} was there and is gone: try again",
+                    endpoint.id
+                ))
+            })
     }
 
     async fn disable(
@@ -781,26 +963,19 @@ impl EndpointStore for DynamoEndpointStore {
     }
 
     async fn delete(&self, tenant: &TenantId, id: &EndpointId) -> Result<(), PortError> {
-        match self
-            .client
-            .delete_item()
+        let delete = Delete::builder()
             .table_name(&self.table)
-            .key("tenant_id", AttributeValue::S(tenant.to_string()))
-            .key("endpoint_id", AttributeValue::S(id.to_string()))
+            .set_key(Some(Self::endpoint_key(tenant, id)))
             .condition_expression("attribute_exists(endpoint_id)")
-            .send()
-            .await
+            .build()
+            .map_err(|e| PortError::Rejected(format!("endpoint delete does not build: {e}")))?;
+        if self
+            .write_with_version(tenant, TransactWriteItem::builder().delete(delete).build())
+            .await?
         {
-            Ok(_) => Ok(()),
-            Err(e)
-                if matches!(
-                    e.as_service_error(),
-                    Some(DeleteItemError::ConditionalCheckFailedException(_))
-                ) =>
-            {
-                Err(not_found(tenant, id))
-            }
-            Err(e) => Err(port_error(e)),
+            Ok(())
+        } else {
+            Err(not_found(tenant, id))
         }
     }
 
@@ -888,9 +1063,29 @@ impl EndpointStore for DynamoEndpointStore {
         if !remove.is_empty() {
             expression.push_str(&format!(" REMOVE {}", remove.join(", ")));
         }
-        self.update_existing_named(tenant, id, &expression, names, values)
-            .await
-            .map(|_| ())
+        // With the subscriptions version: a PATCH may change the event types.
+        let mut change = Update::builder()
+            .table_name(&self.table)
+            .set_key(Some(Self::endpoint_key(tenant, id)))
+            .update_expression(expression)
+            .condition_expression("attribute_exists(endpoint_id)");
+        for (placeholder, attribute) in names {
+            change = change.expression_attribute_names(placeholder, attribute);
+        }
+        for (name, value) in values {
+            change = change.expression_attribute_values(name, value);
+        }
+        let change = change
+            .build()
+            .map_err(|e| PortError::Rejected(format!("endpoint update does not build: {e}")))?;
+        if self
+            .write_with_version(tenant, TransactWriteItem::builder().update(change).build())
+            .await?
+        {
+            Ok(())
+        } else {
+            Err(not_found(tenant, id))
+        }
     }
 
     async fn set_secrets(
@@ -917,5 +1112,53 @@ impl EndpointStore for DynamoEndpointStore {
         let value = self.sealed_value(tenant, id, "signing_keys", value).await?;
         self.update_existing(tenant, id, "SET signing_keys = :k", vec![(":k", value)])
             .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aws_sdk_dynamodb::types::CancellationReason;
+    use aws_sdk_dynamodb::types::error::TransactionCanceledException;
+
+    fn cancelled(codes: &[&str]) -> TransactWriteItemsError {
+        let mut e = TransactionCanceledException::builder();
+        for code in codes {
+            e = e.cancellation_reasons(CancellationReason::builder().code(*code).build());
+        }
+        TransactWriteItemsError::TransactionCanceledException(e.build())
+    }
+
+    #[test]
+    fn a_cancelled_transaction_is_told_apart_by_its_reasons() {
+        // The endpoint write is always the first item, the version the second.
+        assert_eq!(
+            cancellation(Some(&cancelled(&["ConditionalCheckFailed", "None"]))),
+            Some(Cancelled::ConditionFailed)
+        );
+        assert_eq!(
+            cancellation(Some(&cancelled(&["None", "TransactionConflict"]))),
+            Some(Cancelled::Conflict)
+        );
+        assert_eq!(
+            cancellation(Some(&cancelled(&["TransactionConflict", "None"]))),
+            Some(Cancelled::Conflict)
+        );
+        // Throttled: the SDK's own retries already ran; the caller maps it to Unavailable.
+        assert_eq!(
+            cancellation(Some(&cancelled(&["ThrottlingError", "None"]))),
+            None
+        );
+        assert_eq!(cancellation(None), None);
+    }
+
+    #[test]
+    fn reserved_items_are_not_endpoints() {
+        let item = |t: &str| HashMap::from([("tenant_id".to_owned(), AttributeValue::S(t.into()))]);
+        assert!(is_reserved_item(&subscriptions_key(
+            &TenantId::new("tnt_a").unwrap()
+        )));
+        assert!(is_reserved_item(&item(crate::keyring::KEYRING_PARTITION)));
+        assert!(!is_reserved_item(&item("tnt_a")));
     }
 }

@@ -231,12 +231,18 @@ enum Refusal {
         /// The item's `claim_takeover`.
         takeover: u32,
     },
+    /// The item holds the claim of this attempt that the processing which put this
+    /// message back asked for (its lease is the message's
+    /// [`DeliveryMessage::held_lease_ms`]), unfinished: that processing failed on our
+    /// side and will do nothing more; take it over at once.
+    PutBack,
 }
 
 fn refusal(
     item: Option<&HashMap<String, AttributeValue>>,
     key: u64,
     token: &AttributeValue,
+    held_lease: Option<i64>,
     now: DateTime<Utc>,
     resend: bool,
 ) -> Refusal {
@@ -263,9 +269,12 @@ fn refusal(
                 .unwrap_or(0),
         };
     }
-    let expired = number("lease_until").is_some_and(|l| l < now.timestamp_millis());
+    let lease = number("lease_until");
+    let expired = lease.is_some_and(|l| l < now.timestamp_millis());
     if same_attempt && unfinished && expired {
         Refusal::Expired
+    } else if same_attempt && unfinished && lease.is_some() && lease == held_lease {
+        Refusal::PutBack
     } else {
         Refusal::Settled(Claim::AlreadyClaimed)
     }
@@ -341,10 +350,23 @@ impl DynamoLedger {
             // Never over this call's own takeover: a retry whose first try was applied
             // must not count a second takeover (its lease can be over already when the
             // lease given was short).
+            // Or over the claim this message's put-back left (the lease it carries): its
+            // processing failed on our side and does nothing more.
             .condition_expression(format!(
-                "{}claim_key = :k AND claim_done = :f AND lease_until < :now \
+                "{}claim_key = :k AND claim_done = :f AND (lease_until < :now{}) \
                  AND (attribute_not_exists(claim_token) OR claim_token <> :tok)",
-                not_delivered_unless_resend(message)
+                not_delivered_unless_resend(message),
+                if message.held_lease_ms.is_some() {
+                    " OR lease_until = :held"
+                } else {
+                    ""
+                }
+            ))
+            .set_expression_attribute_values(Some(
+                message
+                    .held_lease_ms
+                    .map(|held| HashMap::from([(":held".to_owned(), n(held))]))
+                    .unwrap_or_default(),
             ))
             .expression_attribute_values(":k", n(message.attempt_key()))
             .expression_attribute_values(":lease", ms(lease_until))
@@ -363,16 +385,30 @@ impl DynamoLedger {
             Err(e) => {
                 return match e.as_service_error() {
                     Some(UpdateItemError::ConditionalCheckFailedException(c)) => {
-                        match refusal(c.item(), message.attempt_key(), token, now, message.resend) {
+                        match refusal(
+                            c.item(),
+                            message.attempt_key(),
+                            token,
+                            message.held_lease_ms,
+                            now,
+                            message.resend,
+                        ) {
                             Refusal::Settled(claim) => Ok(claim),
                             // Expired again already: someone else's takeover crashed in
-                            // between; leave it to the next redelivery.
-                            Refusal::Expired => Ok(Claim::AlreadyClaimed),
+                            // between; leave it to the next redelivery. Or the put-back's
+                            // claim still there: the write was refused for another reason.
+                            Refusal::Expired | Refusal::PutBack => Ok(Claim::AlreadyClaimed),
                             // Our first try took it over; its answer (the item as it was,
                             // with the holder's start time) is lost: the takeover time is
                             // the best bound for the abandoned try's row.
                             Refusal::Ours { takeover } => Ok(self
-                                .abandoned(message, takeover.saturating_sub(1), None, now)
+                                .abandoned(
+                                    message,
+                                    takeover.saturating_sub(1),
+                                    None,
+                                    now,
+                                    message.held_lease_ms.is_some(),
+                                )
                                 .await),
                         }
                     }
@@ -395,19 +431,39 @@ impl DynamoLedger {
             });
         }
         let claimed_at = number("claimed_at").and_then(DateTime::<Utc>::from_timestamp_millis);
-        Ok(self.abandoned(message, previous, claimed_at, now).await)
+        let put_back =
+            message.held_lease_ms.is_some() && number("lease_until") == message.held_lease_ms;
+        Ok(self
+            .abandoned(message, previous, claimed_at, now, put_back)
+            .await)
     }
 
     /// After a takeover at `now` of try `previous` of the message's attempt (claimed at
     /// `claimed_at`, when known): records that try as abandoned, unless its holder
-    /// recorded it, and returns the taker's claim.
+    /// recorded it, and returns the taker's claim. `put_back`: that try failed on our side
+    /// and put the message back ([`Refusal::PutBack`]), rather than crashed.
     async fn abandoned(
         &self,
         message: &DeliveryMessage,
         previous: u32,
         claimed_at: Option<DateTime<Utc>>,
         now: DateTime<Utc>,
+        put_back: bool,
     ) -> Claim {
+        let why = if put_back {
+            format!(
+                "the sender failed on our side before recording this attempt (an AWS call \
+                 failed or was throttled) and put the message back; it was taken over at {}; \
+                 the receiver may have received it",
+                now.to_rfc3339()
+            )
+        } else {
+            format!(
+                "the sender stopped before recording this attempt (crash or timeout); its lease \
+                 ran out and it was taken over at {}; the receiver may have received it",
+                now.to_rfc3339()
+            )
+        };
         let abandoned = AttemptRecord {
             event_id: message.event.id.clone(),
             endpoint_id: message.endpoint_id.clone(),
@@ -419,11 +475,7 @@ impl DynamoLedger {
             latency_ms: 0,
             status: None,
             error_class: None,
-            error: Some(format!(
-                "the sender stopped before recording this attempt (crash or timeout); its lease \
-                 ran out and it was taken over at {}; the receiver may have received it",
-                now.to_rfc3339()
-            )),
+            error: Some(why),
             location: None,
             response_excerpt: None,
             excerpt_truncated: false,
@@ -646,11 +698,20 @@ impl DeliveryLedger for DynamoLedger {
             Ok(_) => Ok(Claim::Granted),
             Err(e) => match e.as_service_error() {
                 Some(UpdateItemError::ConditionalCheckFailedException(c)) => {
-                    match refusal(c.item(), message.attempt_key(), &token, now, message.resend) {
+                    match refusal(
+                        c.item(),
+                        message.attempt_key(),
+                        &token,
+                        message.held_lease_ms,
+                        now,
+                        message.resend,
+                    ) {
                         Refusal::Settled(claim) => Ok(claim),
                         // Our own first try was applied: the claim is ours.
                         Refusal::Ours { takeover } => Ok(held(takeover)),
-                        Refusal::Expired => self.take_over(message, lease_until, &token).await,
+                        Refusal::Expired | Refusal::PutBack => {
+                            self.take_over(message, lease_until, &token).await
+                        }
                     }
                 }
                 _ => Err(port_error(e)),
@@ -1055,7 +1116,7 @@ mod tests {
         assert_ne!(mine, theirs, "each claim call has its own token");
         let ours = |i: &HashMap<String, AttributeValue>, key| {
             matches!(
-                refusal(Some(i), key, &mine, now, false),
+                refusal(Some(i), key, &mine, None, now, false),
                 Refusal::Ours { takeover: 2 }
             )
         };
@@ -1066,11 +1127,11 @@ mod tests {
         );
         // Another holder's live claim: a true duplicate.
         assert!(matches!(
-            refusal(Some(&item(&theirs, live)), 7, &mine, now, false),
+            refusal(Some(&item(&theirs, live)), 7, &mine, None, now, false),
             Refusal::Settled(Claim::AlreadyClaimed)
         ));
         assert!(matches!(
-            refusal(Some(&item(&theirs, over)), 7, &mine, now, false),
+            refusal(Some(&item(&theirs, over)), 7, &mine, None, now, false),
             Refusal::Expired
         ));
         // Our token but a later attempt's key, a finished claim, or a delivered pair.
@@ -1081,22 +1142,63 @@ mod tests {
         let mut delivered = item(&mine, live);
         delivered.insert("delivered_at".into(), AttributeValue::S(now.to_rfc3339()));
         assert!(matches!(
-            refusal(Some(&delivered), 7, &mine, now, false),
+            refusal(Some(&delivered), 7, &mine, None, now, false),
             Refusal::Settled(Claim::AlreadyDelivered)
         ));
         // A resend is sent to a delivered pair on purpose: its own claim is its own, and
         // another's live claim of the same attempt is a duplicate, delivered or not.
         assert!(matches!(
-            refusal(Some(&delivered), 7, &mine, now, true),
+            refusal(Some(&delivered), 7, &mine, None, now, true),
             Refusal::Ours { takeover: 2 }
         ));
         let mut theirs_delivered = item(&theirs, live);
         theirs_delivered.insert("delivered_at".into(), AttributeValue::S(now.to_rfc3339()));
         assert!(matches!(
-            refusal(Some(&theirs_delivered), 7, &mine, now, true),
+            refusal(Some(&theirs_delivered), 7, &mine, None, now, true),
             Refusal::Settled(Claim::AlreadyClaimed)
         ));
         assert_eq!(held(0), Claim::Granted);
         assert_eq!(held(3), Claim::TakenOver { takeover: 3 });
+    }
+
+    #[test]
+    fn a_put_back_copy_takes_over_only_the_claim_with_the_lease_it_carries() {
+        let now = Utc::now();
+        let live = (now + chrono::Duration::seconds(60)).timestamp_millis();
+        let (mine, theirs) = (claim_token(), claim_token());
+        // The claim its failed processing asked for, still live: taken over at once.
+        assert!(matches!(
+            refusal(Some(&item(&theirs, live)), 7, &mine, Some(live), now, false),
+            Refusal::PutBack
+        ));
+        // Another copy's live claim (another lease): a duplicate, left alone.
+        assert!(matches!(
+            refusal(
+                Some(&item(&theirs, live)),
+                7,
+                &mine,
+                Some(live - 1),
+                now,
+                false
+            ),
+            Refusal::Settled(Claim::AlreadyClaimed)
+        ));
+        // Not over another attempt's, a finished one, or a delivered pair.
+        assert!(matches!(
+            refusal(Some(&item(&theirs, live)), 8, &mine, Some(live), now, false),
+            Refusal::Settled(Claim::AlreadyClaimed)
+        ));
+        let mut done = item(&theirs, live);
+        done.insert("claim_done".into(), AttributeValue::Bool(true));
+        assert!(matches!(
+            refusal(Some(&done), 7, &mine, Some(live), now, false),
+            Refusal::Settled(Claim::AlreadyClaimed)
+        ));
+        let mut delivered = item(&theirs, live);
+        delivered.insert("delivered_at".into(), AttributeValue::S(now.to_rfc3339()));
+        assert!(matches!(
+            refusal(Some(&delivered), 7, &mine, Some(live), now, false),
+            Refusal::Settled(Claim::AlreadyDelivered)
+        ));
     }
 }

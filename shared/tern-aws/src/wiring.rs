@@ -11,6 +11,7 @@ use tern_handlers::endpoint_cache::CachedEndpoints;
 use tern_handlers::relay::RelayDeps;
 use tern_handlers::replay::ReplayDeps;
 use tern_handlers::sender::SenderDeps;
+use tern_handlers::subscription_cache::SubscriptionCache;
 use tern_http::client::ClientBuildError;
 use tern_http::{ClientOptions, DeliveryClient, DestinationPolicy, DnsResolver, HostLookup};
 
@@ -27,10 +28,12 @@ pub fn relay_deps(config: &RelayConfig, aws: &SdkConfig) -> RelayDeps {
     let sqs = aws_sdk_sqs::Client::new(aws);
     RelayDeps {
         // The relay needs subscriptions only: it never reads a secret, and never calls KMS.
-        endpoints: Arc::new(
+        // A warm relay keeps each tenant's list while the tenant's subscriptions version is
+        // unchanged (one GetItem per tenant per batch instead of a Query of its endpoints).
+        endpoints: Arc::new(SubscriptionCache::new(Arc::new(
             DynamoEndpointStore::new(aws_sdk_dynamodb::Client::new(aws), &config.endpoints_table)
                 .with_secrets(SecretsAtRest::Hidden),
-        ),
+        ))),
         delivery_queue: Arc::new(SqsQueue::new(sqs.clone(), &config.delivery_queue_url)),
         failure_queue: Arc::new(SqsQueue::new(sqs, &config.relay_failure_queue_url)),
         max_payload_bytes: config.max_payload_bytes,

@@ -27,6 +27,7 @@ pub mod outcome;
 pub mod pacing;
 pub mod portal;
 pub mod ports;
+pub mod put_back;
 pub mod rate_limit;
 pub mod receiver_auth;
 pub mod request;

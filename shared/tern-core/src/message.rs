@@ -196,6 +196,41 @@ pub struct DeliveryMessage {
     /// span links to it, so a pair's retries are linked in order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub previous_attempt: Option<TraceContext>,
+    /// How many times in a row this attempt was put back on the queue because the sender
+    /// failed on its own side (a throttled or failed AWS call: [`crate::put_back`]): the
+    /// next put-back waits longer. 0 (absent) for a message that never was; every other
+    /// change of the message (the next attempt, a requeue, a dead letter, a replay)
+    /// starts it again at 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub put_back: u32,
+    /// The lease, in milliseconds since the epoch, that the processing which put this
+    /// message back gave its claim of this attempt before it failed (the claim may or may
+    /// not have landed). The ledger lets this message take over a claim of this attempt
+    /// that still holds exactly this lease at once, instead of waiting for it to run out
+    /// ([`crate::ports::DeliveryLedger::claim`]); a claim with any other lease belongs to
+    /// another copy and is left alone. Cleared by every other change of the message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_lease_ms: Option<i64>,
+    /// How many times in a row this attempt was held back by its endpoint's open circuit
+    /// or its receiver's pause: each hold after the first keeps it away longer, towards
+    /// the queue's 900 s ([`crate::put_back::held_back_until`]). Reset by the next
+    /// attempt, a requeue, a dead letter and a replay.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub held_back: u32,
+    /// Set on a message put back after its attempt was delivered (the receiver answered
+    /// 2xx) but the delivered marker could not be written (throttled past its retries, or
+    /// cut off by the invocation's deadline): the successful attempt, for the marker. The
+    /// sender that receives it writes the marker and nothing else (no claim, no POST), so
+    /// a delivered pair is never forgotten while the queue can still carry its message.
+    /// Cleared by every other change of the message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivered_attempt: Option<crate::ports::AttemptRecord>,
+}
+
+/// For `skip_serializing_if`: a zero count is left out of the body.
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde passes a reference
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// Why a queue message body is not a delivery message.
@@ -266,6 +301,10 @@ impl DeliveryMessage {
             rate_slot: None,
             resend: false,
             ledger_shards: None,
+            put_back: 0,
+            held_lease_ms: None,
+            held_back: 0,
+            delivered_attempt: None,
         }
     }
 
@@ -398,6 +437,10 @@ impl DeliveryMessage {
             // The sender lists the retry when it queues it (`finish_retrying`).
             listed_waiting: true,
             rate_slot: None,
+            put_back: 0,
+            held_lease_ms: None,
+            held_back: 0,
+            delivered_attempt: None,
             ..self.clone()
         }
     }
@@ -422,6 +465,10 @@ impl DeliveryMessage {
             dead_letter: None,
             listed_waiting: true,
             rate_slot: None,
+            put_back: 0,
+            held_lease_ms: None,
+            held_back: 0,
+            delivered_attempt: None,
             ..self.clone()
         }
     }
@@ -436,6 +483,10 @@ impl DeliveryMessage {
             dead_letter: Some(dead_letter),
             listed_waiting: false,
             rate_slot: None,
+            put_back: 0,
+            held_lease_ms: None,
+            held_back: 0,
+            delivered_attempt: None,
             ..self.clone()
         }
     }
@@ -461,6 +512,10 @@ impl DeliveryMessage {
                 .or_else(|| self.replayed_from.clone()),
             budget_started_at: Some(Utc::now()),
             rate_slot: None,
+            put_back: 0,
+            held_lease_ms: None,
+            held_back: 0,
+            delivered_attempt: None,
             ..self.clone()
         }
     }

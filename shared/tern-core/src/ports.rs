@@ -96,6 +96,23 @@ pub trait EndpointStore: Send + Sync {
     }
     /// Every endpoint of a tenant, enabled or not.
     async fn list_for_tenant(&self, tenant: &TenantId) -> Result<Vec<Endpoint>, PortError>;
+    /// [`Self::list_for_tenant`] read so that every write acknowledged before the call is in
+    /// it (DynamoDB: a strongly consistent `Query`, twice the read units). The default is
+    /// [`Self::list_for_tenant`], for stores that read their own writes.
+    async fn list_for_tenant_current(&self, tenant: &TenantId) -> Result<Vec<Endpoint>, PortError> {
+        self.list_for_tenant(tenant).await
+    }
+    /// The tenant's subscriptions version: a number that every write which can change
+    /// which endpoints the tenant has or what they subscribe to (create, put, update,
+    /// delete) changes atomically with it, read so that a change acknowledged before the
+    /// call is seen. While it is unchanged, a list read after it with
+    /// [`Self::list_for_tenant_current`] still says who subscribes to what (the relay's
+    /// cache, `tern_handlers::subscription_cache`). `None` (the default) for a store that
+    /// keeps none: nothing may then be cached.
+    async fn subscriptions_version(&self, tenant: &TenantId) -> Result<Option<u64>, PortError> {
+        let _ = tenant;
+        Ok(None)
+    }
     /// Every endpoint.
     async fn list_all(&self) -> Result<Vec<Endpoint>, PortError>;
     /// One page of a tenant's endpoints in id order: those after `after`, at most `limit`,
@@ -355,8 +372,13 @@ pub trait DeliveryLedger: Send + Sync {
     /// taken over with that takeover's number), never count it another holder. An expired, unfinished lease on the same
     /// attempt can be taken over (its holder crashed): that is [`Claim::TakenOver`], and
     /// the ledger records the abandoned try in the attempt log (outcome
-    /// [`OUTCOME_ABANDONED`]) unless its holder recorded it. One conditional write in the
-    /// common case; a takeover costs two more.
+    /// [`OUTCOME_ABANDONED`]) unless its holder recorded it. So can, at once, an
+    /// unfinished claim of the same attempt whose lease is exactly the message's
+    /// [`DeliveryMessage::held_lease_ms`]: the message was put back by a processing that
+    /// failed on our side after asking for that claim ([`crate::put_back`]), and that
+    /// processing does nothing more; a claim with another lease is another copy's. A
+    /// store that keeps no leases (the in-memory ones of tests) may ignore it. One
+    /// conditional write in the common case; a takeover costs two more.
     async fn claim(
         &self,
         message: &DeliveryMessage,

@@ -18,4 +18,5 @@ pub mod relay_send;
 pub mod replay;
 pub mod sender;
 pub mod span_log;
+pub mod subscription_cache;
 pub mod telemetry;

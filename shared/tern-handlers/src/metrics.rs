@@ -87,6 +87,15 @@ pub struct Counts {
     /// Tries made again without spending an attempt (pushed back, or our failure): the
     /// same attempt back on the queue.
     pub requeued: u64,
+    /// Messages put back on the queue after a failure of ours (a throttled or failed AWS
+    /// call) as a new message with a short delay (`tern_core::put_back`), instead of a
+    /// batch failure that waits out the visibility timeout.
+    pub put_back: u64,
+    /// Messages left to SQS as batch failures: their processing failed on our side and
+    /// could not be put back (the put-back send failed, the delivery is past its retry
+    /// window, or a panic). Each waits out the visibility timeout and counts towards the
+    /// redrive's `maxReceiveCount`.
+    pub batch_failures: u64,
     /// Attempt latencies, in milliseconds.
     pub latencies_ms: Vec<u64>,
 }
@@ -169,6 +178,8 @@ impl Metrics {
             ("EndpointsPaused", c.endpoints_paused),
             ("PaceChanges", c.pace_changes),
             ("Requeued", c.requeued),
+            ("PutBack", c.put_back),
+            ("BatchFailures", c.batch_failures),
         ];
         let mut doc = Map::new();
         let mut defs = Vec::new();

@@ -45,7 +45,9 @@ use crate::telemetry;
 /// What the relay needs.
 #[derive(Clone)]
 pub struct RelayDeps {
-    /// Endpoint registry.
+    /// Endpoint registry. The Lambda and local mode wire it behind a
+    /// [`crate::subscription_cache::SubscriptionCache`], so a warm relay reads each tenant's
+    /// list once per change instead of once per batch.
     pub endpoints: Arc<dyn EndpointStore>,
     /// The delivery queue.
     pub delivery_queue: Arc<dyn MessageQueue>,
@@ -772,7 +774,8 @@ async fn deliver_plan(
 }
 
 /// The endpoints of the event's tenant that subscribe to it, enabled or not, looked up
-/// once per tenant and batch. A disabled endpoint gets its deliveries too: the sender
+/// once per tenant and batch (behind the subscription cache: one version read, the list
+/// from memory while the version is unchanged). A disabled endpoint gets its deliveries too: the sender
 /// dead-letters them `endpoint_disabled` (with a row in the attempt log), so they can be
 /// replayed once it is enabled, instead of vanishing. Sorted by id, so a fan-out cut short
 /// stops at a well-defined place.

@@ -3,10 +3,12 @@
 //! Per message: read it (malformed -> DLQ, `malformed_message`); claim the attempt in the
 //! ledger (a duplicate or an already-delivered pair is dropped without a POST) while
 //! loading the endpoint (deleted or disabled -> DLQ); POST; then per the failure table: delivered,
-//! retry later (DelaySeconds up to 900 s, Step Functions beyond), or dead-letter. Only a
-//! failure to reach our own infrastructure, or a panic, reports the message in
-//! `batchItemFailures`; SQS then retries it, and after `maxReceiveCount` redrives it to
-//! the DLQ.
+//! retry later (DelaySeconds up to 900 s, Step Functions beyond), or dead-letter. A
+//! message whose processing fails on our side (an AWS call throttled or failed) is put
+//! back as a new message with a short jittered delay ([`tern_core::put_back`]), carrying
+//! the lease of the claim it asked for; only a panic, a message not started for want of
+//! time, or a put-back SQS refused is reported in `batchItemFailures`, for SQS to retry
+//! after the visibility timeout and redrive to the DLQ after `maxReceiveCount`.
 //!
 //! Every dead letter whose event is known leaves a row in the attempt log, those made
 //! before any POST (endpoint disabled or deleted, no active secret, a retry window that
@@ -125,11 +127,24 @@ pub enum MessageOutcome {
         /// When it comes back.
         until: chrono::DateTime<Utc>,
     },
+    /// Its processing failed on our side (a throttled or failed AWS call, `error`): the
+    /// message was sent again as a new one, due in `delay_seconds` (real seconds, the
+    /// `DelaySeconds` it was given), its `put_back`-th time in a row, and the original
+    /// is deleted ([`tern_core::put_back`]). Not a batch failure: it does not wait out
+    /// the visibility timeout, and the redrive's receive count never sees it.
+    PutBack {
+        /// Why its processing failed.
+        error: String,
+        /// The delay it was given, seconds.
+        delay_seconds: u32,
+        /// Its put-backs in a row, this one included.
+        put_back: u32,
+    },
 }
 
 impl MessageOutcome {
     /// The outcome's name in reports and counters: `delivered`, `retrying`,
-    /// `dead_lettered`, `duplicate`, `waiting`, `deferred`, `requeued`.
+    /// `dead_lettered`, `duplicate`, `waiting`, `deferred`, `requeued`, `put_back`.
     pub fn kind(&self) -> &'static str {
         match self {
             Self::Delivered { .. } => "delivered",
@@ -139,6 +154,7 @@ impl MessageOutcome {
             Self::Waiting { .. } => "waiting",
             Self::Deferred { .. } => "deferred",
             Self::Requeued { .. } => "requeued",
+            Self::PutBack { .. } => "put_back",
         }
     }
 }
@@ -211,8 +227,12 @@ pub async fn handle_within(
                 .map(|m| (m.event.tenant_id.clone(), m.endpoint_id.clone()))
                 .collect();
             let now = Utc::now();
-            let due: Vec<&DeliveryMessage> =
-                parsed.iter().flatten().filter(|m| is_due(m, now)).collect();
+            // A message put back to write its delivered marker sends nothing: no slot.
+            let due: Vec<&DeliveryMessage> = parsed
+                .iter()
+                .flatten()
+                .filter(|m| m.delivered_attempt.is_none() && is_due(m, now))
+                .collect();
             crate::rate_limit::gates(
                 breaker,
                 deps.endpoints.as_ref(),
@@ -238,21 +258,43 @@ pub async fn handle_within(
         async move {
             let id = msg.message_id.clone().unwrap_or_default();
             let raw = msg.body.as_deref().unwrap_or("");
+            // Kept to put it back when its processing fails on our side.
+            let received = parsed.as_ref().ok().cloned();
             let admitted = Admitted::new(ctx);
             let result = AssertUnwindSafe(process(deps, &id, raw, parsed, metrics, ctx, &admitted))
                 .catch_unwind()
                 .await;
             // Whatever became of it, it holds back no more deferrals.
             admitted.mark();
-            let result = match result {
-                Ok(Ok(outcome)) => Ok(outcome),
-                Ok(Err(e)) => Err(e.to_string()),
-                Err(panic) => Err(format!("panic: {}", panic_text(&*panic))),
+            let (result, failure) = match result {
+                Ok(Ok(outcome)) => (Ok(outcome), Failure::None),
+                Ok(Err(e)) => {
+                    // Not started for want of time: nothing was done, and the invocation
+                    // has no time to spare; SQS delivers it again.
+                    let kind = if matches!(&e, PortError::Unavailable(t) if t == NOT_STARTED) {
+                        Failure::LeftToSqs
+                    } else {
+                        Failure::Ours
+                    };
+                    (Err(e.to_string()), kind)
+                }
+                // A panic may be the message itself (a poison message): left to SQS, whose
+                // redrive dead-letters it after `maxReceiveCount` receives.
+                Err(panic) => (
+                    Err(format!("panic: {}", panic_text(&*panic))),
+                    Failure::LeftToSqs,
+                ),
             };
             if let Err(e) = &result {
-                tracing::error!(message_id = %id, error = %e, "message failed; SQS will retry it");
+                tracing::warn!(message_id = %id, error = %e, "message failed");
             }
-            (id, result)
+            let failed = Failed {
+                kind: failure,
+                received,
+                claim_lease: admitted.claim_lease(),
+                delivered: admitted.delivered(),
+            };
+            ((id, result), failed)
         }
     });
     // The deferrals are put back as soon as every message is past its gate, while the
@@ -278,14 +320,27 @@ pub async fn handle_within(
                 .collect(),
         }
     };
-    let (mut results, not_put_back) = futures::join!(futures::future::join_all(tasks), put_back);
+    let (done, not_put_back) = futures::join!(futures::future::join_all(tasks), put_back);
+    let (mut results, mut failed): (Vec<MessageResult>, Vec<Failed>) = done.into_iter().unzip();
     for (id, error) in not_put_back {
-        tracing::error!(message_id = %id, %error, "deferred delivery not put back; SQS will retry it");
-        if let Some((_, r)) = results.iter_mut().find(|(rid, _)| *rid == id) {
-            *r = Err(error);
+        tracing::warn!(message_id = %id, %error, "deferred delivery not put back with the batch's deferrals");
+        if let Some(i) = results.iter().position(|(rid, _)| *rid == id) {
+            results[i].1 = Err(error);
+            failed[i].kind = Failure::Ours;
         }
     }
-    // For people, both: the health write and the endpoint log, together, before the answer.
+    // Our failures go back as new messages with a short delay, not as batch failures
+    // (tern_core::put_back).
+    let returning: Vec<Returning> = results
+        .iter()
+        .zip(&failed)
+        .filter_map(|((id, result), f)| {
+            let error = result.as_ref().err()?;
+            returning(deps, id, error, f)
+        })
+        .collect();
+    // For people, both: the health write and the endpoint log, together, before the
+    // answer; and the put-backs, which keep our failures out of flight.
     let settle = async {
         if let Some(breaker) = &deps.breaker {
             breaker
@@ -294,24 +349,160 @@ pub async fn handle_within(
         }
     };
     match deadline
-        .before_answer(async { futures::join!(settle, log.flush()).1 })
+        .before_answer(async {
+            futures::join!(settle, log.flush(), put_back_all(deps, &returning, metrics))
+        })
         .await
     {
-        Some(Ok(())) => {}
-        Some(Err(e)) => {
-            tracing::warn!(error = %e, "endpoint log not written; the events' histories have the attempts");
+        Some(((), flushed, put_back)) => {
+            if let Err(e) = flushed {
+                tracing::warn!(error = %e, "endpoint log not written; the events' histories have the attempts");
+            }
+            for (id, outcome) in put_back {
+                if let Some((_, r)) = results.iter_mut().find(|(rid, _)| *rid == id) {
+                    *r = Ok(outcome);
+                }
+            }
         }
         None => tracing::warn!(
-            "endpoint health and endpoint log not written: the invocation's deadline is near"
+            "endpoint health, endpoint log and put-backs not written: the invocation's deadline is near"
         ),
     }
     let mut response = SqsBatchResponse::default();
     for (id, r) in &results {
-        if r.is_err() {
+        if let Err(e) = r {
+            metrics.update(|c| c.batch_failures += 1);
+            tracing::error!(message_id = %id, error = %e, "message left to SQS: it comes back after the visibility timeout");
             response.add_failure(id.clone());
         }
     }
     (response, results)
+}
+
+/// How a message's processing failed, for what happens to it next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Failure {
+    /// It did not fail.
+    None,
+    /// On our side (an AWS call failed or was cut off): put back with a short delay.
+    Ours,
+    /// Not started for want of time, or a panic: a batch failure, for SQS to deliver again
+    /// after the visibility timeout (and its redrive to bound).
+    LeftToSqs,
+}
+
+/// What the end of the batch needs of a message that failed.
+struct Failed {
+    kind: Failure,
+    /// The message as received, when it was one.
+    received: Option<DeliveryMessage>,
+    /// The lease of the last claim its processing asked for ([`Admitted::claim_lease`]).
+    claim_lease: Option<chrono::DateTime<Utc>>,
+    /// Its successful attempt, when it was delivered and the marker lost.
+    delivered: Option<AttemptRecord>,
+}
+
+/// A failed message going back on the queue as a new message.
+struct Returning {
+    /// The failed message's SQS id.
+    message_id: String,
+    /// Why it failed.
+    error: String,
+    /// The message to send, its put-back count raised and the lease of the claim its
+    /// processing may hold ([`DeliveryMessage::held_lease_ms`]).
+    message: DeliveryMessage,
+    /// Its `DelaySeconds`.
+    delay_seconds: u32,
+}
+
+/// The put-back of a message that failed on our side, or `None` when it is left to SQS:
+/// not our failure, not a delivery message (SQS's redrive takes it to the DLQ), or past
+/// its retry window (its schedule would have dead-lettered it by now; the redrive does).
+/// The copy carries the lease its processing gave the claim, so it takes that claim over
+/// at once when it comes back, whether the claim landed or not.
+fn returning(deps: &SenderDeps, id: &str, error: &str, failed: &Failed) -> Option<Returning> {
+    if failed.kind != Failure::Ours {
+        return None;
+    }
+    let received = failed.received.as_ref()?;
+    // A redriven message's budget starts when it is processed (DeliveryMessage::replayed).
+    let budget = if received.dead_letter.is_some() {
+        received.replayed()
+    } else {
+        received.clone()
+    };
+    if Utc::now() > window_end(deps, &budget, None) {
+        return None;
+    }
+    let put_back = received.put_back.saturating_add(1);
+    let delay_seconds = tern_core::put_back::put_back_delay_seconds(
+        put_back,
+        rand::random(),
+        deps.policy.time_scale,
+    );
+    Some(Returning {
+        message_id: id.to_owned(),
+        error: error.to_owned(),
+        message: DeliveryMessage {
+            put_back,
+            held_lease_ms: failed.claim_lease.map(|l| l.timestamp_millis()),
+            delivered_attempt: failed
+                .delivered
+                .clone()
+                .or_else(|| received.delivered_attempt.clone()),
+            ..received.clone()
+        },
+        delay_seconds,
+    })
+}
+
+/// Sends the batch's failed messages again as new messages, each with its short delay,
+/// in `SendMessageBatch` calls of 10, all together: each one SQS took is
+/// [`MessageOutcome::PutBack`] (the original is then deleted as handled); one it did not
+/// take stays a batch failure.
+async fn put_back_all(
+    deps: &SenderDeps,
+    returning: &[Returning],
+    metrics: &Metrics,
+) -> Vec<(String, MessageOutcome)> {
+    let calls = returning.chunks(MAX_BATCH_ENTRIES).map(|chunk| async move {
+        let entries: Vec<QueueEntry> = chunk
+            .iter()
+            .enumerate()
+            .map(|(i, r)| delayed_entry(format!("p{i}"), &r.message, r.delay_seconds))
+            .collect();
+        let sent = match deps.delivery_queue.send_batch(&entries).await {
+            Ok(per_entry) => per_entry,
+            Err(e) => vec![Err(e); chunk.len()],
+        };
+        let mut put_back = Vec::new();
+        for (r, outcome) in chunk.iter().zip(sent) {
+            let m = &r.message;
+            match outcome {
+                Ok(()) => {
+                    metrics.update(|c| c.put_back += 1);
+                    tracing::warn!(delivery_id = %m.delivery_id, attempt = m.attempt, put_back = m.put_back, delay_seconds = r.delay_seconds, error = %r.error, "our failure; put back with a short delay");
+                    put_back.push((
+                        r.message_id.clone(),
+                        MessageOutcome::PutBack {
+                            error: r.error.clone(),
+                            delay_seconds: r.delay_seconds,
+                            put_back: m.put_back,
+                        },
+                    ));
+                }
+                Err(e) => {
+                    tracing::warn!(delivery_id = %m.delivery_id, error = %e, "not put back");
+                }
+            }
+        }
+        put_back
+    });
+    futures::future::join_all(calls)
+        .await
+        .into_iter()
+        .flatten()
+        .collect()
 }
 
 /// What the messages of one batch share: the endpoints' gates, the health counts, and
@@ -330,10 +521,13 @@ struct BatchContext<'a> {
     all_admitted: tokio::sync::Notify,
 }
 
-/// Marks one message past its gate, once: from then on it adds no deferral.
+/// Marks one message past its gate, once: from then on it adds no deferral. Also keeps
+/// the lease of the claim its processing asked for, which a put-back copy carries.
 struct Admitted<'a> {
     done: AtomicBool,
     batch: &'a BatchContext<'a>,
+    claim_lease: std::sync::Mutex<Option<chrono::DateTime<Utc>>>,
+    delivered: std::sync::Mutex<Option<AttemptRecord>>,
 }
 
 impl<'a> Admitted<'a> {
@@ -341,7 +535,45 @@ impl<'a> Admitted<'a> {
         Self {
             done: AtomicBool::new(false),
             batch,
+            claim_lease: std::sync::Mutex::default(),
+            delivered: std::sync::Mutex::default(),
         }
+    }
+
+    /// The lease for a claim about to be asked for ([`lease_from_now`]), remembered: the
+    /// claim may land even when its call fails, and a put-back copy must be able to take
+    /// it over.
+    fn new_lease(&self) -> chrono::DateTime<Utc> {
+        let lease = lease_from_now();
+        *self
+            .claim_lease
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(lease);
+        lease
+    }
+
+    /// Keeps the successful attempt whose delivered marker was lost, for the put-back.
+    fn keep_delivered(&self, record: AttemptRecord) {
+        *self
+            .delivered
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(record);
+    }
+
+    /// The successful attempt whose delivered marker was lost, if any.
+    fn delivered(&self) -> Option<AttemptRecord> {
+        self.delivered
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The lease of the last claim asked for, if any.
+    fn claim_lease(&self) -> Option<chrono::DateTime<Utc>> {
+        *self
+            .claim_lease
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn mark(&self) {
@@ -423,6 +655,12 @@ async fn process(
         Ok(m) => m,
         Err(e) => return dead_letter_malformed(deps, raw, &e, metrics, deadline).await,
     };
+    // Put back because its delivered marker was lost: the receiver has it; only the
+    // marker is left to write.
+    if let Some(record) = message.delivered_attempt.clone() {
+        return mark_delivered_or_put_back(deps, &message, record, metrics, deadline, admitted)
+            .await;
+    }
     // A message that carries its dead-letter record was redriven (console or replay):
     // it starts a fresh budget with the same webhook-id.
     let message = if message.dead_letter.is_some() {
@@ -446,6 +684,7 @@ async fn process(
                 DeadLetterReason::MalformedMessage,
                 metrics,
                 deadline,
+                admitted,
             )
             .await;
         }
@@ -474,7 +713,7 @@ async fn process(
                 until,
                 by_rate_limit,
             };
-            return defer(deps, message_id, message, deferral, metrics, ctx).await;
+            return defer(deps, message_id, message, deferral, metrics, ctx, admitted).await;
         }
         Pass::Hold(slot) => {
             return defer(
@@ -484,6 +723,7 @@ async fn process(
                 Deferral::Slot(slot),
                 metrics,
                 ctx,
+                admitted,
             )
             .await;
         }
@@ -515,13 +755,13 @@ async fn process(
                 ),
                 by_rate_limit: true,
             };
-            return defer(deps, message_id, message, deferral, metrics, ctx).await;
+            return defer(deps, message_id, message, deferral, metrics, ctx, admitted).await;
         }
     }
     // Past its gate: the batch's deferrals need not wait for this one's POST.
     admitted.mark();
 
-    let lease = lease_from_now();
+    let lease = admitted.new_lease();
     // The claim and the endpoint read run together: neither needs the other, and with
     // the endpoint cache warm the read costs nothing. A read made for a message that
     // turns out to be a duplicate is the price of not waiting for both in turn.
@@ -614,9 +854,44 @@ async fn process(
         .await;
     }
     attempt(
-        deps, message, takeover, &endpoint, metrics, ctx.health, deadline,
+        deps, message, takeover, &endpoint, metrics, ctx.health, deadline, admitted,
     )
     .await
+}
+
+/// Writes the delivered marker of `message`'s successful attempt `record` (retried,
+/// [`crate::markers`]). Written, or refused because the pair is marked already: the
+/// delivery is delivered. Still not written (throttled past its retries, or cut off by
+/// the deadline): the message is put back carrying `record`
+/// ([`DeliveryMessage::delivered_attempt`]), so the sender that receives it writes the
+/// marker and sends nothing; a delivered pair is not forgotten.
+async fn mark_delivered_or_put_back(
+    deps: &SenderDeps,
+    message: &DeliveryMessage,
+    record: AttemptRecord,
+    metrics: &Metrics,
+    deadline: &Deadline,
+    admitted: &Admitted<'_>,
+) -> Result<MessageOutcome, PortError> {
+    let retry = markers::MarkerRetry::default();
+    let write = markers::mark_delivered(deps.ledger.as_ref(), message, &record, &retry, metrics);
+    match deadline.before_tail(write).await {
+        Some(markers::MarkerWrite::Written { .. } | markers::MarkerWrite::NotOurs(_)) => {
+            Ok(MessageOutcome::Delivered {
+                attempt: record.attempt,
+            })
+        }
+        lost => {
+            if lost.is_none() {
+                metrics.update(|c| c.markers_lost += 1);
+            }
+            tracing::error!(delivery_id = %message.delivery_id, attempt = record.attempt, "delivered marker not written; the message goes back to write it");
+            admitted.keep_delivered(record);
+            Err(PortError::Unavailable(
+                "delivered, but its delivered marker was not written".into(),
+            ))
+        }
+    }
 }
 
 /// A copy of a message that must not be sent ([`Claim::AlreadyDelivered`], or another
@@ -668,8 +943,8 @@ fn window_end(
 /// the attempt over; then one `SendMessage` (a wait beyond 900 s is carried by chained
 /// queue delays, `not_before`). A claim no longer this try's (taken over, finished, or
 /// the pair delivered) means another copy carries the pair: this one is dropped. A release
-/// or send that fails is the message's batch failure: SQS delivers it again, and its copy
-/// takes the attempt over.
+/// or send that fails fails the message: it is put back with a short delay (or, failing
+/// that, left to SQS), and its copy takes the attempt over.
 #[allow(clippy::too_many_arguments)]
 async fn requeue(
     deps: &SenderDeps,
@@ -851,6 +1126,7 @@ async fn defer(
     deferral: Deferral,
     metrics: &Metrics,
     ctx: &BatchContext<'_>,
+    admitted: &Admitted<'_>,
 ) -> Result<MessageOutcome, PortError> {
     let deadline = &ctx.deadline;
     let endpoint = carry(
@@ -863,7 +1139,8 @@ async fn defer(
     let endpoint = match usable_endpoint(deps, &message, endpoint, deadline).await? {
         Ok(e) => e,
         Err(reason) => {
-            return dead_letter_unclaimed(deps, &message, reason, metrics, deadline).await;
+            return dead_letter_unclaimed(deps, &message, reason, metrics, deadline, admitted)
+                .await;
         }
     };
     let window_end = window_end(deps, &message, Some(&endpoint));
@@ -881,9 +1158,32 @@ async fn defer(
             DeadLetterReason::Exhausted,
             metrics,
             deadline,
+            admitted,
         )
         .await;
     }
+    // Held back by the circuit or a pause again and again: each hold after the first
+    // keeps it away longer, towards the queue's 900 s (tern_core::put_back), so a dead
+    // endpoint's backlog is not received every probe interval. Never past its window's
+    // end by more than a moment: it is dead-lettered `exhausted` when it comes back.
+    let (until, held_back) = if by_rate_limit {
+        (until, message.held_back)
+    } else {
+        let now = Utc::now();
+        let grown = tern_core::put_back::held_back_until(
+            until,
+            message.held_back,
+            tern_core::put_back::held_back_cap(deps.policy.time_scale),
+            rand::random(),
+            now,
+        );
+        let grown = if grown > window_end {
+            until.max(window_end + chrono::Duration::seconds(1))
+        } else {
+            grown
+        };
+        (grown, message.held_back.saturating_add(1))
+    };
     if !message.listed_waiting {
         // Held back before an attempt of its own was claimed (a first attempt, or a
         // replayed one): listed once, so "what is waiting" counts it. A retry was listed
@@ -896,6 +1196,9 @@ async fn defer(
         not_before: slot.is_none().then_some(until),
         listed_waiting: true,
         rate_slot: slot,
+        held_back,
+        put_back: 0,
+        held_lease_ms: None,
         ..message
     };
     // Put back with the batch's other deferrals, in as few calls as possible.
@@ -926,6 +1229,7 @@ async fn list_as_waiting(
     .await;
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn attempt(
     deps: &SenderDeps,
     message: DeliveryMessage,
@@ -934,6 +1238,7 @@ async fn attempt(
     metrics: &Metrics,
     health: &BatchHealth,
     invocation: &Deadline,
+    admitted: &Admitted<'_>,
 ) -> Result<MessageOutcome, PortError> {
     let (schedule, max_attempts) = endpoint.retry_policy(&deps.policy.schedule);
     let deadline = endpoint
@@ -1177,6 +1482,7 @@ async fn attempt(
             MessageOutcome::Duplicate(_) => OUTCOME_DUPLICATE.into(),
             MessageOutcome::Waiting { .. } => "waiting".into(),
             MessageOutcome::Deferred { .. } => "deferred".into(),
+            MessageOutcome::PutBack { .. } => "put_back".into(),
         },
         next_wait_seconds: wait,
     };
@@ -1200,12 +1506,16 @@ async fn attempt(
         MessageOutcome::Delivered { .. } => {
             // The POST succeeded: the marker stops a second one. Retried within the
             // attempt's budget and the invocation's time; a lost one is counted
-            // (crate::markers).
-            let retry = markers::MarkerRetry::default();
-            let write =
-                markers::mark_delivered(deps.ledger.as_ref(), &message, &record, &retry, metrics);
-            marker_before_tail(invocation, write, &message, metrics).await;
-            Ok(outcome)
+            // (crate::markers) and the message goes back to write it.
+            mark_delivered_or_put_back(
+                deps,
+                &message,
+                record.clone(),
+                metrics,
+                invocation,
+                admitted,
+            )
+            .await
         }
         MessageOutcome::Retrying { wait_seconds, .. } => {
             let first = message.first_attempt_at.unwrap_or(started);
@@ -1260,7 +1570,8 @@ async fn attempt(
         }
         MessageOutcome::Duplicate(_)
         | MessageOutcome::Waiting { .. }
-        | MessageOutcome::Deferred { .. } => Ok(outcome),
+        | MessageOutcome::Deferred { .. }
+        | MessageOutcome::PutBack { .. } => Ok(outcome),
     };
     if !delivered {
         let write = deps.ledger.record_attempt(&message, &record);
@@ -1408,6 +1719,9 @@ async fn not_sent(
         not_before: Some(until),
         listed_waiting: true,
         rate_slot: None,
+        put_back: 0,
+        held_lease_ms: None,
+        held_back: 0,
         ..message.clone()
     };
     requeue(
@@ -1668,11 +1982,12 @@ async fn dead_letter_unclaimed(
     reason: DeadLetterReason,
     metrics: &Metrics,
     deadline: &Deadline,
+    admitted: &Admitted<'_>,
 ) -> Result<MessageOutcome, PortError> {
     let claim = carry(
         deadline,
         "claim",
-        deps.ledger.claim(message, lease_from_now()),
+        deps.ledger.claim(message, admitted.new_lease()),
     )
     .await?;
     let Some(takeover) = claim.granted_takeover() else {

@@ -60,11 +60,13 @@ pub fn deps(local: &crate::LocalTern) -> Result<ApiDeps, LocalApiError> {
     Ok(api_deps(&config, &local.aws, local.lookup.clone())?)
 }
 
-/// The local authenticator for `credentials` (body limit as the deps say).
+/// The local authenticator for `credentials`. It reads a body before the routes do (to
+/// check its hash), so it takes the largest any route takes (a batch publish's); each route
+/// then applies its own.
 pub fn authenticator(deps: &ApiDeps, credentials: Vec<LocalCredential>) -> Authenticator {
     Authenticator::LocalSigV4 {
         verifier: Arc::new(SigV4Verifier::new(LOCAL_REGION, credentials)),
-        body_limit: deps.settings.body_limit(),
+        body_limit: deps.settings.largest_body_limit(),
     }
 }
 

@@ -205,10 +205,10 @@ pub struct RelaySource {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SenderSource {
-    /// Messages per invocation (at most 10).
+    /// Messages per invocation (at most 10). Its concurrency in AWS comes from
+    /// `capacity.targetDeliveriesPerSecond` (`infra/lib/capacity.ts`); local mode's pollers
+    /// have their own (`LocalOptions::sender_concurrency`).
     pub batch_size: i32,
-    /// Concurrent invocations.
-    pub maximum_concurrency: u32,
 }
 
 /// Delivery defaults.

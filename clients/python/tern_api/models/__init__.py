@@ -31,10 +31,12 @@ from .endpoint_patch import EndpointPatch
 from .endpoint_state_filter import EndpointStateFilter
 from .event import Event
 from .event_attempts import EventAttempts
+from .event_batch_result import EventBatchResult
 from .event_payload_type_0 import EventPayloadType0
 from .last_failure import LastFailure
 from .new_endpoint import NewEndpoint
 from .new_event import NewEvent
+from .new_event_batch import NewEventBatch
 from .new_event_payload import NewEventPayload
 from .outcome_filter import OutcomeFilter
 from .payload_format import PayloadFormat
@@ -42,6 +44,7 @@ from .portal_session import PortalSession
 from .portal_session_request import PortalSessionRequest
 from .problem import Problem
 from .published_event import PublishedEvent
+from .published_event_batch import PublishedEventBatch
 from .receiver_auth_type import ReceiverAuthType
 from .receiver_auth_view import ReceiverAuthView
 from .recover_report import RecoverReport
@@ -91,10 +94,12 @@ __all__ = (
     "EndpointStateFilter",
     "Event",
     "EventAttempts",
+    "EventBatchResult",
     "EventPayloadType0",
     "LastFailure",
     "NewEndpoint",
     "NewEvent",
+    "NewEventBatch",
     "NewEventPayload",
     "OutcomeFilter",
     "PayloadFormat",
@@ -102,6 +107,7 @@ __all__ = (
     "PortalSessionRequest",
     "Problem",
     "PublishedEvent",
+    "PublishedEventBatch",
     "ReceiverAuthType",
     "ReceiverAuthView",
     "RecoverReport",

@@ -257,6 +257,30 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/tenants/{tenant_id}/event-batches": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Publish up to 100 events in one request, each as `publishEvent` publishes one (the same
+         *     checks and limits, idempotent on its `id`), each on its own: one event's problem does
+         *     not stop the others. The answer is 200 with a result per event, in order, whose `status`
+         *     is what `publishEvent` would have answered for it (202, 200, or its problem's); `failed`
+         *     counts the events not published. A body that is not a batch (no `events`, 0 or more
+         *     than 100, an event without `type` or `payload`) is refused whole, nothing written.
+         */
+        post: operations["publishEventBatch"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/tenants/{tenant_id}/events": {
         parameters: {
             query?: never;
@@ -1057,6 +1081,26 @@ export interface components {
             /** @description The event. */
             event_id: string;
         };
+        /**
+         * @description What happened to one event of a batch: its `status` is what `publishEvent` would have
+         *     answered for it alone.
+         */
+        EventBatchResult: {
+            event?: components["schemas"]["PublishedEvent"] | null;
+            /**
+             * @description The event's id: the one given, or the `evt_` id made for it (also when it failed:
+             *     publish it again with this id and a write that did land is not made twice). Absent
+             *     when the id given is not an id.
+             */
+            id?: string | null;
+            problem?: components["schemas"]["Problem"] | null;
+            /**
+             * Format: int32
+             * @description 202: published; 200: published before with this id (nothing written); otherwise the
+             *     status of `problem` (400, 409, 413; 503: retry it).
+             */
+            status: number;
+        };
         /** @description An endpoint's last failure. */
         LastFailure: {
             /**
@@ -1197,6 +1241,36 @@ export interface components {
             type: string;
         };
         /**
+         * @description Events to publish in one request: each as `publishEvent` takes one.
+         * @example {
+         *       "events": [
+         *         {
+         *           "id": "evt_3f9c2b7e-order-o_1-paid",
+         *           "payload": {
+         *             "amount": 4200,
+         *             "order_id": "o_1"
+         *           },
+         *           "type": "order.paid"
+         *         },
+         *         {
+         *           "payload": {
+         *             "order_id": "o_2"
+         *           },
+         *           "type": "order.shipped"
+         *         }
+         *       ]
+         *     }
+         */
+        NewEventBatch: {
+            /**
+             * @description 1 to 100 events (`tern_ops::publish::MAX_BATCH_EVENTS`), published each on its own:
+             *     each one's answer is in `results`, at the same index. The whole body is at most
+             *     2,621,440 bytes (`x-max-body-bytes`; `tern_api::MAX_BATCH_BODY_BYTES`), each payload
+             *     at most the deployment's payload limit (256 KiB by default).
+             */
+            events: components["schemas"]["NewEvent"][];
+        };
+        /**
          * @description How an attempt ended, as a filter.
          * @enum {string}
          */
@@ -1295,6 +1369,26 @@ export interface components {
             tenant_id: string;
             /** @description Event type. */
             type: string;
+        };
+        /** @description The answer to a batch: one result per event, in the request's order, and their counts. */
+        PublishedEventBatch: {
+            /**
+             * Format: int32
+             * @description Events published now (status 202).
+             */
+            created: number;
+            /**
+             * Format: int32
+             * @description Events published before with the same id, type and payload (status 200).
+             */
+            existing: number;
+            /**
+             * Format: int32
+             * @description Events not published (any other status): 0 when the whole batch is in.
+             */
+            failed: number;
+            /** @description One per event, at the event's index. */
+            results: components["schemas"]["EventBatchResult"][];
         };
         /**
          * @description Authentication to the receiver, as a create or a PATCH sets it, by `type`: `none`,
@@ -3176,6 +3270,127 @@ export interface operations {
                 };
             };
             /** @description The state of a resource refuses the request (`type` says which). Also `idempotency-key-in-use`: a request with this `Idempotency-Key` is still running: retry after `Retry-After` seconds for its answer. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is larger than the limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is not JSON. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `idempotency-key-reused`: the `Idempotency-Key` was used in the last 24 hours for another request (another route, path or body). */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A service Tern depends on did not answer in time; retry (after `Retry-After`). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    publishEventBatch: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes retries of this request safe (Stripe's semantics; draft-ietf-httpapi-idempotency-key-header): 1-255 visible ASCII characters (a UUID), bare or in double quotes, per tenant. For 24 hours the same key with the same request (route, path and body) answers what the first request answered (its status and body, with `Idempotent-Replayed: true`) and does nothing again; with another request it is a 422 `idempotency-key-reused`; while the first still runs, a 409 `idempotency-key-in-use`. An answer of 5xx (or 429) is not kept: a retry runs again. */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                /** @description Tenant id: 1-128 ASCII letters, digits, `_` and `-` (`tern_core::ids::MAX_ID_LEN`); another is a 400 naming `tenant_id` */
+                tenant_id: string;
+            };
+            cookie?: never;
+        };
+        /** @description 1-100 events; the whole body at most 2,621,440 bytes (`x-max-body-bytes`), each payload at most the deployment's payload limit (256 KiB by default). */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NewEventBatch"];
+            };
+        };
+        responses: {
+            /** @description Each event's result, in order; `failed` counts those not published (retry them, with the ids answered) */
+            200: {
+                headers: {
+                    /** @description `true` when this is the answer kept for the request's `Idempotency-Key`, replayed */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PublishedEventBatch"];
+                };
+            };
+            /** @description An input is invalid; `field` names it. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /**
+             * @description The request reached the function without an IAM caller (a route left without IAM
+             *     authorization).
+             */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /**
+             * @description The caller may not act on this tenant, or the request is not signed, or not signed
+             *     right (`signature-refused`: API Gateway's IAM authorization in AWS, answering
+             *     `{"message": ...}`; local mode's check, a problem).
+             */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No such resource in this tenant (another tenant's id is one). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `idempotency-key-in-use`: a request with this `Idempotency-Key` is still running: retry after `Retry-After` seconds for its answer. */
             409: {
                 headers: {
                     [name: string]: unknown;

@@ -1,5 +1,6 @@
-//! `/v1/tenants/{tenant_id}/events...`: publish, one event with its deliveries, its
-//! attempts, and a resend to one endpoint.
+//! `/v1/tenants/{tenant_id}/events...`: publish (one event, or a batch at
+//! `/event-batches`), one event with its deliveries, its attempts, and a resend to one
+//! endpoint.
 
 use std::collections::BTreeMap;
 
@@ -9,15 +10,17 @@ use axum::http::{HeaderMap, StatusCode};
 use serde_json::value::RawValue;
 use tern_core::ports::DeliveryState as LedgerState;
 use tern_core::{EndpointId, EventId, PayloadError, TenantId, TraceContext, TraceContextError};
-use tern_ops::publish::{PublishError, PublishOutcome};
+use tern_ops::publish::{
+    BatchEvent, BatchEventError, MAX_BATCH_EVENTS, PublishError, PublishOutcome,
+};
 use tern_ops::resend::{ResendDeps, ResendError};
 
 use super::{Conflict, EventEndpointPath, EventPath, Problems, TenantPath};
 use crate::ApiDeps;
 use crate::extract::{ApiJson, ApiPath, endpoint_id, event_id, tenant};
 use crate::model::{
-    Attempt, DeadLetteredBudget, DeliveryState, DeliveryStatus, Event, EventAttempts, NewEvent,
-    PublishedEvent, Resend,
+    Attempt, DeadLetteredBudget, DeliveryState, DeliveryStatus, Event, EventAttempts,
+    EventBatchResult, NewEvent, NewEventBatch, PublishedEvent, PublishedEventBatch, Resend,
 };
 use crate::problem::{ApiError, ApiResult, Kind};
 
@@ -63,35 +66,194 @@ pub(crate) async fn publish_event(
         trace,
     )
     .await
-    .map_err(|e| match e {
+    .map_err(|e| publish_problem(e, ""))?;
+    let (status, published) = published(&outcome);
+    Ok((status, Json(published)))
+}
+
+/// A refused publish as a problem; `prefix` goes before the field's name (`events[3].`
+/// for an event of a batch).
+fn publish_problem(e: PublishError, prefix: &str) -> ApiError {
+    let field = |name: &str| format!("{prefix}{name}");
+    match e {
         PublishError::Payload(PayloadError::BadEventType(_)) => {
-            ApiError::invalid("type", e.to_string())
+            ApiError::invalid(field("type"), e.to_string())
         }
         PublishError::Payload(PayloadError::TooLarge { .. }) => {
-            ApiError::new(Kind::PayloadTooLarge, e.to_string()).with_field("payload")
+            ApiError::new(Kind::PayloadTooLarge, e.to_string()).with_field(field("payload"))
         }
-        PublishError::Payload(_) => ApiError::invalid("payload", e.to_string()),
-        PublishError::Id(_) => ApiError::invalid("id", e.to_string()),
+        PublishError::Payload(_) => ApiError::invalid(field("payload"), e.to_string()),
+        PublishError::Id(_) => ApiError::invalid(field("id"), e.to_string()),
         PublishError::Conflict(_) => {
-            ApiError::new(Kind::EventIdConflict, e.to_string()).with_field("id")
+            ApiError::new(Kind::EventIdConflict, e.to_string()).with_field(field("id"))
         }
         PublishError::Port(p) => p.into(),
-    })?;
-    let (status, created) = match &outcome {
+    }
+}
+
+/// A publish's status (202 new, 200 a repeat) and the event as answered.
+fn published(outcome: &PublishOutcome) -> (StatusCode, PublishedEvent) {
+    let (status, created) = match outcome {
         PublishOutcome::Created(_) => (StatusCode::ACCEPTED, true),
         PublishOutcome::Repeated(_) => (StatusCode::OK, false),
     };
     let e = outcome.event();
-    Ok((
+    (
         status,
-        Json(PublishedEvent {
+        PublishedEvent {
             id: e.id.to_string(),
             event_type: e.event_type.to_string(),
             tenant_id: e.tenant_id.to_string(),
             created_at: e.created_at,
             created,
-        }),
-    ))
+        },
+    )
+}
+
+/// Publish up to 100 events in one request, each as `publishEvent` publishes one (the same
+/// checks and limits, idempotent on its `id`), each on its own: one event's problem does
+/// not stop the others. The answer is 200 with a result per event, in order, whose `status`
+/// is what `publishEvent` would have answered for it (202, 200, or its problem's); `failed`
+/// counts the events not published. A body that is not a batch (no `events`, 0 or more
+/// than 100, an event without `type` or `payload`) is refused whole, nothing written.
+#[utoipa::path(
+    post,
+    path = "/v1/tenants/{tenant_id}/event-batches",
+    operation_id = "publishEventBatch",
+    tag = "events",
+    params(("tenant_id" = String, Path, description = "Tenant id: 1-128 ASCII letters, digits, `_` and `-` (`tern_core::ids::MAX_ID_LEN`); another is a 400 naming `tenant_id`", min_length = 1, max_length = 128, pattern = "^[A-Za-z0-9_-]+$")),
+    request_body(
+        content = NewEventBatch,
+        description = "1-100 events; the whole body at most 2,621,440 bytes (`x-max-body-bytes`), each payload at most the deployment's payload limit (256 KiB by default)."
+    ),
+    responses(
+        (status = 200, description = "Each event's result, in order; `failed` counts those not published (retry them, with the ids answered)", body = PublishedEventBatch),
+        Problems
+    ),
+    security(("sigv4" = []))
+)]
+pub(crate) async fn publish_event_batch(
+    State(deps): State<ApiDeps>,
+    headers: HeaderMap,
+    ApiPath(p): ApiPath<TenantPath>,
+    ApiJson(body): ApiJson<NewEventBatch>,
+) -> ApiResult<Json<PublishedEventBatch>> {
+    let tenant = tenant(&p.tenant_id)?;
+    if body.events.is_empty() || body.events.len() > MAX_BATCH_EVENTS {
+        return Err(ApiError::invalid(
+            "events",
+            format!(
+                "a batch holds 1 to {MAX_BATCH_EVENTS} events, this one {}",
+                body.events.len()
+            ),
+        ));
+    }
+    // Each event's id: the one given, or one made now, so that an event whose write failed
+    // can be sent again with it; and its trace context, as `publishEvent` takes it (an
+    // error: the id or the trace context given is bad, that event's problem).
+    let ids: Vec<Result<(EventId, Option<TraceContext>), ApiError>> = body
+        .events
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            let id = e.id.as_deref().map_or_else(
+                || Ok(EventId::generate()),
+                |given| {
+                    EventId::new(given).map_err(|err| {
+                        ApiError::invalid(format!("events[{i}].id"), err.to_string())
+                    })
+                },
+            )?;
+            let trace = trace_context(e, &headers, &format!("events[{i}]."))?;
+            Ok((id, trace))
+        })
+        .collect();
+    let (batch, at): (Vec<BatchEvent<'_>>, Vec<usize>) = body
+        .events
+        .iter()
+        .zip(&ids)
+        .enumerate()
+        .filter_map(|(i, (e, id))| {
+            id.as_ref().ok().map(|(id, trace)| {
+                (
+                    BatchEvent {
+                        id,
+                        event_type: &e.event_type,
+                        payload: e.payload.get(),
+                        trace: trace.as_ref(),
+                    },
+                    i,
+                )
+            })
+        })
+        .unzip();
+    let outcomes = tern_ops::publish::publish_batch(
+        deps.events.as_ref(),
+        &tenant,
+        &batch,
+        deps.settings.max_payload_bytes,
+    )
+    .await;
+    let mut results: Vec<Option<EventBatchResult>> = ids
+        .iter()
+        .map(|id| {
+            id.as_ref().err().map(|problem| EventBatchResult {
+                id: None,
+                status: problem.kind.status().as_u16(),
+                event: None,
+                problem: Some(problem.problem()),
+            })
+        })
+        .collect();
+    for ((outcome, i), event) in outcomes.into_iter().zip(at).zip(&batch) {
+        let id = Some(event.id.to_string());
+        results[i] = Some(match outcome {
+            Ok(o) => {
+                let (status, published) = published(&o);
+                EventBatchResult {
+                    id,
+                    status: status.as_u16(),
+                    event: Some(published),
+                    problem: None,
+                }
+            }
+            Err(e) => {
+                let problem = match e {
+                    BatchEventError::Publish(p) => publish_problem(p, &format!("events[{i}].")),
+                    BatchEventError::RepeatedInBatch { .. } => {
+                        ApiError::invalid(format!("events[{i}].id"), e.to_string())
+                    }
+                };
+                EventBatchResult {
+                    id,
+                    status: problem.kind.status().as_u16(),
+                    event: None,
+                    problem: Some(problem.problem()),
+                }
+            }
+        });
+    }
+    let results: Vec<EventBatchResult> = results.into_iter().flatten().collect();
+    let count = |f: &dyn Fn(u16) -> bool| {
+        u32::try_from(results.iter().filter(|r| f(r.status)).count()).unwrap_or(u32::MAX)
+    };
+    let created = count(&|s| s == StatusCode::ACCEPTED.as_u16());
+    let existing = count(&|s| s == StatusCode::OK.as_u16());
+    let failed = count(&|s| s >= 300);
+    if failed > 0 {
+        tracing::info!(
+            tenant = %tenant,
+            events = results.len(),
+            failed,
+            "a batch publish left events unpublished"
+        );
+    }
+    Ok(Json(PublishedEventBatch {
+        results,
+        created,
+        existing,
+        failed,
+    }))
 }
 
 /// The trace context a publish carries: the body's `traceparent` and `tracestate` (a bad
@@ -99,6 +261,16 @@ pub(crate) async fn publish_event(
 /// they are valid (put there by the caller's HTTP instrumentation or a proxy; a bad header
 /// is not the caller's choice, so it is ignored), else none.
 fn publish_trace_context(body: &NewEvent, headers: &HeaderMap) -> ApiResult<Option<TraceContext>> {
+    trace_context(body, headers, "")
+}
+
+/// [`publish_trace_context`] with `prefix` before the field a problem names (`events[3].`
+/// for an event of a batch).
+fn trace_context(
+    body: &NewEvent,
+    headers: &HeaderMap,
+    prefix: &str,
+) -> ApiResult<Option<TraceContext>> {
     match (&body.traceparent, &body.tracestate) {
         (Some(parent), state) => TraceContext::parse(parent, state.as_deref())
             .map(Some)
@@ -109,10 +281,10 @@ fn publish_trace_context(body: &NewEvent, headers: &HeaderMap) -> ApiResult<Opti
                     | TraceContextError::TraceStateMember(_) => "tracestate",
                     _ => "traceparent",
                 };
-                ApiError::invalid(field, e.to_string())
+                ApiError::invalid(format!("{prefix}{field}"), e.to_string())
             }),
         (None, Some(_)) => Err(ApiError::invalid(
-            "tracestate",
+            format!("{prefix}tracestate"),
             "tracestate is only accepted with a traceparent",
         )),
         (None, None) => {

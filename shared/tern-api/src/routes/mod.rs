@@ -37,6 +37,15 @@ pub(crate) fn api() -> OpenApiRouter<ApiDeps> {
         .routes(routes!(endpoints::list_endpoint_attempts))
         .routes(routes!(endpoints::recover_endpoint))
         .routes(routes!(events::publish_event))
+        // The batch publish takes more than one event's body (`crate::MAX_BATCH_BODY_BYTES`):
+        // its own limit, over the router's.
+        .merge(
+            OpenApiRouter::new()
+                .routes(routes!(events::publish_event_batch))
+                .layer(axum::extract::DefaultBodyLimit::max(
+                    crate::MAX_BATCH_BODY_BYTES,
+                )),
+        )
         .routes(routes!(events::get_event))
         .routes(routes!(events::list_event_attempts))
         .routes(routes!(events::resend_event))
