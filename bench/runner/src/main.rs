@@ -11,6 +11,8 @@ mod api;
 mod cost;
 mod fakes;
 mod health;
+mod in_memory;
+mod isolation;
 mod pacing;
 mod portal;
 mod proxy;
@@ -84,8 +86,13 @@ enum Command {
         delay_ms: u64,
     },
     /// Only the endpoint-health benchmark (`make bench-health`); writes `<out>/health.md`
-    /// (also printed) and `<out>/health.json`. About 4 minutes.
-    Health,
+    /// (also printed) and `<out>/health.json`. About 12 minutes: the local-mode runs on
+    /// moto (5.5), then the noisy-neighbour scenario on in-memory ports (6.5).
+    Health {
+        /// Only the noisy-neighbour scenario on in-memory ports (about 6.5 minutes).
+        #[arg(long)]
+        in_memory: bool,
+    },
     /// Only the AWS requests per delivery (`make bench-requests`): the happy, retry and
     /// dead-letter scenarios on moto behind the counting proxy; writes `<out>/requests.md`
     /// (also printed). About a minute.
@@ -131,7 +138,7 @@ fn main() -> Result<(), BoxError> {
         .build()?;
     match args.command {
         Some(Command::Receiver { delay_ms }) => runtime.block_on(serve_receiver(delay_ms)),
-        Some(Command::Health) => runtime.block_on(health_only(&args.out)),
+        Some(Command::Health { in_memory }) => runtime.block_on(health_only(&args.out, in_memory)),
         Some(Command::Requests) => runtime.block_on(requests_only(&args.out, args.aws_deliveries)),
         Some(Command::Relay) => runtime.block_on(relay_only(&args)),
         Some(Command::Rate) => runtime.block_on(rate_only(&args.out)),
@@ -191,15 +198,27 @@ impl ChildReceiver {
     }
 }
 
-async fn health_only(out: &Path) -> Result<(), BoxError> {
+async fn health_only(out: &Path, in_memory_only: bool) -> Result<(), BoxError> {
     std::fs::create_dir_all(out)?;
-    let report = health::run().await?;
-    let md = format!("# Tern benchmarks: endpoint health\n{}", report.markdown());
+    let report = if in_memory_only {
+        None
+    } else {
+        Some(health::run().await?)
+    };
+    let isolation = isolation::run().await?;
+    let md = format!(
+        "# Tern benchmarks: endpoint health\n{}{}",
+        report
+            .as_ref()
+            .map(health::HealthReport::markdown)
+            .unwrap_or_default(),
+        isolation.markdown()
+    );
     println!("\n{md}");
     std::fs::write(out.join("health.md"), &md)?;
     std::fs::write(
         out.join("health.json"),
-        serde_json::to_string_pretty(&report)?,
+        serde_json::to_string_pretty(&json!({ "local_mode": report, "in_memory": isolation }))?,
     )?;
     eprintln!("wrote {}", out.join("health.md").display());
     Ok(())
@@ -396,6 +415,7 @@ async fn run(args: Args) -> Result<(), BoxError> {
     let relay_runs = relay::run(&bin_dir).await?;
     let api_report = api::run().await?;
     let health = health::run().await?;
+    let isolation = isolation::run().await?;
 
     let mut md = String::from("# Tern benchmarks\n\n");
     md.push_str(&format!(
@@ -418,6 +438,7 @@ async fn run(args: Args) -> Result<(), BoxError> {
     md.push_str(&relay::markdown(&relay_runs));
     md.push_str(&api_report.markdown());
     md.push_str(&health.markdown());
+    md.push_str(&isolation.markdown());
     md.push_str(&rate.markdown());
     md.push_str(&pacing.markdown());
     println!("\n{md}");
@@ -434,6 +455,7 @@ async fn run(args: Args) -> Result<(), BoxError> {
         "relay_fan_out": relay_runs,
         "api": api_report,
         "endpoint_health": health,
+        "isolation_in_memory": isolation,
         "rate_limit": rate,
         "pacing": pacing,
     });
