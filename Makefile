@@ -8,7 +8,7 @@ PYTHON ?= python3
 VENV   := .venv
 CARGO  ?= cargo
 
-.PHONY: demo test venv build clients clients-deps test-clients test-rust test-moto test-receivers test-infra test-console test-portal chromium browser-deps console-screenshots portal-screenshots bench-portal fmt lint clean bench bench-health bench-requests bench-rate bench-pacing bench-relay bench-reach soak package package-venv openapi bench-api
+.PHONY: demo test venv build clients clients-deps test-clients test-rust test-moto test-receivers test-infra test-console test-portal chromium browser-deps console-screenshots portal-screenshots bench-portal fmt lint clean bench bench-health bench-requests bench-rate bench-pacing bench-relay bench-reach bench-scale soak package package-venv openapi bench-api
 
 venv: $(VENV)/.installed
 
@@ -124,6 +124,29 @@ bench-portal: venv
 bench-api: venv
 	$(CARGO) build --release -p tern-bench
 	$(CARGO_TARGET)/release/tern-bench --out $(BENCH_OUT) api
+
+# The scale meter (issue 29; not part of `make bench`): the real relay and sender binaries
+# in local mode behind a proxy that records every AWS request with its table, partition key
+# (and index key) and capacity units, in four scenarios (a 5,000-endpoint fan-out; a hot
+# endpoint healthy, answering 429, then dead; 10,000 endpoints over 100 tenants with mixed
+# batches; a 10x burst), projected to 10,000 deliveries/s against AWS's limits, with the
+# cost per million (docs/scale.md). Writes $(BENCH_OUT)/scale.md (also printed) and
+# scale.json. About 14 minutes on 2 busy cores after the build, half of it the fan-out.
+# SCALE_ARGS='--target 20000 --hot 5000 ...' changes the target (tern-bench scale --help).
+# SCALE_CHECKOUT=<path of another checkout> measures that checkout's sender and relay
+# (release-built there first) and its settings, with this checkout's meter and local mode
+# (docs/scale.md, "Another checkout").
+SCALE_CHECKOUT ?=
+SCALE_ARGS ?=
+SCALE_FROM = $(if $(SCALE_CHECKOUT),$(SCALE_CHECKOUT),$(CURDIR))
+
+bench-scale: venv
+	$(CARGO) build --release -p tern-bench $(if $(SCALE_CHECKOUT),,-p tern-sender -p tern-relay)
+	$(if $(SCALE_CHECKOUT),cd $(SCALE_CHECKOUT) && env -u CARGO_TARGET_DIR $(CARGO) build --release -p tern-sender -p tern-relay)
+	$(CARGO_TARGET)/release/tern-bench --out $(BENCH_OUT) \
+	  $(if $(SCALE_CHECKOUT),,--bin-dir $(CARGO_TARGET)/release) scale --checkout $(SCALE_FROM) \
+	  --label "$$(git -C $(SCALE_FROM) rev-parse --abbrev-ref HEAD)@$$(git -C $(SCALE_FROM) rev-parse --short HEAD)" \
+	  $(SCALE_ARGS)
 
 # The fault soak (not part of `make test`; 5-12 minutes on 2 cores): 2,940 deliveries to
 # endpoints of every health through local mode with AWS faults, sender panics, duplicate

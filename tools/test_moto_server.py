@@ -1,5 +1,6 @@
 """Stress tests of the moto launcher (tools/moto_server.py): its SQS (fix 4 `sqs-lock`), its
-sends (fix 7) and DynamoDB's answers to concurrent writes (fix 8 `dynamodb-return-old`).
+sends (fix 7), DynamoDB's answers to concurrent writes (fix 8 `dynamodb-return-old`), the billing facts of
+fix 9 `dynamodb-meter` and the listings of fix 10 `dynamodb-fast-listing`.
 
 Senders, receivers and deleters run at once on one queue, as Tern's local pollers do. Every
 message must be received exactly once: none lost, none handed to two receivers while in
@@ -19,6 +20,7 @@ on stock can be lucky.
 depth (the numbers in docs/local-mode.md).
 """
 
+import json
 import os
 import queue as queue_module
 import socket
@@ -334,6 +336,221 @@ class ConcurrentUpdateReturnsOldTest(unittest.TestCase):
         repeated = len(olds) - len(set(olds))
         self.assertEqual(repeated, 0, f"{repeated} writers were told an old value another writer was told too")
         self.assertEqual(sorted(olds), list(range(total)))
+
+
+def metered_dynamodb(url):
+    """A DynamoDB client whose requests ask for the meter's facts (fix 9)."""
+    client = boto3.client(
+        "dynamodb",
+        endpoint_url=url,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        config=Config(retries={"max_attempts": 1}),
+    )
+
+    def ask(request, **_):
+        request.headers["x-tern-meter"] = "1"
+
+    client.meta.events.register("before-sign.dynamodb.*", ask)
+    return client
+
+
+def facts(answer):
+    return json.loads(answer["ResponseMetadata"]["HTTPHeaders"]["x-tern-meter"])
+
+
+class MeterTest(unittest.TestCase):
+    """Fix 9 `dynamodb-meter`: the facts DynamoDB bills by, for requests that ask. Sizes are
+    moto's item sizes (attribute names plus values); an index entry adds 100 bytes."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.process, cls.url = start_launcher()
+        cls.ddb = metered_dynamodb(cls.url)
+        cls.ddb.create_table(
+            TableName="metered",
+            BillingMode="PAY_PER_REQUEST",
+            AttributeDefinitions=[
+                {"AttributeName": "pk", "AttributeType": "S"},
+                {"AttributeName": "sk", "AttributeType": "S"},
+                {"AttributeName": "ix", "AttributeType": "S"},
+            ],
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+            GlobalSecondaryIndexes=[
+                {
+                    "IndexName": "byix",
+                    "KeySchema": [{"AttributeName": "ix", "KeyType": "HASH"}],
+                    "Projection": {"ProjectionType": "KEYS_ONLY"},
+                }
+            ],
+        )
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.process.kill()
+        cls.process.wait()
+
+    def test_writes_report_sizes_before_and_after_and_index_entries(self):
+        put = self.ddb.put_item(TableName="metered", Item={"pk": {"S": "a"}, "sk": {"S": "1"}, "v": {"S": "x" * 2000}})
+        (write,) = facts(put)["writes"]
+        self.assertEqual(write["table"], "metered")
+        self.assertEqual(write["key"], {"S": "a"})
+        self.assertIsNone(write["old_size"])
+        self.assertGreater(write["new_size"], 2000)
+        self.assertEqual(write["indexes"], [])
+        self.assertFalse(write["transaction"])
+        update = self.ddb.update_item(
+            TableName="metered",
+            Key={"pk": {"S": "a"}, "sk": {"S": "1"}},
+            UpdateExpression="SET ix = :i REMOVE v",
+            ExpressionAttributeValues={":i": {"S": "hot"}},
+        )
+        (write,) = facts(update)["writes"]
+        self.assertGreater(write["old_size"], 2000)
+        self.assertLess(write["new_size"], 100)
+        (entry,) = write["indexes"]
+        self.assertEqual((entry["index"], entry["old_key"], entry["new_key"]), ("byix", None, {"S": "hot"}))
+        self.assertGreater(entry["new_size"], 100)
+        refused = None
+        try:
+            self.ddb.delete_item(
+                TableName="metered",
+                Key={"pk": {"S": "a"}, "sk": {"S": "1"}},
+                ConditionExpression="attribute_not_exists(pk)",
+            )
+        except self.ddb.exceptions.ConditionalCheckFailedException as e:
+            refused = e.response
+        self.assertIsNotNone(refused, "the condition should have failed")
+        (write,) = facts(refused)["writes"]
+        self.assertEqual(write["old_size"], write["new_size"], "a refused write is billed by the item it met")
+
+    def test_reads_report_whole_items_and_consistency(self):
+        self.ddb.put_item(TableName="metered", Item={"pk": {"S": "r"}, "sk": {"S": "1"}, "v": {"S": "y" * 5000}})
+        self.ddb.put_item(TableName="metered", Item={"pk": {"S": "r"}, "sk": {"S": "2"}, "v": {"S": "z" * 10}})
+        got = self.ddb.get_item(
+            TableName="metered", Key={"pk": {"S": "r"}, "sk": {"S": "1"}}, ProjectionExpression="pk", ConsistentRead=True
+        )
+        (read,) = facts(got)["reads"]
+        self.assertEqual((read["key"], read["items"], read["consistent"]), ({"S": "r"}, 1, True))
+        self.assertGreater(read["bytes"], 5000, "billed by the whole item, not the projection")
+        listed = self.ddb.query(
+            TableName="metered", KeyConditionExpression="pk = :p", ExpressionAttributeValues={":p": {"S": "r"}}
+        )
+        (read,) = facts(listed)["reads"]
+        self.assertEqual((read["key"], read["items"], read["consistent"], read["index"]), ({"S": "r"}, 2, False, None))
+        missing = self.ddb.get_item(TableName="metered", Key={"pk": {"S": "none"}, "sk": {"S": "1"}})
+        (read,) = facts(missing)["reads"]
+        self.assertEqual((read["items"], read["bytes"]), (0, 0))
+
+    def test_a_transaction_is_marked_and_plain_requests_carry_nothing(self):
+        done = self.ddb.transact_write_items(
+            TransactItems=[
+                {"Put": {"TableName": "metered", "Item": {"pk": {"S": "t"}, "sk": {"S": "1"}}}},
+                {"Put": {"TableName": "metered", "Item": {"pk": {"S": "t"}, "sk": {"S": "2"}, "ix": {"S": "i"}}}},
+            ]
+        )
+        writes = facts(done)["writes"]
+        self.assertEqual([w["transaction"] for w in writes], [True, True])
+        self.assertEqual([len(w["indexes"]) for w in writes], [0, 1])
+        plain = boto3.client(
+            "dynamodb",
+            endpoint_url=self.url,
+            region_name="us-east-1",
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        ).get_item(TableName="metered", Key={"pk": {"S": "t"}, "sk": {"S": "1"}})
+        self.assertNotIn("x-tern-meter", plain["ResponseMetadata"]["HTTPHeaders"])
+
+
+class FastListingTest(unittest.TestCase):
+    """Fix 10 `dynamodb-fast-listing`: `Query` and `Scan` answers written as DynamoDB JSON
+    directly give the SDK the same items, of every attribute type, and a later page, without
+    moto's model-driven serializer (counted: its calls during the listing, none); a table
+    query reads its own partition only (counted: the candidates moto considered)."""
+
+    ITEM = {
+        "pk": {"S": "p"},
+        "sk": {"S": "1"},
+        "n": {"N": "12.5"},
+        "b": {"B": b"\x00\x01bytes"},
+        "t": {"BOOL": True},
+        "z": {"NULL": True},
+        "l": {"L": [{"S": "a"}, {"N": "1"}, {"M": {"x": {"S": "y"}}}]},
+        "m": {"M": {"k": {"L": [{"BOOL": False}]}, "s": {"SS": ["u", "v"]}}},
+        "ss": {"SS": ["a", "b"]},
+        "ns": {"NS": ["1", "2"]},
+        "bs": {"BS": [b"x", b"y"]},
+    }
+
+    def test_listings_give_the_same_items_without_the_serializer(self):
+        sys.path.insert(0, str(LAUNCHER.parent))
+        import moto_server  # noqa: F401 - applies the fixes to moto in this process
+        from moto import mock_aws
+        from moto.core import responses as core_responses
+
+        from moto.dynamodb.models.table import Table
+
+        calls = []
+        original = core_responses.ActionResult.execute_result
+
+        def counting(self, context):
+            calls.append(context)
+            return original(self, context)
+
+        candidates = []
+        all_items = Table.all_items
+
+        def counting_items(self):
+            items = all_items(self)
+            candidates.append(len(items))
+            return items
+
+        with mock_aws():
+            core_responses.ActionResult.execute_result = counting
+            Table.all_items = counting_items
+            try:
+                c = boto3.client("dynamodb", region_name="us-east-1")
+                c.create_table(
+                    TableName="l",
+                    BillingMode="PAY_PER_REQUEST",
+                    AttributeDefinitions=[
+                        {"AttributeName": "pk", "AttributeType": "S"},
+                        {"AttributeName": "sk", "AttributeType": "S"},
+                    ],
+                    KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+                )
+                c.put_item(TableName="l", Item=self.ITEM)
+                c.put_item(TableName="l", Item={**self.ITEM, "sk": {"S": "2"}})
+                for other in range(20):
+                    c.put_item(TableName="l", Item={"pk": {"S": f"other{other}"}, "sk": {"S": "1"}})
+                calls.clear()
+                first = c.query(
+                    TableName="l",
+                    KeyConditionExpression="pk = :p",
+                    ExpressionAttributeValues={":p": {"S": "p"}},
+                    Limit=1,
+                    ReturnConsumedCapacity="TOTAL",
+                )
+                second = c.query(
+                    TableName="l",
+                    KeyConditionExpression="pk = :p",
+                    ExpressionAttributeValues={":p": {"S": "p"}},
+                    ExclusiveStartKey=first["LastEvaluatedKey"],
+                )
+                query_candidates = list(candidates)
+                scanned = c.scan(TableName="l", FilterExpression="pk = :p", ExpressionAttributeValues={":p": {"S": "p"}})
+            finally:
+                core_responses.ActionResult.execute_result = original
+                Table.all_items = all_items
+        self.assertEqual(calls, [], "a listing went through the serializer")
+        self.assertEqual(query_candidates, [2, 2], "a query considered other partitions' items")
+        self.assertEqual(first["Items"], [self.ITEM])
+        self.assertEqual(first["LastEvaluatedKey"], {"pk": {"S": "p"}, "sk": {"S": "1"}})
+        self.assertEqual(first["Count"], 1)
+        self.assertIn("ConsumedCapacity", first)
+        self.assertEqual(second["Items"], [{**self.ITEM, "sk": {"S": "2"}}])
+        self.assertEqual(scanned["Items"], [self.ITEM, {**self.ITEM, "sk": {"S": "2"}}])
 
 
 def bench():

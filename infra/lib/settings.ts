@@ -13,6 +13,20 @@ export interface TableSettings {
   readonly streamViewType?: 'NEW_IMAGE' | 'NEW_AND_OLD_IMAGES' | 'OLD_IMAGE' | 'KEYS_ONLY';
   /** The attempts table only: the sparse index of waiting deliveries (tern waiting). */
   readonly waitingIndex?: WaitingIndexSettings;
+  /** The health table only: the KEYS_ONLY index of a tenant's endpoints. */
+  readonly tenantIndex?: TenantIndexSettings;
+}
+
+/**
+ * settings.json `tables.health.tenantIndex`: a KEYS_ONLY global secondary index of the
+ * health table (string partition and sort keys, tern_aws::health::TENANT_INDEX) listing a
+ * tenant's endpoints; written once per endpoint. Provisioned mode gives it the health
+ * table's capacity ranges.
+ */
+export interface TenantIndexSettings {
+  readonly name: string;
+  readonly partitionKey: string;
+  readonly sortKey: string;
 }
 
 /**
@@ -288,6 +302,10 @@ export function loadSettings(file: string = path.join(INFRA_DIR, 'settings.json'
     throw new Error(
       `settings.json: tables.attempts.waitingIndex must name the index, its partitionKey and sortKey and its projectedAttributes, got ${JSON.stringify(w)}`,
     );
+  }
+  const ti = s.tables?.health?.tenantIndex;
+  if (!ti || ![ti.name, ti.partitionKey, ti.sortKey].every((v) => typeof v === 'string' && v.length > 0)) {
+    throw new Error(`settings.json: tables.health.tenantIndex must name the index, its partitionKey and sortKey, got ${JSON.stringify(ti)}`);
   }
   if (s.capacity?.mode !== 'on-demand' && s.capacity?.mode !== 'provisioned') {
     throw new Error(`settings.json: capacity.mode must be "on-demand" or "provisioned", got ${JSON.stringify(s.capacity?.mode)}`);

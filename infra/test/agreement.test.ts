@@ -131,9 +131,11 @@ describe('CDK and SAM templates agree', () => {
           Policies: policy('DynamoDBWriteCapacityUtilization'),
         },
       });
-      // The attempts table's waiting index scales in the table's ranges.
-      expect(c.capacity[tbl]).toEqual(tbl === 'attempts' ? { ...scaling('table'), ...scaling('index') } : scaling('table'));
-      if (tbl === 'attempts') {
+      // The attempts table's waiting index and the health table's tenant index scale in
+      // their table's ranges.
+      const indexed = tbl === 'attempts' || tbl === 'health';
+      expect(c.capacity[tbl]).toEqual(indexed ? { ...scaling('table'), ...scaling('index') } : scaling('table'));
+      if (indexed) {
         expect((c.tables[tbl] as any).GlobalSecondaryIndexes[0].ProvisionedThroughput).toEqual({
           ReadCapacityUnits: range.read.min,
           WriteCapacityUnits: range.write.min,

@@ -87,17 +87,43 @@ describe('tables', () => {
         { AttributeName: w.sortKey, AttributeType: 'N' },
       ]),
     );
-    // The other tables have no index.
-    for (const t of [stack.storage.outbox, stack.storage.endpoints, stack.storage.health]) {
+    // The outbox and endpoints tables have no index (the health table's is below).
+    for (const t of [stack.storage.outbox, stack.storage.endpoints]) {
       expect(resource(t).Properties.GlobalSecondaryIndexes).toBeUndefined();
     }
   });
 
-  test('health: one item per endpoint (tenant_id, endpoint_id), no stream, no TTL', () => {
-    expect(settings.tables.health).toEqual({ partitionKey: 'tenant_id', sortKey: 'endpoint_id' });
+  test('health: one item per endpoint, its own partition key (<tenant>#<endpoint>), no stream, no TTL', () => {
+    // What tern_aws::health writes (HEALTH_KEY, TENANT_INDEX; a Rust test pins them to settings.json).
+    expect(settings.tables.health.partitionKey).toBe('endpoint_key');
+    expect(settings.tables.health.sortKey).toBeUndefined();
     const p = resource(stack.storage.health).Properties;
+    expect(p.KeySchema).toEqual([{ AttributeName: 'endpoint_key', KeyType: 'HASH' }]);
     expect(p.StreamSpecification).toBeUndefined();
     expect(p.TimeToLiveSpecification).toBeUndefined();
+  });
+
+  test("health: the KEYS_ONLY tenant index of settings.json (a tenant's endpoints)", () => {
+    const i = settings.tables.health.tenantIndex!;
+    expect(i).toEqual({ name: 'tenant', partitionKey: 'tenant_id', sortKey: 'endpoint_id' });
+    const p = resource(stack.storage.health).Properties;
+    expect(p.GlobalSecondaryIndexes).toEqual([
+      {
+        IndexName: i.name,
+        KeySchema: [
+          { AttributeName: i.partitionKey, KeyType: 'HASH' },
+          { AttributeName: i.sortKey, KeyType: 'RANGE' },
+        ],
+        Projection: { ProjectionType: 'KEYS_ONLY' },
+      },
+    ]);
+    expect(p.AttributeDefinitions).toEqual(
+      expect.arrayContaining([
+        { AttributeName: 'endpoint_key', AttributeType: 'S' },
+        { AttributeName: i.partitionKey, AttributeType: 'S' },
+        { AttributeName: i.sortKey, AttributeType: 'S' },
+      ]),
+    );
   });
 });
 
@@ -260,6 +286,7 @@ describe('functions', () => {
       TERN_DELIVERY_QUEUE_URL: ref(stack.queues.delivery),
       TERN_RELAY_FAILURE_QUEUE_URL: ref(stack.queues.relayFailures),
       TERN_MAX_PAYLOAD_BYTES: String(settings.delivery.maxPayloadBytes),
+      TERN_ATTEMPT_LOG_TTL_DAYS: String(settings.delivery.attemptLogTtlDays),
     });
   });
 
@@ -417,7 +444,7 @@ describe('least-privilege IAM', () => {
     );
     expect(onAttempts).toHaveLength(1);
     expect(onAttempts[0].Condition).toEqual({
-      'ForAllValues:StringEquals': { 'dynamodb:Attributes': ['event_id', 'sk', 'fanout_through', 'expires_at'] },
+      'ForAllValues:StringEquals': { 'dynamodb:Attributes': ['event_id', 'sk', 'fanout_through', 'fanout_shards', 'expires_at'] },
       StringEqualsIfExists: { 'dynamodb:Select': 'SPECIFIC_ATTRIBUTES', 'dynamodb:ReturnValues': 'NONE' },
     });
   });
@@ -584,7 +611,7 @@ describe('least-privilege IAM', () => {
       expect(updates[0].Condition).toEqual({
         // tern_aws::health reset: the key, `rt`, and the history it keeps.
         'ForAllValues:StringLike': {
-          'dynamodb:Attributes': ['tenant_id', 'endpoint_id', 'rt', 'ls', 'bs', 'pe', 'pa', 'lf_*', 'h*', 'k*'],
+          'dynamodb:Attributes': ['endpoint_key', 'tenant_id', 'endpoint_id', 'rt', 'ls', 'bs', 'pe', 'pa', 'lf_*', 'h*', 'k*'],
         },
         StringEqualsIfExists: { 'dynamodb:ReturnValues': 'NONE' },
       });
@@ -598,7 +625,7 @@ describe('least-privilege IAM', () => {
       expect(updates).toHaveLength(1);
       expect(updates[0].Condition).toEqual({
         'ForAllValues:StringLike': {
-          'dynamodb:Attributes': ['tenant_id', 'endpoint_id', 'rt', 'ls', 'bs', 'pe', 'pa', 'lf_*', 'h*', 'k*'],
+          'dynamodb:Attributes': ['endpoint_key', 'tenant_id', 'endpoint_id', 'rt', 'ls', 'bs', 'pe', 'pa', 'lf_*', 'h*', 'k*'],
         },
         StringEqualsIfExists: { 'dynamodb:ReturnValues': 'NONE' },
       });

@@ -300,18 +300,21 @@ pub async fn peek_queue(local: &LocalTern, url: &str) -> Vec<String> {
         .collect()
 }
 
-/// Waits until the attempt log of `event` holds at least `n` rows, or `limit` passes.
+/// Waits until the attempt log of `tenant`'s `event` holds at least `n` rows, or `limit`
+/// passes.
 pub async fn history_reaches(
     local: &LocalTern,
+    tenant: &str,
     event: &EventId,
     n: usize,
     limit: Duration,
 ) -> bool {
+    let tenant = TenantId::new(tenant).expect("tenant");
     eventually(limit, async || {
         local
             .sender
             .ledger
-            .history(event)
+            .history(&tenant, event)
             .await
             .map(|h| h.len() >= n)
             .unwrap_or(false)
@@ -686,11 +689,19 @@ pub mod fakes {
         ) -> Result<(), PortError> {
             Ok(())
         }
-        async fn record_attempt(&self, record: &AttemptRecord) -> Result<(), PortError> {
+        async fn record_attempt(
+            &self,
+            _message: &DeliveryMessage,
+            record: &AttemptRecord,
+        ) -> Result<(), PortError> {
             lock(&self.attempts).push(record.clone());
             Ok(())
         }
-        async fn history(&self, event: &EventId) -> Result<Vec<AttemptRecord>, PortError> {
+        async fn history(
+            &self,
+            _tenant: &TenantId,
+            event: &EventId,
+        ) -> Result<Vec<AttemptRecord>, PortError> {
             Ok(lock(&self.attempts)
                 .iter()
                 .filter(|a| &a.event_id == event)
@@ -817,7 +828,8 @@ pub fn fixture_json(name: &str) -> serde_json::Value {
         .unwrap_or_else(|e| panic!("fixture {name} is not JSON: {e}"))
 }
 
-/// The attempt log of one endpoint for one event, in (replay, attempt) order.
+/// The attempt log of one endpoint for one event (of the endpoint's tenant), in (replay,
+/// attempt) order.
 pub async fn attempts_of(
     local: &LocalTern,
     event: &EventId,
@@ -826,7 +838,7 @@ pub async fn attempts_of(
     let mut h: Vec<tern_core::ports::AttemptRecord> = local
         .sender
         .ledger
-        .history(event)
+        .history(&endpoint.tenant_id, event)
         .await
         .expect("history")
         .into_iter()

@@ -102,11 +102,19 @@ impl DeliveryLedger for PanicFor {
     ) -> Result<(), PortError> {
         self.inner.finish(message, state).await
     }
-    async fn record_attempt(&self, record: &AttemptRecord) -> Result<(), PortError> {
-        self.inner.record_attempt(record).await
+    async fn record_attempt(
+        &self,
+        message: &tern_core::DeliveryMessage,
+        record: &AttemptRecord,
+    ) -> Result<(), PortError> {
+        self.inner.record_attempt(message, record).await
     }
-    async fn history(&self, event: &EventId) -> Result<Vec<AttemptRecord>, PortError> {
-        self.inner.history(event).await
+    async fn history(
+        &self,
+        tenant: &tern_core::TenantId,
+        event: &EventId,
+    ) -> Result<Vec<AttemptRecord>, PortError> {
+        self.inner.history(tenant, event).await
     }
 }
 

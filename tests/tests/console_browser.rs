@@ -359,7 +359,7 @@ async fn browser_console_renders_widgets_and_replay_click_delivers() {
             .is_empty()
     );
     assert!(
-        history_reaches(&local, &order_events[0], 1, Duration::from_secs(30)).await,
+        history_reaches(&local, tenant, &order_events[0], 1, Duration::from_secs(30)).await,
         "the delivery is in the attempt log"
     );
 
@@ -368,6 +368,7 @@ async fn browser_console_renders_widgets_and_replay_click_delivers() {
         &base,
         serde_json::json!([
             {"goto": "/widgets/event_lookup"},
+            {"fill": "input[name=tenant_id]", "value": tenant},
             {"fill": "input[name=event_id]", "value": order_events[0].as_str()},
             {"click": "form.lookup button"},
             {"capture": "lookup"},
@@ -557,7 +558,7 @@ async fn browser_console_shows_health_what_waits_and_every_dead_letter() {
     .await;
     assert!(ready, "the circuit opened and deliveries wait");
     assert!(
-        history_reaches(&local, &to_off, 1, Duration::from_secs(30)).await,
+        history_reaches(&local, tenant, &to_off, 1, Duration::from_secs(30)).await,
         "the disabled endpoint's delivery was dead-lettered with a row"
     );
 
@@ -568,7 +569,7 @@ async fn browser_console_shows_health_what_waits_and_every_dead_letter() {
             {"capture": "endpoints"},
             {"goto": "/widgets/waiting"},
             {"capture": "waiting"},
-            {"goto": format!("/widgets/event_lookup?event_id={}", to_off.as_str())},
+            {"goto": format!("/widgets/event_lookup?tenant_id={tenant}&event_id={}", to_off.as_str())},
             {"capture": "lookup"},
             {"goto": "/widgets/audit?since=1h"},
             {"capture": "audit"},

@@ -80,9 +80,13 @@ impl DeliveryLedger for CountingLedger {
         self.count();
         self.inner.unlist_waiting(m).await
     }
-    async fn record_attempt(&self, r: &AttemptRecord) -> Result<(), PortError> {
+    async fn record_attempt(
+        &self,
+        message: &tern_core::DeliveryMessage,
+        r: &AttemptRecord,
+    ) -> Result<(), PortError> {
         self.count();
-        self.inner.record_attempt(r).await
+        self.inner.record_attempt(message, r).await
     }
     async fn record_delivered(
         &self,
@@ -92,8 +96,12 @@ impl DeliveryLedger for CountingLedger {
         self.count();
         self.inner.record_delivered(m, r).await
     }
-    async fn history(&self, e: &EventId) -> Result<Vec<AttemptRecord>, PortError> {
-        self.inner.history(e).await
+    async fn history(
+        &self,
+        tenant: &tern_core::TenantId,
+        e: &EventId,
+    ) -> Result<Vec<AttemptRecord>, PortError> {
+        self.inner.history(tenant, e).await
     }
 }
 
@@ -212,22 +220,33 @@ async fn send(deps: &SenderDeps, m: &DeliveryMessage) -> MessageOutcome {
     results[0].1.clone().expect("handled")
 }
 
-/// The raw items of an event's partition in the attempts table.
+/// The raw items of `tenant`'s event in the attempts table: its partitions in both ledger
+/// layouts (the event id, and its 32 sharded ones).
 async fn raw_items(
     local: &LocalTern,
+    tenant: &TenantId,
     event: &EventId,
 ) -> Vec<std::collections::HashMap<String, AttributeValue>> {
-    local
-        .dynamodb()
-        .query()
-        .table_name(&local.resources.attempts_table)
-        .key_condition_expression("event_id = :e")
-        .expression_attribute_values(":e", AttributeValue::S(event.to_string()))
-        .send()
-        .await
-        .unwrap()
-        .items
-        .unwrap_or_default()
+    let mut items = Vec::new();
+    let partitions = std::iter::once(event.to_string()).chain(
+        tern_aws::ledger_keys::sharded_partitions(tenant, event, tern_core::spread::PAIR_SHARDS),
+    );
+    for partition in partitions {
+        items.extend(
+            local
+                .dynamodb()
+                .query()
+                .table_name(&local.resources.attempts_table)
+                .key_condition_expression("event_id = :e")
+                .expression_attribute_values(":e", AttributeValue::S(partition))
+                .send()
+                .await
+                .unwrap()
+                .items
+                .unwrap_or_default(),
+        );
+    }
+    items
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -276,7 +295,12 @@ async fn a_delivery_costs_two_ledger_writes_and_no_endpoint_read_when_the_cache_
 
     // What `tern attempts` and the tests read is unchanged: one delivered row per event.
     for id in &events {
-        let h = local.sender.ledger.history(id).await.unwrap();
+        let h = local
+            .sender
+            .ledger
+            .history(&TenantId::new(tenant).unwrap(), id)
+            .await
+            .unwrap();
         assert_eq!(h.len(), 1, "{h:#?}");
         let r = &h[0];
         assert_eq!(
@@ -294,7 +318,7 @@ async fn a_delivery_costs_two_ledger_writes_and_no_endpoint_read_when_the_cache_
         assert_eq!(r.next_wait_seconds, None);
         // Only the delivery item: no separate attempt row for a success. And it never
         // entered the waiting index: no index write on the happy path.
-        let items = raw_items(&local, id).await;
+        let items = raw_items(&local, &TenantId::new(tenant).unwrap(), id).await;
         assert_eq!(items.len(), 1, "{items:#?}");
         assert!(
             !items[0].contains_key(tern_aws::waiting::WAIT_ENDPOINT),
@@ -341,7 +365,7 @@ async fn a_delivered_item_with_the_longest_ids_is_under_one_kilobyte() {
         send(&local.sender, &m).await,
         MessageOutcome::Delivered { attempt: 1 }
     );
-    let items = raw_items(&local, &event.id).await;
+    let items = raw_items(&local, &tenant, &event.id).await;
     assert_eq!(items.len(), 1, "{items:#?}");
     let size = tern_aws::ledger::item_size_bytes(&items[0]);
     eprintln!("delivered item with 128-byte ids: {size} bytes");
@@ -484,7 +508,10 @@ async fn a_slow_holder_and_its_takeover_both_keep_their_success_whatever_the_ord
         }
         // A write the SDK retried after its answer was lost lands once.
         ledger.record_delivered(&m, &taker).await.unwrap();
-        let h = ledger.history(&m.event.id).await.unwrap();
+        let h = ledger
+            .history(&m.event.tenant_id, &m.event.id)
+            .await
+            .unwrap();
         let tries: Vec<(u32, Option<u16>, &str)> = h
             .iter()
             .map(|r| (r.takeover, r.status, r.outcome.as_str()))
@@ -503,26 +530,29 @@ async fn a_slow_holder_and_its_takeover_both_keep_their_success_whatever_the_ord
 }
 
 /// The waiting index's entries of one endpoint, as `tern waiting --endpoint` reads them
-/// (a Query of the index), raw.
+/// (a Query of each of the index partitions its entries spread over), raw.
 async fn index_entries(
     local: &LocalTern,
     ep: &Endpoint,
 ) -> Vec<std::collections::HashMap<String, AttributeValue>> {
-    local
-        .dynamodb()
-        .query()
-        .table_name(&local.resources.attempts_table)
-        .index_name(tern_aws::waiting::WAITING_INDEX)
-        .key_condition_expression("wait_ep = :k")
-        .expression_attribute_values(
-            ":k",
-            AttributeValue::S(tern_core::waiting::endpoint_key(&ep.tenant_id, &ep.id)),
-        )
-        .send()
-        .await
-        .unwrap()
-        .items
-        .unwrap_or_default()
+    let mut all = Vec::new();
+    for key in tern_aws::waiting::wait_keys(&ep.tenant_id, &ep.id) {
+        all.extend(
+            local
+                .dynamodb()
+                .query()
+                .table_name(&local.resources.attempts_table)
+                .index_name(tern_aws::waiting::WAITING_INDEX)
+                .key_condition_expression("wait_ep = :k")
+                .expression_attribute_values(":k", AttributeValue::S(key))
+                .send()
+                .await
+                .unwrap()
+                .items
+                .unwrap_or_default(),
+        );
+    }
+    all
 }
 
 /// Issue 17: "what is waiting" costs no scan of SQS or Step Functions: a retry is listed by
@@ -576,7 +606,7 @@ async fn a_retry_is_listed_as_waiting_by_its_finish_and_unlisted_by_its_next_cla
         "due {} for a real wait of {real} s from {before}",
         d.due_at
     );
-    let state = raw_items(&local, &first.event.id)
+    let state = raw_items(&local, &first.event.tenant_id, &first.event.id)
         .await
         .into_iter()
         .find(|i| matches!(i.get("sk"), Some(AttributeValue::S(sk)) if sk.starts_with("state#")))
@@ -677,17 +707,22 @@ async fn the_endpoint_log_costs_one_write_per_endpoint_per_batch() {
     );
 
     // The item: ten lines, under 1 KB even with 36-character event ids.
-    let items = local
-        .dynamodb()
-        .query()
-        .table_name(&local.resources.attempts_table)
-        .key_condition_expression("event_id = :p")
-        .expression_attribute_values(":p", AttributeValue::S(format!("log#{}", one.id)))
-        .send()
-        .await
-        .unwrap()
-        .items
-        .unwrap_or_default();
+    let mut items = Vec::new();
+    for partition in tern_aws::endpoint_log::log_partitions(&one.id) {
+        items.extend(
+            local
+                .dynamodb()
+                .query()
+                .table_name(&local.resources.attempts_table)
+                .key_condition_expression("event_id = :p")
+                .expression_attribute_values(":p", AttributeValue::S(partition))
+                .send()
+                .await
+                .unwrap()
+                .items
+                .unwrap_or_default(),
+        );
+    }
     let item = items
         .iter()
         .find(|i| matches!(i.get("entries"), Some(AttributeValue::S(s)) if s.lines().count() == 10))

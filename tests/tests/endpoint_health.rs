@@ -247,7 +247,7 @@ async fn opens_after_n_failures_and_defers_without_spending_attempts() {
             local
                 .sender
                 .ledger
-                .history(&m.event.id)
+                .history(&m.event.tenant_id, &m.event.id)
                 .await
                 .unwrap()
                 .is_empty(),
@@ -807,12 +807,8 @@ async fn a_busy_endpoints_record_stays_under_one_write_unit() {
         .get_item()
         .table_name(&local.resources.health_table)
         .key(
-            "tenant_id",
-            aws_sdk_dynamodb::types::AttributeValue::S(tenant.to_string()),
-        )
-        .key(
-            "endpoint_id",
-            aws_sdk_dynamodb::types::AttributeValue::S(endpoint.to_string()),
+            tern_aws::health::HEALTH_KEY,
+            aws_sdk_dynamodb::types::AttributeValue::S(format!("{tenant}#{endpoint}")),
         )
         .send()
         .await
@@ -1044,7 +1040,7 @@ async fn a_receiver_asking_for_an_hour_pauses_the_endpoint_and_nothing_spends_at
             local
                 .sender
                 .ledger
-                .history(&m.event.id)
+                .history(&m.event.tenant_id, &m.event.id)
                 .await
                 .unwrap()
                 .is_empty(),
@@ -1250,4 +1246,228 @@ async fn stopping_the_receiver_ends_in_exhausted_dead_letters_as_the_walkthrough
         assert!(ids.contains(&m.event.id));
     }
     assert!(enabled(&local, &ep).await, "auto-disabled");
+}
+
+/// The health store on moto, counting the count writes (`record`) per endpoint.
+struct CountingHealth {
+    inner: tern_aws::DynamoHealthStore,
+    records: Mutex<std::collections::HashMap<String, usize>>,
+}
+
+impl CountingHealth {
+    fn writes(&self, ep: &Endpoint) -> usize {
+        self.records
+            .lock()
+            .unwrap()
+            .get(ep.id.as_str())
+            .copied()
+            .unwrap_or(0)
+    }
+}
+
+#[async_trait]
+impl HealthStore for CountingHealth {
+    async fn get(
+        &self,
+        t: &tern_core::TenantId,
+        e: &tern_core::EndpointId,
+    ) -> Result<Option<tern_core::health::EndpointHealth>, PortError> {
+        self.inner.get(t, e).await
+    }
+    async fn list(
+        &self,
+        t: Option<&tern_core::TenantId>,
+    ) -> Result<Vec<tern_core::health::EndpointHealth>, PortError> {
+        self.inner.list(t).await
+    }
+    async fn record(
+        &self,
+        t: &tern_core::TenantId,
+        e: &tern_core::EndpointId,
+        delta: &tern_core::health::HealthDelta,
+        bucket_seconds: u64,
+        previous: Option<&tern_core::health::EndpointHealth>,
+    ) -> Result<tern_core::health::EndpointHealth, PortError> {
+        *self
+            .records
+            .lock()
+            .unwrap()
+            .entry(e.to_string())
+            .or_default() += 1;
+        self.inner
+            .record(t, e, delta, bucket_seconds, previous)
+            .await
+    }
+    async fn apply(
+        &self,
+        t: &tern_core::TenantId,
+        e: &tern_core::EndpointId,
+        change: &tern_core::health::HealthChange,
+        now: chrono::DateTime<Utc>,
+    ) -> Result<bool, PortError> {
+        self.inner.apply(t, e, change, now).await
+    }
+    async fn reserve_slots(
+        &self,
+        t: &tern_core::TenantId,
+        e: &tern_core::EndpointId,
+        request: &tern_core::rate_limit::SlotRequest,
+    ) -> Result<tern_core::rate_limit::SlotAnswer, PortError> {
+        self.inner.reserve_slots(t, e, request).await
+    }
+    async fn reset(
+        &self,
+        t: &tern_core::TenantId,
+        e: &tern_core::EndpointId,
+    ) -> Result<(), PortError> {
+        self.inner.reset(t, e).await
+    }
+}
+
+/// A sender instance (time scale 1) over `store`, holding a healthy endpoint's successes
+/// for at most `flush`.
+fn counted_instance(local: &LocalTern, store: Arc<CountingHealth>, flush: Duration) -> SenderDeps {
+    let s = &local.sender;
+    SenderDeps {
+        endpoints: s.endpoints.clone(),
+        ledger: s.ledger.clone(),
+        delivery_queue: s.delivery_queue.clone(),
+        dlq: s.dlq.clone(),
+        scheduler: s.scheduler.clone(),
+        client: s.client.clone(),
+        policy: s.policy.clone(),
+        breaker: Some(Arc::new(
+            CircuitBreaker::new(
+                store,
+                Arc::new(Recorded::default()),
+                HealthPolicy::default(),
+                1.0,
+                Duration::from_secs(5),
+            )
+            .with_gate_deadline(Duration::from_secs(15))
+            .with_flush_interval(flush),
+        )),
+    }
+}
+
+/// Issue 29: a healthy endpoint's item is not written once per batch. Batches whose
+/// attempts to it all succeed, within the flush interval of the instance's last write,
+/// are held; a failure is written at once with every held success before it, so the
+/// circuit breaker sees the counts whole; held successes whose interval is over go out
+/// with the next batch of any endpoint. Before, each of the batches below wrote the item.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_healthy_hot_endpoints_successes_are_written_once_an_interval_and_a_failure_at_once() {
+    const BATCHES: usize = 12;
+    const PER_BATCH: usize = 5;
+    let local = setup("health-held", HealthPolicy::default()).await;
+    let receiver = Receiver::start().await.unwrap();
+    receiver.set("/hot", Behavior::Always(Reply::status(200)));
+    receiver.set("/other", Behavior::Always(Reply::status(200)));
+    let hot = add_endpoint(&local, "tnt_hot", &receiver.url("/hot"), &["*"], None).await;
+    let other = add_endpoint(&local, "tnt_hot", &receiver.url("/other"), &["*"], None).await;
+    let store = Arc::new(CountingHealth {
+        inner: health_store(&local),
+        records: Mutex::new(std::collections::HashMap::new()),
+    });
+
+    // With an interval longer than the run: the first batch writes, the others are held.
+    let deps = counted_instance(&local, store.clone(), Duration::from_secs(600));
+    for _ in 0..BATCHES {
+        let r = send(&deps, &messages(&local, &hot, PER_BATCH)).await;
+        assert_eq!(
+            count(&r, |o| matches!(o, MessageOutcome::Delivered { .. })),
+            PER_BATCH
+        );
+    }
+    assert_eq!(
+        store.writes(&hot),
+        1,
+        "only the first batch's counts were written"
+    );
+    let window = |h: tern_core::health::EndpointHealth| h.window_rate(Utc::now());
+    let h = health_store(&local)
+        .get(&hot.tenant_id, &hot.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(window(h).attempts, PER_BATCH as u64);
+    // A failure is written at once, the held successes with it (before it).
+    receiver.set("/hot", Behavior::Always(Reply::status(500)));
+    send(&deps, &messages(&local, &hot, 1)).await;
+    assert_eq!(store.writes(&hot), 2);
+    let h = health_store(&local)
+        .get(&hot.tenant_id, &hot.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(h.consecutive_failures, 1);
+    let rate = window(h);
+    assert_eq!(
+        (rate.attempts, rate.successes),
+        (
+            (BATCHES * PER_BATCH + 1) as u64,
+            (BATCHES * PER_BATCH) as u64
+        ),
+        "every held success counted, none twice"
+    );
+
+    // A short interval: held successes go out with a later batch of another endpoint.
+    let store = Arc::new(CountingHealth {
+        inner: health_store(&local),
+        records: Mutex::new(std::collections::HashMap::new()),
+    });
+    let deps = counted_instance(&local, store.clone(), Duration::from_secs(2));
+    send(&deps, &messages(&local, &other, 2)).await;
+    send(&deps, &messages(&local, &other, 2)).await;
+    assert_eq!(store.writes(&other), 1, "the second batch is held");
+    tokio::time::sleep(Duration::from_millis(2_100)).await;
+    send(&deps, &messages(&local, &hot, 1)).await;
+    assert_eq!(
+        store.writes(&other),
+        2,
+        "its interval over, the next batch writes it"
+    );
+    let h = health_store(&local)
+        .get(&other.tenant_id, &other.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        window(h).attempts,
+        4,
+        "flushed by a later batch of another endpoint"
+    );
+
+    // What a sender instance writes to a hot endpoint's item (interval 1 s, time scale 1),
+    // next to what it wrote before (every batch).
+    for (label, flush) in [
+        ("before (every batch)", Duration::ZERO),
+        ("after (1 s)", Duration::from_secs(1)),
+    ] {
+        let store = Arc::new(CountingHealth {
+            inner: health_store(&local),
+            records: Mutex::new(std::collections::HashMap::new()),
+        });
+        let deps = counted_instance(&local, store.clone(), flush);
+        let started = std::time::Instant::now();
+        for _ in 0..BATCHES {
+            send(&deps, &messages(&local, &other, PER_BATCH)).await;
+        }
+        let seconds = started.elapsed().as_secs_f64();
+        let writes = store.writes(&other);
+        eprintln!(
+            "hot endpoint, {label}: {writes} health writes for {} deliveries in {BATCHES} batches over {seconds:.1} s ({:.3} per delivery, {:.2} per second)",
+            BATCHES * PER_BATCH,
+            writes as f64 / (BATCHES * PER_BATCH) as f64,
+            writes as f64 / seconds
+        );
+        if flush.is_zero() {
+            assert_eq!(writes, BATCHES);
+        } else {
+            assert!(
+                writes as f64 <= seconds.ceil() + 1.0,
+                "{writes} writes in {seconds:.1} s"
+            );
+        }
+    }
 }

@@ -93,7 +93,7 @@ async fn item3_e2e_a_black_holed_first_address_does_not_hide_the_live_one() {
     )
     .await;
     let id = publish(&local, "order.paid", "tnt_eyeballs", r#"{"he":1}"#).await;
-    assert!(history_reaches(&local, &id, 1, Duration::from_secs(30)).await);
+    assert!(history_reaches(&local, "tnt_eyeballs", &id, 1, Duration::from_secs(30)).await);
     let h = attempts_of(&local, &id, &ep).await;
     assert_eq!(
         (h[0].attempt, h[0].status, h[0].outcome.as_str()),

@@ -15,8 +15,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
-use tern_core::DeadLetterReason;
 use tern_core::outcome::{AttemptResult, ErrorClass};
+use tern_core::{DeadLetterReason, TenantId};
 use tern_http::{AttemptRequest, ClientOptions, DeliveryClient, DestinationPolicy};
 use tern_local::LocalOptions;
 use tern_tests::*;
@@ -310,7 +310,7 @@ async fn item1_e2e_a_200_with_120_extra_headers_is_delivered_on_attempt_1_with_o
     )
     .await;
     let id = publish(&local, "order.paid", tenant, r#"{"h":1}"#).await;
-    assert!(history_reaches(&local, &id, 1, Duration::from_secs(30)).await);
+    assert!(history_reaches(&local, tenant, &id, 1, Duration::from_secs(30)).await);
     // Give a wrongly scheduled retry (1 s at this time scale) the chance to show.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let h = attempts_of(&local, &id, &ep).await;
@@ -384,7 +384,11 @@ async fn item2_e2e_30_deliveries_answered_410_early_are_all_gone_and_disable_the
             >= 30)
         .await,
         "30 dead letters; attempts so far: {:#?}",
-        local.sender.ledger.history(&id).await
+        local
+            .sender
+            .ledger
+            .history(&TenantId::new(tenant).unwrap(), &id)
+            .await
     );
     let dead = dead_letters(&local).await;
     assert_eq!(dead.len(), 30);
@@ -485,9 +489,9 @@ async fn item3_e2e_the_second_post_on_a_stale_keep_alive_connection_is_delivered
     )
     .await;
     let first = publish(&local, "order.paid", tenant, r#"{"n":1}"#).await;
-    assert!(history_reaches(&local, &first, 1, Duration::from_secs(30)).await);
+    assert!(history_reaches(&local, tenant, &first, 1, Duration::from_secs(30)).await);
     let second = publish(&local, "order.paid", tenant, r#"{"n":2}"#).await;
-    assert!(history_reaches(&local, &second, 1, Duration::from_secs(30)).await);
+    assert!(history_reaches(&local, tenant, &second, 1, Duration::from_secs(30)).await);
     tokio::time::sleep(Duration::from_secs(3)).await;
     for id in [&first, &second] {
         let h = attempts_of(&local, id, &ep).await;

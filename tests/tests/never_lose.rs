@@ -108,13 +108,23 @@ async fn events_for_a_disabled_endpoint_are_dead_lettered_shown_and_delivered_af
     // letter: it is for people).
     for id in &events {
         let logged = eventually(Duration::from_secs(10), async || {
-            let history = local.sender.ledger.history(id).await.unwrap();
+            let history = local
+                .sender
+                .ledger
+                .history(&ep.tenant_id, id)
+                .await
+                .unwrap();
             !ops::attempts::report(id.as_str(), None, &history)
                 .dead_letters
                 .is_empty()
         })
         .await;
-        let history = local.sender.ledger.history(id).await.unwrap();
+        let history = local
+            .sender
+            .ledger
+            .history(&ep.tenant_id, id)
+            .await
+            .unwrap();
         assert!(logged, "{id}: {history:?}");
         let report = ops::attempts::report(id.as_str(), None, &history);
         assert_eq!(report.dead_letters.len(), 1, "{id}: {history:?}");
@@ -292,7 +302,12 @@ async fn a_replay_right_after_enable_is_delivered_though_the_senders_cache_said_
     let got = receiver.wait_for("/s", 1, Duration::from_secs(10)).await;
     assert_eq!(got.len(), 1, "delivered within the cache's 30 s");
     assert_eq!(got[0].header("webhook-id"), Some(event.as_str()));
-    let history = local.sender.ledger.history(&event).await.unwrap();
+    let history = local
+        .sender
+        .ledger
+        .history(&ep.tenant_id, &event)
+        .await
+        .unwrap();
     let delivered: Vec<_> = history
         .iter()
         .filter(|r| r.outcome == "delivered")
@@ -450,8 +465,12 @@ impl DeliveryLedger for SlowLedger {
     async fn finish(&self, m: &DeliveryMessage, s: DeliveryState) -> Result<(), PortError> {
         after(CRAWL, self.inner.finish(m, s)).await
     }
-    async fn record_attempt(&self, r: &AttemptRecord) -> Result<(), PortError> {
-        after(CRAWL, self.inner.record_attempt(r)).await
+    async fn record_attempt(
+        &self,
+        message: &tern_core::DeliveryMessage,
+        r: &AttemptRecord,
+    ) -> Result<(), PortError> {
+        after(CRAWL, self.inner.record_attempt(message, r)).await
     }
     async fn record_delivered(
         &self,
@@ -460,8 +479,12 @@ impl DeliveryLedger for SlowLedger {
     ) -> Result<(), PortError> {
         after(CRAWL, self.inner.record_delivered(m, r)).await
     }
-    async fn history(&self, e: &EventId) -> Result<Vec<AttemptRecord>, PortError> {
-        self.inner.history(e).await
+    async fn history(
+        &self,
+        tenant: &tern_core::TenantId,
+        e: &EventId,
+    ) -> Result<Vec<AttemptRecord>, PortError> {
+        self.inner.history(tenant, e).await
     }
 }
 
@@ -660,11 +683,19 @@ impl DeliveryLedger for SlowClaims {
     ) -> Result<(), PortError> {
         self.0.release(m, takeover, due_at).await
     }
-    async fn record_attempt(&self, r: &AttemptRecord) -> Result<(), PortError> {
-        self.0.record_attempt(r).await
+    async fn record_attempt(
+        &self,
+        message: &tern_core::DeliveryMessage,
+        r: &AttemptRecord,
+    ) -> Result<(), PortError> {
+        self.0.record_attempt(message, r).await
     }
-    async fn history(&self, e: &EventId) -> Result<Vec<AttemptRecord>, PortError> {
-        self.0.history(e).await
+    async fn history(
+        &self,
+        tenant: &tern_core::TenantId,
+        e: &EventId,
+    ) -> Result<Vec<AttemptRecord>, PortError> {
+        self.0.history(tenant, e).await
     }
 }
 
@@ -725,7 +756,7 @@ async fn a_claim_that_outruns_the_deadline_is_logged_as_not_sent() {
         receiver.requests("/slow-claim").is_empty(),
         "nothing POSTed"
     );
-    let history = ledger.history(&event.id).await.unwrap();
+    let history = ledger.history(&event.tenant_id, &event.id).await.unwrap();
     assert_eq!(history.len(), 1, "the claimed try's one row: {history:?}");
     let row = &history[0];
     assert_eq!(row.outcome, tern_core::ports::OUTCOME_ABANDONED);

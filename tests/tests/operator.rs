@@ -77,14 +77,22 @@ impl DeliveryLedger for CrashingLedger {
         }
         self.inner.finish(m, s).await
     }
-    async fn record_attempt(&self, r: &AttemptRecord) -> Result<(), PortError> {
+    async fn record_attempt(
+        &self,
+        message: &tern_core::DeliveryMessage,
+        r: &AttemptRecord,
+    ) -> Result<(), PortError> {
         if matches!(self.crash, CrashAt::BeforeRecord) {
             panic!("sender crashed after the 200, before recording it");
         }
-        self.inner.record_attempt(r).await
+        self.inner.record_attempt(message, r).await
     }
-    async fn history(&self, e: &EventId) -> Result<Vec<AttemptRecord>, PortError> {
-        self.inner.history(e).await
+    async fn history(
+        &self,
+        tenant: &tern_core::TenantId,
+        e: &EventId,
+    ) -> Result<Vec<AttemptRecord>, PortError> {
+        self.inner.history(tenant, e).await
     }
 }
 
@@ -139,11 +147,21 @@ async fn crash_then_redeliver(name: &str, crash: CrashAt) -> (Vec<AttemptRecord>
         requests[1].header("webhook-id")
     );
 
-    let history = local.sender.ledger.history(&event.id).await.unwrap();
-    let mut printed = Vec::new();
-    ops::print_history(&mut printed, local.sender.ledger.as_ref(), &event.id)
+    let history = local
+        .sender
+        .ledger
+        .history(&event.tenant_id, &event.id)
         .await
         .unwrap();
+    let mut printed = Vec::new();
+    ops::print_history(
+        &mut printed,
+        local.sender.ledger.as_ref(),
+        &event.tenant_id,
+        &event.id,
+    )
+    .await
+    .unwrap();
     (history, String::from_utf8(printed).unwrap())
 }
 
@@ -217,15 +235,32 @@ async fn a_recorded_attempt_row_is_never_overwritten() {
         outcome: "delivered".into(),
         next_wait_seconds: None,
     };
+    let message = DeliveryMessage::first(
+        serde_json::from_value(serde_json::json!({
+            "id": event.as_str(), "type": "order.paid", "tenant_id": "tnt_a",
+            "created_at": "2026-12-01T00:00:00Z", "payload": {},
+        }))
+        .unwrap(),
+        ep.clone(),
+    );
     local
         .sender
         .ledger
-        .record_attempt(&record(200))
+        .record_attempt(&message, &record(200))
         .await
         .unwrap();
-    let second = local.sender.ledger.record_attempt(&record(201)).await;
+    let second = local
+        .sender
+        .ledger
+        .record_attempt(&message, &record(201))
+        .await;
     assert!(matches!(second, Err(PortError::Rejected(_))), "{second:?}");
-    let history = local.sender.ledger.history(&event).await.unwrap();
+    let history = local
+        .sender
+        .ledger
+        .history(&message.event.tenant_id, &event)
+        .await
+        .unwrap();
     assert_eq!(history.len(), 1);
     assert_eq!(history[0].status, Some(200));
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use tern_core::{DeadLetterReason, outcome::ErrorClass};
+use tern_core::{DeadLetterReason, TenantId, outcome::ErrorClass};
 use tern_local::LocalOptions;
 use tern_tests::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -431,7 +431,7 @@ async fn h4_huge_and_endless_answers_keep_a_short_truncated_excerpt_and_end_by_t
         eventually(Duration::from_secs(40), async || local
             .sender
             .ledger
-            .history(&id)
+            .history(&TenantId::new(tenant).unwrap(), &id)
             .await
             .unwrap()
             .len()
@@ -577,9 +577,14 @@ async fn attempt_log_items_carry_every_field_and_expire_by_ttl() {
     let ep = add_endpoint(&local, "tnt_log", &receiver.url("/log"), &["*"], None).await;
     let before = chrono::Utc::now();
     let id = publish(&local, "order.paid", "tnt_log", r#"{"l":1}"#).await;
-    assert!(history_reaches(&local, &id, 2, Duration::from_secs(30)).await);
+    assert!(history_reaches(&local, "tnt_log", &id, 2, Duration::from_secs(30)).await);
 
-    let h = local.sender.ledger.history(&id).await.unwrap();
+    let h = local
+        .sender
+        .ledger
+        .history(&ep.tenant_id, &id)
+        .await
+        .unwrap();
     assert_eq!(h.iter().map(|r| r.attempt).collect::<Vec<_>>(), vec![1, 2]);
     let first = &h[0];
     assert_eq!(first.endpoint_id, ep.id);
@@ -600,21 +605,25 @@ async fn attempt_log_items_carry_every_field_and_expire_by_ttl() {
 
     // Raw items: a row per failed (event, endpoint, replay, attempt); the success lives on
     // the pair's state item (one write marks it delivered and records the attempt). Each
-    // with a TTL about 30 days (the settings' attemptLogTtlDays) out.
-    let items = local
-        .dynamodb()
-        .query()
-        .table_name(&local.resources.attempts_table)
-        .key_condition_expression("event_id = :e")
-        .expression_attribute_values(
-            ":e",
-            aws_sdk_dynamodb::types::AttributeValue::S(id.to_string()),
-        )
-        .send()
-        .await
-        .unwrap()
-        .items
-        .unwrap_or_default();
+    // with a TTL about 30 days (the settings' attemptLogTtlDays) out. An event of one
+    // endpoint keeps its pairs in its tenant's sharded partition 0.
+    let items =
+        local
+            .dynamodb()
+            .query()
+            .table_name(&local.resources.attempts_table)
+            .key_condition_expression("event_id = :e")
+            .expression_attribute_values(
+                ":e",
+                aws_sdk_dynamodb::types::AttributeValue::S(
+                    tern_aws::ledger_keys::sharded_partition(&ep.tenant_id, &id, 0),
+                ),
+            )
+            .send()
+            .await
+            .unwrap()
+            .items
+            .unwrap_or_default();
     let keys: Vec<&str> = items
         .iter()
         .map(|i| i["sk"].as_s().unwrap().as_str())

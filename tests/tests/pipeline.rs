@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use tern_core::DeliveryMessage;
+use tern_core::{DeliveryMessage, TenantId};
 use tern_handlers::metrics::{Metrics, MetricsSink};
 use tern_handlers::replay::{ReplayFilters, ReplayRequest};
 use tern_local::LocalOptions;
@@ -66,7 +66,12 @@ async fn happy_path_fans_out_to_two_endpoints_with_verifiable_signatures() {
     assert!(receiver.requests("/c").is_empty(), "{other_type:?}");
     assert!(receiver.requests("/d").is_empty(), "{other_tenant:?}");
     assert_eq!(receiver.requests("/a").len(), 1);
-    let history = local.sender.ledger.history(&id).await.unwrap();
+    let history = local
+        .sender
+        .ledger
+        .history(&TenantId::new("tnt_acme").unwrap(), &id)
+        .await
+        .unwrap();
     assert_eq!(history.len(), 2);
     assert!(
         history
@@ -108,8 +113,13 @@ async fn fails_then_succeeds_with_the_same_webhook_id() {
             (w[0].at, w[1].at)
         );
     }
-    assert!(history_reaches(&local, &id, 3, Duration::from_secs(10)).await);
-    let history = local.sender.ledger.history(&id).await.unwrap();
+    assert!(history_reaches(&local, "tnt_acme", &id, 3, Duration::from_secs(10)).await);
+    let history = local
+        .sender
+        .ledger
+        .history(&TenantId::new("tnt_acme").unwrap(), &id)
+        .await
+        .unwrap();
     assert_eq!(
         history.iter().map(|r| r.attempt).collect::<Vec<_>>(),
         vec![1, 2, 3]
@@ -196,7 +206,12 @@ async fn exhausted_goes_to_the_dlq_and_replay_delivers_it() {
     assert!(peek_queue(&local, &dlq).await.is_empty());
     assert!(
         eventually(Duration::from_secs(10), async || {
-            let h = local.sender.ledger.history(&id).await.unwrap();
+            let h = local
+                .sender
+                .ledger
+                .history(&TenantId::new("tnt_acme").unwrap(), &id)
+                .await
+                .unwrap();
             h.last()
                 .is_some_and(|r| r.replay_count == 1 && r.attempt == 1 && r.outcome == "delivered")
         })

@@ -84,9 +84,14 @@ fn assert_slot_writes(slot_writes: usize, planned: usize, sink: &Metrics) {
     );
 }
 
-/// The attempt log of event `id` (every endpoint's rows).
-async fn attempt_log(local: &LocalTern, id: &EventId) -> Vec<AttemptRecord> {
-    local.sender.ledger.history(id).await.expect("attempt log")
+/// The attempt log of `tenant`'s event `id` (every endpoint's rows).
+async fn attempt_log(local: &LocalTern, tenant: &str, id: &EventId) -> Vec<AttemptRecord> {
+    local
+        .sender
+        .ledger
+        .history(&TenantId::new(tenant).expect("tenant"), id)
+        .await
+        .expect("attempt log")
 }
 
 fn webhook_ids(receiver: &Receiver, path: &str) -> Vec<String> {
@@ -314,7 +319,7 @@ async fn the_limit_holds_with_four_concurrent_sender_batches() {
         let arrived = webhook_ids(&receiver, "/limited");
         let mut missing = Vec::new();
         for id in ids.iter().filter(|id| !arrived.contains(&id.to_string())) {
-            missing.push((id.clone(), local.sender.ledger.history(id).await));
+            missing.push((id.clone(), attempt_log(&local, "tnt_rate", id).await));
         }
         panic!("{} of {EVENTS} arrived; missing: {missing:?}", got.len());
     }
@@ -336,7 +341,7 @@ async fn the_limit_holds_with_four_concurrent_sender_batches() {
     // Held deliveries spent no attempt: each event's one attempt is its first, sent once
     // (beside it, at most a "not sent" row of a try that came late for its slot).
     for id in &ids {
-        let history = attempt_log(&local, id).await;
+        let history = attempt_log(&local, "tnt_rate", id).await;
         let attempts: Vec<u32> = history.iter().map(|r| r.attempt).collect();
         let sent = history
             .iter()
@@ -405,8 +410,12 @@ impl DeliveryLedger for SlowClaims {
     async fn record_duplicate(&self, m: &DeliveryMessage) -> Result<(), PortError> {
         self.inner.record_duplicate(m).await
     }
-    async fn record_attempt(&self, r: &AttemptRecord) -> Result<(), PortError> {
-        self.inner.record_attempt(r).await
+    async fn record_attempt(
+        &self,
+        message: &tern_core::DeliveryMessage,
+        r: &AttemptRecord,
+    ) -> Result<(), PortError> {
+        self.inner.record_attempt(message, r).await
     }
     async fn record_delivered(
         &self,
@@ -415,14 +424,26 @@ impl DeliveryLedger for SlowClaims {
     ) -> Result<(), PortError> {
         self.inner.record_delivered(m, r).await
     }
-    async fn history(&self, e: &EventId) -> Result<Vec<AttemptRecord>, PortError> {
-        self.inner.history(e).await
+    async fn history(
+        &self,
+        tenant: &tern_core::TenantId,
+        e: &EventId,
+    ) -> Result<Vec<AttemptRecord>, PortError> {
+        self.inner.history(tenant, e).await
     }
-    async fn trace(&self, e: &EventId) -> Result<tern_core::trace::EventTrace, PortError> {
-        self.inner.trace(e).await
+    async fn trace(
+        &self,
+        tenant: &tern_core::TenantId,
+        e: &EventId,
+    ) -> Result<tern_core::trace::EventTrace, PortError> {
+        self.inner.trace(tenant, e).await
     }
-    async fn pair_states(&self, e: &EventId) -> Result<Vec<PairState>, PortError> {
-        self.inner.pair_states(e).await
+    async fn pair_states(
+        &self,
+        tenant: &tern_core::TenantId,
+        e: &EventId,
+    ) -> Result<Vec<PairState>, PortError> {
+        self.inner.pair_states(tenant, e).await
     }
     async fn append_endpoint_log(&self, records: &[AttemptRecord]) -> Result<(), PortError> {
         self.inner.append_endpoint_log(records).await
@@ -478,7 +499,7 @@ async fn a_post_late_for_its_slot_takes_a_new_one_and_the_limit_holds() {
             Ok(MessageOutcome::Delivered { attempt: 1 }) => sent.push(m.clone()),
             // Held beyond the send horizon (no row), or late and put back (its row).
             Ok(MessageOutcome::Deferred { .. }) => {
-                let history = attempt_log(&local, &m.event.id).await;
+                let history = attempt_log(&local, m.event.tenant_id.as_str(), &m.event.id).await;
                 if !history.is_empty() {
                     unsent.push(m.clone());
                 }
@@ -492,7 +513,7 @@ async fn a_post_late_for_its_slot_takes_a_new_one_and_the_limit_holds() {
         "a late delivery takes a new slot and is sent at it: {results:?}"
     );
     for m in &unsent {
-        let history = attempt_log(&local, &m.event.id).await;
+        let history = attempt_log(&local, m.event.tenant_id.as_str(), &m.event.id).await;
         assert!(
             history.len() == 1
                 && history[0]
@@ -519,7 +540,7 @@ async fn a_post_late_for_its_slot_takes_a_new_one_and_the_limit_holds() {
         "{busiest} requests in one second"
     );
     for m in &sent {
-        let history = attempt_log(&local, &m.event.id).await;
+        let history = attempt_log(&local, m.event.tenant_id.as_str(), &m.event.id).await;
         let attempts: Vec<u32> = history.iter().map(|r| r.attempt).collect();
         assert_eq!(attempts, [1], "{history:?}");
     }
@@ -575,7 +596,12 @@ async fn a_late_delivery_with_no_slot_left_in_its_invocation_is_logged_as_not_se
     );
     assert!(receiver.requests("/no-room").is_empty(), "nothing POSTed");
     assert!(sink.snapshot().rate_late > 0, "the claim made it late");
-    let history = attempt_log(&local, &batch[0].event.id).await;
+    let history = attempt_log(
+        &local,
+        batch[0].event.tenant_id.as_str(),
+        &batch[0].event.id,
+    )
+    .await;
     assert_eq!(history.len(), 1, "the claimed try's one row: {history:?}");
     let row = &history[0];
     assert_eq!(row.outcome, tern_core::ports::OUTCOME_ABANDONED);
@@ -613,7 +639,12 @@ async fn a_late_delivery_with_no_slot_left_in_its_invocation_is_logged_as_not_se
         [MessageOutcome::Delivered { attempt: 1 }]
     );
     assert_eq!(receiver.requests("/no-room").len(), 1);
-    let history = attempt_log(&local, &batch[0].event.id).await;
+    let history = attempt_log(
+        &local,
+        batch[0].event.tenant_id.as_str(),
+        &batch[0].event.id,
+    )
+    .await;
     let tries: Vec<(u32, u32, &str)> = history
         .iter()
         .map(|r| (r.attempt, r.takeover, r.outcome.as_str()))
@@ -656,7 +687,12 @@ async fn a_slot_handed_out_behind_the_clock_is_not_used() {
         outcomes(&results),
         [MessageOutcome::Delivered { attempt: 1 }]
     );
-    let history = attempt_log(&local, &batch[0].event.id).await;
+    let history = attempt_log(
+        &local,
+        batch[0].event.tenant_id.as_str(),
+        &batch[0].event.id,
+    )
+    .await;
     assert_eq!(history.len(), 1, "{history:?}");
     let started = history[0].started_at;
     let health = sender
@@ -709,7 +745,7 @@ async fn a_held_delivery_spends_no_attempt_and_comes_back_for_its_slot() {
     assert_slot_writes(first_writes, 1, &sink);
     assert_eq!(held.len(), 62, "{held:?}");
     for (m, _) in &late {
-        let said = attempt_log(&local, &m.event.id).await;
+        let said = attempt_log(&local, m.event.tenant_id.as_str(), &m.event.id).await;
         assert!(
             said.len() == 1
                 && said[0]
@@ -793,7 +829,9 @@ async fn a_held_delivery_spends_no_attempt_and_comes_back_for_its_slot() {
     // The rest, still held, spent no attempt either (read after the timed part).
     for m in &later {
         assert!(
-            attempt_log(&local, &m.event.id).await.is_empty(),
+            attempt_log(&local, m.event.tenant_id.as_str(), &m.event.id)
+                .await
+                .is_empty(),
             "a held delivery spends no attempt"
         );
     }
@@ -853,7 +891,7 @@ async fn nothing_waits_past_its_retry_window_for_a_slot() {
             DeadLetterReason::Exhausted
         );
         // The attempt log says why.
-        let history = attempt_log(&local, &m.event.id).await;
+        let history = attempt_log(&local, m.event.tenant_id.as_str(), &m.event.id).await;
         assert!(
             history
                 .iter()

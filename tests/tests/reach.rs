@@ -269,7 +269,7 @@ async fn basic_and_bearer_authenticate_to_receivers_that_require_them() {
         );
     }
     // The same receiver without the credential: 401, recorded as the receiver's answer.
-    assert!(history_reaches(&local, &event, 3, Duration::from_secs(30)).await);
+    assert!(history_reaches(&local, "tnt_b", &event, 3, Duration::from_secs(30)).await);
     let rows = attempts_of(&local, &event, &none).await;
     assert_eq!(rows[0].status, Some(401), "{rows:?}");
 }
@@ -353,7 +353,7 @@ async fn oauth_tokens_are_cached_refreshed_once_on_401_and_a_failing_token_endpo
     assert_eq!(got[0].header("webhook-id"), got[1].header("webhook-id"));
     assert_eq!(got[1].header("authorization"), Some("Bearer tok-2"));
     assert_eq!(tokens.requests("/token").len(), 2, "one refresh");
-    assert!(history_reaches(&local, &event, 1, Duration::from_secs(10)).await);
+    assert!(history_reaches(&local, "tnt_o", &event, 1, Duration::from_secs(10)).await);
     let rows = attempts_of(&local, &event, &ep).await;
     assert_eq!(
         rows.iter()
@@ -383,7 +383,7 @@ async fn oauth_tokens_are_cached_refreshed_once_on_401_and_a_failing_token_endpo
     })
     .await;
     let event = publish(&local, "order.paid", "tnt_o2", r#"{"n":"flaky"}"#).await;
-    assert!(history_reaches(&local, &event, 2, Duration::from_secs(30)).await);
+    assert!(history_reaches(&local, "tnt_o2", &event, 2, Duration::from_secs(30)).await);
     let rows = attempts_of(&local, &event, &flaky).await;
     assert_eq!(rows[0].error_class, Some(ErrorClass::AuthToken), "{rows:?}");
     assert_eq!(rows[0].outcome, "retry");

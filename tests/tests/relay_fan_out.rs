@@ -15,8 +15,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::Utc;
 use serde_json::{Value, json};
-use tern_core::fanout::FanOutCheckpoints;
+use tern_core::fanout::{FanOutCheckpoints, FanOutRecord};
 use tern_core::ports::{EndpointStore as _, MessageQueue, PortError, QueueEntry};
+use tern_core::spread::{LedgerLayout, PAIR_SHARDS};
 use tern_core::{DeliveryMessage, Endpoint, EndpointId, EventId, Secret, TenantId};
 use tern_handlers::metrics::{Metrics, MetricsSink};
 use tern_handlers::relay::RelayDeps;
@@ -32,6 +33,8 @@ struct TimedQueue {
     peak: AtomicUsize,
     calls: AtomicUsize,
     accepted: Mutex<HashMap<(String, String), usize>>,
+    /// The ledger layouts each event's messages carried.
+    layouts: Mutex<HashMap<String, std::collections::HashSet<LedgerLayout>>>,
 }
 
 impl TimedQueue {
@@ -61,6 +64,12 @@ impl MessageQueue for TimedQueue {
             *accepted
                 .entry((m.event.id.to_string(), m.endpoint_id.to_string()))
                 .or_default() += 1;
+            self.layouts
+                .lock()
+                .unwrap()
+                .entry(m.event.id.to_string())
+                .or_default()
+                .insert(m.ledger_layout());
         }
         Ok(vec![Ok(()); entries.len()])
     }
@@ -69,9 +78,9 @@ impl MessageQueue for TimedQueue {
     }
 }
 
-/// Checkpoints in a map, as the attempts-table item keeps them.
+/// Fan-out records in a map, as the attempts-table item keeps them.
 #[derive(Default)]
-struct MemCheckpoints(Mutex<HashMap<String, EndpointId>>);
+struct MemCheckpoints(Mutex<HashMap<String, FanOutRecord>>);
 
 #[async_trait]
 impl FanOutCheckpoints for MemCheckpoints {
@@ -79,7 +88,7 @@ impl FanOutCheckpoints for MemCheckpoints {
         &self,
         tenant: &TenantId,
         event: &EventId,
-    ) -> Result<Option<EndpointId>, PortError> {
+    ) -> Result<Option<FanOutRecord>, PortError> {
         Ok(self
             .0
             .lock()
@@ -87,19 +96,40 @@ impl FanOutCheckpoints for MemCheckpoints {
             .get(&format!("{tenant}/{event}"))
             .cloned())
     }
+    async fn begin(
+        &self,
+        tenant: &TenantId,
+        event: &EventId,
+        layout: LedgerLayout,
+    ) -> Result<(), PortError> {
+        self.0
+            .lock()
+            .unwrap()
+            .entry(format!("{tenant}/{event}"))
+            .or_insert(FanOutRecord {
+                through: None,
+                layout,
+            });
+        Ok(())
+    }
     async fn write(
         &self,
         tenant: &TenantId,
         event: &EventId,
         through: &EndpointId,
+        layout: LedgerLayout,
     ) -> Result<(), PortError> {
         let mut map = self.0.lock().unwrap();
         let entry = map
             .entry(format!("{tenant}/{event}"))
-            .or_insert_with(|| through.clone());
-        if *through > *entry {
-            *entry = through.clone();
+            .or_insert_with(|| FanOutRecord {
+                through: None,
+                layout,
+            });
+        if entry.through.as_ref().is_none_or(|t| through > t) {
+            entry.through = Some(through.clone());
         }
+        entry.layout = layout;
         Ok(())
     }
 }
@@ -150,13 +180,91 @@ fn insert(i: usize) -> Value {
 }
 
 fn deps(store: Arc<MemEndpoints>, queue: Arc<TimedQueue>) -> RelayDeps {
+    deps_with(store, queue, Arc::new(MemCheckpoints::default()))
+}
+
+fn deps_with(
+    store: Arc<MemEndpoints>,
+    queue: Arc<TimedQueue>,
+    checkpoints: Arc<MemCheckpoints>,
+) -> RelayDeps {
     RelayDeps {
         endpoints: store,
         delivery_queue: queue,
         failure_queue: Arc::new(MemQueue::default()),
         max_payload_bytes: tern_core::event::DEFAULT_MAX_PAYLOAD_BYTES,
-        checkpoints: Some(Arc::new(MemCheckpoints::default())),
+        checkpoints: Some(checkpoints),
     }
+}
+
+/// The ledger layout each message carries (issue 29): a fan-out of 50 endpoints or more
+/// is spread over 32 partitions, recorded before any message goes (the ledger's readers
+/// learn it there); one an older build began and cut short (its record says nothing of a
+/// spread) is finished unsharded, so a message sent again claims beside the first one; a
+/// small one keeps one partition and writes no record.
+#[tokio::test(start_paused = true)]
+async fn each_fan_out_keeps_the_ledger_layout_its_first_relay_chose() {
+    let queue = Arc::new(TimedQueue::new(Duration::from_millis(1)));
+    let checkpoints = Arc::new(MemCheckpoints::default());
+    let tenant = TenantId::new("tnt_a").unwrap();
+    checkpoints.0.lock().unwrap().insert(
+        "tnt_a/evt_2".into(),
+        FanOutRecord {
+            through: Some(EndpointId::new(endpoint_name(99)).unwrap()),
+            layout: LedgerLayout::Unsharded,
+        },
+    );
+    let deps = deps_with(endpoints(300).await, queue.clone(), checkpoints.clone());
+    let (response, _) = tern_handlers::relay::handle_value(
+        &deps,
+        json!({"Records": [insert(1), insert(2)]}),
+        &metrics(),
+    )
+    .await;
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    let wide = LedgerLayout::Sharded {
+        shards: PAIR_SHARDS,
+    };
+    let layouts = queue.layouts.lock().unwrap().clone();
+    assert_eq!(
+        layouts["evt_1"],
+        [wide].into(),
+        "a new big fan-out is spread"
+    );
+    assert_eq!(
+        layouts["evt_2"],
+        [LedgerLayout::Unsharded].into(),
+        "an older build's fan-out stays unsharded"
+    );
+    let event = |id: &str| EventId::new(id).unwrap();
+    let record = checkpoints.read(&tenant, &event("evt_1")).await.unwrap();
+    assert_eq!(record.map(|r| r.layout), Some(wide), "recorded for readers");
+    let accepted = queue.accepted.lock().unwrap().len();
+    assert_eq!(accepted, 300 + 200, "evt_2 resumed after its checkpoint");
+
+    // A small fan-out: one partition, no record.
+    let small = Arc::new(TimedQueue::new(Duration::from_millis(1)));
+    let none = Arc::new(MemCheckpoints::default());
+    let deps = deps_with(endpoints(10).await, small.clone(), none.clone());
+    tern_handlers::relay::handle_value(&deps, json!({"Records": [insert(3)]}), &metrics()).await;
+    assert_eq!(
+        small.layouts.lock().unwrap()["evt_3"],
+        [LedgerLayout::Sharded { shards: 1 }].into()
+    );
+    assert!(none.0.lock().unwrap().is_empty());
+
+    // A relay with no record to write (the retry of one refused message) keeps a big
+    // fan-out's pairs in one partition too: readers would not know of a spread.
+    let unrecorded = Arc::new(TimedQueue::new(Duration::from_millis(1)));
+    let deps = RelayDeps {
+        checkpoints: None,
+        ..deps_with(endpoints(300).await, unrecorded.clone(), none.clone())
+    };
+    tern_handlers::relay::handle_value(&deps, json!({"Records": [insert(4)]}), &metrics()).await;
+    assert_eq!(
+        unrecorded.layouts.lock().unwrap()["evt_4"],
+        [LedgerLayout::Sharded { shards: 1 }].into()
+    );
 }
 
 fn metrics() -> Metrics {
@@ -259,34 +367,102 @@ async fn checkpoints_on_moto_never_move_back_and_stay_out_of_the_attempt_log() {
         tern_local::LocalOptions::default(),
     )
     .await;
-    let store = tern_aws::DynamoFanOutCheckpoints::new(
-        aws_sdk_dynamodb::Client::new(&local.aws),
-        &local.resources.attempts_table,
-    );
+    let client = aws_sdk_dynamodb::Client::new(&local.aws);
+    let store =
+        tern_aws::DynamoFanOutCheckpoints::new(client.clone(), &local.resources.attempts_table, 30);
     let event = EventId::generate();
     let (a, b) = (
         TenantId::new("tnt_a").unwrap(),
         TenantId::new("tnt_b").unwrap(),
     );
     let id = |s: &str| EndpointId::new(s).unwrap();
+    let wide = LedgerLayout::Sharded {
+        shards: PAIR_SHARDS,
+    };
+    let through = |r: Option<FanOutRecord>| r.and_then(|r| r.through);
     assert_eq!(store.read(&a, &event).await.unwrap(), None);
-    store.write(&a, &event, &id("ep_00100")).await.unwrap();
-    store.write(&a, &event, &id("ep_00050")).await.unwrap();
-    store.write(&a, &event, &id("ep_00100")).await.unwrap();
-    assert_eq!(store.read(&a, &event).await.unwrap(), Some(id("ep_00100")));
+    // The spread is recorded before any message; a second begin changes nothing.
+    store.begin(&a, &event, wide).await.unwrap();
+    store
+        .begin(&a, &event, LedgerLayout::Sharded { shards: 1 })
+        .await
+        .unwrap();
+    assert_eq!(
+        store.read(&a, &event).await.unwrap(),
+        Some(FanOutRecord {
+            through: None,
+            layout: wide
+        })
+    );
+    store
+        .write(&a, &event, &id("ep_00100"), wide)
+        .await
+        .unwrap();
+    store
+        .write(&a, &event, &id("ep_00050"), wide)
+        .await
+        .unwrap();
+    store
+        .write(&a, &event, &id("ep_00100"), wide)
+        .await
+        .unwrap();
+    let read = store.read(&a, &event).await.unwrap();
+    assert_eq!(read.as_ref().map(|r| r.layout), Some(wide));
+    assert_eq!(through(read), Some(id("ep_00100")));
     assert_eq!(
         store.read(&b, &event).await.unwrap(),
         None,
         "another tenant's event with this id has no checkpoint"
     );
-    store.write(&b, &event, &id("ep_00010")).await.unwrap();
-    store.write(&a, &event, &id("ep_00200")).await.unwrap();
-    assert_eq!(store.read(&a, &event).await.unwrap(), Some(id("ep_00200")));
-    assert_eq!(store.read(&b, &event).await.unwrap(), Some(id("ep_00010")));
+    store
+        .write(&b, &event, &id("ep_00010"), LedgerLayout::Unsharded)
+        .await
+        .unwrap();
+    store
+        .write(&a, &event, &id("ep_00200"), wide)
+        .await
+        .unwrap();
+    assert_eq!(
+        through(store.read(&a, &event).await.unwrap()),
+        Some(id("ep_00200"))
+    );
+    let b_read = store.read(&b, &event).await.unwrap();
+    assert_eq!(
+        b_read.as_ref().map(|r| r.layout),
+        Some(LedgerLayout::Unsharded)
+    );
+    assert_eq!(through(b_read), Some(id("ep_00010")));
+    // A checkpoint an older build wrote (no spread attribute) reads as unsharded.
+    let old = EventId::generate();
+    client
+        .put_item()
+        .table_name(&local.resources.attempts_table)
+        .item(
+            "event_id",
+            aws_sdk_dynamodb::types::AttributeValue::S(old.to_string()),
+        )
+        .item(
+            "sk",
+            aws_sdk_dynamodb::types::AttributeValue::S(tern_aws::fanout::checkpoint_sk(&a)),
+        )
+        .item(
+            "fanout_through",
+            aws_sdk_dynamodb::types::AttributeValue::S("ep_00007".into()),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        store.read(&a, &old).await.unwrap(),
+        Some(FanOutRecord {
+            through: Some(id("ep_00007")),
+            layout: LedgerLayout::Unsharded
+        })
+    );
     let history = local
         .sender
         .ledger
-        .history(&event)
+        .history(&a, &event)
         .await
         .expect("the attempt log reads past the checkpoint item");
     assert!(history.is_empty(), "{history:?}");

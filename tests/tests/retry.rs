@@ -718,7 +718,12 @@ async fn the_same_message_twice_or_a_replay_of_a_delivered_pair_is_not_posted_ag
     assert_eq!(receiver.requests("/dup").len(), 1, "never POSTed again");
     // The one attempt, and one row per (replay, attempt) that says its copies found the
     // pair delivered and were dropped.
-    let history = local.sender.ledger.history(&event.id).await.unwrap();
+    let history = local
+        .sender
+        .ledger
+        .history(&event.tenant_id, &event.id)
+        .await
+        .unwrap();
     let mut rows: Vec<(u32, u32, &str)> = history
         .iter()
         .map(|r| (r.replay_count, r.attempt, r.outcome.as_str()))
@@ -837,10 +842,18 @@ impl DeliveryLedger for FakeLedger {
     ) -> Result<(), PortError> {
         Ok(())
     }
-    async fn record_attempt(&self, _: &AttemptRecord) -> Result<(), PortError> {
+    async fn record_attempt(
+        &self,
+        _: &tern_core::DeliveryMessage,
+        _: &AttemptRecord,
+    ) -> Result<(), PortError> {
         Ok(())
     }
-    async fn history(&self, _: &EventId) -> Result<Vec<AttemptRecord>, PortError> {
+    async fn history(
+        &self,
+        _: &tern_core::TenantId,
+        _: &EventId,
+    ) -> Result<Vec<AttemptRecord>, PortError> {
         Ok(vec![])
     }
 }

@@ -74,7 +74,10 @@ async fn state_item(local: &LocalTern, m: &DeliveryMessage) -> HashMap<String, A
         .dynamodb()
         .get_item()
         .table_name(&local.resources.attempts_table)
-        .key("event_id", AttributeValue::S(m.event.id.to_string()))
+        .key(
+            "event_id",
+            AttributeValue::S(tern_aws::ledger_keys::message_partition(m)),
+        )
         .key("sk", AttributeValue::S(format!("state#{}", m.endpoint_id)))
         .consistent_read(true)
         .send()
@@ -158,7 +161,7 @@ async fn a_takeover_whose_answer_comes_after_the_try_deadline_is_taken_over_with
     }
     // Each abandoned try has its placeholder row: the first holder's and takeover 1's.
     let rows: Vec<(u32, String)> = ledger
-        .history(&b.event.id)
+        .history(&b.event.tenant_id, &b.event.id)
         .await
         .unwrap()
         .into_iter()

@@ -114,7 +114,12 @@ async fn blocked_destinations_are_dead_lettered_without_a_connection() {
     let mut want = vec![literal.id.clone(), named.id.clone()];
     want.sort();
     assert_eq!(seen, want);
-    let history = local.sender.ledger.history(&id).await.expect("history");
+    let history = local
+        .sender
+        .ledger
+        .history(&TenantId::new("tnt_acme").unwrap(), &id)
+        .await
+        .expect("history");
     assert!(
         history
             .iter()

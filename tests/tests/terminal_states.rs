@@ -102,7 +102,12 @@ async fn a_held_back_copy_past_its_window_leaves_a_delivered_pair_delivered() {
         dead_letters(&local).await.is_empty(),
         "nothing dead-lettered"
     );
-    let pairs = local.sender.ledger.pair_states(&event.id).await.unwrap();
+    let pairs = local
+        .sender
+        .ledger
+        .pair_states(&event.tenant_id, &event.id)
+        .await
+        .unwrap();
     assert_eq!(pairs.len(), 1, "{pairs:?}");
     assert_eq!(pairs[0].state, Some(DeliveryState::Delivered), "{pairs:?}");
     assert!(pairs[0].delivered_at.is_some(), "{pairs:?}");
@@ -163,7 +168,12 @@ async fn a_takeover_past_its_window_repeats_the_dead_letter_and_posts_nothing() 
     );
     assert!(receiver.requests("/late").is_empty(), "nothing POSTed");
     assert_eq!(dead_letters(&local).await.len(), 1);
-    let pairs = local.sender.ledger.pair_states(&event.id).await.unwrap();
+    let pairs = local
+        .sender
+        .ledger
+        .pair_states(&event.tenant_id, &event.id)
+        .await
+        .unwrap();
     assert_eq!(
         pairs[0].state,
         Some(DeliveryState::DeadLettered),
@@ -201,7 +211,10 @@ async fn a_dead_letter_ends_its_budget_and_only_a_replay_claims_the_pair_again()
         Claim::AlreadyClaimed,
         "the dead-lettered budget's next attempt"
     );
-    let pairs = ledger.pair_states(&event.id).await.unwrap();
+    let pairs = ledger
+        .pair_states(&event.tenant_id, &event.id)
+        .await
+        .unwrap();
     assert_eq!(
         pairs[0].state,
         Some(DeliveryState::DeadLettered),
@@ -309,7 +322,9 @@ fn no_interleaving_of_copies_takes_a_pair_out_of_delivered() {
                         }
                     }
                 });
-                let pairs = rt.block_on(ledger.pair_states(&event.id)).unwrap();
+                let pairs = rt
+                    .block_on(ledger.pair_states(&event.tenant_id, &event.id))
+                    .unwrap();
                 let pair = pairs.first();
                 match (delivered, pair.and_then(|p| p.delivered_at)) {
                     (Some(at), now) => {
@@ -349,7 +364,13 @@ fn no_interleaving_of_copies_takes_a_pair_out_of_delivered() {
             .await
             .unwrap();
         let _ = ledger.finish(&retry, DeliveryState::DeadLettered).await;
-        (claim, ledger.pair_states(&event.id).await.unwrap())
+        (
+            claim,
+            ledger
+                .pair_states(&event.tenant_id, &event.id)
+                .await
+                .unwrap(),
+        )
     });
     assert_eq!(some.0, Claim::AlreadyDelivered);
     assert_eq!(

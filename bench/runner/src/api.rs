@@ -219,7 +219,7 @@ pub async fn run() -> Result<ApiReport, BoxError> {
     // Delivered to the twenty endpoints before anything is measured.
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let states = deps.ledger.pair_states(&seed).await?;
+        let states = deps.ledger.pair_states(&tenant, &seed).await?;
         if states.iter().filter(|s| s.delivered_at.is_some()).count() == 20 {
             break;
         }
@@ -399,7 +399,7 @@ pub async fn run() -> Result<ApiReport, BoxError> {
             async |_| {
                 d.events.get(tn, &seed).await?;
                 d.endpoints.list_for_tenant(tn).await?;
-                d.ledger.pair_states(&seed).await?;
+                d.ledger.pair_states(tn, &seed).await?;
                 Ok(())
             },
         )
@@ -421,7 +421,7 @@ pub async fn run() -> Result<ApiReport, BoxError> {
             },
             async |_| {
                 d.endpoints.list_for_tenant(tn).await?;
-                d.ledger.history(&seed).await?;
+                d.ledger.history(tn, &seed).await?;
                 Ok(())
             },
         )

@@ -78,14 +78,22 @@ impl DeliveryLedger for CountingLedger {
     async fn finish(&self, _: &DeliveryMessage, _: DeliveryState) -> Result<(), PortError> {
         Ok(())
     }
-    async fn record_attempt(&self, _record: &AttemptRecord) -> Result<(), PortError> {
+    async fn record_attempt(
+        &self,
+        _: &tern_core::DeliveryMessage,
+        _record: &AttemptRecord,
+    ) -> Result<(), PortError> {
         *self
             .recorded
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) += 1;
         Ok(())
     }
-    async fn history(&self, _: &EventId) -> Result<Vec<AttemptRecord>, PortError> {
+    async fn history(
+        &self,
+        _: &tern_core::TenantId,
+        _: &EventId,
+    ) -> Result<Vec<AttemptRecord>, PortError> {
         Ok(vec![])
     }
 }

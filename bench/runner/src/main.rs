@@ -19,6 +19,7 @@ mod proxy;
 mod rate_limit;
 mod reach;
 mod relay;
+mod scale;
 mod stats;
 
 use std::collections::BTreeMap;
@@ -124,6 +125,13 @@ enum Command {
     /// and gzip), render time in local mode and AWS calls per view; writes
     /// `<out>/portal.md` (also printed) and `<out>/portal.json`. About a minute.
     Portal,
+    /// The scale meter (`make bench-scale`, not part of `make bench`): the real relay and
+    /// sender binaries in local mode behind a recording proxy, four scenarios (a 5,000-
+    /// endpoint fan-out, a hot endpoint healthy / 429 / dead, 10,000 endpoints over 100
+    /// tenants with mixed batches, a 10x burst), projected to the target against AWS's
+    /// limits; writes `<out>/scale.md` (also printed) and `<out>/scale.json`. About 14
+    /// minutes on 2 busy cores.
+    Scale(scale::ScaleArgs),
 }
 
 fn target_dir() -> PathBuf {
@@ -146,6 +154,9 @@ fn main() -> Result<(), BoxError> {
         Some(Command::Reach) => runtime.block_on(reach_only(&args.out, args.aws_deliveries)),
         Some(Command::Api) => runtime.block_on(api_only(&args)),
         Some(Command::Portal) => runtime.block_on(portal_only(&args.out)),
+        Some(Command::Scale(ref scale_args)) => {
+            runtime.block_on(scale::run(scale_args, args.bin_dir.clone(), &args.out))
+        }
         None => runtime.block_on(run(args)),
     }
 }

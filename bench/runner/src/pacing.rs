@@ -219,7 +219,7 @@ async fn burst(proxy: &CountingProxy, per_second: Option<u32>) -> Result<PacingR
         attempts_beyond_first += local
             .sender
             .ledger
-            .history(id)
+            .history(&tenant, id)
             .await?
             .iter()
             .filter(|a| a.attempt > 1)

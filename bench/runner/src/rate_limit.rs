@@ -281,7 +281,11 @@ async fn burst(proxy: &CountingProxy, per_second: Option<u32>) -> Result<RateRun
     let mut attempts = 0;
     let mut sent_at = Vec::with_capacity(DELIVERIES);
     for id in &ids {
-        let history = local.sender.ledger.history(id).await?;
+        let history = local
+            .sender
+            .ledger
+            .history(&TenantId::new("tnt_rate")?, id)
+            .await?;
         attempts += history.len();
         // Attempts that POSTed (an answer or an error class); a takeover's `abandoned` row
         // records a claim that lapsed, not a request.

@@ -175,8 +175,12 @@ impl DeliveryLedger for PanickingLedger {
         self.inner.dead_letters(query).await
     }
 
-    async fn record_attempt(&self, record: &AttemptRecord) -> Result<(), PortError> {
-        self.inner.record_attempt(record).await
+    async fn record_attempt(
+        &self,
+        message: &tern_core::DeliveryMessage,
+        record: &AttemptRecord,
+    ) -> Result<(), PortError> {
+        self.inner.record_attempt(message, record).await
     }
 
     async fn record_delivered(
@@ -194,16 +198,28 @@ impl DeliveryLedger for PanickingLedger {
         self.inner.record_delivered(message, record).await
     }
 
-    async fn history(&self, event: &EventId) -> Result<Vec<AttemptRecord>, PortError> {
-        self.inner.history(event).await
+    async fn history(
+        &self,
+        tenant: &tern_core::TenantId,
+        event: &EventId,
+    ) -> Result<Vec<AttemptRecord>, PortError> {
+        self.inner.history(tenant, event).await
     }
 
-    async fn trace(&self, event: &EventId) -> Result<EventTrace, PortError> {
-        self.inner.trace(event).await
+    async fn trace(
+        &self,
+        tenant: &tern_core::TenantId,
+        event: &EventId,
+    ) -> Result<EventTrace, PortError> {
+        self.inner.trace(tenant, event).await
     }
 
-    async fn pair_states(&self, event: &EventId) -> Result<Vec<PairState>, PortError> {
-        self.inner.pair_states(event).await
+    async fn pair_states(
+        &self,
+        tenant: &tern_core::TenantId,
+        event: &EventId,
+    ) -> Result<Vec<PairState>, PortError> {
+        self.inner.pair_states(tenant, event).await
     }
 
     async fn append_endpoint_log(&self, records: &[AttemptRecord]) -> Result<(), PortError> {
@@ -359,6 +375,26 @@ pub fn wire_rules(faults: &WireFaults, seed: u64) -> Vec<(String, Rule)> {
         Fault::Throttle,
         faults.throttle,
     );
+    // Issue 29: throttling aimed at the spread keys, at the throttle chance on top of the
+    // operation-wide rules: the sharded ledger partitions (claims, markers, attempt rows),
+    // the endpoint log's shards, the health items keyed by endpoint, and the writes that
+    // list a delivery in the waiting index's shards.
+    if faults.throttle > 0.0 {
+        for (op, text, what) in [
+            ("UpdateItem", r#""S":"ev#"#, "ledger shard"),
+            ("PutItem", r#""S":"ev#"#, "ledger shard"),
+            ("PutItem", r#""S":"log#"#, "endpoint log shard"),
+            ("UpdateItem", "endpoint_key", "health item"),
+            ("UpdateItem", ":wep", "waiting index shard"),
+        ] {
+            rules.push((
+                format!("DynamoDb {op} Throttle aimed at the {what}"),
+                Rule::on(Service::DynamoDb, op, Fault::Throttle)
+                    .body_contains(text)
+                    .chance(faults.throttle, rng.random()),
+            ));
+        }
+    }
     rules
 }
 

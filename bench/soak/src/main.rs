@@ -536,7 +536,14 @@ async fn run(args: Args) -> Result<bool, BoxError> {
     // Issue 26's finding, with the evidence: a delivered pair a DLQ message also names.
     for pair in &before_replay.delivered_in_dlq {
         let rows = match tern_core::EventId::new(pair.event_id.clone()) {
-            Ok(id) => soak.real_ledger.history(&id).await.unwrap_or_default(),
+            Ok(id) => match tern_core::TenantId::new(pair.tenant_id.clone()) {
+                Ok(tenant) => soak
+                    .real_ledger
+                    .history(&tenant, &id)
+                    .await
+                    .unwrap_or_default(),
+                Err(_) => Vec::new(),
+            },
             Err(_) => Vec::new(),
         };
         let rows: Vec<String> = rows

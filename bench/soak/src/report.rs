@@ -277,13 +277,13 @@ pub async fn duplicates(
     receivers: &[(TenantId, EndpointId, EndpointReceiver)],
 ) -> Vec<Duplicate> {
     let mut out = Vec::new();
-    for (_, endpoint, r) in receivers {
+    for (tenant, endpoint, r) in receivers {
         for (event, n) in r.accepted() {
             if n < 2 {
                 continue;
             }
             let rows = match tern_core::EventId::new(event.clone()) {
-                Ok(id) => ledger.history(&id).await.unwrap_or_default(),
+                Ok(id) => ledger.history(tenant, &id).await.unwrap_or_default(),
                 Err(_) => Vec::new(),
             };
             let rows: Vec<_> = rows.iter().filter(|a| &a.endpoint_id == endpoint).collect();

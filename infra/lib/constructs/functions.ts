@@ -26,16 +26,25 @@ export interface FunctionsProps {
   readonly portal: Portal;
 }
 
-/** The attributes of a fan-out checkpoint item (shared/tern-aws/src/fanout.rs), the only ones the relay may touch in the attempts table. */
-export const RELAY_CHECKPOINT_ATTRIBUTES = ['event_id', 'sk', 'fanout_through', 'expires_at'];
+/** The attributes of a fan-out record item (shared/tern-aws/src/fanout.rs: its ledger spread and checkpoint), the only ones the relay may touch in the attempts table. */
+export const RELAY_CHECKPOINT_ATTRIBUTES = ['event_id', 'sk', 'fanout_through', 'fanout_shards', 'expires_at'];
 /**
  * What an enable's reset (tern_aws::health, `reset`) puts back after deleting an endpoint's
- * health item, all it may update: the key, the rate-limit schedule (`rt`), and the history
+ * health item, all it may update: the key (`endpoint_key`) and the tenant index's keys, the rate-limit schedule (`rt`), and the history
  * kept (24 h view buckets `h<n>`/`k<n>`, last success `ls`, bucket size `bs`, a pending
  * operational event `pe`/`pa`, the last failure `lf_*`). Patterns of `dynamodb:Attributes`
  * (ForAllValues:StringLike).
  */
-export const HEALTH_RESET_ATTRIBUTES = ['tenant_id', 'endpoint_id', 'rt', 'ls', 'bs', 'pe', 'pa', 'lf_*', 'h*', 'k*'];
+export const HEALTH_RESET_ATTRIBUTES = ['endpoint_key', 'tenant_id', 'endpoint_id', 'rt', 'ls', 'bs', 'pe', 'pa', 'lf_*', 'h*', 'k*'];
+/**
+ * `actions` on the health table itself, not its tenant index: no function lists a
+ * tenant's records (the operator's `tern endpoints health --tenant` does, with the
+ * operator's credentials). `Table.grant` would add `index/*`.
+ */
+function grantHealthTable(fn: lambda.Function, storage: Storage, ...actions: string[]): void {
+  fn.addToRolePolicy(new iam.PolicyStatement({ actions, resources: [storage.health.tableArn] }));
+}
+
 /** The dead-letter record's partition keys in the attempts table (`dl#<tenant id>#<shard>`, tern_aws::dead_letters). */
 export const DEAD_LETTER_PARTITIONS = 'dl#*';
 
@@ -98,6 +107,8 @@ export class Functions extends Construct {
         TERN_DELIVERY_QUEUE_URL: queues.delivery.queueUrl,
         TERN_RELAY_FAILURE_QUEUE_URL: queues.relayFailures.queueUrl,
         TERN_MAX_PAYLOAD_BYTES: String(c.maxPayloadBytes),
+        // A large fan-out's record outlives the ledger's items by 60 days.
+        TERN_ATTEMPT_LOG_TTL_DAYS: String(c.attemptLogTtlDays),
       },
     });
     this.sender = this.rustFunction(c, {
@@ -260,7 +271,7 @@ export class Functions extends Construct {
     storage.outbox.grant(this.api, 'dynamodb:PutItem', 'dynamodb:GetItem');
     // Health (DynamoHealthStore): GetItem is the health view; enable's reset (the circuit
     // starts closed, the history kept), as the console's Enable does.
-    storage.health.grant(this.api, 'dynamodb:GetItem');
+    grantHealthTable(this.api, storage, 'dynamodb:GetItem');
     this.grantHealthReset(this.api, storage);
     // Resend and recover put a message on the delivery queue; a replay moves dead letters
     // there (SendMessageBatch is authorized by sqs:SendMessage).
@@ -296,7 +307,7 @@ export class Functions extends Construct {
    * ({@link HEALTH_RESET_ATTRIBUTES}), nothing returned.
    */
   private grantHealthReset(fn: lambda.Function, storage: Storage): void {
-    storage.health.grant(fn, 'dynamodb:DeleteItem');
+    grantHealthTable(fn, storage, 'dynamodb:DeleteItem');
     fn.addToRolePolicy(
       new iam.PolicyStatement({
         actions: ['dynamodb:UpdateItem'],
@@ -349,7 +360,7 @@ export class Functions extends Construct {
     // BatchGetItem); it removes nothing (a replay is the replay function's).
     this.grantDeadLetterRecord(this.console, storage, { query: false, remove: false });
     // Health: read; Enable resets the endpoint's record so it starts with a closed circuit.
-    storage.health.grant(this.console, 'dynamodb:GetItem', 'dynamodb:Query', 'dynamodb:Scan');
+    grantHealthTable(this.console, storage, 'dynamodb:GetItem', 'dynamodb:Query', 'dynamodb:Scan');
     this.grantHealthReset(this.console, storage);
     // The unqualified function only (grantInvoke would add every version and alias, `:*`).
     this.console.addToRolePolicy(
@@ -435,7 +446,7 @@ export class Functions extends Construct {
     queues.dlq.grant(this.sender, 'sqs:SendMessage');
     stateMachine.grantStartExecution(this.sender);
     // One health item per endpoint: read, created, updated atomically (counters, circuit, probe claim).
-    storage.health.grant(this.sender, 'dynamodb:GetItem', 'dynamodb:UpdateItem');
+    grantHealthTable(this.sender, storage, 'dynamodb:GetItem', 'dynamodb:UpdateItem');
     // Operational events: the SNS topic, and the outbox as tern.endpoint.* events (conditional PutItem only).
     // sns:Publish alone: the topic uses the AWS managed SNS key, whose key policy already lets the
     // account's principals encrypt through SNS (grantPublish would add kms:* on key/*).

@@ -51,12 +51,44 @@ export class Storage extends Construct {
     this.attempts = this.table('Attempts', t.attempts, removalPolicy, capacity(c.tables.attempts));
     this.health = this.table('Health', t.health, removalPolicy, capacity(c.tables.health));
     this.waitingIndexName = this.waitingIndex(t.attempts, capacity(c.tables.attempts));
+    this.tenantIndexName = this.tenantIndex(t.health, capacity(c.tables.health));
     this.secretsKey = new kms.Key(this, 'EndpointSecretsKey', {
       description: 'Tern: seals endpoint secrets at rest (wraps the keyring epoch keys kept in the endpoints table)',
       enableKeyRotation: true,
       // Without the key the sealed secrets cannot be read: it lives as long as the endpoints table.
       removalPolicy,
     });
+  }
+
+  /** Name of the health table's index of a tenant's endpoints (settings.json tables.health.tenantIndex). */
+  public readonly tenantIndexName: string;
+
+  /**
+   * The health table's KEYS_ONLY index of a tenant's endpoints (`tern endpoints health
+   * --tenant`): every item carries its keys, and no update changes them, so it is written
+   * once per endpoint. Provisioned tables give it the health table's ranges.
+   */
+  private tenantIndex(s: TableSettings, provisioned?: TableCapacity & { targetUtilizationPercent: number }): string {
+    const i = s.tenantIndex;
+    if (!i) throw new Error('settings.json: tables.health.tenantIndex is required');
+    this.health.addGlobalSecondaryIndex({
+      indexName: i.name,
+      partitionKey: { name: i.partitionKey, type: dynamodb.AttributeType.STRING },
+      sortKey: { name: i.sortKey, type: dynamodb.AttributeType.STRING },
+      projectionType: dynamodb.ProjectionType.KEYS_ONLY,
+      readCapacity: provisioned?.read.min,
+      writeCapacity: provisioned?.write.min,
+    });
+    if (provisioned) {
+      const target = { targetUtilizationPercent: provisioned.targetUtilizationPercent };
+      this.health
+        .autoScaleGlobalSecondaryIndexReadCapacity(i.name, { minCapacity: provisioned.read.min, maxCapacity: provisioned.read.max })
+        .scaleOnUtilization(target);
+      this.health
+        .autoScaleGlobalSecondaryIndexWriteCapacity(i.name, { minCapacity: provisioned.write.min, maxCapacity: provisioned.write.max })
+        .scaleOnUtilization(target);
+    }
+    return i.name;
   }
 
   /** Name of the attempts table's index of waiting deliveries (settings.json tables.attempts.waitingIndex). */

@@ -23,7 +23,10 @@
 //! Reads are eventually consistent (half a read unit per 4 KB) and then checked against
 //! the pairs' state items (`BatchGetItem`, 100 keys a call, two attributes projected): a
 //! pair delivered since (delivered wins) or whose later budget was claimed (it was
-//! replayed, and its entry's removal did not land) is not shown.
+//! replayed, and its entry's removal did not land) is not shown. An entry says where its
+//! pair's state item is: `lsh` (the partitions of a sharded event, `crate::ledger_keys`);
+//! an entry without it (written by a version 1 message, or before the ledger was sharded)
+//! has the unsharded one.
 
 use std::collections::HashMap;
 
@@ -37,14 +40,20 @@ use tern_core::dead_letters::{
     RecordedDeadLetter, cut, shard,
 };
 use tern_core::ports::PortError;
+use tern_core::spread::LedgerLayout;
 use tern_core::{DeliveryMessage, EndpointId, EventId, TenantId};
 
 use crate::DynamoLedger;
 use crate::error::port_error;
 use crate::ledger::item_size_bytes;
+use crate::ledger_keys::pair_partition;
 
 /// Partition key prefix of the record's items.
 pub const PARTITION_PREFIX: &str = "dl#";
+
+/// Attribute of an entry: the partitions of its pair's event in the sharded ledger layout;
+/// absent for an unsharded pair.
+const LEDGER_SHARDS: &str = "lsh";
 
 /// Shard Queries run at once by one read: 8.
 pub const PARALLEL_QUERIES: usize = 8;
@@ -94,12 +103,17 @@ fn item_of(
         ("attempts".to_owned(), n(entry.attempts)),
         ("dl_at".to_owned(), s(entry.dead_lettered_at.to_rfc3339())),
         ("rc".to_owned(), n(entry.replay_count)),
+        (LEDGER_SHARDS.to_owned(), n(0)),
         ("expires_at".to_owned(), expires_at),
         (
             "sample_cut".to_owned(),
             AttributeValue::Bool(entry.payload_truncated),
         ),
     ]);
+    match entry.ledger {
+        LedgerLayout::Sharded { shards } => item.insert(LEDGER_SHARDS.into(), n(shards)),
+        LedgerLayout::Unsharded => item.remove(LEDGER_SHARDS),
+    };
     if let Some(status) = entry.last_status {
         item.insert("last_status".into(), n(status));
     }
@@ -139,6 +153,10 @@ fn entry_of(item: &HashMap<String, AttributeValue>) -> Option<RecordedDeadLetter
         replay_count: number("rc")?.parse().ok()?,
         payload_sample: text("sample").cloned().unwrap_or_default(),
         payload_truncated: matches!(item.get("sample_cut"), Some(AttributeValue::Bool(true))),
+        ledger: match number(LEDGER_SHARDS).and_then(|v| v.parse::<u32>().ok()) {
+            Some(shards) => LedgerLayout::Sharded { shards },
+            None => LedgerLayout::Unsharded,
+        },
     })
 }
 
@@ -247,8 +265,12 @@ impl DynamoLedger {
     /// later budget claimed (replayed). Indexes into `entries`.
     async fn gone(&self, entries: &[RecordedDeadLetter]) -> Result<Vec<bool>, PortError> {
         let mut gone = vec![false; entries.len()];
-        let key =
-            |e: &RecordedDeadLetter| (e.event_id.to_string(), format!("state#{}", e.endpoint_id));
+        let key = |e: &RecordedDeadLetter| {
+            (
+                pair_partition(e.ledger, &e.tenant_id, &e.event_id, &e.endpoint_id),
+                format!("state#{}", e.endpoint_id),
+            )
+        };
         let mut by_key: HashMap<(String, String), Vec<usize>> = HashMap::new();
         for (i, e) in entries.iter().enumerate() {
             by_key.entry(key(e)).or_default().push(i);
@@ -383,7 +405,20 @@ mod tests {
         let entry = RecordedDeadLetter::of(&message("hello")).unwrap();
         let item = item_of(&entry, n(1));
         assert!(item_size_bytes(&item) <= MAX_ENTRY_BYTES);
-        assert_eq!(entry_of(&item), Some(entry));
+        assert_eq!(entry.ledger, LedgerLayout::Sharded { shards: 1 });
+        assert_eq!(entry_of(&item), Some(entry.clone()));
+        // An entry of a pair of a spread event, and one of an unsharded pair (a version 1
+        // message's, or written before the layouts), say where their state items are.
+        for ledger in [
+            LedgerLayout::Sharded { shards: 32 },
+            LedgerLayout::Unsharded,
+        ] {
+            let e = RecordedDeadLetter {
+                ledger,
+                ..entry.clone()
+            };
+            assert_eq!(entry_of(&item_of(&e, n(1))).map(|e| e.ledger), Some(ledger));
+        }
         // A big multi-byte payload is cut to fit, on a character boundary.
         let big = RecordedDeadLetter::of(&message(&"é".repeat(2000))).unwrap();
         let item = item_of(&big, n(1));

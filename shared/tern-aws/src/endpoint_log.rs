@@ -1,24 +1,36 @@
-//! The ledger's reads and writes by endpoint, in the attempts table: each pair's state
-//! (the `state#<endpoint>` items of an event's partition) and the endpoint log.
+//! The endpoint log, in the attempts table.
 //!
-//! An endpoint log item lives in a partition of its own endpoint, `event_id` =
-//! `log#<endpoint id>` (an event id never holds `#`, so it never meets an event's
-//! partition), sort key `<latest attempt start, Unix ms, 13 digits>#<UUIDv7>`, and holds the
-//! batch's lines for that endpoint in one string attribute (`entries`, one
+//! An endpoint log item lives in one of its endpoint's [`LOG_SHARDS`] partitions,
+//! `event_id` = `log#<endpoint id>#<shard>` (the shard, [`tern_core::spread::log_shard`], by
+//! the item's UUID; an event id never holds `#`, so it never meets an event's partition),
+//! sort key `<latest attempt start, Unix ms, 13 digits>#<UUIDv7>`, and holds the batch's
+//! lines for that endpoint in one string attribute (`entries`, one
 //! [`EndpointLogEntry::to_line`] per line). A batch of ten deliveries to one endpoint writes
 //! one item of about 700 bytes: one write unit per endpoint per batch, no index (ten failed
 //! ones, each line with the start of the receiver's answer, about 1.7 KB: two). Items
-//! expire with the attempt log (`expires_at`).
+//! expire with the attempt log (`expires_at`). Items written before the log was spread
+//! are under `log#<endpoint id>`, which readers still read.
+//!
+//! Scale (`DESIGN.md` §11): a hot endpoint taking 2,000 of 10,000 deliveries a second in
+//! mixed batches writes about 893 items a second, 223 on each partition (457 at twice the
+//! rate), where one partition would be at 89 % (183 %) of its limit.
+//!
+//! A page is read newest first from the five partitions at once (at most
+//! `limit` items each, so the first round holds the page in the usual case), merged by
+//! item key into one stream newest first, and fed to [`LogPager`], which needs nothing but
+//! items in non-increasing key order: the cursors stay exact, no line lost or repeated
+//! across pages.
 
 use std::collections::{BTreeMap, HashMap};
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use chrono::{DateTime, Utc};
+use tern_core::EndpointId;
 use tern_core::delivery_log::{
-    EndpointLogEntry, EndpointLogPage, EndpointLogQuery, LOG_ITEM_SPAN_MS, LogPager, PairState,
+    EndpointLogEntry, EndpointLogPage, EndpointLogQuery, LOG_ITEM_SPAN_MS, LogPager,
+    SPREAD_LOG_ITEM_SPAN_MS,
 };
-use tern_core::ports::{AttemptRecord, DeliveryState, PortError};
-use tern_core::{EndpointId, EventId};
+use tern_core::ports::{AttemptRecord, PortError};
+use tern_core::spread::{LOG_SHARDS, log_shard};
 
 use crate::DynamoLedger;
 use crate::error::port_error;
@@ -26,20 +38,50 @@ use crate::error::port_error;
 /// Partition key prefix of endpoint log items.
 pub const LOG_PARTITION_PREFIX: &str = "log#";
 
-/// Most Query calls one page of an endpoint log makes: 4 (each reads up to 1 MB, about a
-/// thousand items of a busy endpoint). A page that runs out ends where everything above is
+/// Most Query calls one page of an endpoint log makes: 30 (the five partitions' first
+/// pages, then more of whichever runs out first). A partition's first Query reads
+/// [`FIRST_LOG_READ`] items (about 70 KB, 9 read units), each next one twice as many, up to
+/// DynamoDB's 1 MB: a page reads up to about 20,000 items, where one partition's four
+/// Queries of 1 MB read about 5,600. A page that runs out ends where everything above is
 /// final, and its cursor carries on from there.
-pub const MAX_LOG_QUERIES: usize = 4;
+pub const MAX_LOG_QUERIES: usize = 30;
+
+/// Items a partition's first Query of a page reads: 100 ([`tern_core::delivery_log::MAX_LOG_PAGE`]).
+pub const FIRST_LOG_READ: i32 = 100;
+
+/// Most items one Query asks for: 1,600 (DynamoDB stops at 1 MB anyway, about 1,400 items).
+const MOST_LOG_READ: i32 = 1_600;
 
 /// Attribute holding an item's lines.
 const ENTRIES: &str = "entries";
 
-fn partition(endpoint: &EndpointId) -> AttributeValue {
-    AttributeValue::S(format!("{LOG_PARTITION_PREFIX}{endpoint}"))
+/// The partition of `endpoint`'s log item `item_id` (its UUID).
+fn partition(endpoint: &EndpointId, item_id: &str) -> String {
+    format!("{LOG_PARTITION_PREFIX}{endpoint}#{}", log_shard(item_id))
+}
+
+/// Every partition of `endpoint`'s log: the unspread one (items written before the
+/// spread), then its [`LOG_SHARDS`] shards.
+pub fn log_partitions(endpoint: &EndpointId) -> Vec<String> {
+    std::iter::once(format!("{LOG_PARTITION_PREFIX}{endpoint}"))
+        .chain((0..LOG_SHARDS).map(|s| format!("{LOG_PARTITION_PREFIX}{endpoint}#{s}")))
+        .collect()
+}
+
+/// One partition's stream of items, newest first: what was read and not yet merged.
+struct Stream {
+    partition: String,
+    /// Its key range: `lo`, and `hi` by the span of its items.
+    hi: String,
+    /// Items its next Query reads.
+    next_read: i32,
+    items: std::collections::VecDeque<(i64, Vec<EndpointLogEntry>)>,
+    start: Option<HashMap<String, AttributeValue>>,
+    done: bool,
 }
 
 /// Splits one endpoint's entries (any order) into items whose starts are at most
-/// [`LOG_ITEM_SPAN_MS`] apart, oldest first.
+/// [`SPREAD_LOG_ITEM_SPAN_MS`] apart, oldest first.
 pub fn split_items(mut entries: Vec<EndpointLogEntry>) -> Vec<Vec<EndpointLogEntry>> {
     entries.sort_by_key(|e| e.started_at);
     let mut items: Vec<Vec<EndpointLogEntry>> = Vec::new();
@@ -47,9 +89,9 @@ pub fn split_items(mut entries: Vec<EndpointLogEntry>) -> Vec<Vec<EndpointLogEnt
         let ms = e.started_at.timestamp_millis();
         match items.last_mut() {
             Some(item)
-                if item
-                    .first()
-                    .is_some_and(|f| ms - f.started_at.timestamp_millis() <= LOG_ITEM_SPAN_MS) =>
+                if item.first().is_some_and(|f| {
+                    ms - f.started_at.timestamp_millis() <= SPREAD_LOG_ITEM_SPAN_MS
+                }) =>
             {
                 item.push(e);
             }
@@ -67,42 +109,7 @@ fn text(item: &HashMap<String, AttributeValue>, name: &str) -> Option<String> {
 }
 
 impl DynamoLedger {
-    /// Every `state#` item of `event`, read consistently.
-    pub(crate) async fn read_pair_states(
-        &self,
-        event: &EventId,
-    ) -> Result<Vec<PairState>, PortError> {
-        let mut states = Vec::new();
-        let mut start = None;
-        loop {
-            let out = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .key_condition_expression("event_id = :e AND begins_with(sk, :state)")
-                .expression_attribute_values(":e", AttributeValue::S(event.to_string()))
-                .expression_attribute_values(":state", AttributeValue::S("state#".into()))
-                .consistent_read(true)
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .map_err(port_error)?;
-            for item in out.items.unwrap_or_default() {
-                if let Some(state) = pair_state(&item) {
-                    states.push(state);
-                } else {
-                    tracing::warn!(event_id = %event, "skipping an unreadable delivery state item");
-                }
-            }
-            start = out.last_evaluated_key;
-            if start.is_none() {
-                states.sort_by(|a, b| a.endpoint_id.cmp(&b.endpoint_id));
-                return Ok(states);
-            }
-        }
-    }
-
-    /// One item per endpoint (and per [`LOG_ITEM_SPAN_MS`] of starts) for `records`, the
+    /// One item per endpoint (and per [`SPREAD_LOG_ITEM_SPAN_MS`] of starts) for `records`, the
     /// writes made concurrently.
     pub(crate) async fn write_endpoint_log(
         &self,
@@ -139,11 +146,12 @@ impl DynamoLedger {
             .unwrap_or_default();
         let lines: Vec<String> = entries.iter().map(EndpointLogEntry::to_line).collect();
         // A fresh UUID per item: two batches with the same latest millisecond never meet.
-        let sk = format!("{latest:013}#{}", uuid::Uuid::now_v7().simple());
+        let id = uuid::Uuid::now_v7().simple().to_string();
+        let sk = format!("{latest:013}#{id}");
         self.client
             .put_item()
             .table_name(&self.table)
-            .item("event_id", partition(endpoint))
+            .item("event_id", AttributeValue::S(partition(endpoint, &id)))
             .item("sk", AttributeValue::S(sk))
             .item(ENTRIES, AttributeValue::S(lines.join("\n")))
             .item("expires_at", self.expires_at())
@@ -153,52 +161,113 @@ impl DynamoLedger {
         Ok(())
     }
 
+    /// The next page of `stream` (newest first, keys between `lo` and its `hi`).
+    async fn read_stream(
+        &self,
+        endpoint: &EndpointId,
+        stream: &mut Stream,
+        lo: &str,
+    ) -> Result<(), PortError> {
+        let out = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("event_id = :p AND sk BETWEEN :lo AND :hi")
+            .expression_attribute_values(":p", AttributeValue::S(stream.partition.clone()))
+            .expression_attribute_values(":lo", AttributeValue::S(lo.to_owned()))
+            .expression_attribute_values(":hi", AttributeValue::S(stream.hi.clone()))
+            .scan_index_forward(false)
+            .limit(stream.next_read)
+            .set_exclusive_start_key(stream.start.take())
+            .send()
+            .await
+            .map_err(port_error)?;
+        for item in out.items.unwrap_or_default() {
+            match log_item(endpoint, &item) {
+                Some(read) => stream.items.push_back(read),
+                None => {
+                    tracing::warn!(endpoint_id = %endpoint, "skipping an unreadable endpoint log item");
+                }
+            }
+        }
+        stream.start = out.last_evaluated_key.filter(|k| !k.is_empty());
+        stream.done = stream.start.is_none();
+        stream.next_read = stream.next_read.saturating_mul(2).min(MOST_LOG_READ);
+        Ok(())
+    }
+
     /// One page of the log, read newest first through [`LogPager`] with at most
-    /// [`MAX_LOG_QUERIES`] Query calls.
+    /// [`MAX_LOG_QUERIES`] Query calls: every partition's items merged into one stream
+    /// in key order (a partition's next item is known before any older one is taken).
     pub(crate) async fn read_endpoint_log(
         &self,
         query: &EndpointLogQuery,
     ) -> Result<EndpointLogPage, PortError> {
         let lo = format!("{:013}", query.oldest_item_ms().unwrap_or(0).max(0));
-        // `~` sorts after `#`: every item of the newest millisecond is inside.
-        let hi = format!(
-            "{:013}~",
-            query
-                .newest_item_ms()
-                .unwrap_or(9_999_999_999_999)
-                .clamp(0, 9_999_999_999_999)
-        );
+        // `~` sorts after `#`: every item of the newest millisecond is inside. The items
+        // written before the spread hold attempts up to a minute older than their key;
+        // the shards' up to 5 s.
+        let hi = |span_ms: i64| {
+            format!(
+                "{:013}~",
+                query
+                    .newest_item_ms_within(span_ms)
+                    .unwrap_or(9_999_999_999_999)
+                    .clamp(0, 9_999_999_999_999)
+            )
+        };
+        let endpoint = &query.endpoint_id;
         let mut pager = LogPager::new(query.clone());
-        let mut start = None;
-        for _ in 0..MAX_LOG_QUERIES {
-            let out = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .key_condition_expression("event_id = :p AND sk BETWEEN :lo AND :hi")
-                .expression_attribute_values(":p", partition(&query.endpoint_id))
-                .expression_attribute_values(":lo", AttributeValue::S(lo.clone()))
-                .expression_attribute_values(":hi", AttributeValue::S(hi.clone()))
-                .scan_index_forward(false)
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .map_err(port_error)?;
-            for item in out.items.unwrap_or_default() {
-                let Some((ms, entries)) = log_item(&query.endpoint_id, &item) else {
-                    tracing::warn!(endpoint_id = %query.endpoint_id, "skipping an unreadable endpoint log item");
-                    continue;
-                };
-                if pager.push(ms, entries) {
+        let mut streams: Vec<Stream> = log_partitions(endpoint)
+            .into_iter()
+            .enumerate()
+            .map(|(i, partition)| Stream {
+                partition,
+                hi: hi(if i == 0 {
+                    LOG_ITEM_SPAN_MS
+                } else {
+                    SPREAD_LOG_ITEM_SPAN_MS
+                }),
+                next_read: FIRST_LOG_READ,
+                items: std::collections::VecDeque::new(),
+                start: None,
+                done: false,
+            })
+            .collect();
+        let mut queries = 0;
+        loop {
+            // Every partition that may hold the next item must show its next one first.
+            let empty: Vec<&mut Stream> = streams
+                .iter_mut()
+                .filter(|s| s.items.is_empty() && !s.done)
+                .collect();
+            if !empty.is_empty() {
+                if queries + empty.len() > MAX_LOG_QUERIES {
                     return Ok(pager.finish(false));
                 }
+                queries += empty.len();
+                let reads = empty
+                    .into_iter()
+                    .map(|s| self.read_stream(endpoint, s, &lo));
+                for read in futures::future::join_all(reads).await {
+                    read?;
+                }
+                continue;
             }
-            start = out.last_evaluated_key;
-            if start.is_none() {
+            let newest = streams
+                .iter_mut()
+                .filter(|s| !s.items.is_empty())
+                .max_by_key(|s| s.items.front().map(|(ms, _)| *ms));
+            let Some(stream) = newest else {
                 return Ok(pager.finish(true));
+            };
+            let Some((ms, entries)) = stream.items.pop_front() else {
+                return Ok(pager.finish(true));
+            };
+            if pager.push(ms, entries) {
+                return Ok(pager.finish(false));
             }
         }
-        Ok(pager.finish(false))
     }
 }
 
@@ -216,40 +285,11 @@ fn log_item(
     Some((ms, entries))
 }
 
-/// A `state#` item as a [`PairState`]; `None` when it is not one.
-fn pair_state(item: &HashMap<String, AttributeValue>) -> Option<PairState> {
-    let endpoint_id = EndpointId::new(text(item, "endpoint_id")?).ok()?;
-    let key: u64 = match item.get("claim_key") {
-        Some(AttributeValue::N(v)) => v.parse().ok()?,
-        _ => return None,
-    };
-    let done = matches!(item.get("claim_done"), Some(AttributeValue::Bool(true)));
-    let delivered_at = text(item, "delivered_at")
-        .and_then(|t| DateTime::parse_from_rfc3339(&t).ok())
-        .map(|t| t.with_timezone(&Utc));
-    // Delivered wins over everything: a pair a slow holder delivered while a later
-    // attempt holds the claim is delivered, whatever that holder is doing.
-    let state = if delivered_at.is_some() {
-        Some(DeliveryState::Delivered)
-    } else if done {
-        text(item, "delivery_state").and_then(|s| {
-            serde_json::from_value::<DeliveryState>(serde_json::Value::String(s)).ok()
-        })
-    } else {
-        None
-    };
-    Some(PairState {
-        endpoint_id,
-        state,
-        replay_count: u32::try_from(key >> 32).ok()?,
-        attempt: u32::try_from(key & u64::from(u32::MAX)).ok()?,
-        delivered_at,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use chrono::DateTime;
+    use tern_core::EventId;
 
     fn entry(ms: i64) -> EndpointLogEntry {
         EndpointLogEntry {
@@ -268,34 +308,12 @@ mod tests {
     }
 
     #[test]
-    fn items_span_at_most_a_minute() {
-        let items = split_items(vec![entry(70_000), entry(0), entry(60_000), entry(200_000)]);
+    fn items_span_at_most_five_seconds() {
+        let items = split_items(vec![entry(7_000), entry(0), entry(5_000), entry(20_000)]);
         let starts: Vec<Vec<i64>> = items
             .iter()
             .map(|i| i.iter().map(|e| e.started_at.timestamp_millis()).collect())
             .collect();
-        assert_eq!(starts, vec![vec![0, 60_000], vec![70_000], vec![200_000]]);
-    }
-
-    #[test]
-    fn state_items_read_back() {
-        let item = HashMap::from([
-            ("endpoint_id".to_owned(), AttributeValue::S("ep_1".into())),
-            (
-                "claim_key".to_owned(),
-                AttributeValue::N(((2u64 << 32) | 3).to_string()),
-            ),
-            ("claim_done".to_owned(), AttributeValue::Bool(true)),
-            (
-                "delivery_state".to_owned(),
-                AttributeValue::S("retrying".into()),
-            ),
-        ]);
-        let s = pair_state(&item).unwrap();
-        assert_eq!(
-            (s.replay_count, s.attempt, s.state),
-            (2, 3, Some(DeliveryState::Retrying))
-        );
-        assert_eq!(s.delivered_at, None);
+        assert_eq!(starts, vec![vec![0, 5_000], vec![7_000], vec![20_000]]);
     }
 }

@@ -1,6 +1,21 @@
-//! DynamoDB health records, one item per endpoint. Table key: `tenant_id` (partition),
-//! `endpoint_id` (sort), like the endpoints table, so `tern endpoints health --tenant`
-//! is one Query.
+//! DynamoDB health records, one item per endpoint. Table key: [`HEALTH_KEY`] =
+//! `<tenant id>#<endpoint id>` (partition, no sort key), so no two endpoints share a
+//! partition key: a tenant whose fan-out writes one health item per endpoint per batch
+//! (about one write per delivery, 9,990 a second at 10,000 deliveries a second) spreads
+//! them over its endpoints' keys, where one partition key per tenant capped it at 1,000
+//! (`DESIGN.md` §11). Every item also holds `tenant_id` and `endpoint_id`, the keys of
+//! the KEYS_ONLY index [`TENANT_INDEX`], which lists a tenant's endpoints (`tern endpoints
+//! health --tenant`, the API, the portal, the console): an index entry is written once
+//! per endpoint, when its item is created, since no update changes those attributes. A
+//! tenant's listing is one Query of the index, then the records by key (`BatchGetItem`,
+//! 100 a call, eventually consistent: half a read unit per item under 4 KB); every
+//! tenant's, one Scan of the table.
+//!
+//! The table before (key `tenant_id`, `endpoint_id`) cannot take this key: an upgrade
+//! replaces it (CloudFormation creates a new table; the old one is retained, see
+//! docs/operating.md "Upgrading"). Health is a rolling window: every endpoint starts
+//! afresh, circuits closed, no pause, no pace, no 24-hour view; an endpoint the window
+//! disabled stays disabled (that is the endpoints table's).
 //!
 //! Short attribute names, because they count towards the item's size and a write costs
 //! one unit per KB (a busy endpoint's record, measured by `endpoint_health.rs`, stays under
@@ -82,18 +97,26 @@ impl DynamoHealthStore {
     }
 }
 
+/// The table's partition key attribute (`infra/settings.json` `tables.health.partitionKey`):
+/// `<tenant id>#<endpoint id>`.
+pub const HEALTH_KEY: &str = "endpoint_key";
+
+/// The KEYS_ONLY index of a tenant's records (`tables.health.tenantIndex`): partition
+/// key `tenant_id`, sort key `endpoint_id`.
+pub const TENANT_INDEX: &str = "tenant";
+
+/// Keys per `BatchGetItem`: 100 (its limit, DynamoDB API reference).
+const BATCH_GET_KEYS: usize = 100;
+
+/// Tries of a `BatchGetItem` whose keys come back unprocessed (throttled): 5.
+const BATCH_GET_TRIES: u32 = 5;
+
 /// The item's key.
 fn key(tenant: &TenantId, endpoint: &EndpointId) -> HashMap<String, AttributeValue> {
-    HashMap::from([
-        (
-            "tenant_id".to_owned(),
-            AttributeValue::S(tenant.to_string()),
-        ),
-        (
-            "endpoint_id".to_owned(),
-            AttributeValue::S(endpoint.to_string()),
-        ),
-    ])
+    HashMap::from([(
+        HEALTH_KEY.to_owned(),
+        AttributeValue::S(tern_core::waiting::endpoint_key(tenant, endpoint)),
+    )])
 }
 
 fn n(v: impl ToString) -> AttributeValue {
@@ -152,12 +175,11 @@ fn buckets(
 /// a record that cannot be read whole must not stop deliveries.
 fn from_item(item: &HashMap<String, AttributeValue>) -> Result<EndpointHealth, PortError> {
     let text = |key: &str| item.get(key).and_then(|v| v.as_s().ok()).cloned();
-    let tenant = text("tenant_id")
-        .and_then(|t| TenantId::new(t).ok())
-        .ok_or_else(|| PortError::Rejected("health item without a valid tenant_id".into()))?;
-    let endpoint = text("endpoint_id")
-        .and_then(|t| EndpointId::new(t).ok())
-        .ok_or_else(|| PortError::Rejected("health item without a valid endpoint_id".into()))?;
+    // The key says whose record it is; the two attributes repeat it for the index.
+    let (tenant, endpoint) = text(HEALTH_KEY)
+        .as_deref()
+        .and_then(tern_core::waiting::parse_endpoint_key)
+        .ok_or_else(|| PortError::Rejected(format!("health item without a valid {HEALTH_KEY}")))?;
     let last_failure = time(item, "lf_at").map(|at| LastFailure {
         at,
         status: num(item, "lf_st").and_then(|s| u16::try_from(s).ok()),
@@ -235,6 +257,15 @@ struct Update {
 }
 
 impl Update {
+    /// The update of `tenant`'s `endpoint`'s record: every write sets the two attributes
+    /// the tenant index is keyed by (the same values each time: the index is written when
+    /// the item is created, never again), whichever write creates the item.
+    fn of(tenant: &TenantId, endpoint: &EndpointId) -> Self {
+        let mut u = Self::default();
+        u.set("tenant_id", AttributeValue::S(tenant.to_string()));
+        u.set("endpoint_id", AttributeValue::S(endpoint.to_string()));
+        u
+    }
     fn value(&mut self, v: AttributeValue) -> String {
         let name = format!(":v{}", self.values.len());
         self.values.push((name.clone(), v));
@@ -296,23 +327,12 @@ impl HealthStore for DynamoHealthStore {
 
     async fn list(&self, tenant: Option<&TenantId>) -> Result<Vec<EndpointHealth>, PortError> {
         let mut records = Vec::new();
-        let mut start = None;
-        loop {
-            let (items, next) = match tenant {
-                Some(t) => {
-                    let out = self
-                        .client
-                        .query()
-                        .table_name(&self.table)
-                        .key_condition_expression("tenant_id = :t")
-                        .expression_attribute_values(":t", AttributeValue::S(t.to_string()))
-                        .set_exclusive_start_key(start)
-                        .send()
-                        .await
-                        .map_err(port_error)?;
-                    (out.items.unwrap_or_default(), out.last_evaluated_key)
-                }
-                None => {
+        let items = match tenant {
+            Some(t) => self.tenant_items(t).await?,
+            None => {
+                let mut items = Vec::new();
+                let mut start = None;
+                loop {
                     let out = self
                         .client
                         .scan()
@@ -321,20 +341,22 @@ impl HealthStore for DynamoHealthStore {
                         .send()
                         .await
                         .map_err(port_error)?;
-                    (out.items.unwrap_or_default(), out.last_evaluated_key)
+                    items.extend(out.items.unwrap_or_default());
+                    match out.last_evaluated_key {
+                        Some(k) if !k.is_empty() => start = Some(k),
+                        _ => break,
+                    }
                 }
-            };
-            for item in &items {
-                match from_item(item) {
-                    Ok(r) => records.push(r),
-                    Err(e) => tracing::warn!(error = %e, "health item skipped"),
-                }
+                items
             }
-            match next {
-                Some(k) if !k.is_empty() => start = Some(k),
-                _ => break,
+        };
+        for item in &items {
+            match from_item(item) {
+                Ok(r) => records.push(r),
+                Err(e) => tracing::warn!(error = %e, "health item skipped"),
             }
         }
+        records.sort_by(|a, b| (&a.tenant_id, &a.endpoint_id).cmp(&(&b.tenant_id, &b.endpoint_id)));
         Ok(records)
     }
 
@@ -346,7 +368,7 @@ impl HealthStore for DynamoHealthStore {
         bucket_seconds: u64,
         previous: Option<&EndpointHealth>,
     ) -> Result<EndpointHealth, PortError> {
-        let mut u = Update::default();
+        let mut u = Update::of(tenant, endpoint);
         let size = i64::try_from(bucket_seconds.max(1)).unwrap_or(i64::MAX);
         let long = i64::try_from(LONG_BUCKET_SECONDS).unwrap_or(i64::MAX);
         let window = bucket_start(delta.at, bucket_seconds) / size;
@@ -454,7 +476,7 @@ impl HealthStore for DynamoHealthStore {
         change: &HealthChange,
         now: DateTime<Utc>,
     ) -> Result<bool, PortError> {
-        let mut u = Update::default();
+        let mut u = Update::of(tenant, endpoint);
         // Where this kind of change leaves its call's token (see the module doc). Not
         // two letters: `to` is a DynamoDB reserved word.
         let token_attribute = match change {
@@ -617,7 +639,7 @@ impl HealthStore for DynamoHealthStore {
         endpoint: &EndpointId,
         request: &SlotRequest,
     ) -> Result<SlotAnswer, PortError> {
-        let mut u = Update::default();
+        let mut u = Update::of(tenant, endpoint);
         let token = change_token();
         let mine = u.value(token.clone());
         u.set.push(format!("t_rl = {mine}"));
@@ -727,14 +749,88 @@ impl HealthStore for DynamoHealthStore {
 }
 
 impl DynamoHealthStore {
+    /// Every record of `tenant`: the keys from the tenant index (one Query, paged), then
+    /// the items by key, 100 per `BatchGetItem`.
+    async fn tenant_items(
+        &self,
+        tenant: &TenantId,
+    ) -> Result<Vec<HashMap<String, AttributeValue>>, PortError> {
+        let mut keys = Vec::new();
+        let mut start = None;
+        loop {
+            let out = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .index_name(TENANT_INDEX)
+                .key_condition_expression("tenant_id = :t")
+                .expression_attribute_values(":t", AttributeValue::S(tenant.to_string()))
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(port_error)?;
+            for item in out.items.unwrap_or_default() {
+                if let Some(k) = item.get(HEALTH_KEY) {
+                    keys.push(HashMap::from([(HEALTH_KEY.to_owned(), k.clone())]));
+                }
+            }
+            match out.last_evaluated_key {
+                Some(k) if !k.is_empty() => start = Some(k),
+                _ => break,
+            }
+        }
+        let mut items = Vec::with_capacity(keys.len());
+        for chunk in keys.chunks(BATCH_GET_KEYS) {
+            let mut wanted = chunk.to_vec();
+            for attempt in 0..BATCH_GET_TRIES {
+                if wanted.is_empty() {
+                    break;
+                }
+                if attempt > 0 {
+                    tokio::time::sleep(std::time::Duration::from_millis(50 << attempt)).await;
+                }
+                let request = aws_sdk_dynamodb::types::KeysAndAttributes::builder()
+                    .set_keys(Some(std::mem::take(&mut wanted)))
+                    .build()
+                    .map_err(|e| PortError::Rejected(e.to_string()))?;
+                let out = self
+                    .client
+                    .batch_get_item()
+                    .request_items(&self.table, request)
+                    .send()
+                    .await
+                    .map_err(port_error)?;
+                items.extend(
+                    out.responses
+                        .and_then(|mut r| r.remove(&self.table))
+                        .unwrap_or_default(),
+                );
+                wanted = out
+                    .unprocessed_keys
+                    .and_then(|mut u| u.remove(&self.table))
+                    .map(|k| k.keys)
+                    .unwrap_or_default();
+            }
+            if !wanted.is_empty() {
+                return Err(PortError::Unavailable(format!(
+                    "{} health records unread after {BATCH_GET_TRIES} tries (throttled)",
+                    wanted.len()
+                )));
+            }
+        }
+        Ok(items)
+    }
+
     /// One UpdateItem of `u`; a refused `condition` is no error (a newer write won).
     async fn update(
         &self,
         tenant: &TenantId,
         endpoint: &EndpointId,
-        u: Update,
+        mut u: Update,
         condition: Option<&str>,
     ) -> Result<(), PortError> {
+        u.set("tenant_id", AttributeValue::S(tenant.to_string()));
+        u.set("endpoint_id", AttributeValue::S(endpoint.to_string()));
         let mut request = self
             .client
             .update_item()
@@ -795,4 +891,50 @@ fn kept_failure(old: &HashMap<String, AttributeValue>) -> Option<Update> {
         }
     }
     Some(u)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_item_is_keyed_by_tenant_and_endpoint_and_reads_back_from_its_key() {
+        let (t, e) = (
+            TenantId::new("tnt_a").unwrap(),
+            EndpointId::new("ep_1").unwrap(),
+        );
+        let k = key(&t, &e);
+        assert_eq!(k[HEALTH_KEY], AttributeValue::S("tnt_a#ep_1".into()));
+        // Every write names the tenant index's keys.
+        let u = Update::of(&t, &e);
+        assert!(
+            u.expression()
+                .starts_with("SET tenant_id = :v0, endpoint_id = :v1")
+        );
+        let h = from_item(&k).expect("a record of its key alone");
+        assert_eq!((h.tenant_id, h.endpoint_id), (t, e));
+        let mut bad = HashMap::new();
+        bad.insert(
+            HEALTH_KEY.to_owned(),
+            AttributeValue::S("no-separator".into()),
+        );
+        assert!(from_item(&bad).is_err());
+    }
+
+    /// The api and console functions may update a health item only in the attributes an
+    /// enable's reset writes (a `dynamodb:Attributes` condition in both stacks): the key
+    /// and the tenant index's keys among them.
+    #[test]
+    fn both_stacks_let_a_reset_write_the_key() {
+        let sam = include_str!("../../../infra/template.yaml");
+        assert!(
+            sam.contains("dynamodb:Attributes: [endpoint_key, tenant_id, endpoint_id, rt,"),
+            "template.yaml"
+        );
+        let cdk = include_str!("../../../infra/lib/constructs/functions.ts");
+        assert!(
+            cdk.contains("HEALTH_RESET_ATTRIBUTES = ['endpoint_key', 'tenant_id', 'endpoint_id',"),
+            "functions.ts"
+        );
+    }
 }

@@ -1,10 +1,16 @@
 //! DynamoDB delivery ledger: per (event, endpoint) a state item that carries the claim
 //! stopping double POSTs, and one item per attempt (the attempt log). Table key:
-//! `event_id` (partition), `sk` (sort): `state#<endpoint id>` and
-//! `attempt#<endpoint id>#<replay, 6 digits>#<attempt, 6 digits>`, with `#t<n, 3 digits>`
-//! appended for the n-th takeover of an attempt (a redelivery that took over an expired
-//! lease), so one Query returns an event's whole history in order and no try ever
-//! overwrites another's row. Items expire through the `expires_at` TTL.
+//! `event_id` (partition): the pair's partition in its message's ledger layout
+//! (`crate::ledger_keys`: the event id, or `ev#<tenant>#<event>#<shard>`), `sk` (sort):
+//! `state#<endpoint id>` and `attempt#<endpoint id>#<replay, 6 digits>#<attempt, 6 digits>`,
+//! with `#t<n, 3 digits>` appended for the n-th takeover of an attempt (a redelivery that
+//! took over an expired lease), so no try ever overwrites another's row and a Query of an
+//! event's partitions returns its whole history (`crate::ledger_read`). Items expire
+//! through the `expires_at` TTL.
+//!
+//! Every write of a pair goes to the partition its message's layout names
+//! ([`DeliveryMessage::ledger_layout`]), which the message keeps for life: a pair's claim
+//! and its delivered marker are always on one item.
 //!
 //! A success has no row of its own: the write that marks the state item delivered also
 //! stores the successful attempt's summary on it (`ok_*` attributes, no response
@@ -31,9 +37,7 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
-use aws_sdk_dynamodb::types::{
-    AttributeValue, ReturnConsumedCapacity, ReturnValue, ReturnValuesOnConditionCheckFailure,
-};
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
 use chrono::{DateTime, Utc};
 use tern_core::DeliveryMessage;
 use tern_core::delivery_log::{EndpointLogPage, EndpointLogQuery, PairState as LatestPairState};
@@ -42,9 +46,10 @@ use tern_core::ports::{
     PortError,
 };
 use tern_core::trace::{EventTrace, PairState};
-use tern_core::{EndpointId, EventId};
+use tern_core::{EndpointId, EventId, TenantId};
 
 use crate::error::port_error;
+use crate::ledger_keys::message_partition;
 
 /// The ledger in one table.
 #[derive(Clone, Debug)]
@@ -124,7 +129,7 @@ fn value_size(v: &AttributeValue) -> usize {
 /// The successful attempt stored on a delivered state item, as an attempt row; `None`
 /// when the item holds none (not delivered, or delivered by a writer whose attempt has
 /// its own row).
-fn delivered_row(
+pub(crate) fn delivered_row(
     event: &EventId,
     item: &HashMap<String, AttributeValue>,
 ) -> Result<Option<AttemptRecord>, PortError> {
@@ -309,7 +314,7 @@ impl DynamoLedger {
         self.client
             .update_item()
             .table_name(&self.table)
-            .key("event_id", AttributeValue::S(message.event.id.to_string()))
+            .key("event_id", AttributeValue::S(message_partition(message)))
             .key("sk", AttributeValue::S(state_key(message)))
     }
 
@@ -427,7 +432,10 @@ impl DynamoLedger {
         };
         // The claim is ours now: failing here would leave the message to a redelivery
         // that finds a live lease and drops it. The placeholder is for people; log and go on.
-        match self.put_attempt(&abandoned).await {
+        match self
+            .put_attempt(&message_partition(message), &abandoned)
+            .await
+        {
             Ok(()) | Err(PortError::Rejected(_)) => {}
             Err(e) => {
                 tracing::warn!(error = %e, event_id = %message.event.id, "abandoned attempt not logged");
@@ -538,12 +546,15 @@ impl DynamoLedger {
         }
     }
 
-    /// Puts one attempt row, never over a recorded one: only an [`OUTCOME_ABANDONED`]
-    /// placeholder may be replaced, by the real result of the same try (its holder was
-    /// slow, not dead). An existing row is [`PortError::Rejected`].
-    async fn put_attempt(&self, record: &AttemptRecord) -> Result<(), PortError> {
+    /// Puts one attempt row in `partition` (its pair's), never over a recorded one: only
+    /// an [`OUTCOME_ABANDONED`] placeholder may be replaced, by the real result of the same
+    /// try (its holder was slow, not dead). An existing row is [`PortError::Rejected`].
+    async fn put_attempt(&self, partition: &str, record: &AttemptRecord) -> Result<(), PortError> {
         let mut item: HashMap<String, AttributeValue> =
             serde_dynamo::to_item(record).map_err(|e| PortError::Rejected(e.to_string()))?;
+        // The record's own event id is the partition key attribute: it names the pair's
+        // partition instead (the readers know the event they read).
+        item.insert("event_id".into(), AttributeValue::S(partition.to_owned()));
         let sk = attempt_sk(
             &record.endpoint_id,
             record.replay_count,
@@ -766,7 +777,7 @@ impl DeliveryLedger for DynamoLedger {
             .client
             .update_item()
             .table_name(&self.table)
-            .key("event_id", AttributeValue::S(message.event.id.to_string()))
+            .key("event_id", AttributeValue::S(message_partition(message)))
             .key("sk", AttributeValue::S(sk))
             .update_expression(
                 "SET endpoint_id = :ep, replay_count = :r, attempt = :a, takeover = :zero, \
@@ -796,8 +807,12 @@ impl DeliveryLedger for DynamoLedger {
         result.map(|_| ()).map_err(port_error)
     }
 
-    async fn record_attempt(&self, record: &AttemptRecord) -> Result<(), PortError> {
-        self.put_attempt(record).await
+    async fn record_attempt(
+        &self,
+        message: &DeliveryMessage,
+        record: &AttemptRecord,
+    ) -> Result<(), PortError> {
+        self.put_attempt(&message_partition(message), record).await
     }
 
     async fn record_delivered(
@@ -869,7 +884,7 @@ impl DeliveryLedger for DynamoLedger {
                 // Its own row (replacing only an `abandoned` placeholder of this try),
                 // then the plain finish, as before the combined write existed. A row this
                 // try already has is this try's own success (a retried call): done.
-                let logged = match self.put_attempt(record).await {
+                let logged = match self.put_attempt(&message_partition(message), record).await {
                     Err(PortError::Rejected(_)) => Ok(()),
                     other => other,
                 };
@@ -879,55 +894,25 @@ impl DeliveryLedger for DynamoLedger {
         }
     }
 
-    async fn trace(&self, event: &EventId) -> Result<EventTrace, PortError> {
-        let mut trace = EventTrace::default();
-        let mut start = None;
-        loop {
-            let out = self
-                .client
-                .query()
-                .table_name(&self.table)
-                // The whole partition in one Query (pages of 1 MB): the state items and
-                // the attempt rows. Eventually consistent: half a read unit per 4 KB.
-                .key_condition_expression("event_id = :e")
-                .expression_attribute_values(":e", AttributeValue::S(event.to_string()))
-                .return_consumed_capacity(ReturnConsumedCapacity::Total)
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .map_err(port_error)?;
-            if let Some(units) = out.consumed_capacity().and_then(|c| c.capacity_units()) {
-                *trace.read_units.get_or_insert(0.0) += units;
-            }
-            for item in out.items.unwrap_or_default() {
-                let sk = match item.get("sk") {
-                    Some(AttributeValue::S(sk)) => sk.as_str(),
-                    _ => continue,
-                };
-                if sk.starts_with("state#") {
-                    trace.attempts.extend(delivered_row(event, &item)?);
-                    trace.pairs.extend(pair_state(&item));
-                } else if sk.starts_with("attempt#") {
-                    trace.attempts.push(
-                        serde_dynamo::from_item(item)
-                            .map_err(|e| PortError::Rejected(e.to_string()))?,
-                    );
-                }
-                // Other items of the partition (the relay's fan-out checkpoint) are
-                // neither a pair nor an attempt.
-            }
-            start = out.last_evaluated_key;
-            if start.is_none() {
-                trace.attempts.sort_by_key(|r: &AttemptRecord| {
-                    (r.started_at, r.replay_count, r.attempt, r.takeover)
-                });
-                return Ok(trace);
-            }
-        }
+    async fn trace(&self, tenant: &TenantId, event: &EventId) -> Result<EventTrace, PortError> {
+        self.read_trace(tenant, event).await
     }
 
-    async fn pair_states(&self, event: &EventId) -> Result<Vec<LatestPairState>, PortError> {
-        self.read_pair_states(event).await
+    async fn pair_states(
+        &self,
+        tenant: &TenantId,
+        event: &EventId,
+    ) -> Result<Vec<LatestPairState>, PortError> {
+        self.read_pair_states(tenant, event).await
+    }
+
+    async fn pair_state(
+        &self,
+        tenant: &TenantId,
+        event: &EventId,
+        endpoint: &EndpointId,
+    ) -> Result<Option<LatestPairState>, PortError> {
+        self.read_pair_state(tenant, event, endpoint).await
     }
 
     async fn append_endpoint_log(&self, records: &[AttemptRecord]) -> Result<(), PortError> {
@@ -953,53 +938,18 @@ impl DeliveryLedger for DynamoLedger {
         self.read_endpoint_log(query).await
     }
 
-    async fn history(&self, event: &EventId) -> Result<Vec<AttemptRecord>, PortError> {
-        let mut records = Vec::new();
-        let mut start = None;
-        loop {
-            let out = self
-                .client
-                .query()
-                .table_name(&self.table)
-                // The whole partition: attempt rows and the state items, which hold
-                // each pair's successful attempt.
-                .key_condition_expression("event_id = :e")
-                .expression_attribute_values(":e", AttributeValue::S(event.to_string()))
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .map_err(port_error)?;
-            for item in out.items.unwrap_or_default() {
-                // The relay's fan-out checkpoint shares the partition; it is no attempt.
-                if matches!(item.get("sk"), Some(AttributeValue::S(sk)) if crate::fanout::is_checkpoint_sk(sk))
-                {
-                    continue;
-                }
-                let is_state = matches!(item.get("sk"), Some(AttributeValue::S(sk)) if sk.starts_with("state#"));
-                if is_state {
-                    records.extend(delivered_row(event, &item)?);
-                } else {
-                    records.push(
-                        serde_dynamo::from_item(item)
-                            .map_err(|e| PortError::Rejected(e.to_string()))?,
-                    );
-                }
-            }
-            start = out.last_evaluated_key;
-            if start.is_none() {
-                // Oldest first; tries of one attempt in takeover order.
-                records.sort_by_key(|r: &AttemptRecord| {
-                    (r.started_at, r.replay_count, r.attempt, r.takeover)
-                });
-                return Ok(records);
-            }
-        }
+    async fn history(
+        &self,
+        tenant: &TenantId,
+        event: &EventId,
+    ) -> Result<Vec<AttemptRecord>, PortError> {
+        self.read_history(tenant, event).await
     }
 }
 
 /// The state item of one pair, as [`DeliveryLedger::trace`] returns it. Attributes that
 /// are missing or of another type read as absent (an item written by an older build).
-fn pair_state(item: &HashMap<String, AttributeValue>) -> Option<PairState> {
+pub(crate) fn pair_state(item: &HashMap<String, AttributeValue>) -> Option<PairState> {
     let text = |name: &str| match item.get(name) {
         Some(AttributeValue::S(s)) => Some(s.as_str()),
         _ => None,
@@ -1046,6 +996,7 @@ fn with_listing(
     for (name, value) in crate::waiting::listing(
         &message.event.tenant_id,
         &message.endpoint_id,
+        &message.event.id,
         attempt,
         due_at,
     ) {

@@ -17,6 +17,8 @@ pub mod idempotency;
 pub mod keyring;
 pub mod kms;
 pub mod ledger;
+pub mod ledger_keys;
+pub mod ledger_read;
 pub mod operational;
 pub mod outbox_reader;
 pub mod portal;

@@ -37,6 +37,7 @@ pub fn relay_deps(config: &RelayConfig, aws: &SdkConfig) -> RelayDeps {
         checkpoints: Some(Arc::new(DynamoFanOutCheckpoints::new(
             aws_sdk_dynamodb::Client::new(aws),
             &config.attempts_table,
+            config.attempt_log_ttl_days,
         ))),
     }
 }

@@ -108,9 +108,10 @@ enum Command {
         /// Only this endpoint's attempts.
         #[arg(long)]
         endpoint: Option<String>,
-        /// The event's tenant: event ids are per tenant, so telling "not tried yet" from
-        /// "no such event" for an event without attempts needs it (outbox items are keyed
-        /// by tenant and id).
+        /// The event's tenant: event ids are per tenant, and the ledger keeps each
+        /// tenant's events apart. Without it, the --endpoint's tenant; without either,
+        /// only attempts recorded under the event id alone (before the ledger was keyed by
+        /// tenant) are found, and an event without any asks for it.
         #[arg(long)]
         tenant: Option<String>,
     },
@@ -718,9 +719,26 @@ async fn attempts(
 ) -> Result<(), OpsError> {
     let event = EventId::new(event_id).map_err(invalid)?;
     let endpoint = endpoint.map(EndpointId::new).transpose().map_err(invalid)?;
-    let tenant = tenant.map(TenantId::new).transpose().map_err(invalid)?;
+    let mut tenant = tenant.map(TenantId::new).transpose().map_err(invalid)?;
+    if tenant.is_none()
+        && let Some(id) = &endpoint
+    {
+        // The endpoint's tenant is the event's: the ledger keeps a tenant's events apart.
+        // A deleted endpoint's attempts are still shown, from what was written under the
+        // event id alone (or with --tenant).
+        tenant = match ops::find_endpoint(&ctx.endpoints()?, None, id).await {
+            Ok(e) => Some(e.tenant_id),
+            Err(OpsError::NotFound { .. }) => None,
+            Err(e) => return Err(e),
+        };
+    }
     let ledger = DynamoLedger::new(ctx.dynamodb(), ctx.names.get("TERN_ATTEMPTS_TABLE")?, 30);
-    let history = ledger.history(&event).await?;
+    let history = match &tenant {
+        Some(t) => ledger.history(t, &event).await?,
+        // Without a tenant only what version 1 messages wrote (keyed by the event id
+        // alone) can be found; the no-attempts answer below asks for --tenant.
+        None => ledger.unsharded_history(&event).await?,
+    };
     let report = ops::attempts::report_scaled(
         event.as_str(),
         endpoint.as_ref().map(EndpointId::as_str),

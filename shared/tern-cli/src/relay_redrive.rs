@@ -167,6 +167,8 @@ pub async fn redrive(
         checkpoints: Some(Arc::new(tern_aws::DynamoFanOutCheckpoints::new(
             ctx.dynamodb(),
             ctx.names.get("TERN_ATTEMPTS_TABLE")?,
+            // The ledger's TTL the deployment uses by default (delivery.attemptLogTtlDays).
+            30,
         ))),
     };
     let mut done = Redriven {

@@ -234,6 +234,8 @@ async fn relay_again(
         None => Some(Arc::new(tern_aws::DynamoFanOutCheckpoints::new(
             ctx.dynamodb(),
             ctx.names.get("TERN_ATTEMPTS_TABLE").map_err(stay)?,
+            // The ledger's TTL the deployment uses by default (delivery.attemptLogTtlDays).
+            30,
         ))),
     };
     let deps = RelayDeps {

@@ -138,10 +138,11 @@ async fn audit_accounts_for_every_pair_and_names_the_lost_one() {
     // delivery queue by hand (a purge), so attempt 2 never happens.
     let lost = publish(&local, "order.lost").await;
     let ledger = local.sender.ledger.clone();
+    let tenant_id = tern_core::TenantId::new(TENANT).unwrap();
     let lost_id = tern_core::EventId::new(lost.clone()).unwrap();
     until("E's first attempt is logged", async || {
         ledger
-            .history(&lost_id)
+            .history(&tenant_id, &lost_id)
             .await
             .is_ok_and(|h| h.iter().any(|r| r.outcome == "retry"))
     })
@@ -158,7 +159,7 @@ async fn audit_accounts_for_every_pair_and_names_the_lost_one() {
     let poison = publish_poison(&local).await;
     let paid_id = tern_core::EventId::new(paid.clone()).unwrap();
     until("A delivered, B retrying, C dead-lettered", async || {
-        ledger.history(&paid_id).await.is_ok_and(|h| {
+        ledger.history(&tenant_id, &paid_id).await.is_ok_and(|h| {
             let of = |ep: &Endpoint, outcome: &str| {
                 h.iter()
                     .any(|r| r.endpoint_id == ep.id && r.outcome.starts_with(outcome))

@@ -297,6 +297,22 @@ fn attempt(
     }
 }
 
+/// A delivery message of `tenant`'s `event` to `endpoint` whose pair the ledger keeps in
+/// `layout` (`Unsharded`: as a message written before the ledger was keyed by tenant).
+fn message_of(
+    tenant: &str,
+    event: &str,
+    endpoint: &str,
+    layout: tern_core::spread::LedgerLayout,
+) -> DeliveryMessage {
+    let event: tern_core::Event = serde_json::from_value(serde_json::json!({
+        "id": event, "type": "order.paid", "tenant_id": tenant,
+        "created_at": "2026-11-30T10:00:00Z", "payload": {},
+    }))
+    .unwrap();
+    DeliveryMessage::first(event, EndpointId::new(endpoint).unwrap()).in_layout(layout)
+}
+
 async fn outbox_event(s: &Setup, tenant: &str) -> String {
     let prepared = tern_outbox::OutboxWriter::new(&s.resources.outbox_table)
         .prepare("order.paid", tenant, r#"{"order":"o_1"}"#)
@@ -322,27 +338,28 @@ async fn attempts_show_excerpt_next_due_and_dead_letter() {
         s.resources.attempts_table.clone(),
         30,
     );
+    let sharded = tern_core::spread::LedgerLayout::Sharded { shards: 1 };
+    let (to_a, to_b) = (
+        message_of("tnt_a", &tried, "ep_a", sharded),
+        message_of("tnt_a", &tried, "ep_b", sharded),
+    );
     ledger
-        .record_attempt(&attempt(&tried, "ep_a", 1, 0, "retry", Some(60)))
+        .record_attempt(&to_a, &attempt(&tried, "ep_a", 1, 0, "retry", Some(60)))
         .await
         .unwrap();
     ledger
-        .record_attempt(&attempt(
-            &tried,
-            "ep_a",
-            2,
-            30,
-            "dead_letter:exhausted",
-            None,
-        ))
+        .record_attempt(
+            &to_a,
+            &attempt(&tried, "ep_a", 2, 30, "dead_letter:exhausted", None),
+        )
         .await
         .unwrap();
     ledger
-        .record_attempt(&attempt(&tried, "ep_b", 1, 10, "delivered", None))
+        .record_attempt(&to_b, &attempt(&tried, "ep_b", 1, 10, "delivered", None))
         .await
         .unwrap();
 
-    let v = json(&s.env, &["attempts", &tried, "--json"]);
+    let v = json(&s.env, &["attempts", &tried, "--tenant", "tnt_a", "--json"]);
     let attempts = v["attempts"].as_array().unwrap();
     assert_eq!(attempts.len(), 3);
     assert_eq!(attempts[0]["response_excerpt"], "maintenance until 11:00");
@@ -356,7 +373,7 @@ async fn attempts_show_excerpt_next_due_and_dead_letter() {
         "2026-11-30T10:00:30.120Z"
     );
 
-    let table = expect(&s.env, &["attempts", &tried], 0);
+    let table = expect(&s.env, &["attempts", &tried, "--tenant", "tnt_a"], 0);
     let lines: Vec<&str> = table.lines().collect();
     assert!(
         lines[0].contains("TIME (UTC)") && lines[0].contains("NEXT DUE (UTC)"),
@@ -376,10 +393,44 @@ async fn attempts_show_excerpt_next_due_and_dead_letter() {
     // --endpoint keeps one endpoint's rows.
     let v = json(
         &s.env,
-        &["attempts", &tried, "--endpoint", "ep_b", "--json"],
+        &[
+            "attempts",
+            &tried,
+            "--tenant",
+            "tnt_a",
+            "--endpoint",
+            "ep_b",
+            "--json",
+        ],
     );
     assert_eq!(v["attempts"].as_array().unwrap().len(), 1);
     assert_eq!(v["attempts"][0]["outcome"], "delivered");
+
+    // Rows an older build wrote under the event id alone (version 1 messages) are found
+    // with the tenant and without it; the tenant's rows only with it.
+    let old = outbox_event(&s, "tnt_a").await;
+    let unsharded = tern_core::spread::LedgerLayout::Unsharded;
+    ledger
+        .record_attempt(
+            &message_of("tnt_a", &old, "ep_a", unsharded),
+            &attempt(&old, "ep_a", 1, 5, "retry", Some(60)),
+        )
+        .await
+        .unwrap();
+    for args in [
+        vec!["attempts", &old, "--json"],
+        vec!["attempts", &old, "--tenant", "tnt_a", "--json"],
+    ] {
+        let v = json(&s.env, &args);
+        assert_eq!(v["attempts"].as_array().unwrap().len(), 1, "{args:?}: {v}");
+    }
+    let out = tern(&s.env, &["attempts", &tried]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "the tenant's rows need --tenant"
+    );
+    assert!(text(&out.stderr).contains("--tenant"));
 
     // A known event not tried yet, and an unknown id: different answers. Ids are per
     // tenant: the lookup of an event without attempts takes its tenant.

@@ -326,28 +326,32 @@ async fn attempts_show_the_receivers_answer_scaled_due_times_and_refuse_an_unkno
     let id = outbox_event(&s, "tnt_a").await;
     endpoint(&s, "ep_registered", true).await;
     let l = ledger(&s);
-    l.record_attempt(&attempt_row(&id, "ep_a", 1, "2026-11-30T10:00:00Z"))
+    let to_a = DeliveryMessage::first(event(&id, "tnt_a"), EndpointId::new("ep_a").unwrap());
+    l.record_attempt(&to_a, &attempt_row(&id, "ep_a", 1, "2026-11-30T10:00:00Z"))
         .await
         .unwrap();
     // The next attempt found its endpoint disabled: dead-lettered without a POST, with a
     // row of its own (as the sender writes it).
-    l.record_attempt(&AttemptRecord {
-        status: None,
-        latency_ms: 0,
-        error: Some(
-            "not sent: the endpoint is disabled; `tern endpoints enable`, then replay".into(),
-        ),
-        response_excerpt: None,
-        outcome: "dead_letter:endpoint_disabled".into(),
-        next_wait_seconds: None,
-        ..attempt_row(&id, "ep_a", 2, "2026-11-30T10:00:02Z")
-    })
+    l.record_attempt(
+        &to_a,
+        &AttemptRecord {
+            status: None,
+            latency_ms: 0,
+            error: Some(
+                "not sent: the endpoint is disabled; `tern endpoints enable`, then replay".into(),
+            ),
+            response_excerpt: None,
+            outcome: "dead_letter:endpoint_disabled".into(),
+            next_wait_seconds: None,
+            ..attempt_row(&id, "ep_a", 2, "2026-11-30T10:00:02Z")
+        },
+    )
     .await
     .unwrap();
     let mut env = s.env.clone();
     env.push(("TERN_TIME_SCALE".into(), "0.01".into()));
 
-    let table = expect(&env, &["attempts", &id], 0);
+    let table = expect(&env, &["attempts", &id, "--tenant", "tnt_a"], 0);
     let lines: Vec<&str> = table.lines().collect();
     // The try ended at 10:00:00.120; 60 s at ×0.01 is waited as 1 s.
     assert!(
@@ -366,7 +370,7 @@ async fn attempts_show_the_receivers_answer_scaled_due_times_and_refuse_an_unkno
         lines.last().unwrap().contains("in DLQ: endpoint_disabled"),
         "{table}"
     );
-    let v = json(&env, &["attempts", &id, "--json"]);
+    let v = json(&env, &["attempts", &id, "--tenant", "tnt_a", "--json"]);
     assert_eq!(
         v["attempts"][0]["next_attempt_due_at"],
         "2026-11-30T10:00:01.120Z"
@@ -385,7 +389,18 @@ async fn attempts_show_the_receivers_answer_scaled_due_times_and_refuse_an_unkno
     let out = expect(&env, &["attempts", &id, "--endpoint", "ep_registered"], 0);
     assert!(out.contains("no attempts yet"), "{out}");
     // Attempts of an endpoint deleted since still show.
-    let v = json(&env, &["attempts", &id, "--endpoint", "ep_a", "--json"]);
+    let v = json(
+        &env,
+        &[
+            "attempts",
+            &id,
+            "--tenant",
+            "tnt_a",
+            "--endpoint",
+            "ep_a",
+            "--json",
+        ],
+    );
     assert_eq!(v["attempts"].as_array().unwrap().len(), 2);
     s.moto.stop().await;
 }

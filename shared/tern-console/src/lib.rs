@@ -367,6 +367,9 @@ pub struct WidgetRequest {
     pub action: Option<Action>,
     /// Event id to look up (event lookup only), as typed (validated when used).
     pub event_id: Option<String>,
+    /// The event's tenant (event lookup only: the ledger keeps a tenant's events apart),
+    /// as typed (validated when used).
+    pub tenant_id: Option<String>,
     /// The audit window's start (audit only), as typed (validated when used).
     pub since: Option<String>,
 }
@@ -433,6 +436,7 @@ impl WidgetEvent {
             widget,
             action,
             event_id: field("event_id", &self.event_id),
+            tenant_id: field("tenant_id", &self.tenant_id),
             since: field("since", &self.since),
         })
     }
@@ -565,22 +569,35 @@ pub async fn render_widget(
             .into_string(),
         },
         Widget::EventLookup => {
+            let typed_tenant = request.tenant_id.clone().unwrap_or_default();
             let lookup = match &request.event_id {
-                None => render::Lookup::NotAsked,
-                Some(text) => match EventId::new(text.clone()) {
-                    Err(e) => render::Lookup::Invalid {
+                None => render::Lookup::NotAsked {
+                    tenant: typed_tenant,
+                },
+                Some(text) => match (
+                    EventId::new(text.clone()),
+                    TenantId::new(typed_tenant.clone()),
+                ) {
+                    (Err(e), _) => render::Lookup::Invalid {
+                        tenant: typed_tenant,
                         input: text.clone(),
-                        error: e.to_string(),
+                        error: format!("not an event id: {e}"),
                     },
-                    Ok(id) => {
-                        let history = deps.ledger.history(&id).await?;
+                    // The ledger keeps each tenant's events apart: the tenant is needed.
+                    (_, Err(e)) => render::Lookup::Invalid {
+                        tenant: typed_tenant,
+                        input: text.clone(),
+                        error: format!("not a tenant id (the event's tenant is needed): {e}"),
+                    },
+                    (Ok(id), Ok(tenant)) => {
+                        let history = deps.ledger.history(&tenant, &id).await?;
                         let report = tern_ops::attempts::report_scaled(
                             id.as_str(),
                             None,
                             &history,
                             deps.time_scale,
                         );
-                        render::Lookup::Found { id, report }
+                        render::Lookup::Found { tenant, id, report }
                     }
                 },
             };
@@ -930,10 +947,18 @@ mod tests {
         async fn finish(&self, _: &DeliveryMessage, _: DeliveryState) -> Result<(), PortError> {
             unreachable!()
         }
-        async fn record_attempt(&self, _: &AttemptRecord) -> Result<(), PortError> {
+        async fn record_attempt(
+            &self,
+            _: &tern_core::DeliveryMessage,
+            _: &AttemptRecord,
+        ) -> Result<(), PortError> {
             unreachable!()
         }
-        async fn history(&self, event: &EventId) -> Result<Vec<AttemptRecord>, PortError> {
+        async fn history(
+            &self,
+            _: &tern_core::TenantId,
+            event: &EventId,
+        ) -> Result<Vec<AttemptRecord>, PortError> {
             self.0.lock().unwrap().push(event.clone());
             Ok(vec![])
         }

@@ -6,7 +6,7 @@
 use chrono::{DateTime, Utc};
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 use tern_core::health::HealthState;
-use tern_core::{DeadLetterReason, Endpoint, EndpointId, EventId, PayloadFormat};
+use tern_core::{DeadLetterReason, Endpoint, EndpointId, EventId, PayloadFormat, TenantId};
 use tern_ops::attempts::{AttemptView, AttemptsReport, DeadLetterRow};
 use tern_ops::audit::{AuditReport, PairStatus};
 use tern_ops::dlq::DeadLetterGroup;
@@ -23,7 +23,7 @@ pub const CELL_CHARS: usize = 300;
 /// The documentation the dashboard shows for the widget (`describe`).
 pub const DESCRIBE: &str = "## Tern console\n\
 Params: `{\"widget\": \"dead_letters\"}`, `{\"widget\": \"endpoints\"}`, `{\"widget\": \"waiting\"}` or \
-`{\"widget\": \"event_lookup\", \"event_id\": \"evt_...\"}`.\n\n\
+`{\"widget\": \"event_lookup\", \"tenant_id\": \"tnt_...\", \"event_id\": \"evt_...\"}`.\n\n\
 - **dead_letters**: the DLQ grouped by endpoint and reason, with Replay and Replay (dry run) \
 buttons that invoke the replay function with the group's filters.\n\
 - **endpoints**: endpoints that are not healthy (disabled, open, paused, degraded) or have \
@@ -431,9 +431,9 @@ pub fn endpoints(
 /// wait, the next due time and what holds them; then its soonest deliveries (due time,
 /// attempt, event); the totals.
 pub fn waiting(report: &WaitingReport, target: &Target) -> Markup {
-    let lookup = |event: &EventId| match target {
+    let lookup = |tenant: &TenantId, event: &EventId| match target {
         Target::Local { .. } => html! {
-            a href=(format!("/widgets/event_lookup?event_id={}", event.as_str())) { code { (event.as_str()) } }
+            a href=(format!("/widgets/event_lookup?tenant_id={}&event_id={}", tenant.as_str(), event.as_str())) { code { (event.as_str()) } }
         },
         Target::CloudWatch { .. } => html! { code { (event.as_str()) } },
     };
@@ -477,7 +477,7 @@ pub fn waiting(report: &WaitingReport, target: &Target) -> Markup {
                                     td colspan="6" {}
                                     td { (time(Some(d.due_at))) }
                                     td class="count" { (d.attempt) }
-                                    td { (lookup(&d.event_id)) }
+                                    td { (lookup(&e.tenant_id, &d.event_id)) }
                                 }
                             }
                             @if (e.deliveries.len() as u64) < e.waiting {
@@ -497,16 +497,23 @@ pub fn waiting(report: &WaitingReport, target: &Target) -> Markup {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Lookup {
     /// No event id given yet.
-    NotAsked,
-    /// The text is not an event id.
+    NotAsked {
+        /// The tenant typed, if any.
+        tenant: String,
+    },
+    /// The text is not an event id, or the tenant typed not a tenant id.
     Invalid {
-        /// What was typed.
+        /// The tenant typed.
+        tenant: String,
+        /// The event id typed.
         input: String,
-        /// Why it is not an id.
+        /// What is wrong.
         error: String,
     },
     /// The attempt log of the event (empty when none was recorded).
     Found {
+        /// The event's tenant.
+        tenant: TenantId,
         /// The event.
         id: EventId,
         /// Its attempts, oldest first, with due times and its dead letters
@@ -518,16 +525,18 @@ pub enum Lookup {
 /// The Event lookup widget: every try (when the next was due, what the receiver answered)
 /// and a row for each budget that ended in the DLQ, in time order, as `tern attempts`.
 pub fn event_lookup(lookup: &Lookup, target: &Target) -> Markup {
-    let current = match lookup {
-        Lookup::NotAsked => String::new(),
-        Lookup::Invalid { input, .. } => input.clone(),
-        Lookup::Found { id, .. } => id.to_string(),
+    let (tenant, current) = match lookup {
+        Lookup::NotAsked { tenant } => (tenant.clone(), String::new()),
+        Lookup::Invalid { tenant, input, .. } => (tenant.clone(), input.clone()),
+        Lookup::Found { tenant, id, .. } => (tenant.to_string(), id.to_string()),
     };
     html! {
         div class="tern-widget" id="event-lookup" {
             @match target {
                 Target::CloudWatch { function_arn } => {
                     div class="lookup" {
+                        input name="tenant_id" placeholder="tenant" value=(tenant);
+                        " "
                         input name="event_id" placeholder="evt_…" value=(current);
                         " "
                         a class="btn btn-primary" { "Look up" }
@@ -538,6 +547,8 @@ pub fn event_lookup(lookup: &Lookup, target: &Target) -> Markup {
                 }
                 Target::Local { .. } => {
                     form class="lookup" method="get" action="/widgets/event_lookup" {
+                        input name="tenant_id" placeholder="tenant" value=(tenant);
+                        " "
                         input name="event_id" placeholder="evt_…" value=(current);
                         " "
                         button type="submit" class="btn btn-primary" { "Look up" }
@@ -545,9 +556,9 @@ pub fn event_lookup(lookup: &Lookup, target: &Target) -> Markup {
                 }
             }
             @match lookup {
-                Lookup::NotAsked => p class="empty" { "Type an event id (the webhook-id) to see every attempt to deliver it." },
-                Lookup::Invalid { error, .. } => p class="outcome error" id="lookup-invalid" { "Not an event id: " (error) },
-                Lookup::Found { id, report } if report.attempts.is_empty() && report.dead_letters.is_empty() => {
+                Lookup::NotAsked { .. } => p class="empty" { "Type a tenant and an event id (the webhook-id) to see every attempt to deliver it." },
+                Lookup::Invalid { error, .. } => p class="outcome error" id="lookup-invalid" { "Cannot look it up: " (error) },
+                Lookup::Found { id, report, .. } if report.attempts.is_empty() && report.dead_letters.is_empty() => {
                     p class="empty" id="lookup-empty" { "No attempts recorded for " code { (id.as_str()) } "." }
                 }
                 Lookup::Found { report, .. } => {
@@ -654,9 +665,9 @@ pub fn audit(view: &AuditView, target: &Target) -> Markup {
     let since = match view {
         AuditView::Done { since, .. } | AuditView::Failed { since, .. } => since.as_str(),
     };
-    let lookup = |event: &str| match target {
+    let lookup = |tenant: &str, event: &str| match target {
         Target::Local { .. } => html! {
-            a href=(format!("/widgets/event_lookup?event_id={event}")) { code { (event) } }
+            a href=(format!("/widgets/event_lookup?tenant_id={tenant}&event_id={event}")) { code { (event) } }
         },
         Target::CloudWatch { .. } => html! { code { (event) } },
     };
@@ -696,7 +707,7 @@ pub fn audit(view: &AuditView, target: &Target) -> Markup {
     }
 }
 
-fn audit_report(r: &AuditReport, lookup: &dyn Fn(&str) -> Markup) -> Markup {
+fn audit_report(r: &AuditReport, lookup: &dyn Fn(&str, &str) -> Markup) -> Markup {
     let t = &r.totals;
     html! {
         @if r.all_accounted() {
@@ -753,7 +764,7 @@ fn audit_report(r: &AuditReport, lookup: &dyn Fn(&str) -> Markup) -> Markup {
                     @for u in &r.unaccounted {
                         @let p = &u.pair;
                         tr class="audit-unaccounted" data-event=(p.event_id) data-endpoint=(p.endpoint_id) {
-                            td { (lookup(&p.event_id)) br; span class="note" { (cut(&p.event_type, 80)) } }
+                            td { (lookup(&p.tenant_id, &p.event_id)) br; span class="note" { (cut(&p.event_type, 80)) } }
                             td { code { (p.endpoint_id) } }
                             td { (time(Some(p.created_at))) br; span class="note" { (u.age_seconds) " s ago" } }
                             td { (cut(&p.finding.detail, CELL_CHARS)) }
@@ -780,7 +791,7 @@ fn audit_report(r: &AuditReport, lookup: &dyn Fn(&str) -> Markup) -> Markup {
                 tbody {
                     @for p in &r.not_delivered {
                         tr class="audit-pair" data-event=(p.event_id) data-endpoint=(p.endpoint_id) data-status=(p.finding.status.as_str()) {
-                            td { (lookup(&p.event_id)) }
+                            td { (lookup(&p.tenant_id, &p.event_id)) }
                             td { code { (p.endpoint_id) } }
                             td { (p.finding.status.as_str().replace('_', " ")) @if let Some(reason) = &p.finding.reason { br; span class="note" { (cut(reason, 80)) } } }
                             td { (time(p.finding.due_at)) }
@@ -1287,7 +1298,7 @@ mod tests {
             html.contains("data-endpoint=\"ep_open\" data-event=\"evt_1\" data-attempt=\"3\""),
             "{html}"
         );
-        assert!(html.contains("href=\"/widgets/event_lookup?event_id=evt_1\""));
+        assert!(html.contains("href=\"/widgets/event_lookup?tenant_id=tnt_a&amp;event_id=evt_1\""));
         assert!(html.contains("2 more"), "{html}");
         assert!(!html.contains("<script>") && html.contains("&lt;script&gt;"));
         let empty = WaitingReport {
@@ -1304,11 +1315,19 @@ mod tests {
 
     #[test]
     fn event_lookup_states() {
-        let html = event_lookup(&Lookup::NotAsked, &cw()).into_string();
+        let html = event_lookup(
+            &Lookup::NotAsked {
+                tenant: String::new(),
+            },
+            &cw(),
+        )
+        .into_string();
         assert!(html.contains("name=\"event_id\""));
+        assert!(html.contains("name=\"tenant_id\""));
         assert!(html.contains("<cwdb-action"));
         let html = event_lookup(
             &Lookup::Invalid {
+                tenant: "<b>".into(),
                 input: "\"><script>".into(),
                 error: "bad".into(),
             },
@@ -1317,8 +1336,10 @@ mod tests {
         .into_string();
         assert!(!html.contains("<script>"));
         assert!(html.contains("value=\"&quot;&gt;&lt;script&gt;\""));
+        assert!(html.contains("value=\"&lt;b&gt;\""));
         let id = EventId::generate();
         let found = |rows: &[AttemptRecord]| Lookup::Found {
+            tenant: TenantId::new("tnt_a").unwrap(),
             id: id.clone(),
             report: tern_ops::attempts::report_scaled(id.as_str(), None, rows, 0.01),
         };

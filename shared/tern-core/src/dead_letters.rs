@@ -101,6 +101,10 @@ pub struct RecordedDeadLetter {
     pub payload_sample: String,
     /// True when the sample was cut.
     pub payload_truncated: bool,
+    /// Where the ledger keeps the pair's state item (its message's layout): the reader
+    /// checks there whether the pair was delivered or replayed since. Not shown.
+    #[serde(skip)]
+    pub ledger: crate::spread::LedgerLayout,
 }
 
 impl RecordedDeadLetter {
@@ -128,6 +132,7 @@ impl RecordedDeadLetter {
             replay_count: message.replay_count,
             payload_sample: sample.to_owned(),
             payload_truncated: truncated,
+            ledger: message.ledger_layout(),
         })
     }
 }

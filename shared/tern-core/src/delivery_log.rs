@@ -19,10 +19,20 @@ use crate::outcome::ErrorClass;
 use crate::ports::{AttemptRecord, DeliveryState};
 
 /// Longest time between the first and the last attempt start held by one endpoint log
-/// item, in milliseconds: 60,000 (the sender function's timeout, `infra/settings.json`,
-/// bounds a batch; a writer splits anything longer). A reader asking for attempts before
-/// `t` reads the items whose latest start is before `t` + this.
+/// item written before the log was spread over shards, in milliseconds: 60,000 (the
+/// sender function's timeout, `infra/settings.json`, bounds a batch). A reader asking for
+/// attempts before `t` reads those items whose latest start is before `t` + this.
 pub const LOG_ITEM_SPAN_MS: i64 = 60_000;
+
+/// The same for items written into the log's shards (`crate::spread::LOG_SHARDS`), in
+/// milliseconds: 5,000. A batch's attempts start within about two seconds of each other
+/// (all at once, but for rate-limit slots, waited for at most
+/// [`crate::rate_limit::SEND_HORIZON_MS`]); a writer splits a batch whose starts spread
+/// further, one item per 5 s of them. The short span is what bounds a page's read of a
+/// busy endpoint: a page re-reads the items up to this far above its cursor (an item
+/// holds attempts up to this much older than its key), about 4,500 items for an endpoint
+/// taking 2,000 deliveries a second, where 60 s would be 54,000.
+pub const SPREAD_LOG_ITEM_SPAN_MS: i64 = 5_000;
 
 /// Most attempts one page of the endpoint log returns: 100.
 pub const MAX_LOG_PAGE: usize = 100;
@@ -299,15 +309,21 @@ pub struct EndpointLogQuery {
 
 impl EndpointLogQuery {
     /// Latest log item key (Unix milliseconds, inclusive) that can hold an entry of this
-    /// query, `None` for no bound.
+    /// query among items of [`LOG_ITEM_SPAN_MS`], `None` for no bound.
     pub fn newest_item_ms(&self) -> Option<i64> {
+        self.newest_item_ms_within(LOG_ITEM_SPAN_MS)
+    }
+
+    /// The same among items whose attempts start at most `span_ms` apart
+    /// ([`SPREAD_LOG_ITEM_SPAN_MS`] for the log's shards).
+    pub fn newest_item_ms_within(&self, span_ms: i64) -> Option<i64> {
         let until = self.until.map(|t| t.timestamp_millis() - 1);
         let before = self.before.as_ref().map(|p| p.started_ms);
         let bound = match (until, before) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        bound.map(|b| b.saturating_add(LOG_ITEM_SPAN_MS))
+        bound.map(|b| b.saturating_add(span_ms))
     }
 
     /// Oldest log item key (Unix milliseconds, inclusive) that can hold an entry of this
@@ -398,10 +414,15 @@ impl LogPager {
             self.out.last().map(EndpointLogEntry::position)
         } else {
             // The read budget ran out: every entry above the last item read's key is out;
-            // the next page starts with that millisecond.
-            self.last_item_ms
-                .map(LogPosition::top_of)
-                .or_else(|| self.query.before.clone())
+            // the next page starts with that millisecond, never above this page's own
+            // start (entries there were on earlier pages: a reader that spent its budget
+            // among the items above its cursor, which hold older entries too, must not
+            // send them again).
+            let top = self.last_item_ms.map(LogPosition::top_of);
+            match (top, self.query.before.clone()) {
+                (Some(t), Some(b)) => Some(t.min(b)),
+                (t, b) => t.or(b),
+            }
         };
         EndpointLogPage {
             entries: self.out,
@@ -424,6 +445,10 @@ pub struct PairState {
     pub attempt: u32,
     /// When the pair was delivered, if it was (by any budget).
     pub delivered_at: Option<DateTime<Utc>>,
+    /// Where the ledger keeps the pair's items: a new message of the pair (a manual
+    /// resend) is written in the same layout, so its claim meets the pair's earlier ones.
+    #[serde(default)]
+    pub ledger: crate::spread::LedgerLayout,
 }
 
 impl PairState {
@@ -431,6 +456,23 @@ impl PairState {
     /// so its claim outranks every earlier message of the pair.
     pub fn next_replay_count(&self) -> u32 {
         self.replay_count.saturating_add(1)
+    }
+
+    /// Of two state items of one pair (one in each ledger layout: only a relay retried
+    /// across the upgrade makes both), the one that speaks for the pair: a delivered one
+    /// (delivered wins), else the later claim.
+    pub fn prevailing(self, other: Self) -> Self {
+        let rank = |s: &Self| {
+            (
+                s.delivered_at.is_some(),
+                (u64::from(s.replay_count) << 32) | u64::from(s.attempt),
+            )
+        };
+        if rank(&other) > rank(&self) {
+            other
+        } else {
+            self
+        }
     }
 }
 
@@ -594,6 +636,37 @@ mod tests {
     }
 
     #[test]
+    fn a_budget_spent_above_the_cursor_never_moves_the_cursor_back_up() {
+        // Items just above the cursor hold older attempts: a reader that stops among them
+        // resumes at its own cursor, never above it (its entries were on earlier pages).
+        let before = LogPosition::top_of(10_000);
+        let mut pager = LogPager::new(EndpointLogQuery {
+            before: Some(before.clone()),
+            ..query(5)
+        });
+        pager.push(12_000, vec![entry("evt_x", 11_000, "delivered")]);
+        let page = pager.finish(false);
+        assert!(page.entries.is_empty());
+        assert_eq!(page.next, Some(before));
+        // Below the cursor it moves on.
+        let mut pager = LogPager::new(EndpointLogQuery {
+            before: Some(LogPosition::top_of(10_000)),
+            ..query(5)
+        });
+        pager.push(9_000, vec![entry("evt_y", 9_000, "delivered")]);
+        assert_eq!(pager.finish(false).next, Some(LogPosition::top_of(9_000)));
+        let q = query(5);
+        assert_eq!(
+            EndpointLogQuery {
+                until: DateTime::from_timestamp_millis(20_001),
+                ..q
+            }
+            .newest_item_ms_within(SPREAD_LOG_ITEM_SPAN_MS),
+            Some(25_000)
+        );
+    }
+
+    #[test]
     fn item_key_bounds() {
         let q = EndpointLogQuery {
             since: DateTime::from_timestamp_millis(5_000),
@@ -613,8 +686,34 @@ mod tests {
             replay_count: 2,
             attempt: 1,
             delivered_at: None,
+            ledger: crate::spread::LedgerLayout::Sharded { shards: 1 },
         };
         assert_eq!(s.next_replay_count(), 3);
+    }
+
+    #[test]
+    fn of_two_layouts_delivered_wins_then_the_later_claim() {
+        let s = |replay, attempt, delivered: bool, ledger| PairState {
+            endpoint_id: EndpointId::new("ep_1").unwrap(),
+            state: None,
+            replay_count: replay,
+            attempt,
+            delivered_at: delivered.then(Utc::now),
+            ledger,
+        };
+        use crate::spread::LedgerLayout::{Sharded, Unsharded};
+        let old_delivered = s(0, 1, true, Unsharded);
+        let new_claim = s(0, 3, false, Sharded { shards: 1 });
+        assert_eq!(
+            old_delivered.clone().prevailing(new_claim.clone()),
+            old_delivered
+        );
+        assert_eq!(
+            new_claim.clone().prevailing(old_delivered.clone()),
+            old_delivered
+        );
+        let later = s(1, 1, false, Unsharded);
+        assert_eq!(new_claim.clone().prevailing(later.clone()), later);
     }
 
     #[test]

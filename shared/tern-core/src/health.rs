@@ -483,6 +483,31 @@ impl EndpointHealth {
             .collect()
     }
 
+    /// True when a batch of only successes can change nothing the model decides on this
+    /// record, only its counts ([`transitions`] has nothing to do): the circuit closed, no
+    /// pause, no learnt pace, no run of failures, not degraded, not below the disable
+    /// threshold, not disabled, nothing left to report, and the window's rate at or above
+    /// the degraded threshold (or too few attempts to judge). A sender may then hold such a
+    /// batch's counts back for a moment and write them with the next
+    /// (`tern_handlers::health`), so a hot healthy endpoint's item is not written once per
+    /// batch.
+    pub fn is_steady(&self, policy: &HealthPolicy, now: DateTime<Utc>) -> bool {
+        let rate = self.window_rate(now);
+        let rate_fine = rate.attempts < policy.min_attempts
+            || rate.ratio().is_none_or(|r| r >= policy.degraded_below);
+        self.opened_at.is_none()
+            && self.next_probe_at.is_none()
+            && !self.paused(now)
+            && self.pace.is_none()
+            && self.consecutive_failures == 0
+            && self.failing_since.is_none()
+            && self.degraded_at.is_none()
+            && self.below_since.is_none()
+            && self.disabled_at.is_none()
+            && self.pending_report.is_none()
+            && rate_fine
+    }
+
     /// True while the receiver's pause lasts.
     pub fn paused(&self, now: DateTime<Utc>) -> bool {
         self.paused_until.is_some_and(|t| t > now)
@@ -669,6 +694,39 @@ impl HealthDelta {
     /// True when the batch had a success.
     pub fn any_success(&self) -> bool {
         self.successes > 0
+    }
+
+    /// True when every counted attempt succeeded and nothing pushed back: a batch whose
+    /// write a sender may hold back on a steady record ([`EndpointHealth::is_steady`]).
+    pub fn only_successes(&self) -> bool {
+        self.attempts > 0
+            && self.successes == self.attempts
+            && self.trailing_failures == 0
+            && self.last_failure.is_none()
+            && self.failing_since.is_none()
+            && self.backpressure == 0
+            && self.pause_until.is_none()
+            && self.pushed_back_sent_at.is_none()
+    }
+
+    /// One delta of `held` (successes only, [`Self::only_successes`], held back from
+    /// earlier batches) followed by this one: the counts added, the successes' seconds
+    /// merged, the last success the later of the two. What this delta says of failures,
+    /// push-backs and the time its counts go to stays (they came after the held successes).
+    pub fn after_held(mut self, held: &HealthDelta) -> Self {
+        self.attempts += held.attempts;
+        self.successes += held.successes;
+        self.last_success_at = match (self.last_success_at, held.last_success_at) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        for (second, n) in &held.success_seconds {
+            match self.success_seconds.iter_mut().find(|(s, _)| s == second) {
+                Some((_, m)) => *m += n,
+                None => self.success_seconds.push((*second, *n)),
+            }
+        }
+        self
     }
 }
 
@@ -994,6 +1052,95 @@ pub trait HealthStore: Send + Sync {
     /// last success and failure, an operational event not yet published, and a rate-limit
     /// schedule that lies ahead ([`EndpointHealth::rate_tat`]).
     async fn reset(&self, tenant: &TenantId, endpoint: &EndpointId) -> Result<(), PortError>;
+}
+
+#[cfg(test)]
+mod hold_tests {
+    use super::*;
+
+    fn success(at: DateTime<Utc>) -> HealthSignal {
+        HealthSignal::Success { at }
+    }
+
+    #[test]
+    fn held_successes_merge_before_the_next_batch() {
+        let t0: DateTime<Utc> = "2026-12-01T10:00:00Z".parse().unwrap();
+        let mut held = HealthDelta::new(t0);
+        held.add(success(t0));
+        held.add(success(t0 + Duration::milliseconds(300)));
+        assert!(held.only_successes());
+        let mut next = HealthDelta::new(t0 + Duration::seconds(1));
+        next.add(success(t0 + Duration::milliseconds(900)));
+        next.add(HealthSignal::Failure(LastFailure {
+            at: t0 + Duration::seconds(1),
+            status: Some(500),
+            error_class: None,
+            error: None,
+            excerpt: None,
+        }));
+        assert!(!next.only_successes());
+        let merged = next.clone().after_held(&held);
+        assert_eq!((merged.attempts, merged.successes), (4, 3));
+        assert_eq!(merged.trailing_failures, 1, "the failure came last");
+        assert!(merged.failing_since.is_some() && merged.last_failure.is_some());
+        assert_eq!(merged.success_seconds, vec![(t0.timestamp(), 3)]);
+        assert_eq!(
+            merged.last_success_at,
+            Some(t0 + Duration::milliseconds(900))
+        );
+        assert_eq!(merged.at, next.at, "counted where the later batch goes");
+        let mut pushed = HealthDelta::new(t0);
+        pushed.add(success(t0));
+        pushed.add(HealthSignal::Backpressure {
+            pause_until: t0 + Duration::seconds(5),
+            sent_at: t0,
+        });
+        assert!(
+            !pushed.only_successes(),
+            "a push-back is a change: written at once"
+        );
+    }
+
+    #[test]
+    fn only_a_quiet_healthy_record_is_steady() {
+        let now: DateTime<Utc> = "2026-12-01T10:00:00Z".parse().unwrap();
+        let policy = HealthPolicy::default();
+        let fresh = EndpointHealth::empty(
+            TenantId::new("tnt_a").unwrap(),
+            EndpointId::new("ep_1").unwrap(),
+            600,
+        );
+        assert!(fresh.is_steady(&policy, now));
+        let with = |f: &dyn Fn(&mut EndpointHealth)| {
+            let mut h = fresh.clone();
+            f(&mut h);
+            h.is_steady(&policy, now)
+        };
+        assert!(!with(&|h| h.opened_at = Some(now)));
+        assert!(!with(&|h| h.paused_until = Some(now + Duration::seconds(1))));
+        assert!(with(&|h| h.paused_until = Some(now - Duration::seconds(1))));
+        assert!(!with(&|h| h.consecutive_failures = 1));
+        assert!(!with(&|h| h.degraded_at = Some(now)));
+        assert!(!with(&|h| h.below_since = Some(now)));
+        assert!(!with(&|h| h.disabled_at = Some(now)));
+        assert!(!with(&|h| h.pace = Some(crate::pacing::Pace {
+            per_second: 5,
+            changed_at: now,
+            slow_start: true,
+        })));
+        // A window rate under the degraded threshold: a success batch may report.
+        let start = bucket_start(now, 600);
+        assert!(!with(&|h| h.buckets = vec![Bucket {
+            start,
+            attempts: 100,
+            successes: 90,
+        }]));
+        assert!(with(&|h| h.buckets = vec![Bucket {
+            start,
+            attempts: 100,
+            successes: 99,
+        }]));
+    }
 }
 
 #[cfg(test)]

@@ -36,6 +36,7 @@ pub mod sealed;
 pub mod secret_value;
 pub mod signing;
 pub mod signing_key;
+pub mod spread;
 pub mod sqs_text;
 pub mod trace;
 pub mod waiting;

@@ -6,9 +6,18 @@ use serde::{Deserialize, Serialize};
 
 use crate::event::Event;
 use crate::ids::{DeliveryId, EndpointId};
+use crate::spread::{LedgerLayout, PAIR_SHARDS};
 
-/// The message format version this build writes and reads.
-pub const MESSAGE_VERSION: u32 = 1;
+/// The message format version this build writes: 2. A version also fixes where the
+/// delivery ledger keeps the pair's items ([`crate::spread::LedgerLayout`]): version 1
+/// under the event id alone, version 2 under `<tenant>#<event>#<shard>`. A message keeps
+/// its version for its whole life (retries, requeues, Step Functions waits, the DLQ,
+/// replays), so every claim and marker of one pair lands in one layout.
+pub const MESSAGE_VERSION: u32 = 2;
+
+/// The oldest message format version this build reads: 1 (messages written before the
+/// ledger was sharded, still queued, waiting in Step Functions or dead-lettered).
+pub const OLDEST_MESSAGE_VERSION: u32 = 1;
 
 /// Highest attempt number a message may carry: the longest schedule plus the first
 /// attempt ([`crate::retry::MAX_SCHEDULE_LEN`] + 1).
@@ -104,7 +113,9 @@ pub struct DeadLetter {
 /// A delivery message, version 1. JSON body of delivery-queue and DLQ messages.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeliveryMessage {
-    /// Always [`MESSAGE_VERSION`]; a reader refuses other versions.
+    /// [`MESSAGE_VERSION`] for a message of a pair this build started;
+    /// [`OLDEST_MESSAGE_VERSION`] for one whose pair started before (its ledger items are
+    /// unsharded, [`Self::ledger_layout`]). A reader refuses any other version.
     pub version: u32,
     /// `<event id>.<endpoint id>`.
     pub delivery_id: DeliveryId,
@@ -167,6 +178,12 @@ pub struct DeliveryMessage {
     /// is dropped as a duplicate. Kept by its retries and by a replay of its dead letter.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub resend: bool,
+    /// In a version 2 message, the partitions its event's pairs spread over in the ledger
+    /// ([`LedgerLayout::Sharded`]): absent for one, [`PAIR_SHARDS`] for a fan-out of at
+    /// least [`crate::spread::SHARDED_FANOUT_MIN`] endpoints. Set by the relay, kept by
+    /// every message derived from this one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ledger_shards: Option<u32>,
 }
 
 /// Why a queue message body is not a delivery message.
@@ -177,7 +194,7 @@ pub enum MessageError {
     Shape(String),
     /// The body is a delivery message of a version this build does not read.
     #[error(
-        "delivery message version {found} is not supported (this build reads {MESSAGE_VERSION})"
+        "delivery message version {found} is not supported (this build reads {OLDEST_MESSAGE_VERSION} to {MESSAGE_VERSION})"
     )]
     Version {
         /// The version found.
@@ -196,6 +213,10 @@ pub enum MessageError {
         /// The replay count found.
         replay_count: u32,
     },
+    /// `ledger_shards` is neither absent, 1 nor [`PAIR_SHARDS`]: the ledger's readers
+    /// would not find the pair's items.
+    #[error("ledger_shards {0} is not one this build writes (1 or {PAIR_SHARDS})")]
+    LedgerShards(u32),
     /// `delivery_id` does not match the event and endpoint.
     #[error("delivery id {found} does not match event and endpoint ({expected})")]
     DeliveryIdMismatch {
@@ -230,6 +251,7 @@ impl DeliveryMessage {
             listed_waiting: false,
             rate_slot: None,
             resend: false,
+            ledger_shards: None,
         }
     }
 
@@ -243,6 +265,35 @@ impl DeliveryMessage {
             budget_started_at: Some(Utc::now()),
             resend: true,
             ..Self::first(event, endpoint_id)
+        }
+    }
+
+    /// Where the delivery ledger keeps this pair's items: fixed by the message's version
+    /// and [`Self::ledger_shards`], which every message derived from it keeps.
+    pub fn ledger_layout(&self) -> LedgerLayout {
+        if self.version >= MESSAGE_VERSION {
+            LedgerLayout::Sharded {
+                shards: self.ledger_shards.unwrap_or(1),
+            }
+        } else {
+            LedgerLayout::Unsharded
+        }
+    }
+
+    /// This message in `layout`: the version (and spread) that say it. For the relay (the
+    /// spread it chose for the event, or the unsharded layout of a fan-out an older build
+    /// began and it resumes) and for a manual resend of a pair an older build claimed, so
+    /// that every message of a pair uses the pair's layout.
+    #[must_use]
+    pub fn in_layout(self, layout: LedgerLayout) -> Self {
+        let (version, ledger_shards) = match layout {
+            LedgerLayout::Unsharded => (OLDEST_MESSAGE_VERSION, None),
+            LedgerLayout::Sharded { shards } => (MESSAGE_VERSION, (shards > 1).then_some(shards)),
+        };
+        Self {
+            version,
+            ledger_shards,
+            ..self
         }
     }
 
@@ -276,7 +327,7 @@ impl DeliveryMessage {
         }
         let v: Versioned =
             serde_json::from_str(body).map_err(|e| MessageError::Shape(e.to_string()))?;
-        if v.version != MESSAGE_VERSION {
+        if !(OLDEST_MESSAGE_VERSION..=MESSAGE_VERSION).contains(&v.version) {
             return Err(MessageError::Version { found: v.version });
         }
         let msg: Self =
@@ -289,6 +340,12 @@ impl DeliveryMessage {
                 attempt: msg.attempt,
                 replay_count: msg.replay_count,
             });
+        }
+        if let Some(shards) = msg.ledger_shards
+            && shards != 1
+            && shards != PAIR_SHARDS
+        {
+            return Err(MessageError::LedgerShards(shards));
         }
         let expected = DeliveryId::of(&msg.event.id, &msg.endpoint_id);
         if msg.delivery_id != expected {
@@ -507,7 +564,7 @@ mod tests {
             DeliveryMessage::parse("nope"),
             Err(MessageError::Shape(_))
         ));
-        let body = sample().to_body().replace("\"version\":1", "\"version\":9");
+        let body = sample().to_body().replace("\"version\":2", "\"version\":9");
         assert_eq!(
             DeliveryMessage::parse(&body),
             Err(MessageError::Version { found: 9 })
@@ -517,6 +574,60 @@ mod tests {
             DeliveryMessage::parse(&body),
             Err(MessageError::DeliveryIdMismatch { .. })
         ));
+    }
+
+    #[test]
+    fn a_message_keeps_its_ledger_layout_for_life() {
+        let m = sample();
+        assert_eq!(m.version, MESSAGE_VERSION);
+        assert_eq!(m.ledger_layout(), LedgerLayout::Sharded { shards: 1 });
+        let wide = m.clone().in_layout(LedgerLayout::Sharded {
+            shards: PAIR_SHARDS,
+        });
+        let body = wide.to_body();
+        assert!(body.contains(r#""ledger_shards":32"#), "{body}");
+        let back = DeliveryMessage::parse(&body).unwrap();
+        assert_eq!(
+            back.ledger_layout(),
+            LedgerLayout::Sharded {
+                shards: PAIR_SHARDS
+            }
+        );
+        let retried = back.next_attempt(Utc::now(), None, None).replayed();
+        assert_eq!(retried.ledger_layout(), wide.ledger_layout());
+        assert_eq!(
+            DeliveryMessage::parse(&body.replace(r#""ledger_shards":32"#, r#""ledger_shards":7"#)),
+            Err(MessageError::LedgerShards(7))
+        );
+        // A version 1 message (queued, delayed or dead-lettered before the upgrade) is
+        // read, and it and everything derived from it stay unsharded.
+        let body = m.to_body().replace("\"version\":2", "\"version\":1");
+        let old = DeliveryMessage::parse(&body).expect("version 1 is read");
+        assert_eq!(old.ledger_layout(), LedgerLayout::Unsharded);
+        let retry = old.next_attempt(Utc::now(), Some(500), None);
+        let again = retry.again(Utc::now(), Some(429), None, Utc::now());
+        let dead = again.dead_lettered(DeadLetter {
+            reason: DeadLetterReason::Exhausted,
+            last_status: Some(500),
+            last_error: None,
+            attempts: 2,
+            at: Utc::now(),
+        });
+        for derived in [&retry, &again, &dead, &dead.replayed()] {
+            assert_eq!(derived.ledger_layout(), LedgerLayout::Unsharded);
+            let back = DeliveryMessage::parse(&derived.to_body()).unwrap();
+            assert_eq!(back.ledger_layout(), LedgerLayout::Unsharded);
+        }
+        assert_eq!(m.clone().in_layout(LedgerLayout::Unsharded).version, 1);
+        assert_eq!(
+            old.in_layout(LedgerLayout::Sharded { shards: 1 }).version,
+            MESSAGE_VERSION
+        );
+        let body = sample().to_body().replace("\"version\":2", "\"version\":0");
+        assert_eq!(
+            DeliveryMessage::parse(&body),
+            Err(MessageError::Version { found: 0 })
+        );
     }
 
     #[test]

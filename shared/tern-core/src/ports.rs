@@ -443,11 +443,16 @@ pub trait DeliveryLedger: Send + Sync {
         Ok(())
     }
 
-    /// Appends an attempt to the log, one row per (endpoint, replay, attempt, takeover).
-    /// Never overwrites a recorded attempt (only an [`OUTCOME_ABANDONED`] placeholder, by
-    /// the real result of the same try); a second write of the same try is
-    /// [`PortError::Rejected`].
-    async fn record_attempt(&self, record: &AttemptRecord) -> Result<(), PortError>;
+    /// Appends an attempt of `message`'s pair to the log (where its ledger layout keeps
+    /// the pair, [`DeliveryMessage::ledger_layout`]), one row per (endpoint, replay,
+    /// attempt, takeover). Never overwrites a recorded attempt (only an
+    /// [`OUTCOME_ABANDONED`] placeholder, by the real result of the same try); a second
+    /// write of the same try is [`PortError::Rejected`].
+    async fn record_attempt(
+        &self,
+        message: &DeliveryMessage,
+        record: &AttemptRecord,
+    ) -> Result<(), PortError>;
 
     /// Records a successful attempt and marks the claim finished as
     /// [`DeliveryState::Delivered`]: what [`Self::record_attempt`] then [`Self::finish`] do
@@ -464,7 +469,7 @@ pub trait DeliveryLedger: Send + Sync {
         record: &AttemptRecord,
     ) -> Result<(), PortError> {
         // Rejected = this try's row is already there (a retried call).
-        let logged = match self.record_attempt(record).await {
+        let logged = match self.record_attempt(message, record).await {
             Err(PortError::Rejected(_)) => Ok(()),
             other => other,
         };
@@ -472,32 +477,66 @@ pub trait DeliveryLedger: Send + Sync {
         logged.and(finished)
     }
 
-    /// Every recorded attempt of an event, oldest first.
-    async fn history(&self, event: &EventId) -> Result<Vec<AttemptRecord>, PortError>;
+    /// Every recorded attempt of `tenant`'s event, oldest first, in both ledger layouts
+    /// ([`crate::spread::LedgerLayout`]). Rows of the unsharded layout are keyed by the
+    /// event id alone and may belong to another tenant's event with the same id: a caller
+    /// that shows them to a tenant keeps those of the tenant's endpoints.
+    async fn history(
+        &self,
+        tenant: &TenantId,
+        event: &EventId,
+    ) -> Result<Vec<AttemptRecord>, PortError>;
 
-    /// Everything the ledger holds for an event: each pair's state item (its claim and how
-    /// it ended) and the attempt log, for `tern audit`. The default knows no state items
-    /// (a store that keeps none): only [`Self::history`].
-    async fn trace(&self, event: &EventId) -> Result<crate::trace::EventTrace, PortError> {
+    /// Everything the ledger holds for `tenant`'s event: each pair's state item (its
+    /// claim and how it ended) and the attempt log, for `tern audit`, from both layouts as
+    /// [`Self::history`]. The default knows no state items (a store that keeps none): only
+    /// [`Self::history`].
+    async fn trace(
+        &self,
+        tenant: &TenantId,
+        event: &EventId,
+    ) -> Result<crate::trace::EventTrace, PortError> {
         Ok(crate::trace::EventTrace {
             pairs: Vec::new(),
-            attempts: self.history(event).await?,
+            attempts: self.history(tenant, event).await?,
             read_units: None,
         })
     }
 
-    /// The state of each (event, endpoint) pair of `event` the ledger holds (a pair
-    /// appears once its first attempt was claimed), read consistently. The default: this
-    /// ledger cannot ([`PortError::Rejected`]).
-    async fn pair_states(&self, event: &EventId) -> Result<Vec<PairState>, PortError> {
-        let _ = event;
+    /// The state of each (event, endpoint) pair of `tenant`'s `event` the ledger holds (a
+    /// pair appears once its first attempt was claimed), read consistently, from both
+    /// layouts (unsharded items may be another tenant's, as [`Self::history`] says; a pair
+    /// found in both is the [`PairState::prevailing`] one). The default: this ledger
+    /// cannot ([`PortError::Rejected`]).
+    async fn pair_states(
+        &self,
+        tenant: &TenantId,
+        event: &EventId,
+    ) -> Result<Vec<PairState>, PortError> {
+        let _ = (tenant, event);
         Err(PortError::Rejected(
             "this ledger does not keep pair states".into(),
         ))
     }
 
+    /// The state of one pair, read consistently; `None` when no attempt of it was ever
+    /// claimed. The default reads [`Self::pair_states`]; the DynamoDB ledger reads the
+    /// pair's two possible items (one per layout) instead of the event's every partition.
+    async fn pair_state(
+        &self,
+        tenant: &TenantId,
+        event: &EventId,
+        endpoint: &EndpointId,
+    ) -> Result<Option<PairState>, PortError> {
+        Ok(self
+            .pair_states(tenant, event)
+            .await?
+            .into_iter()
+            .find(|s| s.endpoint_id == *endpoint))
+    }
+
     /// Adds the attempts a sender batch recorded to their endpoints' logs: one write per
-    /// endpoint (per [`crate::delivery_log::LOG_ITEM_SPAN_MS`] of attempt starts). For
+    /// endpoint (per [`crate::delivery_log::SPREAD_LOG_ITEM_SPAN_MS`] of attempt starts). For
     /// people, like the attempt rows: a failure loses those lines from the endpoint's log,
     /// never from the event's history. The default keeps no endpoint log.
     async fn append_endpoint_log(&self, records: &[AttemptRecord]) -> Result<(), PortError> {

@@ -78,6 +78,9 @@ pub struct RelayConfig {
     /// [`MAX_CONFIGURABLE_PAYLOAD_BYTES`] (392 KiB: the outbox item must fit DynamoDB's
     /// 400 KB item limit, and the delivery message the SQS 1 MiB limit).
     pub max_payload_bytes: usize,
+    /// `TERN_ATTEMPT_LOG_TTL_DAYS`, days, default 30: the ledger's TTL, which a large
+    /// fan-out's record outlives (`tern_aws::fanout::RECORD_MARGIN_DAYS`).
+    pub attempt_log_ttl_days: u32,
     /// `TERN_METRICS_NAMESPACE`.
     pub metrics_namespace: String,
 }
@@ -94,6 +97,7 @@ impl RelayConfig {
             relay_failure_queue_url: env.required("TERN_RELAY_FAILURE_QUEUE_URL")?,
             attempts_table: env.required("TERN_ATTEMPTS_TABLE")?,
             max_payload_bytes: max_payload(env)?,
+            attempt_log_ttl_days: env.parsed("TERN_ATTEMPT_LOG_TTL_DAYS", 30)?,
             metrics_namespace: metrics_namespace(env),
         })
     }

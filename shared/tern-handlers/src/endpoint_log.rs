@@ -17,11 +17,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use tern_core::DeliveryMessage;
-use tern_core::EventId;
 use tern_core::delivery_log::{EndpointLogPage, EndpointLogQuery, PairState};
 use tern_core::ports::{AttemptRecord, Claim, DeliveryLedger, DeliveryState, PortError};
 use tern_core::trace::EventTrace;
+use tern_core::{DeliveryMessage, EndpointId, EventId, TenantId};
 
 /// A ledger that remembers the attempt rows written through it during one batch.
 pub struct BatchLog {
@@ -135,9 +134,13 @@ impl DeliveryLedger for BatchLog {
         self.inner.dead_letters(query).await
     }
 
-    async fn record_attempt(&self, record: &AttemptRecord) -> Result<(), PortError> {
+    async fn record_attempt(
+        &self,
+        message: &DeliveryMessage,
+        record: &AttemptRecord,
+    ) -> Result<(), PortError> {
         self.keep(record);
-        self.inner.record_attempt(record).await
+        self.inner.record_attempt(message, record).await
     }
 
     async fn record_delivered(
@@ -158,12 +161,29 @@ impl DeliveryLedger for BatchLog {
         self.inner.record_delivered(message, record).await
     }
 
-    async fn history(&self, event: &EventId) -> Result<Vec<AttemptRecord>, PortError> {
-        self.inner.history(event).await
+    async fn history(
+        &self,
+        tenant: &TenantId,
+        event: &EventId,
+    ) -> Result<Vec<AttemptRecord>, PortError> {
+        self.inner.history(tenant, event).await
     }
 
-    async fn pair_states(&self, event: &EventId) -> Result<Vec<PairState>, PortError> {
-        self.inner.pair_states(event).await
+    async fn pair_states(
+        &self,
+        tenant: &TenantId,
+        event: &EventId,
+    ) -> Result<Vec<PairState>, PortError> {
+        self.inner.pair_states(tenant, event).await
+    }
+
+    async fn pair_state(
+        &self,
+        tenant: &TenantId,
+        event: &EventId,
+        endpoint: &EndpointId,
+    ) -> Result<Option<PairState>, PortError> {
+        self.inner.pair_state(tenant, event, endpoint).await
     }
 
     async fn append_endpoint_log(&self, records: &[AttemptRecord]) -> Result<(), PortError> {
@@ -174,8 +194,8 @@ impl DeliveryLedger for BatchLog {
         self.inner.endpoint_log(query).await
     }
 
-    async fn trace(&self, event: &EventId) -> Result<EventTrace, PortError> {
-        self.inner.trace(event).await
+    async fn trace(&self, tenant: &TenantId, event: &EventId) -> Result<EventTrace, PortError> {
+        self.inner.trace(tenant, event).await
     }
 }
 
@@ -200,8 +220,8 @@ mod tests {
     use std::sync::Mutex;
 
     use super::*;
+    use tern_core::Event;
     use tern_core::delivery_log::EndpointLogQuery;
-    use tern_core::{EndpointId, Event};
 
     /// Records the name of every method called.
     #[derive(Default)]
@@ -244,7 +264,11 @@ mod tests {
             self.add("unlist_waiting");
             Ok(())
         }
-        async fn record_attempt(&self, _: &AttemptRecord) -> Result<(), PortError> {
+        async fn record_attempt(
+            &self,
+            _: &DeliveryMessage,
+            _: &AttemptRecord,
+        ) -> Result<(), PortError> {
             self.add("record_attempt");
             Ok(())
         }
@@ -256,15 +280,32 @@ mod tests {
             self.add("record_delivered");
             Ok(())
         }
-        async fn history(&self, _: &EventId) -> Result<Vec<AttemptRecord>, PortError> {
+        async fn history(
+            &self,
+            _: &TenantId,
+            _: &EventId,
+        ) -> Result<Vec<AttemptRecord>, PortError> {
             self.add("history");
             Ok(vec![])
         }
-        async fn pair_states(&self, _: &EventId) -> Result<Vec<PairState>, PortError> {
+        async fn pair_states(
+            &self,
+            _: &TenantId,
+            _: &EventId,
+        ) -> Result<Vec<PairState>, PortError> {
             self.add("pair_states");
             Ok(vec![])
         }
-        async fn trace(&self, _: &EventId) -> Result<EventTrace, PortError> {
+        async fn pair_state(
+            &self,
+            _: &TenantId,
+            _: &EventId,
+            _: &EndpointId,
+        ) -> Result<Option<PairState>, PortError> {
+            self.add("pair_state");
+            Ok(None)
+        }
+        async fn trace(&self, _: &TenantId, _: &EventId) -> Result<EventTrace, PortError> {
             self.add("trace");
             Ok(EventTrace::default())
         }
@@ -315,16 +356,20 @@ mod tests {
         log.finish_retrying(&m, 2, now).await.unwrap();
         log.list_waiting(&m, now).await.unwrap();
         log.unlist_waiting(&m).await.unwrap();
-        log.record_attempt(&row(1, "retry")).await.unwrap();
+        log.record_attempt(&m, &row(1, "retry")).await.unwrap();
         log.record_delivered(&m, &row(2, "delivered"))
             .await
             .unwrap();
         log.record_delivered(&m, &row(2, "delivered"))
             .await
             .unwrap();
-        log.history(&m.event.id).await.unwrap();
-        log.pair_states(&m.event.id).await.unwrap();
-        log.trace(&m.event.id).await.unwrap();
+        let t = &m.event.tenant_id;
+        log.history(t, &m.event.id).await.unwrap();
+        log.pair_states(t, &m.event.id).await.unwrap();
+        log.pair_state(t, &m.event.id, &m.endpoint_id)
+            .await
+            .unwrap();
+        log.trace(t, &m.event.id).await.unwrap();
         log.endpoint_log(&EndpointLogQuery {
             endpoint_id: m.endpoint_id.clone(),
             since: None,
@@ -348,6 +393,7 @@ mod tests {
             "record_delivered",
             "history",
             "pair_states",
+            "pair_state",
             "trace",
             "endpoint_log",
         ] {

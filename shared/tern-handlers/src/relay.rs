@@ -30,6 +30,7 @@ use serde_json::{Map, Value, json};
 use tern_core::fanout::{CHECKPOINT_MIN_FANOUT, FanOutCheckpoints};
 use tern_core::outbox::{KIND_ATTRIBUTE, OUTBOX_RECORD_KIND, OutboxRecord};
 use tern_core::ports::{EndpointStore, MessageQueue, PortError, QueueEntry};
+use tern_core::spread::LedgerLayout;
 use tern_core::{Endpoint, EndpointId, Event, TenantId};
 use tokio::time::Instant;
 
@@ -405,6 +406,9 @@ enum Plan {
         endpoints: Vec<EndpointId>,
         /// How many endpoints subscribe (before the checkpoint).
         subscribed: usize,
+        /// The ledger layout of the event's messages (`tern_core::spread`): chosen by the
+        /// relay that began the fan-out, kept by every invocation that resumes it.
+        layout: LedgerLayout,
     },
 }
 
@@ -452,11 +456,15 @@ async fn handle_records(
         .enumerate()
         .filter_map(|(record, plan)| match plan {
             Plan::Deliver {
-                event, endpoints, ..
+                event,
+                endpoints,
+                layout,
+                ..
             } => Some(FanOut {
                 record,
                 event,
                 endpoints,
+                layout: *layout,
             }),
             _ => None,
         })
@@ -488,9 +496,10 @@ async fn handle_records(
                     event,
                     endpoints,
                     subscribed,
+                    layout,
                 } = plan
                 {
-                    checkpoint(deps, event, endpoints, *subscribed, done, deadline).await;
+                    checkpoint(deps, event, endpoints, *subscribed, *layout, done, deadline).await;
                 }
                 first_failure = Some((i, error));
                 break;
@@ -524,6 +533,7 @@ async fn checkpoint(
     event: &Event,
     endpoints: &[EndpointId],
     subscribed: usize,
+    layout: LedgerLayout,
     done: usize,
     deadline: Option<Instant>,
 ) {
@@ -537,7 +547,7 @@ async fn checkpoint(
     let by = deadline.map(|d| d.checked_sub(CHECKPOINT_RESERVE).unwrap_or(d));
     match within(
         by,
-        store.write(&event.tenant_id, &event.id, through),
+        store.write(&event.tenant_id, &event.id, through, layout),
         "the fan-out checkpoint",
     )
     .await
@@ -618,10 +628,16 @@ async fn plan_records(
     (raws, plans, stop)
 }
 
-/// The event's subscribed endpoints, less those an earlier invocation's checkpoint covers
-/// (read only for a fan-out of at least [`CHECKPOINT_MIN_FANOUT`]). A checkpoint the store
-/// refuses to read (no permission, no table) is logged and ignored: every endpoint gets
-/// the event again, and the sender's claim stops a second POST.
+/// The event's subscribed endpoints, less those an earlier invocation's checkpoint covers,
+/// and the ledger layout of its messages (`tern_core::spread`). A fan-out of at least
+/// [`CHECKPOINT_MIN_FANOUT`] endpoints reads its record: an earlier invocation's layout
+/// and checkpoint are kept (a record an older build wrote says the fan-out is unsharded:
+/// the messages it sends again claim beside the first ones); without a record, this one
+/// records the spread over [`tern_core::spread::PAIR_SHARDS`] partitions before any
+/// message goes, so the ledger's readers find every partition. A record the store refuses
+/// to read or write (no permission, no table) is logged: the event is relayed with its
+/// pairs in one partition (readers find them there; only the spread is lost), and every
+/// endpoint gets it again (the sender's claim stops a second POST).
 async fn deliver_plan(
     deps: &RelayDeps,
     event: Box<Event>,
@@ -629,24 +645,41 @@ async fn deliver_plan(
 ) -> Result<Plan, PortError> {
     let mut endpoints = subscribers(deps, &event, tenants).await?;
     let subscribed = endpoints.len();
+    // One partition unless the spread is on the event's record, where readers look for it
+    // (a relay without checkpoints, `tern relay-failures --retry` of one refused message,
+    // writes none).
+    let mut layout = LedgerLayout::for_fan_out(1);
     if let Some(store) = deps
         .checkpoints
         .as_ref()
         .filter(|_| subscribed >= CHECKPOINT_MIN_FANOUT)
     {
         match store.read(&event.tenant_id, &event.id).await {
-            Ok(Some(through)) => {
-                endpoints.retain(|e| *e > through);
-                tracing::info!(
-                    event_id = %event.id, %through, left = endpoints.len(), subscribed,
-                    "fan-out resumed from its checkpoint"
-                );
+            Ok(Some(record)) => {
+                layout = record.layout;
+                if let Some(through) = record.through {
+                    endpoints.retain(|e| *e > through);
+                    tracing::info!(
+                        event_id = %event.id, %through, left = endpoints.len(), subscribed,
+                        ?layout, "fan-out resumed from its checkpoint"
+                    );
+                }
             }
-            Ok(None) => {}
+            Ok(None) => {
+                let wide = LedgerLayout::for_fan_out(subscribed);
+                match store.begin(&event.tenant_id, &event.id, wide).await {
+                    Ok(()) => layout = wide,
+                    Err(e @ PortError::Unavailable(_)) => return Err(e),
+                    Err(PortError::Rejected(error)) => tracing::error!(
+                        event_id = %event.id, %error,
+                        "fan-out record not written: the event's pairs stay in one ledger partition"
+                    ),
+                }
+            }
             Err(e @ PortError::Unavailable(_)) => return Err(e),
             Err(PortError::Rejected(error)) => tracing::error!(
                 event_id = %event.id, %error,
-                "fan-out checkpoint unreadable: relaying to every subscribed endpoint"
+                "fan-out checkpoint unreadable: relaying to every subscribed endpoint, its pairs in one ledger partition"
             ),
         }
     }
@@ -654,6 +687,7 @@ async fn deliver_plan(
         event,
         endpoints,
         subscribed,
+        layout,
     })
 }
 

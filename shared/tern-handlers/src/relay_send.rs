@@ -116,6 +116,8 @@ pub(crate) struct FanOut<'a> {
     pub event: &'a Event,
     /// The endpoints, sorted by id.
     pub endpoints: &'a [EndpointId],
+    /// The ledger layout its messages carry.
+    pub layout: tern_core::spread::LedgerLayout,
 }
 
 /// One message: fan-out `fan_out`, endpoint `endpoint` of it.
@@ -152,7 +154,7 @@ impl Stops {
 fn build(fan_outs: &[FanOut<'_>], item: Item) -> QueueEntry {
     let f = &fan_outs[item.fan_out];
     let endpoint = &f.endpoints[item.endpoint];
-    let message = DeliveryMessage::first(f.event.clone(), endpoint.clone());
+    let message = DeliveryMessage::first(f.event.clone(), endpoint.clone()).in_layout(f.layout);
     QueueEntry {
         id: format!("r{}e{}", f.record, item.endpoint),
         body: message.to_body(),
@@ -432,6 +434,7 @@ mod tests {
             record: 0,
             event: &e,
             endpoints: &eps,
+            layout: tern_core::spread::LedgerLayout::for_fan_out(1),
         }];
         let (results, retried) = send_fan_outs(&q, &fan_outs, None).await;
         assert_eq!(results, vec![vec![Some(Ok(())); 4]]);
@@ -451,6 +454,7 @@ mod tests {
             record: 0,
             event: &e,
             endpoints: &eps,
+            layout: tern_core::spread::LedgerLayout::for_fan_out(1),
         }];
         let (results, retried) = send_fan_outs(&q, &fan_outs, None).await;
         assert_eq!(retried, 0);
@@ -469,6 +473,7 @@ mod tests {
             record: 0,
             event: &e,
             endpoints: &eps,
+            layout: tern_core::spread::LedgerLayout::for_fan_out(1),
         }];
         let (results, _) = send_fan_outs(&q, &fan_outs, None).await;
         assert!(results[0].iter().all(|r| r == &Some(Ok(()))));
@@ -492,6 +497,7 @@ mod tests {
             record: 0,
             event: &e,
             endpoints: &eps,
+            layout: tern_core::spread::LedgerLayout::for_fan_out(1),
         }];
         let start = Instant::now();
         let stops = Stops {
@@ -521,6 +527,7 @@ mod tests {
             record: 0,
             event: &e,
             endpoints: &eps,
+            layout: tern_core::spread::LedgerLayout::for_fan_out(1),
         }];
         let start = Instant::now();
         let stops = Stops {

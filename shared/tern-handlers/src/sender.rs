@@ -1235,7 +1235,7 @@ async fn attempt(
         | MessageOutcome::Deferred { .. } => Ok(outcome),
     };
     if !delivered {
-        let write = deps.ledger.record_attempt(&record);
+        let write = deps.ledger.record_attempt(&message, &record);
         for_people(invocation, write, &message, "attempt not logged").await;
     }
     carried
@@ -1371,7 +1371,7 @@ async fn not_sent(
     let record = row_without_post(&message, takeover, OUTCOME_ABANDONED.into(), why.row_text());
     for_people(
         deadline,
-        deps.ledger.record_attempt(&record),
+        deps.ledger.record_attempt(&message, &record),
         &message,
         "the not-sent attempt was not logged",
     )
@@ -1622,7 +1622,7 @@ async fn dead_letter_unsent(
     let record = message.bounced(reason, Utc::now());
     let outcome = dead_letter_after(deps, message, record, metrics, deadline).await?;
     let row = unsent_record(message, reason, takeover);
-    let write = deps.ledger.record_attempt(&row);
+    let write = deps.ledger.record_attempt(message, &row);
     for_people(deadline, write, message, "dead letter not logged").await;
     Ok(outcome)
 }

@@ -113,6 +113,8 @@ async fn page(deps: &ConsoleDeps, event: serde_json::Value) -> Response {
 #[derive(Deserialize)]
 struct LookupQuery {
     #[serde(default)]
+    tenant_id: Option<String>,
+    #[serde(default)]
     event_id: Option<String>,
     #[serde(default)]
     since: Option<String>,
@@ -125,7 +127,9 @@ async fn widget_page(
 ) -> Response {
     page(
         &deps,
-        serde_json::json!({ "widget": name, "event_id": q.event_id, "since": q.since }),
+        serde_json::json!({
+            "widget": name, "tenant_id": q.tenant_id, "event_id": q.event_id, "since": q.since,
+        }),
     )
     .await
 }
@@ -180,7 +184,7 @@ async fn action(
 }
 
 /// The console's routes: `/` (to the dead letters), `/widgets/{dead_letters|endpoints|
-/// event_lookup}` (`?event_id=` for the lookup) and `POST /action`.
+/// event_lookup}` (`?tenant_id=&event_id=` for the lookup) and `POST /action`.
 pub fn router(deps: ConsoleDeps) -> Router {
     Router::new()
         .route("/", get(|| async { Redirect::to("/widgets/dead_letters") }))

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
 use indicatif::{ProgressBar, ProgressStyle};
 use tern_core::ports::{DeliveryLedger, EndpointStore};
-use tern_core::{DeliveryMessage, Endpoint, EventId};
+use tern_core::{DeliveryMessage, Endpoint, EventId, TenantId};
 use tern_handlers::metrics::{Metrics, MetricsSink};
 use tern_handlers::replay::ReplayRequest;
 use tern_handlers::sender::MessageOutcome;
@@ -354,11 +354,15 @@ pub async fn run(
     if let Some(first) = demo.written.first() {
         let _ = writeln!(
             out,
-            "\nAttempt log of event {first} (`tern attempts {first}`):"
+            "\nAttempt log of event {first} (`tern attempts {first} --tenant tnt_demo`):"
         );
         let ledger: &dyn DeliveryLedger = demo.local.sender.ledger.as_ref();
         let mut buf = Vec::new();
-        if print_history(&mut buf, ledger, first).await.is_ok() {
+        let tenant = TenantId::new("tnt_demo").map_err(|e| setup(&e))?;
+        if print_history(&mut buf, ledger, &tenant, first)
+            .await
+            .is_ok()
+        {
             let _ = out.write_all(&buf);
         }
     }

@@ -89,6 +89,15 @@ impl Resources {
     }
 }
 
+/// A global secondary index of a table local mode creates.
+enum Index<'a> {
+    /// The attempts table's waiting index: string partition key, number sort key, sparse,
+    /// INCLUDE projection.
+    Waiting(&'a WaitingIndex),
+    /// The health table's tenant index: string keys, KEYS_ONLY.
+    Tenant(&'a crate::settings::TenantIndex),
+}
+
 async fn table(
     ddb: &aws_sdk_dynamodb::Client,
     name: &str,
@@ -96,7 +105,7 @@ async fn table(
     sk: Option<&str>,
     stream: bool,
     ttl: Option<&str>,
-    index: Option<&WaitingIndex>,
+    index: Option<Index<'_>>,
 ) -> Result<Option<String>, ProvisionError> {
     let mut req = ddb
         .create_table()
@@ -134,8 +143,6 @@ async fn table(
             );
     }
     if let Some(index) = index {
-        // The waiting index (settings.json tables.attempts.waitingIndex): string
-        // partition key, number sort key, sparse, INCLUDE projection.
         let attribute = |name: &str, kind| {
             AttributeDefinition::builder()
                 .attribute_name(name)
@@ -150,22 +157,38 @@ async fn table(
                 .build()
                 .map_err(|e| err(name)(e.to_string()))
         };
+        let (index_name, partition_key, (sort_key, sort_type), projection) = match &index {
+            // settings.json tables.attempts.waitingIndex.
+            Index::Waiting(w) => (
+                &w.name,
+                &w.partition_key,
+                (&w.sort_key, ScalarAttributeType::N),
+                Projection::builder()
+                    .projection_type(ProjectionType::Include)
+                    .set_non_key_attributes(Some(w.projected_attributes.clone()))
+                    .build(),
+            ),
+            // settings.json tables.health.tenantIndex.
+            Index::Tenant(t) => (
+                &t.name,
+                &t.partition_key,
+                (&t.sort_key, ScalarAttributeType::S),
+                Projection::builder()
+                    .projection_type(ProjectionType::KeysOnly)
+                    .build(),
+            ),
+        };
         req = req
-            .attribute_definitions(attribute(&index.partition_key, ScalarAttributeType::S)?)
-            .attribute_definitions(attribute(&index.sort_key, ScalarAttributeType::N)?)
+            .attribute_definitions(attribute(partition_key, ScalarAttributeType::S)?)
+            .attribute_definitions(attribute(sort_key, sort_type)?)
             .global_secondary_indexes(
                 GlobalSecondaryIndex::builder()
-                    .index_name(&index.name)
-                    .key_schema(key(&index.partition_key, KeyType::Hash)?)
-                    .key_schema(key(&index.sort_key, KeyType::Range)?)
-                    .projection(
-                        Projection::builder()
-                            .projection_type(ProjectionType::Include)
-                            .set_non_key_attributes(Some(index.projected_attributes.clone()))
-                            .build(),
-                    )
+                    .index_name(index_name)
+                    .key_schema(key(partition_key, KeyType::Hash)?)
+                    .key_schema(key(sort_key, KeyType::Range)?)
+                    .projection(projection)
                     .build()
-                    .map_err(|e| err(&index.name)(e.to_string()))?,
+                    .map_err(|e| err(index_name)(e.to_string()))?,
             );
     }
     if stream {
@@ -277,7 +300,7 @@ pub async fn provision(
         Some("sk"),
         false,
         Some("expires_at"),
-        Some(&settings.tables.attempts.waiting_index),
+        Some(Index::Waiting(&settings.tables.attempts.waiting_index)),
     )
     .await?;
     let keys = &settings.tables.health;
@@ -285,10 +308,10 @@ pub async fn provision(
         &ddb,
         &health_table,
         &keys.partition_key,
-        keys.sort_key.as_deref(),
+        None,
         false,
         None,
-        None,
+        Some(Index::Tenant(&keys.tenant_index)),
     )
     .await?;
 

@@ -30,7 +30,7 @@ pub struct InfraSettings {
 #[derive(Debug, Clone, Deserialize)]
 pub struct Tables {
     /// The health table.
-    pub health: TableKeys,
+    pub health: HealthTable,
     /// The attempts table (local mode reads its waiting index).
     pub attempts: AttemptsTable,
     /// The customer portal's table.
@@ -70,14 +70,26 @@ pub struct WaitingIndex {
     pub projected_attributes: Vec<String>,
 }
 
-/// A table's key attributes (all strings).
+/// `tables.health`: one string partition key and a KEYS_ONLY index of a tenant's items.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct TableKeys {
+pub struct HealthTable {
+    /// Partition key attribute (`<tenant>#<endpoint>`).
+    pub partition_key: String,
+    /// The tenant index (`tern_aws::health::TENANT_INDEX`).
+    pub tenant_index: TenantIndex,
+}
+
+/// `tables.health.tenantIndex`: a KEYS_ONLY global secondary index, string keys.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TenantIndex {
+    /// Index name.
+    pub name: String,
     /// Partition key attribute.
     pub partition_key: String,
-    /// Sort key attribute, if any.
-    pub sort_key: Option<String>,
+    /// Sort key attribute.
+    pub sort_key: String,
 }
 
 /// Per-endpoint health (`health` in settings.json), passed to the sender as
@@ -264,8 +276,16 @@ mod tests {
     #[test]
     fn health_settings_reach_the_sender_env() {
         let s = super::infra_settings();
-        assert_eq!(s.tables.health.partition_key, "tenant_id");
-        assert_eq!(s.tables.health.sort_key.as_deref(), Some("endpoint_id"));
+        assert_eq!(s.tables.health.partition_key, tern_aws::health::HEALTH_KEY);
+        let index = &s.tables.health.tenant_index;
+        assert_eq!(
+            (
+                index.name.as_str(),
+                index.partition_key.as_str(),
+                index.sort_key.as_str()
+            ),
+            (tern_aws::health::TENANT_INDEX, "tenant_id", "endpoint_id")
+        );
         let env = s.health.env();
         let get = |k: &str| env.iter().find(|(n, _)| *n == k).map(|(_, v)| v.as_str());
         assert_eq!(get("TERN_HEALTH_FAILURE_THRESHOLD"), Some("5"));

@@ -733,9 +733,10 @@ pub fn print_endpoint(out: &mut dyn Write, e: &Endpoint, json: bool) -> std::io:
 pub async fn print_history(
     out: &mut dyn Write,
     ledger: &dyn DeliveryLedger,
+    tenant: &TenantId,
     event: &EventId,
 ) -> Result<(), OpsError> {
-    let history = ledger.history(event).await?;
+    let history = ledger.history(tenant, event).await?;
     let w = |e: std::io::Error| OpsError::Invalid(e.to_string());
     if history.is_empty() {
         writeln!(out, "no attempts recorded for {event}").map_err(w)?;

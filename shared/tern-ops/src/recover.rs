@@ -225,10 +225,9 @@ async fn resend_waiting(
             break;
         }
         let waiting = ledger
-            .pair_states(&event_id)
+            .pair_state(tenant, &event_id, &endpoint.id)
             .await?
-            .into_iter()
-            .any(|s| s.endpoint_id == endpoint.id && s.state == Some(DeliveryState::Retrying));
+            .is_some_and(|s| s.state == Some(DeliveryState::Retrying));
         if !waiting {
             continue;
         }

@@ -116,10 +116,8 @@ pub async fn resend_event(
     }
     let state = deps
         .ledger
-        .pair_states(&event.id)
-        .await?
-        .into_iter()
-        .find(|s| s.endpoint_id == endpoint.id);
+        .pair_state(&event.tenant_id, &event.id, &endpoint.id)
+        .await?;
     // A pair never claimed may still have its first message queued (replay count 0):
     // the resend takes 1, so one of the two is sent and the other is a duplicate.
     let replay_count = state.as_ref().map_or(1, |s| s.next_replay_count());
@@ -135,7 +133,13 @@ pub async fn resend_event(
             },
         ),
     };
+    // In the pair's own ledger layout (an older build's pair stays unsharded), so the
+    // resend's claim meets the pair's earlier ones and outranks them.
     let message = DeliveryMessage::resend(event, endpoint.id.clone(), replay_count);
+    let message = match &state {
+        Some(s) => message.in_layout(s.ledger),
+        None => message,
+    };
     deps.delivery_queue
         .send(&QueueEntry {
             id: "resend".into(),

@@ -32,7 +32,7 @@ pub const DEFAULT_PER_ENDPOINT: usize = 20;
 /// One waiting delivery, as shown.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct WaitingView {
-    /// The event (`tern attempts <event_id>` shows its history).
+    /// The event (`tern attempts <event_id> --tenant <tenant_id>` shows its history).
     pub event_id: EventId,
     /// The attempt it waits for (1-based, within its budget).
     pub attempt: u32,

@@ -942,7 +942,7 @@ async fn attempt_page(
         Ok(e) => e,
         Err(e) => return error_page(portal, s, &e.into()),
     };
-    let history = match deps.ledger.history(&eid).await {
+    let history = match deps.ledger.history(&s.grant.tenant, &eid).await {
         Ok(h) => h,
         Err(e) => return error_page(portal, s, &e.into()),
     };

@@ -130,7 +130,7 @@ pub(crate) async fn get_event(
     // Another tenant's pairs are left out: their endpoints are not this tenant's.
     let states: Vec<_> = deps
         .ledger
-        .pair_states(&id)
+        .pair_states(&tenant, &id)
         .await?
         .into_iter()
         .filter(|s| endpoints.contains_key(&s.endpoint_id))
@@ -206,7 +206,7 @@ pub(crate) async fn list_event_attempts(
     let endpoints = tenant_endpoints(&deps, &tenant).await?;
     let rows: Vec<_> = deps
         .ledger
-        .history(&id)
+        .history(&tenant, &id)
         .await?
         .into_iter()
         .filter(|r| endpoints.contains_key(&r.endpoint_id))

@@ -34,7 +34,7 @@ pub mod classify;
 pub mod print;
 pub mod queues;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -259,6 +259,8 @@ pub struct UnaccountedPair {
 /// A delivered pair a DLQ message also names.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DeliveredInDlq {
+    /// The event's tenant.
+    pub tenant_id: String,
     /// The event.
     pub event_id: String,
     /// The endpoint.
@@ -506,7 +508,7 @@ pub async fn audit(
     let mut totals = Totals::default();
     // The delivered pairs (event, endpoint), to find the ones a DLQ message also names
     // once the DLQ has been read.
-    let mut delivered: HashSet<(String, String)> = HashSet::new();
+    let mut delivered: HashMap<(String, String), String> = HashMap::new();
     let mut open: Vec<Open> = Vec::new();
     let mut events_without_pairs = 0;
     let only = request.endpoint.as_ref();
@@ -515,8 +517,11 @@ pub async fn audit(
     // widget in local mode, axum) requires.
     let traces = futures::stream::iter(0..known.events.len())
         .map(|i| {
-            let id = known.events[i].event_id.clone();
-            async move { (i, read_trace(stores.ledger, &id).await) }
+            let (tenant, id) = (
+                known.events[i].tenant_id.clone(),
+                known.events[i].event_id.clone(),
+            );
+            async move { (i, read_trace(stores.ledger, &tenant, &id).await) }
         })
         .buffer_unordered(request.concurrency.max(1));
     let mut traces = std::pin::pin!(traces);
@@ -528,10 +533,13 @@ pub async fn audit(
         }
         for o in pairs {
             if o.delivered() {
-                delivered.insert((
-                    known.events[o.event].event_id.to_string(),
-                    o.endpoint.to_string(),
-                ));
+                delivered.insert(
+                    (
+                        known.events[o.event].event_id.to_string(),
+                        o.endpoint.to_string(),
+                    ),
+                    known.events[o.event].tenant_id.to_string(),
+                );
                 count(
                     &mut totals,
                     &mut by_endpoint,
@@ -602,8 +610,11 @@ pub async fn audit(
         tokio::time::sleep(request.recheck_after).await;
         let reads_again = futures::stream::iter(suspects)
             .map(|i| {
-                let id = known.events[i].event_id.clone();
-                async move { (i, read_trace(stores.ledger, &id).await) }
+                let (tenant, id) = (
+                    known.events[i].tenant_id.clone(),
+                    known.events[i].event_id.clone(),
+                );
+                async move { (i, read_trace(stores.ledger, &tenant, &id).await) }
             })
             .buffer_unordered(request.concurrency.max(1));
         let mut reads_again = std::pin::pin!(reads_again);
@@ -617,10 +628,13 @@ pub async fn audit(
             judged.retain(|(o, _)| o.event != i);
             for o in pairs_of(i, trace, &known, only) {
                 if o.delivered() {
-                    delivered.insert((
-                        known.events[o.event].event_id.to_string(),
-                        o.endpoint.to_string(),
-                    ));
+                    delivered.insert(
+                        (
+                            known.events[o.event].event_id.to_string(),
+                            o.endpoint.to_string(),
+                        ),
+                        known.events[o.event].tenant_id.to_string(),
+                    );
                     count(
                         &mut totals,
                         &mut by_endpoint,
@@ -724,8 +738,9 @@ pub async fn audit(
     );
     let mut delivered_in_dlq: Vec<DeliveredInDlq> = delivered
         .iter()
-        .filter_map(|pair| {
+        .filter_map(|(pair, tenant)| {
             known.dlq.get(pair).map(|hit| DeliveredInDlq {
+                tenant_id: tenant.clone(),
                 event_id: pair.0.clone(),
                 endpoint_id: pair.1.clone(),
                 reason: hit.reason.clone(),
@@ -764,17 +779,18 @@ pub async fn audit(
 /// not make pairs unaccounted; a read that still fails makes them unaccounted with why.
 pub const TRACE_TRIES: u32 = 3;
 
-/// One event's ledger partition, tried up to [`TRACE_TRIES`] times; the result and the
+/// One event's ledger partitions, tried up to [`TRACE_TRIES`] times; the result and the
 /// tries made.
 async fn read_trace(
     ledger: &dyn DeliveryLedger,
+    tenant: &tern_core::TenantId,
     event: &tern_core::EventId,
 ) -> (Result<EventTrace, PortError>, u32) {
     let mut wait = Duration::from_secs(1);
     let mut tries = 0;
     loop {
         tries += 1;
-        match ledger.trace(event).await {
+        match ledger.trace(tenant, event).await {
             Err(PortError::Unavailable(_)) if tries < TRACE_TRIES => {
                 tokio::time::sleep(wait).await;
                 wait *= 2;
@@ -948,13 +964,25 @@ mod tests {
         async fn finish(&self, _: &DeliveryMessage, _: DeliveryState) -> Result<(), PortError> {
             Ok(())
         }
-        async fn record_attempt(&self, _: &AttemptRecord) -> Result<(), PortError> {
+        async fn record_attempt(
+            &self,
+            _: &tern_core::DeliveryMessage,
+            _: &AttemptRecord,
+        ) -> Result<(), PortError> {
             Ok(())
         }
-        async fn history(&self, _: &tern_core::EventId) -> Result<Vec<AttemptRecord>, PortError> {
+        async fn history(
+            &self,
+            _: &tern_core::TenantId,
+            _: &tern_core::EventId,
+        ) -> Result<Vec<AttemptRecord>, PortError> {
             Ok(vec![])
         }
-        async fn trace(&self, event: &tern_core::EventId) -> Result<EventTrace, PortError> {
+        async fn trace(
+            &self,
+            _: &tern_core::TenantId,
+            event: &tern_core::EventId,
+        ) -> Result<EventTrace, PortError> {
             if event == &self.flaky {
                 let mut left = self.failures.lock().unwrap();
                 if *left > 0 {

@@ -177,7 +177,11 @@ pub fn print_report(out: &mut dyn Write, r: &AuditReport) -> std::io::Result<()>
                         .unwrap_or_default()
                 )?;
             }
-            writeln!(out, "    `tern attempts {}` for the whole log", p.event_id)?;
+            writeln!(
+                out,
+                "    `tern attempts {} --tenant {}` for the whole log",
+                p.event_id, p.tenant_id
+            )?;
         }
     }
     let x = &r.reads;
