@@ -4,7 +4,9 @@
 //! condition the DynamoDB write carries holds, so of concurrent senders exactly one opens
 //! a circuit, claims a probe or reports a change. Times are kept as DynamoDB keeps them
 //! (Unix milliseconds; the rate-limit schedule in microseconds), so a probe claim
-//! compares what a sender read exactly as the conditional write does.
+//! compares what a sender read exactly as the conditional write does. One record per
+//! endpoint, keyed as the table is (`<tenant id>#<endpoint id>`, `tern_aws::health`); a
+//! tenant's listing is the tenant index's.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
