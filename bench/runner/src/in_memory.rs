@@ -1,6 +1,10 @@
 //! Tern on in-memory ports (`tern_core::in_memory`), run the way Lambda runs the sender:
-//! the real sender handler (`tern_handlers::sender::handle_within`) in N concurrent
-//! "instances" (the event source mapping's `maximumConcurrency`), each warm with its own
+//! the real sender handler (`tern_handlers::sender::handle_within`) in up to N concurrent
+//! "instances" (the event source mapping's `maximumConcurrency`), started as the mapping
+//! scales in standard mode: [`INITIAL_POLLERS`] concurrent batches at first, one more
+//! every [`SCALE_UP_EVERY`] (300 a minute) while messages wait visible, never fewer (an
+//! instance once started stays warm for the run: Lambda keeps idle instances for minutes,
+//! and the mapping's scaling down is not modelled). Each instance is warm with its own
 //! endpoint cache, health cache and HTTP connection pool, each receiving a batch of up to
 //! 10 from the delivery queue (visibility timeout 360 s, redrive after 5 receives, fair
 //! ordering by `MessageGroupId`), handling it with the invocation's 60 s deadline and the
@@ -37,6 +41,15 @@ const FUNCTION_TIMEOUT: Duration = Duration::from_secs(60);
 /// Longest wait of an idle instance's long poll, as the event source mapping's 20 s.
 const LONG_POLL: Duration = Duration::from_secs(20);
 
+/// Concurrent batches an SQS event source mapping starts with in standard mode: 5
+/// ("Configuring scaling behavior for SQS event source mappings", Lambda developer
+/// guide; `shared/research/scale-facts.md` [S6]).
+pub const INITIAL_POLLERS: usize = 5;
+
+/// How often the mapping may add a concurrent batch while messages wait: every 200 ms,
+/// its "up to 300 more a minute" (same source).
+pub const SCALE_UP_EVERY: Duration = Duration::from_millis(200);
+
 /// Sender outcomes by tenant and kind (`delivered`, `deferred`, ..., `failed` for a batch
 /// item failure).
 pub type Tally = BTreeMap<String, BTreeMap<String, u64>>;
@@ -59,22 +72,46 @@ pub struct InMemoryTern {
     pub metrics: Arc<Metrics>,
     tally: Arc<Mutex<Tally>>,
     stop: Arc<AtomicBool>,
-    wake: Arc<Notify>,
-    instances: Vec<JoinHandle<()>>,
+    instances: Arc<Mutex<Vec<JoinHandle<()>>>>,
+    /// The mapping's scaling, and the watcher of messages coming due.
+    mapping: Vec<JoinHandle<()>>,
 }
 
 impl Drop for InMemoryTern {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
-        for i in &self.instances {
+        for m in &self.mapping {
+            m.abort();
+        }
+        for i in self
+            .instances
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+        {
             i.abort();
         }
     }
 }
 
+/// The shared stores an instance runs over.
+#[derive(Clone)]
+struct Shared {
+    queue: Arc<InMemoryQueue>,
+    dlq: Arc<InMemoryQueue>,
+    ledger: Arc<InMemoryLedger>,
+    health: Arc<InMemoryHealthStore>,
+    endpoints: Arc<InMemoryEndpoints>,
+    events: Arc<InMemoryEventSink>,
+    metrics: Arc<Metrics>,
+    tally: Arc<Mutex<Tally>>,
+    stop: Arc<AtomicBool>,
+    wake: Arc<Notify>,
+}
+
 /// A warm sender instance's dependencies over the shared stores: its own endpoint cache
 /// (30 s), health cache (5 s) and HTTP client, as a warm Lambda instance has.
-fn instance_deps(shared: &InMemoryTern) -> Result<SenderDeps, BoxError> {
+fn instance_deps(shared: &Shared) -> Result<SenderDeps, BoxError> {
     let client = tern_http::DeliveryClient::new(tern_http::ClientOptions {
         policy: tern_http::DestinationPolicy {
             https_only: false,
@@ -133,7 +170,8 @@ fn sqs_event(messages: &[QueueMessage]) -> SqsEvent {
 
 impl InMemoryTern {
     /// A deployment with the delivery queue's settings (`fair`: the fair-queue ordering on,
-    /// as SQS applies it) and `concurrency` sender instances, started.
+    /// as SQS applies it) and an event source mapping of `maximumConcurrency`
+    /// `concurrency`: [`INITIAL_POLLERS`] instances started, more as messages wait.
     ///
     /// # Errors
     /// When an HTTP client cannot be built.
@@ -151,7 +189,12 @@ impl InMemoryTern {
         // One waiting instance per send call (a batch of 10 is one call): the others stay
         // in their long poll, as SQS answers one receive with the new messages.
         queue.on_send(Box::new(move || w.notify_one()));
-        let mut tern = Self {
+        // The watcher of delayed and timed-out messages hears of sends too (one may come
+        // due sooner than what it waits for).
+        let watch = Arc::new(Notify::new());
+        let w = watch.clone();
+        queue.on_send(Box::new(move || w.notify_one()));
+        let shared = Shared {
             queue,
             dlq,
             ledger: Arc::new(InMemoryLedger::default()),
@@ -162,17 +205,60 @@ impl InMemoryTern {
             tally: Arc::new(Mutex::new(Tally::new())),
             stop: Arc::new(AtomicBool::new(false)),
             wake,
-            instances: Vec::new(),
         };
-        for _ in 0..concurrency.max(1) {
-            let deps = instance_deps(&tern)?;
-            let (queue, wake, stop) = (tern.queue.clone(), tern.wake.clone(), tern.stop.clone());
-            let (metrics, tally) = (tern.metrics.clone(), tern.tally.clone());
-            tern.instances.push(tokio::spawn(async move {
-                instance(deps, queue, wake, stop, metrics, tally).await;
-            }));
+        let instances: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
+        let concurrency = concurrency.max(1);
+        for _ in 0..INITIAL_POLLERS.min(concurrency) {
+            start_instance(&shared, &instances)?;
         }
-        Ok(tern)
+        let watcher = tokio::spawn(watch_visibility(
+            shared.queue.clone(),
+            shared.wake.clone(),
+            watch,
+        ));
+        let mapping = {
+            let (shared, instances) = (shared.clone(), instances.clone());
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(SCALE_UP_EVERY);
+                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    tick.tick().await;
+                    let running = instances
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .len();
+                    if running >= concurrency {
+                        return;
+                    }
+                    if shared.queue.counts().visible > 0
+                        && let Err(e) = start_instance(&shared, &instances)
+                    {
+                        eprintln!("in-memory instance not started: {e}");
+                    }
+                }
+            })
+        };
+        Ok(Self {
+            queue: shared.queue,
+            dlq: shared.dlq,
+            ledger: shared.ledger,
+            health: shared.health,
+            endpoints: shared.endpoints,
+            events: shared.events,
+            metrics: shared.metrics,
+            tally: shared.tally,
+            stop: shared.stop,
+            instances,
+            mapping: vec![mapping, watcher],
+        })
+    }
+
+    /// Sender instances started so far (concurrent batches the mapping has reached).
+    pub fn instances(&self) -> usize {
+        self.instances
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
     }
 
     /// Sender outcomes so far, by tenant and kind; `reset` starts the count afresh.
@@ -189,6 +275,56 @@ impl InMemoryTern {
     pub fn counts(&self) -> Counts {
         self.metrics.snapshot()
     }
+}
+
+/// Wakes one idle instance whenever a delayed or timed-out message comes due: one
+/// watcher, so that each message coming due wakes one long poll, not every idle instance
+/// at once (which, with thousands of deferrals coming back a second apart, made every
+/// instance take the queue's lock for each of them: a harness cost, not Tern's).
+async fn watch_visibility(queue: Arc<InMemoryQueue>, wake: Arc<Notify>, watch: Arc<Notify>) {
+    loop {
+        let notified = watch.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let now = Instant::now();
+        match queue.next_visible_at() {
+            Some(t) if t <= now => {
+                // Due (made visible by the next receive): an instance receives it; look
+                // again shortly, once it has.
+                wake.notify_one();
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+            next => {
+                let until = next.map_or(now + LONG_POLL, |t| t.min(now + LONG_POLL));
+                tokio::select! {
+                    () = &mut notified => {}
+                    () = tokio::time::sleep_until(until.into()) => {}
+                }
+            }
+        }
+    }
+}
+
+/// Starts one more warm sender instance.
+fn start_instance(shared: &Shared, instances: &Mutex<Vec<JoinHandle<()>>>) -> Result<(), BoxError> {
+    let deps = instance_deps(shared)?;
+    let shared = shared.clone();
+    let handle = tokio::spawn(async move {
+        instance(
+            deps,
+            shared.queue,
+            shared.wake,
+            shared.stop,
+            shared.metrics,
+            shared.tally,
+        )
+        .await;
+    });
+    instances
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .push(handle);
+    Ok(())
 }
 
 /// One warm sender instance: receive a batch, handle it, delete what succeeded; wait like
@@ -215,14 +351,11 @@ async fn instance(
             }
         };
         if batch.is_empty() {
-            let until = queue
-                .next_visible_at()
-                .map_or(Instant::now() + LONG_POLL, |t| {
-                    t.min(Instant::now() + LONG_POLL)
-                });
+            // Woken by a send or by the watcher of messages coming due, one instance at
+            // a time, as SQS answers one long poll per message.
             tokio::select! {
                 () = &mut notified => {}
-                () = tokio::time::sleep_until(until.into()) => {}
+                () = tokio::time::sleep(LONG_POLL) => {}
             }
             continue;
         }

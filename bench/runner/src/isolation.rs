@@ -1,7 +1,8 @@
 //! Isolation without the local emulator's ceiling (issue 29, item 7): the noisy-neighbour
 //! scenario of the endpoint-health benchmark on in-memory ports with SQS semantics
-//! ([`crate::in_memory`]: the real sender handler in 20 Lambda-like instances), so that
-//! what it shows is Tern's behaviour, not moto's ~20-40 deliveries a second.
+//! ([`crate::in_memory`]: the real sender handler in up to 20 Lambda-like instances,
+//! started as the event source mapping scales), so that what it shows is Tern's
+//! behaviour, not moto's ~20-40 deliveries a second.
 //!
 //! Tenant A's endpoint answers 200 after a small latency and gets [`A_PER_SECOND`]
 //! events a second; its latency is from the delivery message's send (what the relay
@@ -203,9 +204,10 @@ fn refused_url() -> Result<String, BoxError> {
 // ---- load --------------------------------------------------------------------------------
 
 /// How the dead neighbour B is dead.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
 pub enum DeadKind {
     /// Answers `503` at once.
+    #[value(name = "503")]
     Status503,
     /// Refuses the connection.
     Refused,
@@ -339,6 +341,12 @@ pub struct Phase {
     pub queue_end: (usize, usize, usize),
     /// Groups the fair-queue ordering treated as noisy at the end.
     pub noisy: Vec<String>,
+    /// Sender instances the mapping had started by the end.
+    pub instances: usize,
+    /// CPU this process used during the phase (the sender instances, the queue and store
+    /// models, the load and the receivers), seconds per second of the phase: what the
+    /// phase's traffic costs on this machine, where every sender instance shares its cores.
+    pub cpu_per_second: f64,
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -351,6 +359,7 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 
 struct Clock {
     t0: Instant,
+    cpu: f64,
     probes: u64,
     b_requests: u64,
 }
@@ -360,6 +369,7 @@ impl Clock {
         tern.tally(true);
         Self {
             t0: Instant::now(),
+            cpu: crate::cpu_seconds(),
             probes: tern.counts().probes,
             b_requests: receivers.requests(b_path),
         }
@@ -376,6 +386,7 @@ impl Clock {
         sent: &[(String, DateTime<Utc>)],
     ) -> Phase {
         let seconds = self.t0.elapsed().as_secs_f64();
+        let cpu_per_second = (crate::cpu_seconds() - self.cpu) / seconds.max(1e-9);
         let tally = tern.tally(true);
         let probes = tern.counts().probes - self.probes;
         let b_requests = receivers.requests(b_path) - self.b_requests;
@@ -409,6 +420,8 @@ impl Clock {
             b_requests,
             queue_end: (q.visible, q.in_flight, q.delayed),
             noisy,
+            instances: tern.instances(),
+            cpu_per_second,
         }
     }
 }
@@ -426,6 +439,10 @@ pub struct IsolationRun {
     pub b_written: usize,
     /// Where B's deliveries are at the end: (queued: visible + in flight + delayed, DLQ).
     pub b_accounted: (usize, usize),
+    /// Pairs the ledger holds at the end: (delivered, listed as waiting).
+    pub ledger_pairs: (usize, usize),
+    /// Operational events published (`endpoint.circuit_opened` and the like).
+    pub operational_events: Vec<String>,
 }
 
 impl IsolationRun {
@@ -600,12 +617,20 @@ async fn run_one(dead: DeadKind, fair: bool) -> Result<IsolationRun, BoxError> {
         queued.visible + queued.in_flight + queued.delayed,
         tern.dlq.counts().visible,
     );
+    let ledger = tern.ledger.counts();
     Ok(IsolationRun {
         dead,
         phases: vec![alone, control, steady, ramp],
         open_after_seconds: open_after,
         b_written,
         b_accounted,
+        ledger_pairs: (ledger.delivered, ledger.waiting),
+        operational_events: tern
+            .events
+            .events()
+            .iter()
+            .map(|e| format!("{} {}", e.tenant_id, e.kind.as_str()))
+            .collect(),
     })
 }
 
@@ -620,13 +645,18 @@ pub struct IsolationReport {
     pub seconds: f64,
 }
 
-/// Runs the scenario once per dead-endpoint kind, each on a fresh deployment.
+/// Runs the scenario once per dead-endpoint kind (`only` those, when any), each on a
+/// fresh deployment.
 ///
 /// # Errors
 /// When a receiver or a deployment cannot start, or B's circuit never opens.
-pub async fn run() -> Result<IsolationReport, BoxError> {
+pub async fn run(only: &[DeadKind]) -> Result<IsolationReport, BoxError> {
     let started = Instant::now();
-    let kinds = [DeadKind::Status503, DeadKind::Refused, DeadKind::Timeout];
+    let kinds = if only.is_empty() {
+        vec![DeadKind::Status503, DeadKind::Refused, DeadKind::Timeout]
+    } else {
+        only.to_vec()
+    };
     let bar = crate::progress(kinds.len() as u64, "isolation, in memory");
     let mut runs = Vec::new();
     for dead in kinds {
@@ -670,30 +700,41 @@ impl IsolationReport {
             "\n### Healthy endpoint latency with a dead neighbour, in memory (no emulator)\n\n\
              The real sender handler on in-memory ports with SQS semantics (`tern_core::in_memory`: \
              visibility timeout 360 s, `DelaySeconds`, batches of 10, redrive after 5 receives, fair \
-             ordering by `MessageGroupId`) and DynamoDB's conditional writes, in {CONCURRENCY} \
-             Lambda-like instances (each warm with its own caches and connections, a 60 s \
-             deadline per batch); deployment defaults (attempt deadline 15 s, probe every 60 s, \
+             ordering by `MessageGroupId`) and DynamoDB's conditional writes, in up to {CONCURRENCY} \
+             Lambda-like instances (the event source mapping's `maximumConcurrency`; {} at first, \
+             one more every {} ms while messages wait; each warm with its own caches and \
+             connections, a 60 s deadline per batch of up to 10); deployment defaults (attempt deadline 15 s, probe every 60 s, \
              health cache 5 s, endpoint cache 30 s); real time. A gets {A_PER_SECOND} events/s, \
              its receiver answers 200 after {RECEIVER_LATENCY_MS} ms; B (and the control's C) get \
              {} events/s. Latency: the delivery message's send (the relay's) -> arrival at A's \
              receiver, milliseconds.\n",
+            crate::in_memory::INITIAL_POLLERS,
+            crate::in_memory::SCALE_UP_EVERY.as_millis(),
             A_PER_SECOND * NEIGHBOUR_FACTOR
         );
         for r in &self.runs {
             s.push_str(&format!(
                 "\n**B {}**: circuit seen open {:.1} s after B's first event; B's deliveries: {} \
-                 written, {} queued at the end, {} dead-lettered.\n\n\
-                 | phase | A's events | received | p50 ms | p95 ms | p99 ms | max ms | s | A delivered/s | B deferred/s | B POSTs (probes) | queue at end: visible / in flight / delayed |\n\
-                 | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+                 written, {} queued at the end, {} dead-lettered; the ledger's pairs: {} delivered, \
+                 {} listed as waiting; operational events: {}.\n\n\
+                 | phase | A's events | received | p50 ms | p95 ms | p99 ms | max ms | s | A delivered/s | B deferred/s | B POSTs (probes) | queue at end: visible / in flight / delayed | instances | CPU s/s |\n\
+                 | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
                 r.dead.text(),
                 r.open_after_seconds,
                 r.b_written,
                 r.b_accounted.0,
                 r.b_accounted.1,
+                r.ledger_pairs.0,
+                r.ledger_pairs.1,
+                if r.operational_events.is_empty() {
+                    "none".to_owned()
+                } else {
+                    r.operational_events.join(", ")
+                },
             ));
             for p in &r.phases {
                 s.push_str(&format!(
-                    "| {} | {} | {} | {} | {} | {} | {} | {:.0} | {:.1} | {:.1} | {} ({}) | {} / {} / {} |\n",
+                    "| {} | {} | {} | {} | {} | {} | {} | {:.0} | {:.1} | {:.1} | {} ({}) | {} / {} / {} | {} | {:.2} |\n",
                     p.phase,
                     p.written,
                     p.received,
@@ -713,6 +754,8 @@ impl IsolationReport {
                     p.queue_end.0,
                     p.queue_end.1,
                     p.queue_end.2,
+                    p.instances,
+                    p.cpu_per_second,
                 ));
             }
             let ratio = r.ratio_to_control();
