@@ -4,7 +4,7 @@
 //! batches, redrive and fair-queue ordering; DynamoDB's conditional writes (claims,
 //! terminal states, health counters and transitions), applied atomically under a lock.
 //! The handlers run over them unchanged, so a benchmark or a test on them shows Tern's
-//! own behaviour without a local emulator's throughput (`make bench-health`,
+//! own behaviour without a local emulator's throughput (`make bench-isolation`,
 //! `bench/runner/src/isolation.rs`). No AWS crate in here.
 
 pub mod endpoints;
