@@ -89,7 +89,7 @@ bench-health: venv
 # and `make bench`): the real sender handler in Lambda-like instances over an SQS model,
 # a healthy endpoint's p50/p95/p99 next to a dead one (503, refused, never answers) and
 # next to a healthy neighbour with the same traffic (the control). No moto. Writes
-# $(BENCH_OUT)/isolation.md (also printed) and isolation.json. About 8 minutes;
+# $(BENCH_OUT)/isolation.md (also printed) and isolation.json. About 7 minutes;
 # ISOLATION_DEAD=503,refused,timeout picks the kinds.
 ISOLATION_DEAD ?=
 bench-isolation:

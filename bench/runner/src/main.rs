@@ -88,10 +88,10 @@ enum Command {
     },
     /// Only the endpoint-health benchmark (`make bench-health`); writes `<out>/health.md`
     /// (also printed) and `<out>/health.json`. About 13 minutes: the local-mode runs on
-    /// moto (5.5), then the noisy-neighbour scenario on in-memory ports (about 8).
+    /// moto (5.5), then the noisy-neighbour scenario on in-memory ports (about 7).
     Health {
         /// Only the noisy-neighbour scenario on in-memory ports (`make bench-isolation`,
-        /// about 8 minutes); writes `<out>/isolation.md` and `<out>/isolation.json`.
+        /// about 7 minutes); writes `<out>/isolation.md` and `<out>/isolation.json`.
         #[arg(long)]
         in_memory: bool,
         /// Only these dead-endpoint kinds in the in-memory scenario (`503`, `refused`,
