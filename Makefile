@@ -8,7 +8,7 @@ PYTHON ?= python3
 VENV   := .venv
 CARGO  ?= cargo
 
-.PHONY: demo test venv build clients clients-deps test-clients test-rust test-moto test-receivers test-infra test-console test-portal chromium browser-deps console-screenshots portal-screenshots bench-portal fmt lint clean bench bench-health bench-requests bench-rate bench-pacing bench-relay bench-reach bench-scale soak package package-venv openapi bench-api
+.PHONY: demo test venv build clients clients-deps test-clients test-rust test-moto test-receivers test-infra test-console test-portal chromium browser-deps console-screenshots portal-screenshots bench-portal fmt lint clean bench bench-health bench-isolation bench-requests bench-rate bench-pacing bench-relay bench-reach bench-scale soak package package-venv openapi bench-api
 
 venv: $(VENV)/.installed
 
@@ -80,11 +80,24 @@ bench: venv
 	  --lambda-dir $(CARGO_TARGET)/lambda-zip --out $(BENCH_OUT) $(BENCH_ARGS)
 
 # Only the endpoint-health benchmark (also part of `make bench`): a dead endpoint's POST
-# count with and without the breaker, and a healthy endpoint's latency next to a dead one.
-# Writes $(BENCH_OUT)/health.md (also printed) and health.json. About 4 minutes.
+# count with and without the breaker, and a healthy endpoint's latency next to a dead one,
+# in local mode, then the same on in-memory ports (bench-isolation). Writes
+# $(BENCH_OUT)/health.md (also printed) and health.json. About 12 minutes.
 bench-health: venv
 	$(CARGO) build --release -p tern-bench
 	$(CARGO_TARGET)/release/tern-bench --out $(BENCH_OUT) health
+
+# Only the noisy-neighbour scenario on in-memory ports (issue 29; also part of bench-health
+# and `make bench`): the real sender handler in Lambda-like instances over an SQS model,
+# a healthy endpoint's p50/p95/p99 next to a dead one (503, refused, never answers) and
+# next to a healthy neighbour with the same traffic (the control). No moto. Writes
+# $(BENCH_OUT)/isolation.md (also printed) and isolation.json. About 7 minutes;
+# ISOLATION_DEAD=503,refused,timeout picks the kinds.
+ISOLATION_DEAD ?=
+bench-isolation:
+	$(CARGO) build --release -p tern-bench
+	$(CARGO_TARGET)/release/tern-bench --out $(BENCH_OUT) health --in-memory \
+	  $(if $(ISOLATION_DEAD),--dead $(ISOLATION_DEAD))
 
 # Only the AWS requests per delivery (also part of `make bench`): the happy, retry and
 # dead-letter scenarios counted on the wire. Writes $(BENCH_OUT)/requests.md (also printed).

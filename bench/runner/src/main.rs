@@ -11,6 +11,8 @@ mod api;
 mod cost;
 mod fakes;
 mod health;
+mod in_memory;
+mod isolation;
 mod pacing;
 mod portal;
 mod proxy;
@@ -85,8 +87,18 @@ enum Command {
         delay_ms: u64,
     },
     /// Only the endpoint-health benchmark (`make bench-health`); writes `<out>/health.md`
-    /// (also printed) and `<out>/health.json`. About 4 minutes.
-    Health,
+    /// (also printed) and `<out>/health.json`. About 13 minutes: the local-mode runs on
+    /// moto (5.5), then the noisy-neighbour scenario on in-memory ports (about 7).
+    Health {
+        /// Only the noisy-neighbour scenario on in-memory ports (`make bench-isolation`,
+        /// about 7 minutes); writes `<out>/isolation.md` and `<out>/isolation.json`.
+        #[arg(long)]
+        in_memory: bool,
+        /// Only these dead-endpoint kinds in the in-memory scenario (`503`, `refused`,
+        /// `timeout`; default all three).
+        #[arg(long, value_delimiter = ',')]
+        dead: Vec<isolation::DeadKind>,
+    },
     /// Only the AWS requests per delivery (`make bench-requests`): the happy, retry and
     /// dead-letter scenarios on moto behind the counting proxy; writes `<out>/requests.md`
     /// (also printed). About a minute.
@@ -139,7 +151,9 @@ fn main() -> Result<(), BoxError> {
         .build()?;
     match args.command {
         Some(Command::Receiver { delay_ms }) => runtime.block_on(serve_receiver(delay_ms)),
-        Some(Command::Health) => runtime.block_on(health_only(&args.out)),
+        Some(Command::Health { in_memory, dead }) => {
+            runtime.block_on(health_only(&args.out, in_memory, &dead))
+        }
         Some(Command::Requests) => runtime.block_on(requests_only(&args.out, args.aws_deliveries)),
         Some(Command::Relay) => runtime.block_on(relay_only(&args)),
         Some(Command::Rate) => runtime.block_on(rate_only(&args.out)),
@@ -202,17 +216,39 @@ impl ChildReceiver {
     }
 }
 
-async fn health_only(out: &Path) -> Result<(), BoxError> {
+async fn health_only(
+    out: &Path,
+    in_memory_only: bool,
+    dead: &[isolation::DeadKind],
+) -> Result<(), BoxError> {
     std::fs::create_dir_all(out)?;
-    let report = health::run().await?;
-    let md = format!("# Tern benchmarks: endpoint health\n{}", report.markdown());
+    let report = if in_memory_only {
+        None
+    } else {
+        Some(health::run().await?)
+    };
+    let isolation = isolation::run(dead).await?;
+    // The in-memory scenario alone writes files of its own, next to a local-mode run's.
+    let (name, title) = if in_memory_only {
+        ("isolation", "isolation in memory")
+    } else {
+        ("health", "endpoint health")
+    };
+    let md = format!(
+        "# Tern benchmarks: {title}\n{}{}",
+        report
+            .as_ref()
+            .map(health::HealthReport::markdown)
+            .unwrap_or_default(),
+        isolation.markdown()
+    );
     println!("\n{md}");
-    std::fs::write(out.join("health.md"), &md)?;
+    std::fs::write(out.join(format!("{name}.md")), &md)?;
     std::fs::write(
-        out.join("health.json"),
-        serde_json::to_string_pretty(&report)?,
+        out.join(format!("{name}.json")),
+        serde_json::to_string_pretty(&json!({ "local_mode": report, "in_memory": isolation }))?,
     )?;
-    eprintln!("wrote {}", out.join("health.md").display());
+    eprintln!("wrote {}", out.join(format!("{name}.md")).display());
     Ok(())
 }
 
@@ -407,6 +443,7 @@ async fn run(args: Args) -> Result<(), BoxError> {
     let relay_runs = relay::run(&bin_dir).await?;
     let api_report = api::run().await?;
     let health = health::run().await?;
+    let isolation = isolation::run(&[]).await?;
 
     let mut md = String::from("# Tern benchmarks\n\n");
     md.push_str(&format!(
@@ -429,6 +466,7 @@ async fn run(args: Args) -> Result<(), BoxError> {
     md.push_str(&relay::markdown(&relay_runs));
     md.push_str(&api_report.markdown());
     md.push_str(&health.markdown());
+    md.push_str(&isolation.markdown());
     md.push_str(&rate.markdown());
     md.push_str(&pacing.markdown());
     println!("\n{md}");
@@ -445,6 +483,7 @@ async fn run(args: Args) -> Result<(), BoxError> {
         "relay_fan_out": relay_runs,
         "api": api_report,
         "endpoint_health": health,
+        "isolation_in_memory": isolation,
         "rate_limit": rate,
         "pacing": pacing,
     });
@@ -649,7 +688,7 @@ fn memory_deps(url: &str) -> Result<SenderDeps, BoxError> {
 }
 
 /// User + system CPU of this process, seconds.
-fn cpu_seconds() -> f64 {
+pub(crate) fn cpu_seconds() -> f64 {
     // SAFETY: getrusage writes into the struct we pass and nothing else.
     let mut u: libc::rusage = unsafe { std::mem::zeroed() };
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };

@@ -20,6 +20,7 @@ pub mod fanout;
 pub mod health;
 pub mod idempotency;
 pub mod ids;
+pub mod in_memory;
 pub mod message;
 pub mod operational;
 pub mod outbox;
