@@ -248,6 +248,7 @@ fn entry(
         tenant_id: endpoint.tenant_id.clone(),
         created_at: Utc::now(),
         payload: payload.clone(),
+        trace: None,
     };
     let id = event.id.to_string();
     let message = DeliveryMessage::first(event, endpoint.id.clone());

@@ -587,6 +587,7 @@ mod tests {
             tenant_id: TenantId::new(tenant).unwrap(),
             created_at: Utc::now(),
             payload: Payload::parse("{}", 100).unwrap(),
+            trace: None,
         };
         DeliveryMessage {
             attempt,
