@@ -698,7 +698,13 @@ async fn ok_a9_an_unreadable_endpoint_item_never_puts_its_secret_in_the_logs() {
         .filter(|l| l.contains(key))
         .map(|l| l.replace(key, "<SECRET>").chars().take(300).collect())
         .collect();
-    assert!(got.is_err() && results[0].1.is_err(), "{got:?} {results:?}");
+    // The message fails on our side: put back with a short delay (issue 29 item 3), or a
+    // batch failure when that is refused.
+    let failed = match &results[0].1 {
+        Err(_) => true,
+        Ok(outcome) => matches!(outcome, MessageOutcome::PutBack { .. }),
+    };
+    assert!(got.is_err() && failed, "{got:?} {results:?}");
     assert!(
         text.contains("does not parse"),
         "the parse error was logged"
