@@ -261,11 +261,21 @@ async fn publish_carries_the_trace_context_to_receivers_that_ask_for_it() {
             "tracestate",
         ),
         (
-            json!({"type": "order.paid", "payload": {}, "tracestate": "a=1"}),
+            json!({"type": "order.paid", "payload": {}, "tracestate": "Bad=1"}),
             "tracestate",
         ),
+        // A batch refuses a bad one whole.
+        (
+            json!({"events": [{"type": "order.paid", "payload": {}}, {"type": "order.paid", "payload": {}, "traceparent": "00-x"}]}),
+            "events[1].traceparent",
+        ),
     ] {
-        let refused = api.post("/v1/tenants/tnt_a/events", &body).await;
+        let path = if body.get("events").is_some() {
+            "/v1/tenants/tnt_a/event-batches"
+        } else {
+            "/v1/tenants/tnt_a/events"
+        };
+        let refused = api.post(path, &body).await;
         assert_eq!(
             (refused.status, refused.field()),
             (400, field),
@@ -273,6 +283,16 @@ async fn publish_carries_the_trace_context_to_receivers_that_ask_for_it() {
             refused.text
         );
     }
+    // A valid tracestate without a traceparent is not read (W3C Trace Context §3.3): the
+    // event is published without a trace context.
+    let alone = api
+        .post(
+            "/v1/tenants/tnt_a/events",
+            &json!({"type": "order.paid", "payload": {}, "tracestate": "a=1"}),
+        )
+        .await;
+    assert_eq!(alone.status, 202, "{}", alone.text);
+    let alone_id = alone.json["id"].as_str().unwrap_or_default().to_owned();
     let published = api
         .post(
             "/v1/tenants/tnt_a/events",
@@ -290,7 +310,8 @@ async fn publish_carries_the_trace_context_to_receivers_that_ask_for_it() {
         .await;
     assert_eq!(published.status, 202, "{}", published.text);
 
-    let got = receiver.wait_for("/asks", 2, WAIT).await;
+    // Three events each: the tracestate-only one, evt_traced and evt_header.
+    let got = receiver.wait_for("/asks", 3, WAIT).await;
     let header_of = |id: &str| {
         got.iter()
             .find(|r| r.header("webhook-id") == Some(id))
@@ -299,8 +320,10 @@ async fn publish_carries_the_trace_context_to_receivers_that_ask_for_it() {
     };
     assert_eq!(header_of("evt_traced").as_deref(), Some(parent));
     assert_eq!(header_of("evt_header").as_deref(), Some(from_header));
-    let quiet_got = receiver.wait_for("/quiet", 2, WAIT).await;
-    assert_eq!(quiet_got.len(), 2);
+    // Not traced by the writer, and Tern not tracing here: no traceparent to send.
+    assert_eq!(header_of(&alone_id), None);
+    let quiet_got = receiver.wait_for("/quiet", 3, WAIT).await;
+    assert_eq!(quiet_got.len(), 3);
     assert!(quiet_got.iter().all(|r| r.header("traceparent").is_none()));
 }
 
@@ -2305,6 +2328,34 @@ async fn the_documents_bounds_are_the_servers() {
             "value" => "v".repeat(n),
             "username" | "password" | "token" | "client_id" | "client_secret" | "scope"
             | "audience" => "s".repeat(n),
+            // A valid traceparent is 55 characters: shorter or longer, cut or padded.
+            "traceparent" => {
+                let valid = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+                if n <= valid.len() {
+                    valid[..n].to_owned()
+                } else {
+                    format!("{valid}{}", "1".repeat(n - valid.len()))
+                }
+            }
+            // Members of at most 100 characters (a member's value may have 256).
+            "tracestate" => {
+                let mut out = String::new();
+                let mut i = 0;
+                while out.len() < n {
+                    let sep = if out.is_empty() { "" } else { "," };
+                    let head = format!("{sep}k{i}=");
+                    let left = n - out.len();
+                    if left <= head.len() {
+                        // Optional white space after the last member fills the rest.
+                        out.push_str(&" ".repeat(left));
+                        break;
+                    }
+                    out.push_str(&head);
+                    out.push_str(&"v".repeat((left - head.len()).min(100)));
+                    i += 1;
+                }
+                out
+            }
             other => panic!("no text maker for {other}: add one"),
         }
     };
@@ -2335,6 +2386,13 @@ async fn the_documents_bounds_are_the_servers() {
             "token" => (v(&["t0k.EN~"]), v(&["has space", "é"])),
             "client_id" | "client_secret" | "audience" => (v(&["c 1 ~"]), v(&["é", "a\tb"])),
             "scope" => (v(&["a b:c"]), v(&["a  b", "a\"b", " a", "a\\b"])),
+            "traceparent" => (
+                v(&["00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00"]),
+                v(&[
+                    "00-4BF92F3577B34DA6A3CE929D0E0E4736-00F067AA0BA902B7-01",
+                    "00-4bf92f3577b34da6a3ce929d0e0e4736_00f067aa0ba902b7-01",
+                ]),
+            ),
             other => panic!("no pattern examples for {other}: add some"),
         }
     };

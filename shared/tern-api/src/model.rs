@@ -699,8 +699,8 @@ pub struct NewEvent {
     )]
     pub traceparent: Option<String>,
     /// The W3C Trace Context `tracestate` that goes with `traceparent`: at most 512
-    /// characters and 32 `key=value` members (W3C Trace Context §3.3.1). Only with
-    /// `traceparent`.
+    /// characters and 32 `key=value` members (W3C Trace Context §3.3.1). Read only with
+    /// `traceparent`: alone it is checked, then not used.
     #[serde(default)]
     #[schema(max_length = 512)]
     pub tracestate: Option<String>,

@@ -36,8 +36,8 @@ class NewEvent:
             valid one, else none (the event starts a trace of its own). An invalid one here is
             a 400 naming `traceparent`.
         tracestate (None | str | Unset): The W3C Trace Context `tracestate` that goes with `traceparent`: at most 512
-            characters and 32 `key=value` members (W3C Trace Context §3.3.1). Only with
-            `traceparent`.
+            characters and 32 `key=value` members (W3C Trace Context §3.3.1). Read only with
+            `traceparent`: alone it is checked, then not used.
     """
 
     payload: NewEventPayload

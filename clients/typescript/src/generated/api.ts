@@ -272,7 +272,8 @@ export interface paths {
          *     not stop the others. The answer is 200 with a result per event, in order, whose `status`
          *     is what `publishEvent` would have answered for it (202, 200, or its problem's); `failed`
          *     counts the events not published. A body that is not a batch (no `events`, 0 or more
-         *     than 100, an event without `type` or `payload`) is refused whole, nothing written.
+         *     than 100, an event without `type` or `payload`, a bad `traceparent` or `tracestate`)
+         *     is refused whole, nothing written.
          */
         post: operations["publishEventBatch"];
         delete?: never;
@@ -1233,8 +1234,8 @@ export interface components {
             traceparent?: string | null;
             /**
              * @description The W3C Trace Context `tracestate` that goes with `traceparent`: at most 512
-             *     characters and 32 `key=value` members (W3C Trace Context §3.3.1). Only with
-             *     `traceparent`.
+             *     characters and 32 `key=value` members (W3C Trace Context §3.3.1). Read only with
+             *     `traceparent`: alone it is checked, then not used.
              */
             tracestate?: string | null;
             /** @description Event type: 1-128 characters of `A-Za-z0-9._:-`. */

@@ -115,7 +115,8 @@ fn published(outcome: &PublishOutcome) -> (StatusCode, PublishedEvent) {
 /// not stop the others. The answer is 200 with a result per event, in order, whose `status`
 /// is what `publishEvent` would have answered for it (202, 200, or its problem's); `failed`
 /// counts the events not published. A body that is not a batch (no `events`, 0 or more
-/// than 100, an event without `type` or `payload`) is refused whole, nothing written.
+/// than 100, an event without `type` or `payload`, a bad `traceparent` or `tracestate`)
+/// is refused whole, nothing written.
 #[utoipa::path(
     post,
     path = "/v1/tenants/{tenant_id}/event-batches",
@@ -148,14 +149,23 @@ pub(crate) async fn publish_event_batch(
             ),
         ));
     }
-    // Each event's id: the one given, or one made now, so that an event whose write failed
-    // can be sent again with it; and its trace context, as `publishEvent` takes it (an
-    // error: the id or the trace context given is bad, that event's problem).
-    let ids: Vec<Result<(EventId, Option<TraceContext>), ApiError>> = body
+    // Each event's trace context, as `publishEvent` takes it: a bad one is the body's
+    // form, not the event's content, so it refuses the whole batch (400 naming
+    // `events[i].traceparent`), nothing written.
+    let traces = body
         .events
         .iter()
         .enumerate()
-        .map(|(i, e)| {
+        .map(|(i, e)| trace_context(e, &headers, &format!("events[{i}].")))
+        .collect::<ApiResult<Vec<Option<TraceContext>>>>()?;
+    // Each event's id: the one given, or one made now, so that an event whose write failed
+    // can be sent again with it (an error: the id given is bad, that event's problem).
+    let ids: Vec<Result<(EventId, Option<TraceContext>), ApiError>> = body
+        .events
+        .iter()
+        .zip(traces)
+        .enumerate()
+        .map(|(i, (e, trace))| {
             let id = e.id.as_deref().map_or_else(
                 || Ok(EventId::generate()),
                 |given| {
@@ -164,7 +174,6 @@ pub(crate) async fn publish_event_batch(
                     })
                 },
             )?;
-            let trace = trace_context(e, &headers, &format!("events[{i}]."))?;
             Ok((id, trace))
         })
         .collect();
@@ -283,10 +292,15 @@ fn trace_context(
                 };
                 ApiError::invalid(format!("{prefix}{field}"), e.to_string())
             }),
-        (None, Some(_)) => Err(ApiError::invalid(
-            format!("{prefix}tracestate"),
-            "tracestate is only accepted with a traceparent",
-        )),
+        // A tracestate belongs to its traceparent (W3C Trace Context §3.3: without a
+        // traceparent it is not read): checked as the document bounds it, then not used.
+        (None, Some(state)) => {
+            tern_core::trace_context::check_tracestate(state)
+                .map_err(|e| ApiError::invalid(format!("{prefix}tracestate"), e.to_string()))?;
+            let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+            Ok(header("traceparent")
+                .and_then(|parent| TraceContext::parse(parent, header("tracestate")).ok()))
+        }
         (None, None) => {
             let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
             Ok(header("traceparent")

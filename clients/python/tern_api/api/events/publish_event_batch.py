@@ -119,7 +119,8 @@ def sync_detailed(
     not stop the others. The answer is 200 with a result per event, in order, whose `status`
     is what `publishEvent` would have answered for it (202, 200, or its problem's); `failed`
     counts the events not published. A body that is not a batch (no `events`, 0 or more
-    than 100, an event without `type` or `payload`) is refused whole, nothing written.
+    than 100, an event without `type` or `payload`, a bad `traceparent` or `tracestate`)
+    is refused whole, nothing written.
 
     Args:
         tenant_id (str):
@@ -162,7 +163,8 @@ def sync(
     not stop the others. The answer is 200 with a result per event, in order, whose `status`
     is what `publishEvent` would have answered for it (202, 200, or its problem's); `failed`
     counts the events not published. A body that is not a batch (no `events`, 0 or more
-    than 100, an event without `type` or `payload`) is refused whole, nothing written.
+    than 100, an event without `type` or `payload`, a bad `traceparent` or `tracestate`)
+    is refused whole, nothing written.
 
     Args:
         tenant_id (str):
@@ -200,7 +202,8 @@ async def asyncio_detailed(
     not stop the others. The answer is 200 with a result per event, in order, whose `status`
     is what `publishEvent` would have answered for it (202, 200, or its problem's); `failed`
     counts the events not published. A body that is not a batch (no `events`, 0 or more
-    than 100, an event without `type` or `payload`) is refused whole, nothing written.
+    than 100, an event without `type` or `payload`, a bad `traceparent` or `tracestate`)
+    is refused whole, nothing written.
 
     Args:
         tenant_id (str):
@@ -241,7 +244,8 @@ async def asyncio(
     not stop the others. The answer is 200 with a result per event, in order, whose `status`
     is what `publishEvent` would have answered for it (202, 200, or its problem's); `failed`
     counts the events not published. A body that is not a batch (no `events`, 0 or more
-    than 100, an event without `type` or `payload`) is refused whole, nothing written.
+    than 100, an event without `type` or `payload`, a bad `traceparent` or `tracestate`)
+    is refused whole, nothing written.
 
     Args:
         tenant_id (str):
