@@ -52,8 +52,9 @@ fn fast_redelivery() -> LocalOptions {
     }
 }
 
-/// Waits until the sender reports a message failed (left on the queue for SQS to retry)
-/// with an error containing `text`; returns that error.
+/// Waits until the sender reports a message failed on our side with an error containing
+/// `text` (put back on the queue with a short delay, issue 29 item 3; or left on the
+/// queue for SQS to retry when that is refused); returns that error.
 async fn batch_failure(
     rx: &mut tokio::sync::mpsc::UnboundedReceiver<tern_local::pollers::LocalEvent>,
     text: &str,
@@ -62,10 +63,13 @@ async fn batch_failure(
         while let Some(event) = rx.recv().await {
             if let tern_local::pollers::LocalEvent::Sent(results) = event {
                 for (_, result) in results {
-                    if let Err(e) = result
-                        && e.contains(text)
-                    {
-                        return Some(e);
+                    let error = match result {
+                        Err(e) => e,
+                        Ok(tern_handlers::sender::MessageOutcome::PutBack { error, .. }) => error,
+                        Ok(_) => continue,
+                    };
+                    if error.contains(text) {
+                        return Some(error);
                     }
                 }
             }

@@ -270,8 +270,14 @@ pub async fn handle_within(
                 Ok(Ok(outcome)) => (Ok(outcome), Failure::None),
                 Ok(Err(e)) => {
                     // Not started for want of time: nothing was done, and the invocation
-                    // has no time to spare; SQS delivers it again.
-                    let kind = if matches!(&e, PortError::Unavailable(t) if t == NOT_STARTED) {
+                    // has no time to spare; SQS delivers it again. A rejection (an endpoint
+                    // item that does not parse, a secret sealed for another endpoint) is
+                    // permanent until someone fixes the item: putting it back every few
+                    // seconds would not heal it, so SQS's redrive takes it to the DLQ after
+                    // maxReceiveCount receives, to be replayed once it is fixed.
+                    let kind = if matches!(&e, PortError::Unavailable(t) if t == NOT_STARTED)
+                        || matches!(&e, PortError::Rejected(_))
+                    {
                         Failure::LeftToSqs
                     } else {
                         Failure::Ours
