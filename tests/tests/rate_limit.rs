@@ -737,7 +737,20 @@ async fn a_held_delivery_spends_no_attempt_and_comes_back_for_its_slot() {
     let batch = messages(&ep, 70);
     let started = Utc::now();
     let sink = metrics();
-    let results = send_counted(&sender.deps, &batch, &sink).await;
+    // In an invocation of 10 s, as in Lambda: a late delivery takes a new slot only when
+    // the invocation can wait for it, so it cannot hold the batch until the last held
+    // slot (14 s) and leave every held slot behind the clock.
+    let reserve = TimeReserve {
+        aws_call: Duration::from_millis(200),
+        longest_attempt: Duration::from_secs(1),
+        answer: Duration::from_millis(300),
+    };
+    let deadline = Deadline::at(Instant::now() + Duration::from_secs(10), reserve);
+    let bodies: Vec<String> = batch.iter().map(DeliveryMessage::to_body).collect();
+    let (response, results) =
+        tern_handlers::sender::handle_within(&sender.deps, sqs_event(&bodies), &sink, deadline)
+            .await;
+    assert!(response.batch_item_failures.is_empty(), "{results:?}");
     let sent = outcomes(&results)
         .iter()
         .filter(|o| matches!(o, MessageOutcome::Delivered { attempt: 1 }))
