@@ -292,16 +292,13 @@ fn trace_context(
                 };
                 ApiError::invalid(format!("{prefix}{field}"), e.to_string())
             }),
-        // A tracestate belongs to its traceparent (W3C Trace Context §3.3: without a
-        // traceparent it is not read): checked as the document bounds it, then not used.
-        (None, Some(state)) => {
-            tern_core::trace_context::check_tracestate(state)
-                .map_err(|e| ApiError::invalid(format!("{prefix}tracestate"), e.to_string()))?;
-            let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-            Ok(header("traceparent")
-                .and_then(|parent| TraceContext::parse(parent, header("tracestate")).ok()))
-        }
-        (None, None) => {
+        (None, state) => {
+            // A tracestate belongs to its traceparent (W3C Trace Context §3.3: without a
+            // traceparent it is not read): checked as the document bounds it, then not used.
+            if let Some(state) = state {
+                tern_core::trace_context::check_tracestate(state)
+                    .map_err(|e| ApiError::invalid(format!("{prefix}tracestate"), e.to_string()))?;
+            }
             let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
             Ok(header("traceparent")
                 .and_then(|parent| TraceContext::parse(parent, header("tracestate")).ok()))
