@@ -21,6 +21,9 @@
 
 #![warn(missing_docs)]
 
+#[cfg(feature = "postgres")]
+pub mod postgres;
+
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
