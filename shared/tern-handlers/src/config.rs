@@ -103,6 +103,92 @@ impl RelayConfig {
     }
 }
 
+/// Default rows the PostgreSQL relay claims per batch: 100. Its memory is bounded by this
+/// times the payload limit (25.6 MiB at 256 KiB), as the stream relay's is by its batch.
+pub const PG_RELAY_DEFAULT_BATCH_ROWS: u32 = 100;
+
+/// Most rows one claim may take: 1,000 (256 MiB of payloads at the 256 KiB limit, a
+/// 512 MiB function's budget).
+pub const PG_RELAY_MAX_BATCH_ROWS: u32 = 1000;
+
+/// Default pause between two polls of an empty outbox, milliseconds: 250 (the seed's
+/// "every 100 ms-1 s"; a full batch is followed by the next at once).
+pub const PG_RELAY_DEFAULT_POLL_MS: u64 = 250;
+
+/// Default time a published row is kept before the relay deletes it, hours: 168 (7 days,
+/// the DynamoDB outbox's TTL, `tern_outbox::DEFAULT_TTL_DAYS`).
+pub const PG_RELAY_DEFAULT_RETENTION_HOURS: u64 = 168;
+
+/// The PostgreSQL relay's settings (`functions/relay-pg`): the stream relay's, plus the
+/// database and the polling.
+#[derive(Clone)]
+pub struct PgRelayConfig {
+    /// What the fan-out needs, as for the stream relay ([`RelayConfig`]).
+    pub relay: RelayConfig,
+    /// `TERN_OUTBOX_DATABASE_URL`: the libpq connection string or URL of the database
+    /// holding `tern_outbox` (a secret: never logged).
+    pub database_url: String,
+    /// `TERN_PG_RELAY_BATCH_ROWS`, rows per claim, 1-[`PG_RELAY_MAX_BATCH_ROWS`], default
+    /// [`PG_RELAY_DEFAULT_BATCH_ROWS`].
+    pub batch_rows: u32,
+    /// `TERN_PG_RELAY_POLL_MS`, milliseconds between polls of an empty outbox, 100-1000,
+    /// default [`PG_RELAY_DEFAULT_POLL_MS`].
+    pub poll_ms: u64,
+    /// `TERN_OUTBOX_RETENTION_HOURS`, hours a published row is kept, 1-87,600 (10 years,
+    /// `tern_outbox::MAX_TTL_DAYS`), default [`PG_RELAY_DEFAULT_RETENTION_HOURS`].
+    pub retention_hours: u64,
+}
+
+impl std::fmt::Debug for PgRelayConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The connection string may hold a password.
+        f.debug_struct("PgRelayConfig")
+            .field("relay", &self.relay)
+            .field("database_url", &"<redacted>")
+            .field("batch_rows", &self.batch_rows)
+            .field("poll_ms", &self.poll_ms)
+            .field("retention_hours", &self.retention_hours)
+            .finish()
+    }
+}
+
+impl PgRelayConfig {
+    /// Reads the PostgreSQL relay's settings.
+    ///
+    /// # Errors
+    /// [`ConfigError`] naming the variable.
+    pub fn from_env(env: &Env<'_>) -> Result<Self, ConfigError> {
+        let ranged = |name: &'static str, default: u64, lo: u64, hi: u64| {
+            let v: u64 = env.parsed(name, default)?;
+            if (lo..=hi).contains(&v) {
+                Ok(v)
+            } else {
+                Err(ConfigError::Invalid {
+                    name,
+                    reason: format!("{v} is outside {lo}-{hi}"),
+                })
+            }
+        };
+        Ok(Self {
+            relay: RelayConfig::from_env(env)?,
+            database_url: env.required("TERN_OUTBOX_DATABASE_URL")?,
+            batch_rows: ranged(
+                "TERN_PG_RELAY_BATCH_ROWS",
+                PG_RELAY_DEFAULT_BATCH_ROWS.into(),
+                1,
+                PG_RELAY_MAX_BATCH_ROWS.into(),
+            )? as u32,
+            poll_ms: ranged("TERN_PG_RELAY_POLL_MS", PG_RELAY_DEFAULT_POLL_MS, 100, 1000)?,
+            retention_hours: ranged(
+                "TERN_OUTBOX_RETENTION_HOURS",
+                PG_RELAY_DEFAULT_RETENTION_HOURS,
+                1,
+                87_600,
+            )?,
+        })
+    }
+}
+
 fn max_payload(env: &Env<'_>) -> Result<usize, ConfigError> {
     let v = env.parsed("TERN_MAX_PAYLOAD_BYTES", DEFAULT_MAX_PAYLOAD_BYTES)?;
     if v == 0 || v > MAX_CONFIGURABLE_PAYLOAD_BYTES {

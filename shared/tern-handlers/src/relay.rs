@@ -356,7 +356,7 @@ pub async fn handle_before(
     let records = event
         .records
         .into_iter()
-        .map(|r| (raw_record(&r), Ok(r)))
+        .map(|r| (raw_record(&r), Source::Stream(Ok(r))))
         .collect();
     handle_records(deps, records, deadline, metrics).await
 }
@@ -391,7 +391,7 @@ pub async fn handle_value_before(
                 // The raw JSON is kept so a parked record is exactly as received.
                 .map(|raw| {
                     let parsed = parse_record(&raw);
-                    (raw, parsed)
+                    (raw, Source::Stream(parsed))
                 })
                 .collect(),
             // No record list at all: park the whole event, there is nothing to checkpoint.
@@ -401,13 +401,56 @@ pub async fn handle_value_before(
                 }
                 vec![(
                     Value::Object(event),
-                    Err("stream event has no Records array".to_owned()),
+                    Source::Stream(Err("stream event has no Records array".to_owned())),
                 )]
             }
         },
-        other => vec![(other, Err("stream event has no Records array".to_owned()))],
+        other => vec![(
+            other,
+            Source::Stream(Err("stream event has no Records array".to_owned())),
+        )],
     };
     handle_records(deps, records, deadline, metrics).await
+}
+
+/// Relays events read from another outbox than the DynamoDB stream (the PostgreSQL
+/// relay's claimed rows), with the stream relay's fan-out: the same delivery messages,
+/// packed into the same `SendMessageBatch` calls with the same bounded memory, the same
+/// fan-out checkpoints and ledger layouts, the same parking of a message SQS refuses.
+/// Each event comes with the JSON that names its source (its row: `{"outbox":
+/// "postgres", "seq": .., "tenant_id": .., "event_id": ..}`), put in the failure-queue
+/// body of a refused message and in log lines.
+///
+/// Returns the outcome of each event settled, in order (every one a
+/// [`RecordOutcome::Relayed`]: each of its messages accepted by SQS or parked), and the
+/// first event left unfinished with the reason (a subscription look-up or a send failed,
+/// or the deadline came first: [`handle_value_before`] says how the deadline is kept).
+/// Events from that one on are not settled and must be relayed again (the sender's claim
+/// stops a second POST of a message sent twice; a large fan-out's checkpoint, written
+/// here, stops the second message).
+pub async fn relay_events_before(
+    deps: &RelayDeps,
+    events: Vec<(Value, Box<Event>)>,
+    deadline: Option<Instant>,
+    metrics: &Metrics,
+) -> (Vec<RecordOutcome>, Option<(usize, String)>) {
+    let records = events
+        .into_iter()
+        .map(|(names, event)| (names, Source::Event(event)))
+        .collect();
+    let (_, outcomes, failure) = relay_records(deps, records, deadline, metrics).await;
+    (outcomes, failure)
+}
+
+/// Where a record to relay comes from.
+// A stream record is held unboxed, as before this enum: one per record of a batch, no
+// extra allocation each.
+#[allow(clippy::large_enum_variant)]
+enum Source {
+    /// A DynamoDB stream record, parsed or not ([`parse_record`]).
+    Stream(Result<EventRecord, String>),
+    /// An event another outbox already read and validated (PostgreSQL).
+    Event(Box<Event>),
 }
 
 /// What the relay does with one record, decided before anything is sent.
@@ -521,10 +564,34 @@ impl ParkKind {
 /// checkpoint stops the second message).
 async fn handle_records(
     deps: &RelayDeps,
-    records: Vec<(Value, Result<EventRecord, String>)>,
+    records: Vec<(Value, Source)>,
     deadline: Option<Instant>,
     metrics: &Metrics,
 ) -> (DynamoDbEventResponse, Vec<RecordOutcome>) {
+    let (raws, outcomes, first_failure) = relay_records(deps, records, deadline, metrics).await;
+    let mut response = DynamoDbEventResponse::default();
+    if let Some((i, error)) = first_failure {
+        let raw = &raws[i];
+        let (event_id, stream_record_id) = record_names(raw);
+        tracing::warn!(%error, event_id, stream_record_id, "relay stopped; the batch is retried from this record");
+        let mut failure = DynamoDbBatchItemFailure::default();
+        failure.item_identifier = raw
+            .pointer("/dynamodb/SequenceNumber")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        response.batch_item_failures.push(failure);
+    }
+    (response, outcomes)
+}
+
+/// [`handle_records`] for any source: returns the raw JSON of every record, the outcome of
+/// every record settled, and the first record left unfinished with the reason.
+async fn relay_records(
+    deps: &RelayDeps,
+    records: Vec<(Value, Source)>,
+    deadline: Option<Instant>,
+    metrics: &Metrics,
+) -> (Vec<Value>, Vec<RecordOutcome>, Option<(usize, String)>) {
     let stops = deadline.map(Stops::before);
     let (raws, plans, stop) = plan_records(deps, records, stops).await;
     let mut sent_of = vec![None; plans.len()];
@@ -588,20 +655,7 @@ async fn handle_records(
     }
     // Planning stopped at a record after every planned one was settled.
     let first_failure = first_failure.or(stop);
-
-    let mut response = DynamoDbEventResponse::default();
-    if let Some((i, error)) = first_failure {
-        let raw = &raws[i];
-        let (event_id, stream_record_id) = record_names(raw);
-        tracing::warn!(%error, event_id, stream_record_id, "relay stopped; the batch is retried from this record");
-        let mut failure = DynamoDbBatchItemFailure::default();
-        failure.item_identifier = raw
-            .pointer("/dynamodb/SequenceNumber")
-            .and_then(Value::as_str)
-            .map(str::to_owned);
-        response.batch_item_failures.push(failure);
-    }
-    (response, outcomes)
+    (raws, outcomes, first_failure)
 }
 
 /// Records how far a fan-out cut short got (`done` of `endpoints` sent or parked), when it
@@ -665,7 +719,7 @@ async fn within<T>(
 /// record's, with the error.
 async fn plan_records(
     deps: &RelayDeps,
-    records: Vec<(Value, Result<EventRecord, String>)>,
+    records: Vec<(Value, Source)>,
     stops: Option<Stops>,
 ) -> (Vec<Value>, Vec<Plan>, Option<(usize, String)>) {
     let mut plans = Vec::with_capacity(records.len());
@@ -682,8 +736,9 @@ async fn plan_records(
             continue;
         }
         let reading = match record {
-            Ok(record) => read_record(&record, deps.max_payload_bytes),
-            Err(reason) => Reading::Poison(reason),
+            Source::Stream(Ok(record)) => read_record(&record, deps.max_payload_bytes),
+            Source::Stream(Err(reason)) => Reading::Poison(reason),
+            Source::Event(event) => Reading::Event(event),
         };
         let plan = match reading {
             Reading::Ignored => Plan::Ignore,
@@ -908,7 +963,9 @@ fn record_names(raw: &Value) -> (Option<&str>, Option<&str>) {
     (
         raw.pointer("/dynamodb/Keys/event_id/S")
             .and_then(Value::as_str)
-            .map(tern_core::outbox::event_id_part),
+            .map(tern_core::outbox::event_id_part)
+            // A row of another outbox (`relay_events_before`) names its event itself.
+            .or_else(|| raw.get("event_id").and_then(Value::as_str)),
         raw.get("eventID").and_then(Value::as_str),
     )
 }
