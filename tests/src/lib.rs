@@ -17,6 +17,7 @@ pub use tern_local::receiver::{Behavior, Captured, Receiver, Reply};
 pub mod api;
 pub mod fault_proxy;
 pub mod portal;
+pub mod postgres;
 
 static MOTO_URL: OnceLock<Result<String, String>> = OnceLock::new();
 
