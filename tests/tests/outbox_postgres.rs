@@ -662,7 +662,7 @@ import psycopg
 from tern_client import OutboxWriter
 from tern_client.outbox_postgres import TABLE, DuplicateEvent, insert
 
-url, vectors = sys.argv[1], pathlib.Path(sys.argv[2])
+url, vectors, tenant = sys.argv[1], pathlib.Path(sys.argv[2]), sys.argv[3]
 valid = 0
 with psycopg.connect(url) as conn:
     for path in sorted(vectors.glob("*.json")):
@@ -680,55 +680,82 @@ with psycopg.connect(url) as conn:
         with conn.transaction():
             insert(conn, event)
         valid += 1
-    conn.execute("CREATE TABLE orders (id text PRIMARY KEY, status text NOT NULL)")
-    conn.commit()
     writer = OutboxWriter(TABLE)
     payload = '{"b":1,"a":2,"n":1e2,"s":"caf\\u00e9 \u00e9"}'
     class Rollback(Exception):
         pass
     try:
         with conn.transaction():
-            conn.execute("INSERT INTO orders VALUES ('o_rolled_back', 'paid')")
-            insert(conn, writer.prepare(type="order.paid", tenant_id="tnt_py", payload=payload, traceparent=None))
+            conn.execute("INSERT INTO orders VALUES (%s, 'paid')", (tenant + "_rolled_back",))
+            insert(conn, writer.prepare(type="order.paid", tenant_id=tenant, payload=payload, traceparent=None))
             raise Rollback()
     except Rollback:
         pass
     with conn.transaction():
-        conn.execute("INSERT INTO orders VALUES ('o_committed', 'paid')")
-        event = writer.prepare(type="order.paid", tenant_id="tnt_py", payload=payload, traceparent=None)
+        conn.execute("INSERT INTO orders VALUES (%s, 'paid')", (tenant + "_committed",))
+        event = writer.prepare(type="order.paid", tenant_id=tenant, payload=payload, traceparent=None)
         insert(conn, event)
     try:
         with conn.transaction():
-            insert(conn, writer.prepare(id=event.id, type="order.paid", tenant_id="tnt_py", payload="{}", traceparent=None))
+            insert(conn, writer.prepare(id=event.id, type="order.paid", tenant_id=tenant, payload="{}", traceparent=None))
         raise SystemExit("a duplicate id was accepted")
     except DuplicateEvent as e:
-        assert (e.tenant_id, e.event_id) == ("tnt_py", event.id)
+        assert (e.tenant_id, e.event_id) == (tenant, event.id)
 print(json.dumps({"valid": valid, "event_id": event.id, "payload": payload}))
 "#;
 
-/// The Python writer end to end: its rows hold exactly what the Rust writer's hold for
-/// every vector, the relay publishes all of them (none parked), and the committed order's
-/// event reaches a receiver byte for byte, verified by the reference library; the
-/// rolled-back one never existed.
+/// The Python writer end to end ([`writer_end_to_end`]).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_python_writer_reproduces_the_vectors_and_its_events_are_delivered() {
-    let pg = PgServer::start().await;
-    let db = pg.migrated().await;
-    let (local, _rx) = deployment("pg-python", fast()).await;
-    let receiver = Receiver::start().await.unwrap();
-    let endpoint = add_endpoint(&local, "tnt_py", &receiver.url("/py"), &["*"], None).await;
-
     // This checkout's tern_client, whichever copy the venv installed.
     let client = Path::new(env!("CARGO_MANIFEST_DIR")).join("../clients/python");
-    let out = std::process::Command::new(python())
+    let mut program = std::process::Command::new(python());
+    program
         .env("PYTHONPATH", client)
-        .args(["-c", PYTHON_WRITER, &pg.url()])
+        .args(["-c", PYTHON_WRITER]);
+    writer_end_to_end(program, "tnt_py", "psycopg in .venv: make venv").await;
+}
+
+/// The TypeScript writer end to end ([`writer_end_to_end`]):
+/// `clients/typescript/examples/outbox_postgres.ts` on `pg`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_typescript_writer_reproduces_the_vectors_and_its_events_are_delivered() {
+    let package = Path::new(env!("CARGO_MANIFEST_DIR")).join("../clients/typescript");
+    let mut program = std::process::Command::new("node");
+    program
+        .current_dir(&package)
+        .args(["--import", "tsx", "examples/outbox_postgres.ts"]);
+    writer_end_to_end(
+        program,
+        "tnt_ts",
+        "node and clients/typescript/node_modules: make clients-deps",
+    )
+    .await;
+}
+
+/// A client writer end to end: `program <database url> <vectors dir> <tenant>` writes every
+/// valid vector, a rolled-back and a committed order with its event, and checks a duplicate
+/// id. Its rows hold exactly what the Rust writer's hold for every vector, the relay
+/// publishes all of them (none parked), and the committed order's event reaches a receiver
+/// byte for byte, verified by the reference library; the rolled-back one never existed.
+async fn writer_end_to_end(mut program: std::process::Command, tenant: &str, needs: &str) {
+    let pg = PgServer::start().await;
+    let db = pg.migrated().await;
+    db.batch_execute(ORDERS).await.unwrap();
+    let (local, _rx) = deployment(&format!("pg-{tenant}"), fast()).await;
+    let receiver = Receiver::start().await.unwrap();
+    let endpoint = add_endpoint(&local, tenant, &receiver.url("/w"), &["*"], None).await;
+
+    let out = program
+        .arg(pg.url())
         .arg(vectors_dir())
+        .arg(tenant)
         .output()
-        .expect("python runs");
+        .unwrap_or_else(|e| panic!("the writer does not run (needs {needs}): {e}"));
     assert!(
         out.status.success(),
-        "the Python writer failed (is psycopg in .venv? make venv): {}",
+        "the writer failed (needs {needs}): {}{}",
+        String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
     let answer: Value = serde_json::from_slice(&out.stdout).expect("the script's answer");
@@ -829,7 +856,7 @@ async fn the_python_writer_reproduces_the_vectors_and_its_events_are_delivered()
         published += batch.published;
     }
     assert_eq!(published as i64, valid + 1);
-    let got = receiver.wait_for("/py", 1, Duration::from_secs(30)).await;
+    let got = receiver.wait_for("/w", 1, Duration::from_secs(30)).await;
     assert_eq!(got.len(), 1);
     assert_eq!(
         &got[0].body[..],
