@@ -442,11 +442,12 @@ async fn the_relay_polls_for_the_rest_of_its_invocation_and_deletes_rows_past_th
             metrics_namespace: "Test".into(),
         },
         database_url: pg.url(),
+        database_ca_file: None,
         batch_rows: 100,
         poll_ms: 100,
         retention_hours: 7 * 24,
     };
-    let relay = PgRelay::new(local.relay.clone(), &config);
+    let relay = PgRelay::new(local.relay.clone(), &config).expect("the relay");
     // The run's last batch starts 12 s before its deadline (tern_relay_pg::run_until):
     // this one polls for about 3 s.
     let deadline = Instant::now() + Duration::from_secs(15);
@@ -864,4 +865,150 @@ async fn writer_end_to_end(mut program: std::process::Command, tenant: &str, nee
     );
     assert_eq!(got[0].header("webhook-id"), answer["event_id"].as_str());
     verify_reference(&endpoint.secrets[0].secret, &got[0]).expect("the reference verifier");
+}
+
+// ------------------------------------------------------------------ TLS to the database
+
+/// A throwaway certificate authority and the server certificate it issues for 127.0.0.1:
+/// the CA's PEM, and the server's certificate and key.
+fn test_authority() -> (
+    String,
+    rustls::pki_types::CertificateDer<'static>,
+    rustls::pki_types::PrivateKeyDer<'static>,
+) {
+    use rcgen::{
+        BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair, KeyUsagePurpose,
+        SanType,
+    };
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    ca_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "Tern test database CA");
+    let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().unwrap()).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.subject_alt_names = vec![SanType::IpAddress(std::net::IpAddr::V4(
+        std::net::Ipv4Addr::LOCALHOST,
+    ))];
+    let cert = params.signed_by(&key, &ca).unwrap();
+    (
+        ca.pem(),
+        cert.der().clone(),
+        rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+    )
+}
+
+/// PostgreSQL's `SSLRequest`: length 8, code 80877103 (protocol, "SSL Session Encryption").
+const SSL_REQUEST: [u8; 8] = [0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f];
+
+/// A TLS-only front for the test server, as RDS Proxy or a server with `rds.force_ssl`
+/// is (the wheel's PostgreSQL is built without TLS): it answers an `SSLRequest` with `S`,
+/// completes the handshake with `cert`, and relays the session to the server; a session
+/// that does not start with an `SSLRequest` is closed. Returns its port and a count of
+/// TLS sessions.
+async fn tls_front(
+    server_port: u16,
+    cert: rustls::pki_types::CertificateDer<'static>,
+    key: rustls::pki_types::PrivateKeyDer<'static>,
+) -> (u16, Arc<std::sync::atomic::AtomicUsize>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(vec![cert], key)
+        .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let sessions = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = sessions.clone();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let (acceptor, counted) = (acceptor.clone(), counted.clone());
+            tokio::spawn(async move {
+                let mut first = [0u8; 8];
+                if socket.read_exact(&mut first).await.is_err() || first != SSL_REQUEST {
+                    return;
+                }
+                if socket.write_all(b"S").await.is_err() {
+                    return;
+                }
+                let Ok(mut tls) = acceptor.accept(socket).await else {
+                    return;
+                };
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                if let Ok(mut server) =
+                    tokio::net::TcpStream::connect(("127.0.0.1", server_port)).await
+                {
+                    let _ = tokio::io::copy_bidirectional(&mut tls, &mut server).await;
+                }
+            });
+        }
+    });
+    (port, sessions)
+}
+
+/// The relay's connection to a database that takes TLS sessions only (RDS with
+/// `rds.force_ssl`, RDS Proxy): with the CA file (`TERN_OUTBOX_DATABASE_CA_FILE`) and
+/// `sslmode=require` the session is encrypted and the relay's batches run over it;
+/// Mozilla's roots do not vouch for the test authority, so the same connection is refused;
+/// a session without TLS is closed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_relay_reaches_a_tls_only_database_and_verifies_its_certificate() {
+    let pg = PgServer::start().await;
+    let (ca, cert, key) = test_authority();
+    let (port, sessions) = tls_front(pg.port, cert, key).await;
+    let ca_file = std::env::temp_dir().join(format!("tern-pg-ca-{}.pem", EventId::generate()));
+    std::fs::write(&ca_file, ca).unwrap();
+    let url = format!(
+        "postgresql://postgres@127.0.0.1:{port}/postgres?connect_timeout=5&sslmode=require"
+    );
+
+    let trusted = tern_relay_pg::RustlsConnect::new(ca_file.to_str()).expect("the CA file");
+    let mut client = tern_relay_pg::connect(&url, &trusted, soon())
+        .await
+        .expect("a TLS session");
+    assert_eq!(sessions.load(std::sync::atomic::Ordering::SeqCst), 1);
+    tern_outbox::postgres::migrate(&client).await.unwrap();
+    let local = deployment_without_pollers("pg-tls", fast()).await;
+    let writer = OutboxWriter::new(tern_outbox::postgres::TABLE);
+    let tx = client.transaction().await.unwrap();
+    writer
+        .prepare("order.paid", "tnt_acme", "{}")
+        .unwrap()
+        .insert(&tx)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    let batch = relay_batch(&mut client, &local.relay, 100, soon(), &metrics())
+        .await
+        .unwrap();
+    assert_eq!((batch.claimed, batch.published), (1, 1));
+
+    let public = tern_relay_pg::RustlsConnect::new(None).unwrap();
+    let refused = tern_relay_pg::connect(&url, &public, soon()).await;
+    assert!(
+        refused.is_err(),
+        "a certificate no trusted root issued is refused"
+    );
+    let plain = tokio_postgres::connect(
+        &url.replace("sslmode=require", "sslmode=disable"),
+        tokio_postgres::NoTls,
+    )
+    .await;
+    assert!(plain.is_err(), "the front takes TLS sessions only");
+    assert_eq!(
+        sessions.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "neither refused session got through"
+    );
+    assert!(matches!(
+        tern_relay_pg::RustlsConnect::new(Some("/nonexistent/ca.pem")),
+        Err(tern_relay_pg::TlsSetupError::Read { .. })
+    ));
+    let _ = std::fs::remove_file(&ca_file);
 }

@@ -34,7 +34,10 @@ use tern_handlers::config::PgRelayConfig;
 use tern_handlers::metrics::Metrics;
 use tern_handlers::relay::{RecordOutcome, RelayDeps, SEND_RESERVE, relay_events_before};
 use tokio::time::Instant;
-use tokio_postgres::{Client, NoTls, Row};
+use tokio_postgres::{Client, Row};
+
+pub mod tls;
+pub use tls::{RustlsConnect, TlsSetupError};
 
 /// Longest any one database call may take: 5 s (also the session's `statement_timeout`,
 /// so PostgreSQL cancels a statement the relay stopped waiting for). A claim or a mark
@@ -130,14 +133,23 @@ async fn db<T>(
 /// session's timeouts ([`DB_CALL_TIMEOUT`], [`IDLE_IN_TRANSACTION_TIMEOUT`]). The
 /// connection's I/O runs on a spawned task until the client is dropped.
 ///
-/// TLS is not negotiated: connect through a private network path (the database's VPC, RDS
-/// Proxy), or ask for TLS support (docs/outbox.md, "PostgreSQL outbox").
+/// TLS as [`tls`] says: the server's certificate verified against `tls`'s roots, and
+/// required when the URL says `sslmode=require`.
 ///
 /// # Errors
-/// [`PgRelayError`] when the database does not answer within [`DB_CALL_TIMEOUT`] or
-/// refuses the session.
-pub async fn connect(url: &str, deadline: Instant) -> Result<Client, PgRelayError> {
-    let (client, connection) = db(deadline, "connect", tokio_postgres::connect(url, NoTls)).await?;
+/// [`PgRelayError`] when the database does not answer within [`DB_CALL_TIMEOUT`], its
+/// certificate does not verify, or it refuses the session.
+pub async fn connect(
+    url: &str,
+    tls: &RustlsConnect,
+    deadline: Instant,
+) -> Result<Client, PgRelayError> {
+    let (client, connection) = db(
+        deadline,
+        "connect",
+        tokio_postgres::connect(url, tls.clone()),
+    )
+    .await?;
     tokio::spawn(async move {
         if let Err(error) = connection.await {
             tracing::warn!(%error, "outbox database connection closed");
@@ -358,6 +370,7 @@ pub struct RunSummary {
 pub struct PgRelay {
     deps: Arc<RelayDeps>,
     database_url: String,
+    tls: RustlsConnect,
     batch_rows: u32,
     poll: Duration,
     retention: Duration,
@@ -366,15 +379,20 @@ pub struct PgRelay {
 
 impl PgRelay {
     /// A relay with `config`'s database and polling, fanning out through `deps`.
-    pub fn new(deps: Arc<RelayDeps>, config: &PgRelayConfig) -> Self {
-        Self {
+    ///
+    /// # Errors
+    /// [`TlsSetupError`] when `config.database_ca_file` cannot be read or holds no
+    /// certificate.
+    pub fn new(deps: Arc<RelayDeps>, config: &PgRelayConfig) -> Result<Self, TlsSetupError> {
+        Ok(Self {
             deps,
+            tls: RustlsConnect::new(config.database_ca_file.as_deref())?,
             database_url: config.database_url.clone(),
             batch_rows: config.batch_rows,
             poll: Duration::from_millis(config.poll_ms),
             retention: Duration::from_secs(config.retention_hours * 3600),
             client: tokio::sync::Mutex::new(None),
-        }
+        })
     }
 
     /// Polls the outbox until `deadline`: a full batch is followed by the next at once, an
@@ -392,7 +410,7 @@ impl PgRelay {
         while Instant::now() < last_start {
             let client = match guard.as_mut().filter(|c| !c.is_closed()) {
                 Some(c) => c,
-                None => match connect(&self.database_url, deadline).await {
+                None => match connect(&self.database_url, &self.tls, deadline).await {
                     Ok(c) => guard.insert(c),
                     Err(error) => {
                         tracing::error!(%error, "cannot connect to the outbox database");

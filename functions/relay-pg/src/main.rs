@@ -18,7 +18,7 @@ async fn main() -> Result<(), Error> {
     let config = PgRelayConfig::from_env(&Env::process())?;
     let aws = tern_aws::tls::load_for_lambda().await;
     let deps = Arc::new(tern_aws::wiring::relay_deps(&config.relay, &aws));
-    let relay = PgRelay::new(deps, &config);
+    let relay = PgRelay::new(deps, &config)?;
     let relay = &relay;
     let namespace = config.relay.metrics_namespace.as_str();
     run(service_fn(

@@ -128,6 +128,11 @@ pub struct PgRelayConfig {
     /// `TERN_OUTBOX_DATABASE_URL`: the libpq connection string or URL of the database
     /// holding `tern_outbox` (a secret: never logged).
     pub database_url: String,
+    /// `TERN_OUTBOX_DATABASE_CA_FILE`: a PEM bundle of the roots the database's
+    /// certificate is verified against (Amazon RDS's `global-bundle.pem` for RDS, Aurora
+    /// and RDS Proxy); unset, Mozilla's roots. Whether TLS is required is the URL's
+    /// `sslmode` (`require`).
+    pub database_ca_file: Option<String>,
     /// `TERN_PG_RELAY_BATCH_ROWS`, rows per claim, 1-[`PG_RELAY_MAX_BATCH_ROWS`], default
     /// [`PG_RELAY_DEFAULT_BATCH_ROWS`].
     pub batch_rows: u32,
@@ -145,6 +150,7 @@ impl std::fmt::Debug for PgRelayConfig {
         f.debug_struct("PgRelayConfig")
             .field("relay", &self.relay)
             .field("database_url", &"<redacted>")
+            .field("database_ca_file", &self.database_ca_file)
             .field("batch_rows", &self.batch_rows)
             .field("poll_ms", &self.poll_ms)
             .field("retention_hours", &self.retention_hours)
@@ -172,6 +178,7 @@ impl PgRelayConfig {
         Ok(Self {
             relay: RelayConfig::from_env(env)?,
             database_url: env.required("TERN_OUTBOX_DATABASE_URL")?,
+            database_ca_file: env.get("TERN_OUTBOX_DATABASE_CA_FILE"),
             batch_rows: ranged(
                 "TERN_PG_RELAY_BATCH_ROWS",
                 PG_RELAY_DEFAULT_BATCH_ROWS.into(),
