@@ -16,7 +16,15 @@ its rows::
                                payload='{"order_id":"o_1","amount":4200}')
         insert(conn, event)
 
-psycopg is imported by your code, not by this module: ``pip install tern-client[postgres]``.
+With SQLAlchemy, :func:`insert_in_session` puts the row in your ``Session``'s
+transaction (any PostgreSQL driver)::
+
+    with Session(engine) as session, session.begin():
+        session.add(order)
+        insert_in_session(session, writer.prepare(...))
+
+Neither psycopg nor SQLAlchemy is imported by this module until you call it:
+``pip install tern-client[postgres]``.
 """
 
 from __future__ import annotations
@@ -34,6 +42,14 @@ INSERT = (
     "INSERT INTO tern_outbox "
     "(tenant_id, event_id, event_type, created_at, payload, traceparent, tracestate) "
     "VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING seq"
+)
+
+#: :data:`INSERT` with named parameters, for SQLAlchemy's ``text()``.
+INSERT_NAMED = (
+    "INSERT INTO tern_outbox "
+    "(tenant_id, event_id, event_type, created_at, payload, traceparent, tracestate) "
+    "VALUES (:tenant_id, :event_id, :event_type, :created_at, :payload, :traceparent, "
+    ":tracestate) RETURNING seq"
 )
 
 #: PostgreSQL's SQLSTATE for a unique violation (Appendix A, class 23).
@@ -60,7 +76,53 @@ def insert(conn: Any, event: PreparedEvent) -> int:
 
     :raises DuplicateEvent: the tenant already has this event id (roll back)
     """
-    params = (
+    params = _values(event)
+    try:
+        row = conn.execute(INSERT, params).fetchone()
+    except Exception as e:
+        if _is_unique_violation(e):
+            raise DuplicateEvent(event.tenant_id, event.id) from e
+        raise
+    return int(row[0])
+
+
+def insert_in_session(session: Any, event: PreparedEvent) -> int:
+    """Inserts ``event``'s row through a SQLAlchemy ``Session`` (or ``Connection``), in
+    its current transaction, and returns its ``seq``; as :func:`insert` otherwise.
+
+    :raises DuplicateEvent: the tenant already has this event id (roll back)
+    """
+    from sqlalchemy import text
+
+    names = (
+        "tenant_id",
+        "event_id",
+        "event_type",
+        "created_at",
+        "payload",
+        "traceparent",
+        "tracestate",
+    )
+    params = dict(zip(names, _values(event), strict=True))
+    try:
+        return int(session.execute(text(INSERT_NAMED), params).scalar_one())
+    except Exception as e:
+        # SQLAlchemy wraps the driver's error in ``orig``.
+        if _is_unique_violation(e) or _is_unique_violation(getattr(e, "orig", None)):
+            raise DuplicateEvent(event.tenant_id, event.id) from e
+        raise
+
+
+def _is_unique_violation(e: object) -> bool:
+    # psycopg 3: ``sqlstate``; psycopg2: ``pgcode``.
+    return _UNIQUE_VIOLATION in (
+        getattr(e, "sqlstate", None),
+        getattr(e, "pgcode", None),
+    )
+
+
+def _values(event: PreparedEvent) -> tuple[Any, ...]:
+    return (
         event.tenant_id,
         event.id,
         event.type,
@@ -69,10 +131,3 @@ def insert(conn: Any, event: PreparedEvent) -> int:
         event.traceparent,
         event.tracestate,
     )
-    try:
-        row = conn.execute(INSERT, params).fetchone()
-    except Exception as e:
-        if getattr(e, "sqlstate", None) == _UNIQUE_VIOLATION:
-            raise DuplicateEvent(event.tenant_id, event.id) from e
-        raise
-    return int(row[0])

@@ -116,4 +116,6 @@ if (
   );
 }
 await client.end();
-console.log(JSON.stringify({ valid, event_id: event.id, payload }));
+console.log(
+  JSON.stringify({ valid, events: [{ event_id: event.id, payload }] }),
+);
