@@ -46,7 +46,7 @@ test: venv
 test-rust: venv clients-deps
 	# The real Lambda binaries, for tests/tests/real_binaries.rs (run under the Runtime API emulator),
 	# and the `tern` tool, for tests/tests/fair_queue.rs (`tern replay`).
-	$(CARGO) build -p tern-sender -p tern-relay -p tern-replay -p tern-api-fn
+	$(CARGO) build -p tern-sender -p tern-relay -p tern-relay-pg -p tern-replay -p tern-api-fn
 	$(CARGO) build -p tern-cli --bin tern
 	$(CARGO) test --workspace --all-targets --no-fail-fast -- --skip browser_console --skip browser_portal
 	# tern local / tern demo are behind tern-cli's `local` feature: their tests too.

@@ -1,13 +1,14 @@
-//! The real Lambda binaries (`sender`, `relay`, `replay`, `api`, as `cargo build` makes them),
-//! each run once as Lambda would run its `bootstrap`: spawned with the Lambda environment
-//! and pointed at a Runtime API emulator on 127.0.0.1, with AWS on moto. Each gets an
-//! event from `events/` and its answer is checked, so a binary that cannot start (a
+//! The real Lambda binaries (`sender`, `relay`, `relay-pg`, `replay`, `api`, as `cargo
+//! build` makes them), each run once as Lambda would run its `bootstrap`: spawned with the
+//! Lambda environment and pointed at a Runtime API emulator on 127.0.0.1, with AWS on moto
+//! (and, for `relay-pg`, a real PostgreSQL server). Each gets an event from `events/` (or
+//! the schedule's) and its answer is checked, so a binary that cannot start (a
 //! missing variable, an AWS call at init, a panic in the wiring) or answers in the wrong
 //! shape fails here, not in a deployment.
 //!
 //! The binaries are looked up next to this test's own executable (`target/<profile>/`);
 //! `cargo test --workspace --all-targets` (`make test`) builds them first. Run alone:
-//! `cargo build -p tern-sender -p tern-relay -p tern-replay -p tern-api-fn` then
+//! `cargo build -p tern-sender -p tern-relay -p tern-relay-pg -p tern-replay -p tern-api-fn` then
 //! `cargo test -p tern-tests --test real_binaries`.
 
 use std::path::PathBuf;
@@ -55,6 +56,16 @@ impl Function {
     /// Spawns `name` with the deployment's function environment, AWS pointed at moto.
     async fn start(name: &str, local: &LocalTern) -> Self {
         let api = RuntimeApi::start().await.expect("runtime API emulator");
+        Self::start_with(name, local, api, &[]).await
+    }
+
+    /// [`Self::start`] under `api`, with `extra` variables.
+    async fn start_with(
+        name: &str,
+        local: &LocalTern,
+        api: RuntimeApi,
+        extra: &[(&str, &str)],
+    ) -> Self {
         let child = tokio::process::Command::new(binary(name))
             .env_clear()
             .envs(api.lambda_env(name, 256))
@@ -64,6 +75,7 @@ impl Function {
             .env("AWS_ACCESS_KEY_ID", "testing")
             .env("AWS_SECRET_ACCESS_KEY", "testing")
             .env("RUST_LOG", "info")
+            .envs(extra.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
@@ -301,4 +313,67 @@ async fn api_binary_answers_an_iam_authorized_api_gateway_event() {
     assert_eq!(got["statusCode"], json!(401), "{got}");
     let body: Value = serde_json::from_str(got["body"].as_str().expect("body")).expect("JSON");
     assert_eq!(body["type"], "urn:tern:problem:unauthorized", "{body}");
+}
+
+/// The PostgreSQL relay binary, invoked as its schedule invokes it, polls the outbox table
+/// of a real PostgreSQL server (`tern_tests::postgres`) for its invocation: with 14 s to
+/// live it polls for about 2 s (no batch starts in the last 12 s), publishes the row a
+/// transaction committed, queues its delivery message, and answers what it did.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relay_pg_binary_publishes_the_outbox_rows_for_its_invocation() {
+    let pg = tern_tests::postgres::PgServer::start().await;
+    let mut db = pg.migrated().await;
+    let local = deployment_without_pollers("rbrelaypg", LocalOptions::default()).await;
+    add_endpoint_with(
+        &local,
+        EndpointId::new("ep_fixture").expect("id"),
+        "tnt_fixture",
+        "http://127.0.0.1:9/hook",
+        &["order.paid"],
+        None,
+        None,
+    )
+    .await;
+    let tx = db.transaction().await.unwrap();
+    tern_outbox::OutboxWriter::new(tern_outbox::postgres::TABLE)
+        .prepare_with_id(
+            tern_core::EventId::new("evt_pg_1").unwrap(),
+            "order.paid",
+            "tnt_fixture",
+            r#"{"order_id":"o_1"}"#,
+        )
+        .unwrap()
+        .insert(&tx)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+
+    let api = RuntimeApi::start_with_deadline(14_000)
+        .await
+        .expect("runtime API emulator");
+    let url = pg.url();
+    let mut f = Function::start_with(
+        "relay-pg",
+        &local,
+        api,
+        &[("TERN_OUTBOX_DATABASE_URL", url.as_str())],
+    )
+    .await;
+    // The scheduler's event carries nothing the relay reads.
+    let got = f.invoke(&json!({})).await;
+    assert_eq!(got["published"], 1, "{got}");
+    assert_eq!(got["errors"], 0, "{got}");
+    let published: bool = db
+        .query_one(
+            "SELECT published_at IS NOT NULL FROM tern_outbox WHERE event_id = 'evt_pg_1'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(published);
+    let queued = peek_queue(&local, &local.resources.delivery_queue_url.clone()).await;
+    assert_eq!(queued.len(), 1, "{queued:?}");
+    let message = tern_core::DeliveryMessage::parse(&queued[0]).expect("a delivery message");
+    assert_eq!(message.delivery_id.as_str(), "evt_pg_1.ep_fixture");
 }
