@@ -530,6 +530,56 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_postgres_relay_reads_its_database_and_range_checks_its_polling() {
+        let base = |k: &str| match k {
+            "TERN_ENDPOINTS_TABLE"
+            | "TERN_DELIVERY_QUEUE_URL"
+            | "TERN_RELAY_FAILURE_QUEUE_URL"
+            | "TERN_ATTEMPTS_TABLE" => Some("x".to_owned()),
+            "TERN_OUTBOX_DATABASE_URL" => Some("postgresql://u:secret@db/app".to_owned()),
+            _ => None,
+        };
+        let c = PgRelayConfig::from_env(&Env(&base)).unwrap();
+        assert_eq!(
+            (c.batch_rows, c.poll_ms, c.retention_hours),
+            (100, 250, 168)
+        );
+        assert_eq!(c.database_ca_file, None);
+        assert!(
+            !format!("{c:?}").contains("secret"),
+            "the URL is never printed"
+        );
+        let without_url = |k: &str| (k != "TERN_OUTBOX_DATABASE_URL").then(|| base(k)).flatten();
+        assert!(matches!(
+            PgRelayConfig::from_env(&Env(&without_url)),
+            Err(ConfigError::Missing("TERN_OUTBOX_DATABASE_URL"))
+        ));
+        for (name, value, ok) in [
+            ("TERN_PG_RELAY_BATCH_ROWS", "1000", true),
+            ("TERN_PG_RELAY_BATCH_ROWS", "1001", false),
+            ("TERN_PG_RELAY_BATCH_ROWS", "0", false),
+            ("TERN_PG_RELAY_POLL_MS", "100", true),
+            ("TERN_PG_RELAY_POLL_MS", "99", false),
+            ("TERN_PG_RELAY_POLL_MS", "1001", false),
+            ("TERN_OUTBOX_RETENTION_HOURS", "0", false),
+            ("TERN_OUTBOX_RETENTION_HOURS", "87600", true),
+        ] {
+            let vars = |k: &str| {
+                if k == name {
+                    Some(value.to_owned())
+                } else {
+                    base(k)
+                }
+            };
+            assert_eq!(
+                PgRelayConfig::from_env(&Env(&vars)).is_ok(),
+                ok,
+                "{name}={value}"
+            );
+        }
+    }
+
+    #[test]
     fn health_thresholds_read_as_percentages_and_are_range_checked() {
         let vars = |k: &str| match k {
             "TERN_HEALTH_FAILURE_THRESHOLD" => Some("3".to_owned()),
