@@ -9,7 +9,9 @@ use async_trait::async_trait;
 
 use super::sqs::{QueueCounts, QueueMessage, QueueSettings, SqsError, SqsModel};
 use crate::clock::{MonotonicClock, SystemClock};
-use crate::ports::{DrainableQueue, MessageQueue, PortError, QueueEntry, ReceivedMessage};
+use crate::ports::{
+    DrainableQueue, MessageQueue, PortError, QueueEntry, ReceivedMessage, VisibilityChange,
+};
 
 /// Called after every send that put a message on the queue (a long poll's wake-up).
 pub type SendListener = Box<dyn Fn() + Send + Sync>;
@@ -192,6 +194,30 @@ impl MessageQueue for InMemoryQueue {
         self.lock().send(entry, now).map_err(rejected)?;
         self.sent();
         Ok(())
+    }
+
+    /// Each entry as [`Self::change_visibility`]; more than 10 is refused as SQS refuses
+    /// a batch that large.
+    async fn change_visibility(
+        &self,
+        entries: &[VisibilityChange],
+    ) -> Result<Vec<Result<(), PortError>>, PortError> {
+        if entries.is_empty() || entries.len() > 10 {
+            return Err(PortError::Rejected(format!(
+                "{} entries: ChangeMessageVisibilityBatch takes 1 to 10",
+                entries.len()
+            )));
+        }
+        Ok(entries
+            .iter()
+            .map(|e| {
+                self.change_visibility(
+                    &e.receipt_handle,
+                    Duration::from_secs(u64::from(e.visibility_seconds)),
+                )
+                .map_err(rejected)
+            })
+            .collect())
     }
 }
 
