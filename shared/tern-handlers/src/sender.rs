@@ -8,7 +8,10 @@
 //! back as a new message with a short jittered delay ([`tern_core::put_back`]), carrying
 //! the lease of the claim it asked for; only a panic, a message not started for want of
 //! time, or a put-back SQS refused is reported in `batchItemFailures`, for SQS to retry
-//! after the visibility timeout and redrive to the DLQ after `maxReceiveCount`.
+//! after the visibility timeout and redrive to the DLQ after `maxReceiveCount`. A put-back
+//! SQS refused is hidden for the same short delay first (`ChangeMessageVisibility` of the
+//! original, [`MessageQueue::change_visibility`]), so it too comes back in seconds; only
+//! when that fails as well does it wait out the visibility timeout (`PutBackFailed`).
 //!
 //! Every dead letter whose event is known leaves a row in the attempt log, those made
 //! before any POST (endpoint disabled or deleted, no active secret, a retry window that
