@@ -598,6 +598,12 @@ impl tern_core::ports::MessageQueue for Tee {
         self.sent.lock().unwrap().push(entry.clone());
         self.inner.send(entry).await
     }
+    async fn change_visibility(
+        &self,
+        entries: &[tern_core::ports::VisibilityChange],
+    ) -> Result<Vec<Result<(), tern_core::ports::PortError>>, tern_core::ports::PortError> {
+        self.inner.change_visibility(entries).await
+    }
 }
 
 /// The deployment's sender with its delivery queue teed.
