@@ -368,6 +368,18 @@ async fn one_event_is_one_trace_under_the_application_span() {
         );
     }
 
+    // What a span costs a backend that bills by size (docs/tracing.md §5): each of Tern's
+    // spans, protobuf-encoded as OTLP exports it (without the resource, sent once a batch),
+    // stays under 1 KiB.
+    let sizes: Vec<usize> = spans.iter().map(prost::Message::encoded_len).collect();
+    let largest = sizes.iter().max().copied().unwrap_or(0);
+    assert!(largest <= 1024, "a span of {largest} bytes: {sizes:?}");
+    println!(
+        "OTLP span sizes, bytes: largest {largest}, mean {} over {} spans",
+        sizes.iter().sum::<usize>() / sizes.len().max(1),
+        sizes.len()
+    );
+
     // The same spans in local mode's span file, and `tern trace`'s waterfall of them: the
     // fan-out first, every attempt, wait and dead letter on one time axis.
     let logged = tern_handlers::span_log::read(&span_log()).expect("span file");
