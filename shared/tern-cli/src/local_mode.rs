@@ -66,7 +66,19 @@ pub async fn local(time_scale: f64) -> Result<(), OpsError> {
             [127, 0, 0, 1],
             tern_local::collector::DEFAULT_COLLECTOR_PORT,
         ));
-        match tern_local::collector::Collector::start(addr, span_file).await {
+        // Port 4318 taken (a collector or another local mode): any free port, printed below,
+        // for OTEL_EXPORTER_OTLP_ENDPOINT.
+        let started = match tern_local::collector::Collector::start(addr, span_file).await {
+            Ok(c) => Ok(c),
+            Err(_) => {
+                tern_local::collector::Collector::start(
+                    std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+                    span_file,
+                )
+                .await
+            }
+        };
+        match started {
             Ok(c) => collector = Some(c),
             Err(e) => eprintln!(
                 "tern local: {e}; other programs' spans will not be collected \
