@@ -42,7 +42,9 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 
 def provider(service: str, otlp: list[str]) -> TracerProvider:
     """A tracer provider of ``service`` exporting each span as it ends to every URL."""
-    tracer_provider = TracerProvider(resource=Resource.create({"service.name": service}))
+    tracer_provider = TracerProvider(
+        resource=Resource.create({"service.name": service})
+    )
     for url in otlp:
         # SimpleSpanProcessor: exported on end, no batch thread to flush at exit.
         tracer_provider.add_span_processor(
@@ -63,7 +65,7 @@ def receiver(otlp: list[str], fail: int) -> None:
     lock = threading.Lock()
 
     class Handler(http.server.BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+        def do_POST(self) -> None:
             length = int(self.headers.get("content-length") or 0)
             body = self.rfile.read(length)
             parent = propagator.extract(
@@ -115,7 +117,6 @@ def receiver(otlp: list[str], fail: int) -> None:
 
 def order(otlp: list[str]) -> None:
     import boto3
-
     from tern_client import OutboxWriter
 
     tracer_provider = provider("shop", otlp)
@@ -124,7 +125,9 @@ def order(otlp: list[str]) -> None:
     tenant = os.environ["TERN_TENANT"]
     dynamodb = boto3.client("dynamodb")
     order_id = f"o_{uuid.uuid4().hex[:12]}"
-    with tracer.start_as_current_span("place order", kind=trace.SpanKind.SERVER) as span:
+    with tracer.start_as_current_span(
+        "place order", kind=trace.SpanKind.SERVER
+    ) as span:
         span.set_attribute("shop.order_id", order_id)
         # No traceparent argument: the builder takes the current span's context.
         event = OutboxWriter(table).prepare(
