@@ -8,7 +8,7 @@ PYTHON ?= python3
 VENV   := .venv
 CARGO  ?= cargo
 
-.PHONY: demo test venv build clients clients-deps test-clients test-rust test-moto test-receivers test-infra test-console test-portal chromium browser-deps console-screenshots portal-screenshots bench-portal fmt lint clean bench bench-health bench-isolation bench-requests bench-rate bench-pacing bench-relay bench-reach bench-scale soak package package-venv openapi bench-api
+.PHONY: demo test venv build clients clients-deps test-clients test-rust test-moto test-receivers test-infra test-console test-portal chromium browser-deps console-screenshots portal-screenshots bench-portal fmt lint clean bench bench-tracing bench-health bench-isolation bench-requests bench-rate bench-pacing bench-relay bench-reach bench-scale soak package package-venv openapi bench-api
 
 venv: $(VENV)/.installed
 
@@ -78,6 +78,13 @@ bench: venv
 	$(CARGO) build --release $(FUNCTIONS) -p tern-bench-hello -p tern-bench
 	$(CARGO_TARGET)/release/tern-bench --bin-dir $(CARGO_TARGET)/release \
 	  --lambda-dir $(CARGO_TARGET)/lambda-zip --out $(BENCH_OUT) $(BENCH_ARGS)
+
+# Only what tracing costs (issue 30; also part of `make bench`): the sender's CPU per delivery
+# and the sender's and relay's cold starts, tracing on against off. Writes
+# $(BENCH_OUT)/tracing.md (also printed). About a minute.
+bench-tracing: venv
+	$(CARGO) build --release -p tern-sender -p tern-relay -p tern-bench
+	$(CARGO_TARGET)/release/tern-bench --bin-dir $(CARGO_TARGET)/release --out $(BENCH_OUT) tracing
 
 # Only the endpoint-health benchmark (also part of `make bench`): a dead endpoint's POST
 # count with and without the breaker, and a healthy endpoint's latency next to a dead one,

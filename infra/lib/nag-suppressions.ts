@@ -16,8 +16,9 @@ export interface NagAcknowledgment {
  * tests fail on any finding not acknowledged here and on a reason that is too short.
  */
 export function nagAcknowledgments(stack: TernStack): NagAcknowledgment[] {
-  return [
+  return mergeSameFinding([
     ...staticEgressAcknowledgments(stack),
+    ...tracingAcknowledgments(stack),
     {
       scope: stack.queues.relayFailures,
       id: 'AwsSolutions-SQS3',
@@ -69,7 +70,34 @@ export function nagAcknowledgments(stack: TernStack): NagAcknowledgment[] {
         'X-Ray tracing would add xray permissions to a role restricted to sqs:SendMessage; a Wait followed by one ' +
         'SendMessage has nothing worth tracing, and failed executions are alarmed.',
     },
-  ];
+  ]);
+}
+
+/** One acknowledgment per construct and finding: the reasons of the same finding joined. */
+function mergeSameFinding(acks: NagAcknowledgment[]): NagAcknowledgment[] {
+  const merged: NagAcknowledgment[] = [];
+  for (const a of acks) {
+    const i = merged.findIndex((m) => m.scope === a.scope && m.id === a.id);
+    if (i < 0) merged.push(a);
+    else merged[i] = { ...merged[i], reason: `${merged[i].reason} ${a.reason}` };
+  }
+  return merged;
+}
+
+/**
+ * Tracing on (`otlpEndpoint` set) only: xray:PutTraceSegments, which authorizes a span export
+ * to X-Ray's OTLP traces endpoint, on the four functions that trace.
+ */
+function tracingAcknowledgments(stack: TernStack): NagAcknowledgment[] {
+  if (stack.config.otlpEndpoint === '') return [];
+  const { relay, sender, replay, api } = stack.functions.roles;
+  return [relay, sender, replay, api].map((scope) => ({
+    scope,
+    id: 'AwsSolutions-IAM5[Resource::*]',
+    reason:
+      "xray:PutTraceSegments (tracing on: X-Ray's OTLP traces endpoint authorizes each span export as this action, " +
+      "signed by the ADOT collector with the function's role) has no resource-level permissions; it only writes spans.",
+  }));
 }
 
 /**

@@ -4,7 +4,7 @@
  */
 import { CfnElement } from 'aws-cdk-lib';
 import { deriveCapacity, SAM_SIZES } from '../lib/capacity';
-import { dashboardWidgets, defaultStack, samTemplate, settings, sizeContext, synth, CfnTemplate } from './helpers';
+import { dashboardWidgets, defaultStack, samPolicyStatements, samTemplate, settings, sizeContext, synth, CfnTemplate } from './helpers';
 import { critical, Critical, flattenText, Names, normalizeValue, samEventToMapping } from './normalize';
 
 function cdkCritical(mode?: 'on-demand' | 'provisioned', size?: number): Critical {
@@ -235,7 +235,7 @@ describe('CDK and SAM templates agree', () => {
       .filter((r) => r.Type === 'AWS::IAM::Policy' && r.Properties.Roles.some((x: any) => x.Ref === roleId))
       .flatMap((r) => r.Properties.PolicyDocument.Statement);
     const t = samTemplate();
-    const samStatements = t.Resources.ConsoleFunction.Properties.Policies.flatMap((p: any) => p.Statement);
+    const samStatements = samPolicyStatements(t, 'ConsoleFunction');
     const samNames: Names = {
       Dlq: 'dlq',
       EndpointsTable: 'endpoints',
@@ -272,7 +272,7 @@ describe('CDK and SAM templates agree', () => {
       .filter((r) => r.Type === 'AWS::IAM::Policy' && r.Properties.Roles.some((x: any) => x.Ref === roleId))
       .flatMap((r) => r.Properties.PolicyDocument.Statement);
     const t = samTemplate();
-    const samStatements = t.Resources.ReplayFunction.Properties.Policies.flatMap((p: any) => p.Statement);
+    const samStatements = samPolicyStatements(t, 'ReplayFunction');
     const samNames: Names = { Dlq: 'dlq', DeliveryQueue: 'delivery', AttemptsTable: 'attempts' };
     const sam = pairs(samStatements, samNames);
     expect(sam.filter((p) => p.startsWith('dynamodb:DeleteItem'))).toEqual([
@@ -310,7 +310,7 @@ describe('CDK and SAM templates agree', () => {
       .filter((r) => r.Type === 'AWS::IAM::Policy' && r.Properties.Roles.some((x: any) => x.Ref === roleId))
       .flatMap((r) => r.Properties.PolicyDocument.Statement);
     const t = samTemplate();
-    const samStatements = t.Resources.SenderFunction.Properties.Policies.flatMap((p: any) => p.Statement);
+    const samStatements = samPolicyStatements(t, 'SenderFunction');
     const samNames: Names = {
       OutboxTable: 'outbox',
       EndpointsTable: 'endpoints',
@@ -351,7 +351,7 @@ describe('CDK and SAM templates agree', () => {
       .filter((r) => r.Type === 'AWS::IAM::Policy' && r.Properties.Roles.some((x: any) => x.Ref === roleId))
       .flatMap((r) => r.Properties.PolicyDocument.Statement);
     const t = samTemplate();
-    const samStatements = t.Resources.RelayFunction.Properties.Policies.flatMap((p: any) => p.Statement);
+    const samStatements = samPolicyStatements(t, 'RelayFunction');
     const samNames: Names = {
       EndpointsTable: 'endpoints',
       AttemptsTable: 'attempts',
@@ -385,7 +385,7 @@ describe('CDK and SAM templates agree', () => {
       .filter((r) => r.Type === 'AWS::IAM::Policy' && r.Properties.Roles.some((x: any) => x.Ref === roleId))
       .flatMap((r) => r.Properties.PolicyDocument.Statement);
     const t = samTemplate();
-    const samStatements = t.Resources.ApiFunction.Properties.Policies.flatMap((p: any) => p.Statement);
+    const samStatements = samPolicyStatements(t, 'ApiFunction');
     const samNames: Names = {
       OutboxTable: 'outbox',
       EndpointsTable: 'endpoints',

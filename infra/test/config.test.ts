@@ -105,6 +105,39 @@ describe('overrides', () => {
     }
   });
 
+  test('tracing on grants xray:PutTraceSegments (X-Ray OTLP endpoint) to the four traced roles only; off grants nothing; SAM the same behind TracingOn', () => {
+    const xrayRoles = (props: TernStackProps, context: Record<string, unknown>) => {
+      const stack = build(props, context);
+      const json = Template.fromStack(stack).toJSON();
+      const roles = stack.functions.roles as Record<string, any>;
+      const byId = Object.fromEntries(Object.entries(roles).map(([name, role]) => [stack.getLogicalId(role.node.defaultChild), name]));
+      const granted = new Set<string>();
+      for (const r of Object.values(json.Resources) as any[]) {
+        if (r.Type !== 'AWS::IAM::Policy') continue;
+        const actions = (r.Properties.PolicyDocument.Statement as any[]).flatMap((st) => [st.Action].flat());
+        if (!actions.includes('xray:PutTraceSegments')) continue;
+        for (const role of r.Properties.Roles) granted.add(byId[role.Ref]);
+      }
+      return [...granted].sort();
+    };
+    expect(xrayRoles({}, {})).toEqual([]);
+    expect(xrayRoles({}, { 'tern:otlpEndpoint': 'http://localhost:4318' })).toEqual(['api', 'relay', 'replay', 'sender']);
+    const { samTemplate } = require('./helpers');
+    const t = samTemplate();
+    expect(t.Conditions.TracingOn).toEqual({ 'Fn::Not': [{ 'Fn::Equals': [{ Ref: 'OtlpEndpoint' }, ''] }] });
+    const grant = {
+      'Fn::If': [
+        'TracingOn',
+        { Version: '2012-10-17', Statement: [{ Effect: 'Allow', Action: 'xray:PutTraceSegments', Resource: '*' }] },
+        { Ref: 'AWS::NoValue' },
+      ],
+    };
+    for (const f of ['RelayFunction', 'SenderFunction', 'ReplayFunction', 'ApiFunction']) {
+      expect(t.Resources[f].Properties.Policies).toContainEqual(grant);
+    }
+    expect(t.Resources.ConsoleFunction.Properties.Policies).not.toContainEqual(grant);
+  });
+
   test('health settings: settings.json by default, overridable by context and props, mapped to the sender env', () => {
     const envOf = (props: TernStackProps, context: Record<string, unknown>) => {
       const stack = build(props, context);

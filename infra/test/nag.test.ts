@@ -30,6 +30,18 @@ describe('cdk-nag AwsSolutions', () => {
     expect(violations(provisioned)).toEqual([]);
   });
 
+  test('no unacknowledged finding with tracing on (xray:PutTraceSegments on the four traced roles), with static egress too', () => {
+    const traced = synth({}, { 'tern:otlpEndpoint': 'http://localhost:4318' }).stack;
+    expect(violations(traced)).toEqual([]);
+    const both = synth({}, { 'tern:otlpEndpoint': 'http://localhost:4318', 'tern:egress': 'static' }).stack;
+    expect(violations(both)).toEqual([]);
+    // One acknowledgment per role and finding: the relay's ListStreams reason and the tracing one joined.
+    const relay = nagAcknowledgments(traced).filter((a) => a.scope === traced.functions.roles.relay && a.id === 'AwsSolutions-IAM5[Resource::*]');
+    expect(relay).toHaveLength(1);
+    expect(relay[0].reason).toMatch(/ListStreams/);
+    expect(relay[0].reason).toMatch(/xray:PutTraceSegments/);
+  });
+
   test('the acknowledged findings are exactly these eight, each with a reason', () => {
     const acks = nagAcknowledgments(stack);
     expect(acks.map((a) => `${a.id} on ${a.scope.node.path}`).sort()).toEqual([

@@ -9,7 +9,7 @@ import { CfnElement, Stack } from 'aws-cdk-lib';
 import { Match } from 'aws-cdk-lib/assertions';
 import { API_ACCESS_LOG_FORMAT, PORTAL_ROUTE_KEY } from '../lib/constructs/api';
 import { API_REQUEST_DEADLINE_SECONDS, HTTP_API_INTEGRATION_TIMEOUT_SECONDS, STATE_MACHINE_DEFINITION_FILE } from '../lib/settings';
-import { dashboardWidgets, defaultStack, only, samTemplate, settings } from './helpers';
+import { dashboardWidgets, defaultStack, only, samPolicyStatements, samTemplate, settings } from './helpers';
 
 const { stack, template, json, outdir } = defaultStack();
 const logicalId = (c: { node: { defaultChild?: unknown } }) => stack.getLogicalId(c.node.defaultChild as CfnElement);
@@ -641,7 +641,7 @@ describe('least-privilege IAM', () => {
     // The SAM template's two roles say the same.
     const t = samTemplate();
     for (const fn of ['ApiFunction', 'ConsoleFunction']) {
-      const updates = t.Resources[fn].Properties.Policies.flatMap((p: any) => p.Statement).filter(
+      const updates = samPolicyStatements(t, fn).filter(
         (st: any) => [st.Action].flat().includes('dynamodb:UpdateItem') && JSON.stringify(st.Resource).includes('HealthTable'),
       );
       expect(updates).toHaveLength(1);

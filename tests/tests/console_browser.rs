@@ -698,3 +698,307 @@ async fn browser_console_shows_health_what_waits_and_every_dead_letter() {
     let too_long = capture(&report, "audit-too-long")["text"].as_str().unwrap();
     assert!(too_long.contains("at most the last 24 hours"), "{too_long}");
 }
+
+// ------------------------------------------------------------ the trace of one event (issue 30)
+
+/// This test process's span file, local mode's store: Tern's spans go to it through the
+/// same exporter `tern local` installs when no OTLP endpoint is set.
+fn span_file() -> &'static PathBuf {
+    static FILE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    FILE.get_or_init(|| {
+        let path =
+            std::env::temp_dir().join(format!("tern-console-trace-{}.jsonl", std::process::id()));
+        assert!(
+            tern_handlers::telemetry::install(tern_handlers::telemetry::span_log_provider(
+                "tern-local",
+                &path
+            )),
+            "tracing is installed once per test process"
+        );
+        path
+    })
+}
+
+/// The spans of `event`'s trace in the span file, after a flush.
+async fn trace_spans(event: &EventId) -> Vec<tern_handlers::span_log::LoggedSpan> {
+    tern_handlers::telemetry::flush().await;
+    let spans = tern_handlers::span_log::read(span_file()).unwrap_or_default();
+    tern_handlers::span_log::trace_of(&spans, event.as_str())
+}
+
+fn count(spans: &[tern_handlers::span_log::LoggedSpan], name: &str) -> usize {
+    spans.iter().filter(|s| s.name == name).count()
+}
+
+/// A receiver's span, sent to local mode's OTLP collector as an OpenTelemetry SDK sends
+/// it (OTLP/HTTP protobuf), with HTML in its name, service and attribute.
+async fn export_receiver_span(
+    collector: &tern_local::collector::Collector,
+    parent: &tern_handlers::span_log::LoggedSpan,
+) {
+    use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+    use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
+    use opentelemetry_proto::tonic::resource::v1::Resource;
+    use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
+    use prost::Message as _;
+    let text = |key: &str, value: &str| KeyValue {
+        key: key.to_owned(),
+        value: Some(AnyValue {
+            value: Some(any_value::Value::StringValue(value.to_owned())),
+        }),
+        ..KeyValue::default()
+    };
+    let span = Span {
+        trace_id: hex::decode(&parent.trace_id).expect("trace id"),
+        span_id: hex::decode("5e1f5e1f5e1f5e1f").expect("span id"),
+        parent_span_id: hex::decode(&parent.span_id).expect("parent id"),
+        name: XSS.to_owned(),
+        kind: 2,
+        // Inside the attempt, as a receiver's work is.
+        start_time_unix_nano: u64::try_from(parent.start_unix_nano).expect("time") + 1_000,
+        end_time_unix_nano: u64::try_from(parent.end_unix_nano).expect("time"),
+        attributes: vec![text("http.response.status_code", XSS)],
+        ..Span::default()
+    };
+    let request = ExportTraceServiceRequest {
+        resource_spans: vec![ResourceSpans {
+            resource: Some(Resource {
+                attributes: vec![text("service.name", XSS)],
+                ..Resource::default()
+            }),
+            scope_spans: vec![ScopeSpans {
+                spans: vec![span],
+                ..ScopeSpans::default()
+            }],
+            ..ResourceSpans::default()
+        }],
+    };
+    let answer = reqwest::Client::new()
+        .post(collector.traces_url())
+        .header("content-type", "application/x-protobuf")
+        .body(request.encode_to_vec())
+        .send()
+        .await
+        .expect("the collector answers");
+    assert_eq!(answer.status(), 200, "the collector took the export");
+}
+
+/// The console's trace page (issue 30): one event's trace as a waterfall, from the span
+/// file `tern trace` reads. The event goes to an endpoint that fails twice, then takes it,
+/// and to one that fails until its budget ends (dead-lettered), is fixed and replayed from
+/// the console; a receiver's span with HTML in every text arrives through local mode's
+/// OTLP collector. Every attempt, wait, the dead letter, the replay and the receiver's
+/// span are rows on one time axis, in time order; the HTML stays text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn browser_console_shows_the_trace_of_one_event_as_a_waterfall() {
+    let file = span_file().clone();
+    let collector = tern_local::collector::Collector::start(
+        std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+        file.clone(),
+    )
+    .await
+    .expect("local mode's OTLP collector");
+    let options = LocalOptions {
+        time_scale: 0.001,
+        lookup: Some(no_dns()),
+        console_port: Some(0),
+        span_file: file,
+        ..LocalOptions::default()
+    };
+    let (local, _events) = deployment("console_trace", options).await;
+    let base = tern_local::console::url(local.console.expect("the console started"));
+    let receiver = Receiver::start().await.expect("receiver");
+    receiver.set(
+        "/orders",
+        Behavior::FailFirst {
+            count: 2,
+            status: 500,
+        },
+    );
+    receiver.set("/ledger", Behavior::Always(Reply::status(503)));
+    let tenant = "tnt_trace_page";
+    let orders = add_endpoint_with(
+        &local,
+        EndpointId::new("ep_orders").unwrap(),
+        tenant,
+        &receiver.url("/orders"),
+        &["*"],
+        Some(3),
+        Some(tern_core::RetrySchedule::parse("1,1").expect("schedule")),
+    )
+    .await;
+    add_endpoint_with(
+        &local,
+        EndpointId::new("ep_ledger").unwrap(),
+        tenant,
+        &receiver.url("/ledger"),
+        &["*"],
+        Some(2),
+        Some(tern_core::RetrySchedule::parse("1").expect("schedule")),
+    )
+    .await;
+    let event = publish(
+        &local,
+        "order.paid",
+        tenant,
+        r#"{"order_id":"o_1","amount":4200}"#,
+    )
+    .await;
+    assert_eq!(
+        receiver
+            .wait_for("/orders", 3, Duration::from_secs(60))
+            .await
+            .len(),
+        3
+    );
+    assert_eq!(
+        receiver
+            .wait_for("/ledger", 2, Duration::from_secs(60))
+            .await
+            .len(),
+        2
+    );
+    let dead = eventually(Duration::from_secs(60), async || {
+        count(&trace_spans(&event).await, "dead-letter") == 1
+    })
+    .await;
+    assert!(dead, "the ledger endpoint's delivery is dead-lettered");
+
+    // The receiver of the successful attempt traces: its span arrives through the collector.
+    let spans = trace_spans(&event).await;
+    let delivered = spans
+        .iter()
+        .find(|s| {
+            s.name == "POST"
+                && s.attr("tern.endpoint.id") == Some(orders.id.as_str())
+                && s.attr("tern.outcome") == Some("delivered")
+        })
+        .expect("the successful attempt's span");
+    export_receiver_span(&collector, delivered).await;
+
+    // The ledger is fixed; the operator replays its dead letter from the console.
+    receiver.set("/ledger", Behavior::Always(Reply::status(200)));
+    let report = browse(
+        &base,
+        serde_json::json!([
+            {"goto": "/widgets/dead_letters"},
+            {"click": "button[data-action=replay][data-endpoint=ep_ledger][data-dry-run=false]"},
+            {"capture": "replayed"},
+        ]),
+    )
+    .await;
+    assert!(
+        html(&report, "replayed").contains("data-replayed=\"1\""),
+        "{}",
+        html(&report, "replayed")
+    );
+    assert_eq!(
+        receiver
+            .wait_for("/ledger", 3, Duration::from_secs(60))
+            .await
+            .len(),
+        3
+    );
+    // 1 fan-out, 3 + 2 + 1 attempts, 2 + 1 waits, 1 dead letter, 1 replay, 1 receiver span.
+    let expected = [
+        ("fan-out", 1),
+        ("POST", 6),
+        ("retry wait", 3),
+        ("dead-letter", 1),
+        ("replay", 1),
+        (XSS, 1),
+    ];
+    let complete = eventually(Duration::from_secs(60), async || {
+        let spans = trace_spans(&event).await;
+        expected.iter().all(|(name, n)| count(&spans, name) == *n)
+    })
+    .await;
+    let spans = trace_spans(&event).await;
+    let names: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();
+    assert!(complete, "spans of the event: {names:?}");
+
+    // The event lookup links to the trace; the trace page draws it.
+    let report = browse(
+        &base,
+        serde_json::json!([
+            {"goto": format!("/widgets/event_lookup?tenant_id={tenant}&event_id={}", event.as_str())},
+            {"click": "#trace-link"},
+            {"capture": "trace"},
+            {"screenshot": "trace.png"},
+            {"eval": "Array.from(document.querySelectorAll('#waterfall tr.span')).map(r => ({name: r.dataset.name, start: parseFloat(r.dataset.startMs), depth: parseInt(r.dataset.depth), error: r.dataset.error === 'true', left: parseFloat(r.querySelector('.bar').style.left), width: parseFloat(r.querySelector('.bar').style.width), what: r.querySelector('td.what').innerText}))", "as": "rows"},
+            {"eval": "document.querySelector('#waterfall').dataset.totalMs", "as": "total_ms"},
+        ]),
+    )
+    .await;
+    let page = html(&report, "trace");
+    assert!(
+        capture(&report, "trace")["url"]
+            .as_str()
+            .is_some_and(|u| u.ends_with(&format!("/trace?event_id={}", event.as_str()))),
+        "{}",
+        capture(&report, "trace")["url"]
+    );
+    assert!(
+        page.contains(&format!("data-spans=\"{}\"", spans.len())),
+        "{page}"
+    );
+    let rows = report["captures"]["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), spans.len());
+    for (name, n) in expected {
+        assert_eq!(
+            rows.iter().filter(|r| r["name"] == name).count(),
+            n,
+            "{name} rows in {rows:?}"
+        );
+    }
+    // One time axis: rows in time order, bars placed by start, inside the axis.
+    let starts: Vec<f64> = rows.iter().map(|r| r["start"].as_f64().unwrap()).collect();
+    assert!(starts.windows(2).all(|w| w[0] <= w[1]), "{starts:?}");
+    let total_ms = report["captures"]["total_ms"]
+        .as_str()
+        .and_then(|t| t.parse::<f64>().ok())
+        .expect("the axis' length");
+    assert!(
+        total_ms >= starts[starts.len() - 1],
+        "{total_ms} {starts:?}"
+    );
+    for r in rows {
+        let (l, w) = (r["left"].as_f64().unwrap(), r["width"].as_f64().unwrap());
+        let at = r["start"].as_f64().unwrap() / total_ms * 100.0;
+        // Placed at its start; a bar at the axis' end moves left by at most its minimum width.
+        assert!(
+            l <= at + 0.01 && l >= at - 0.41 && w > 0.0 && l >= 0.0 && l + w <= 100.0 + 1e-6,
+            "{r} on an axis of {total_ms} ms"
+        );
+    }
+    assert_eq!(rows[0]["name"], "fan-out", "the fan-out starts the trace");
+    let position = |name: &str| rows.iter().position(|r| r["name"] == name).unwrap();
+    assert!(
+        position("dead-letter") < position("replay"),
+        "the replay after the dead letter: {rows:?}"
+    );
+    // Failed attempts are drawn as errors: two 500s of the orders endpoint, two 503s.
+    let failed = rows
+        .iter()
+        .filter(|r| r["name"] == "POST" && r["error"] == true)
+        .count();
+    assert_eq!(failed, 4, "{rows:?}");
+    // The receiver's span sits under the successful attempt (the fan-out's grandchild).
+    let receiver_row = &rows[position(XSS)];
+    assert_eq!(receiver_row["depth"], 2, "{receiver_row}");
+    // Its HTML stays text: no image element, no dialog, the text shown as typed.
+    assert_eq!(capture(&report, "trace")["images"], 0);
+    assert!(
+        report["dialogs"].as_array().unwrap().is_empty(),
+        "{}",
+        report["dialogs"]
+    );
+    let text = capture(&report, "trace")["text"].as_str().unwrap();
+    assert!(text.contains(XSS), "{text}");
+    assert!(
+        receiver_row["what"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("service {XSS}"))
+    );
+}

@@ -368,6 +368,18 @@ async fn one_event_is_one_trace_under_the_application_span() {
         );
     }
 
+    // What a span costs a backend that bills by size (docs/tracing.md §5): each of Tern's
+    // spans, protobuf-encoded as OTLP exports it (without the resource, sent once a batch),
+    // stays under 1 KiB.
+    let sizes: Vec<usize> = spans.iter().map(prost::Message::encoded_len).collect();
+    let largest = sizes.iter().max().copied().unwrap_or(0);
+    assert!(largest <= 1024, "a span of {largest} bytes: {sizes:?}");
+    println!(
+        "OTLP span sizes, bytes: largest {largest}, mean {} over {} spans",
+        sizes.iter().sum::<usize>() / sizes.len().max(1),
+        sizes.len()
+    );
+
     // The same spans in local mode's span file, and `tern trace`'s waterfall of them: the
     // fan-out first, every attempt, wait and dead letter on one time axis.
     let logged = tern_handlers::span_log::read(&span_log()).expect("span file");
@@ -401,6 +413,343 @@ async fn one_event_is_one_trace_under_the_application_span() {
             || l.contains("  retry wait")
             || l.contains("  dead-letter")),
         "children indented under the fan-out:\n{waterfall}"
+    );
+    println!("{waterfall}");
+}
+
+// ------------------------------------------- issue 30's "done when": a Python program's order
+
+/// The venv's Python running `clients/python/examples/traced_order.py` in `role`,
+/// exporting to each of `otlp`, its stdout piped. Panics with what to run when the venv
+/// is missing.
+fn traced_order(role: &str, otlp: &[String]) -> tokio::process::Command {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let pkg = root.join("clients/python");
+    let mut command = tokio::process::Command::new(python());
+    command
+        .current_dir(&pkg)
+        .arg("examples/traced_order.py")
+        .arg(role)
+        // This checkout's tern-client, whichever checkout the venv installed.
+        .env("PYTHONPATH", &pkg)
+        // Nothing may leave 127.0.0.1: no proxy, no shared AWS config or credentials.
+        .env("NO_PROXY", "*")
+        .env("AWS_CONFIG_FILE", "/dev/null")
+        .env("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
+        .env("AWS_ENDPOINT_URL", moto_url())
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_DEFAULT_REGION", "us-east-1")
+        .env("AWS_ACCESS_KEY_ID", "testing")
+        .env("AWS_SECRET_ACCESS_KEY", "testing")
+        .env_remove("HTTP_PROXY")
+        .env_remove("HTTPS_PROXY")
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .kill_on_drop(true);
+    for url in otlp {
+        command.arg("--otlp").arg(url);
+    }
+    command
+}
+
+/// The next JSON line `lines` prints, within `limit`.
+async fn next_json(
+    lines: &mut tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+    what: &str,
+    limit: Duration,
+) -> serde_json::Value {
+    let line = tokio::time::timeout(limit, lines.next_line())
+        .await
+        .unwrap_or_else(|_| panic!("{what}: nothing printed within {limit:?}"))
+        .expect("read the program's output")
+        .unwrap_or_else(|| panic!("{what}: the program ended without printing"));
+    serde_json::from_str(&line).unwrap_or_else(|e| panic!("{what}: {line:?} is not JSON: {e}"))
+}
+
+/// A `traceparent`'s version, trace id, parent id and flags (W3C Trace Context §3.2).
+fn traceparent_parts(header: Option<&str>) -> (&str, &str, &str, &str) {
+    let parts: Vec<&str> = header.expect("a traceparent").split('-').collect();
+    assert_eq!(parts.len(), 4, "{header:?}");
+    (parts[0], parts[1], parts[2], parts[3])
+}
+
+/// One trace, as the test reads it from either store: (span id, parent span id, name,
+/// attributes), with the trace id of every span.
+struct Story {
+    trace_ids: Vec<String>,
+    spans: Vec<(String, String, String, HashMap<String, String>)>,
+}
+
+impl Story {
+    fn named(&self, name: &str) -> Vec<&(String, String, String, HashMap<String, String>)> {
+        let mut found: Vec<_> = self.spans.iter().filter(|s| s.2 == name).collect();
+        found.sort_by_key(|s| {
+            s.3.get("tern.attempt")
+                .or_else(|| s.3.get("webhook.request"))
+                .and_then(|a| a.parse::<u32>().ok())
+        });
+        found
+    }
+}
+
+/// Issue 30's "done when": an order written with a span in a Python program (the Python
+/// client's outbox builder takes the span's context) goes through local mode's real relay
+/// and sender to a receiver that fails twice, then takes it, and traces its own work from
+/// the `traceparent` header. One trace holds the program's span, the fan-out, two failed
+/// attempts, the waits, the successful attempt and the receiver's spans, each receiver span
+/// the child of the attempt it answered: in local mode's span file (Tern's spans and, through
+/// local mode's OTLP collector, the programs') and in an OTLP backend (a loopback OTLP/HTTP
+/// receiver decoding every protobuf export).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_python_order_is_one_trace_to_a_receiver_that_traces() {
+    let backend = otlp();
+    let collector = tern_local::collector::Collector::start(
+        std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+        span_log(),
+    )
+    .await
+    .expect("local mode's OTLP collector");
+    let exports = [collector.traces_url(), backend.url("/v1/traces")];
+    let (local, _rx) = deployment(
+        "trace_python",
+        LocalOptions {
+            time_scale: 0.001,
+            ..LocalOptions::default()
+        },
+    )
+    .await;
+
+    // The receiver that traces: 500, 500, then 200.
+    let mut receiver = traced_order("receiver", &exports)
+        .arg("--fail")
+        .arg("2")
+        .spawn()
+        .expect("start the Python receiver");
+    let mut receiver_out = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(
+        receiver.stdout.take().expect("stdout"),
+    ));
+    let port = next_json(&mut receiver_out, "receiver", Duration::from_secs(60)).await["port"]
+        .as_u64()
+        .expect("the receiver's port");
+    // The shortest schedule: retries after 1 s and 1 s, at local mode's time scale 0.001.
+    let endpoint = add_endpoint_with(
+        &local,
+        tern_core::EndpointId::generate(),
+        "tnt_shop",
+        &format!("http://127.0.0.1:{port}/hooks/orders"),
+        &["order.paid"],
+        Some(3),
+        Some(RetrySchedule::parse("1,1").expect("schedule")),
+    )
+    .await;
+    local
+        .sender
+        .endpoints
+        .update(
+            &endpoint.tenant_id,
+            &endpoint.id,
+            &EndpointUpdate {
+                send_traceparent: Some(true),
+                ..EndpointUpdate::default()
+            },
+        )
+        .await
+        .expect("send_traceparent on");
+
+    // The program writes the order and its event inside its span.
+    let written = traced_order("order", &exports)
+        .env("TERN_OUTBOX_TABLE", &local.resources.outbox_table)
+        .env("TERN_TENANT", "tnt_shop")
+        .output();
+    let written = tokio::time::timeout(Duration::from_secs(60), written)
+        .await
+        .expect("the order program ends within 60 s")
+        .expect("run the order program");
+    assert!(written.status.success(), "order program: {written:?}");
+    let program: serde_json::Value =
+        serde_json::from_slice(&written.stdout).expect("the program's JSON line");
+    let event_id = program["event_id"].as_str().expect("event id").to_owned();
+    let trace_id = program["trace_id"].as_str().expect("trace id").to_owned();
+    let program_span = program["span_id"].as_str().expect("span id").to_owned();
+    let (version, trace, span, flags) = traceparent_parts(program["traceparent"].as_str());
+    assert_eq!(
+        (version, trace, span),
+        ("00", trace_id.as_str(), program_span.as_str()),
+        "the builder took the current span's context"
+    );
+    // Sampled; the SDK also sets W3C Trace Context Level 2's random-trace-id flag (0x02).
+    assert_eq!(u8::from_str_radix(flags, 16).expect("flags") & 1, 1);
+
+    // The receiver saw three deliveries, then exits.
+    let seen = next_json(&mut receiver_out, "receiver", Duration::from_secs(90)).await;
+    let received = seen["received"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{seen}"));
+    let statuses: Vec<u64> = received
+        .iter()
+        .filter_map(|r| r["status"].as_u64())
+        .collect();
+    assert_eq!(statuses, [500, 500, 200]);
+    let status = tokio::time::timeout(Duration::from_secs(30), receiver.wait())
+        .await
+        .expect("the receiver exits after the delivery")
+        .expect("receiver status");
+    assert!(status.success());
+
+    // Tern's spans reach both stores through the batch processor; the programs' spans
+    // were exported before the programs answered or ended.
+    let expected = [
+        ("place order", 1),
+        ("fan-out", 1),
+        ("POST", 3),
+        ("retry wait", 2),
+        ("handle order.paid", 3),
+    ];
+    let from_backend = || {
+        let all = exported_spans(backend);
+        let spans: Vec<&Span> = all
+            .iter()
+            .filter(|s| hex::encode(&s.trace_id) == trace_id)
+            .collect();
+        Story {
+            // The traces Tern's spans of the event are in: the program's alone.
+            trace_ids: all
+                .iter()
+                .filter(|s| attr(s, "tern.event.id").as_deref() == Some(event_id.as_str()))
+                .map(|s| hex::encode(&s.trace_id))
+                .collect(),
+            spans: spans
+                .iter()
+                .map(|s| {
+                    (
+                        hex::encode(&s.span_id),
+                        hex::encode(&s.parent_span_id),
+                        s.name.clone(),
+                        attributes(s),
+                    )
+                })
+                .collect(),
+        }
+    };
+    let from_file = || {
+        let logged = tern_handlers::span_log::read(&span_log()).unwrap_or_default();
+        let trace = tern_handlers::span_log::trace_of(&logged, &event_id);
+        Story {
+            trace_ids: trace.iter().map(|s| s.trace_id.clone()).collect(),
+            spans: trace
+                .iter()
+                .map(|s| {
+                    (
+                        s.span_id.clone(),
+                        s.parent_span_id.clone(),
+                        s.name.clone(),
+                        s.attributes.clone().into_iter().collect(),
+                    )
+                })
+                .collect(),
+        }
+    };
+    let complete = |story: &Story| {
+        expected
+            .iter()
+            .all(|(name, n)| story.named(name).len() == *n)
+    };
+    let done = eventually(Duration::from_secs(60), async || {
+        tern_handlers::telemetry::flush().await;
+        complete(&from_backend()) && complete(&from_file())
+    })
+    .await;
+    for (store, story) in [("OTLP backend", from_backend()), ("span file", from_file())] {
+        let names: Vec<&str> = story.spans.iter().map(|s| s.2.as_str()).collect();
+        assert!(done, "{store}: spans of the trace: {names:?}");
+        assert_eq!(
+            story.spans.len(),
+            expected.iter().map(|(_, n)| n).sum::<usize>(),
+            "{store}: nothing else in the trace: {names:?}"
+        );
+        assert!(
+            story.trace_ids.iter().all(|t| *t == trace_id),
+            "{store}: one trace, the program's"
+        );
+        let place = story.named("place order")[0];
+        assert_eq!(place.0, program_span, "{store}: the program's span");
+        assert_eq!(
+            place.3.get("service.name").map(String::as_str),
+            (store == "span file").then_some("shop"),
+            "{store}: the collector keeps the program's service name"
+        );
+        let fan_out = story.named("fan-out")[0];
+        assert_eq!(
+            fan_out.1, program_span,
+            "{store}: the fan-out's parent is the program's span"
+        );
+        assert_eq!(fan_out.3["tern.event.id"], event_id);
+        let attempts = story.named("POST");
+        let waits = story.named("retry wait");
+        let handled = story.named("handle order.paid");
+        for (i, attempt) in attempts.iter().enumerate() {
+            assert_eq!(
+                attempt.1,
+                fan_out.0,
+                "{store}: attempt {} under the fan-out",
+                i + 1
+            );
+            assert_eq!(attempt.3["tern.attempt"], (i + 1).to_string());
+            let (status, outcome) = if i < 2 {
+                ("500", "retry")
+            } else {
+                ("200", "delivered")
+            };
+            assert_eq!(attempt.3["http.response.status_code"], status, "{store}");
+            assert_eq!(attempt.3["tern.outcome"], outcome, "{store}");
+            // The receiver's span of this request is the attempt's child.
+            assert_eq!(
+                handled[i].1,
+                attempt.0,
+                "{store}: the receiver's span of request {} is the child of attempt {}",
+                i + 1,
+                i + 1
+            );
+            assert_eq!(handled[i].3["http.response.status_code"], status, "{store}");
+            let (_, trace, span, _) = traceparent_parts(received[i]["traceparent"].as_str());
+            assert_eq!(
+                (trace, span),
+                (trace_id.as_str(), attempt.0.as_str()),
+                "{store}: request {} carried attempt {}'s span as its traceparent",
+                i + 1,
+                i + 1
+            );
+            assert_eq!(received[i]["span_id"].as_str(), Some(handled[i].0.as_str()));
+        }
+        for wait in &waits {
+            assert_eq!(wait.1, fan_out.0, "{store}: a wait under the fan-out");
+        }
+    }
+
+    // `tern trace`'s waterfall of the file: the whole story, the program's span first and
+    // the receiver's spans indented under the attempts they answered.
+    let logged = tern_handlers::span_log::read(&span_log()).expect("span file");
+    let waterfall =
+        tern_handlers::span_log::waterfall(&tern_handlers::span_log::trace_of(&logged, &event_id));
+    let lines: Vec<&str> = waterfall.lines().collect();
+    assert_eq!(lines[0], format!("trace {trace_id}"), "{waterfall}");
+    assert!(
+        lines[2].contains("place order") && lines[2].contains("service shop"),
+        "{waterfall}"
+    );
+    let receiver_lines: Vec<&&str> = lines
+        .iter()
+        .filter(|l| l.contains("handle order.paid"))
+        .collect();
+    assert_eq!(receiver_lines.len(), 3, "{waterfall}");
+    assert!(
+        receiver_lines
+            .iter()
+            .all(|l| l.contains("      handle order.paid") && l.contains("service order-receiver")),
+        "the receiver's spans three levels down (program, fan-out, attempt):\n{waterfall}"
     );
     println!("{waterfall}");
 }

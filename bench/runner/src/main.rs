@@ -21,6 +21,7 @@ mod reach;
 mod relay;
 mod scale;
 mod stats;
+mod tracing_cost;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -137,6 +138,17 @@ enum Command {
     /// limits; writes `<out>/scale.md` (also printed) and `<out>/scale.json`. About 14
     /// minutes on 2 busy cores.
     Scale(scale::ScaleArgs),
+    /// Only what tracing costs (`make bench-tracing`): the sender's CPU per delivery and the
+    /// sender's and relay's cold starts, tracing on against off; writes `<out>/tracing.md`
+    /// (also printed). About a minute.
+    Tracing,
+    /// Internal: one side of the tracing CPU benchmark; prints microseconds per delivery.
+    TracingCpu {
+        #[arg(long)]
+        on: bool,
+        #[arg(long, default_value_t = tracing_cost::DELIVERIES)]
+        deliveries: usize,
+    },
 }
 
 fn target_dir() -> PathBuf {
@@ -164,6 +176,10 @@ fn main() -> Result<(), BoxError> {
         Some(Command::Scale(ref scale_args)) => {
             runtime.block_on(scale::run(scale_args, args.bin_dir.clone(), &args.out))
         }
+        Some(Command::Tracing) => runtime.block_on(tracing_only(&args)),
+        Some(Command::TracingCpu { on, deliveries }) => {
+            runtime.block_on(tracing_cost::child(on, deliveries))
+        }
         None => runtime.block_on(run(args)),
     }
 }
@@ -171,12 +187,18 @@ fn main() -> Result<(), BoxError> {
 async fn serve_receiver(delay_ms: u64) -> Result<(), BoxError> {
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
     println!("{}", listener.local_addr()?.port());
-    let app = axum::Router::new().fallback(move || async move {
-        if delay_ms > 0 {
-            tokio::time::sleep(Duration::from_millis(delay_ms)).await;
-        }
-        "ok"
-    });
+    // Also the OTLP sink of the tracing benchmark: an empty ExportTraceServiceResponse.
+    let app = axum::Router::new()
+        .route(
+            "/v1/traces",
+            axum::routing::post(|| async { ([("content-type", "application/x-protobuf")], "") }),
+        )
+        .fallback(move || async move {
+            if delay_ms > 0 {
+                tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+            }
+            "ok"
+        });
     tokio::spawn(async move {
         let _ = axum::serve(listener, app).await;
     });
@@ -213,6 +235,9 @@ impl ChildReceiver {
     }
     fn url(&self) -> String {
         format!("http://127.0.0.1:{}/hook", self.port)
+    }
+    fn port(&self) -> u16 {
+        self.port
     }
 }
 
@@ -333,6 +358,24 @@ async fn relay_only(args: &Args) -> Result<(), BoxError> {
     Ok(())
 }
 
+async fn tracing_only(args: &Args) -> Result<(), BoxError> {
+    std::fs::create_dir_all(&args.out)?;
+    let bin_dir = args
+        .bin_dir
+        .clone()
+        .unwrap_or_else(|| target_dir().join("release"));
+    let rows = tracing_cost::run(&bin_dir, args.rounds, tracing_cost::DELIVERIES).await?;
+    let md = format!(
+        "# Tern benchmarks: what tracing costs\n\n{}\n{}",
+        stats::markdown(&rows),
+        tracing_cost::verdict(&rows)
+    );
+    println!("\n{md}");
+    std::fs::write(args.out.join("tracing.md"), &md)?;
+    eprintln!("wrote {}", args.out.join("tracing.md").display());
+    Ok(())
+}
+
 async fn portal_only(out: &Path) -> Result<(), BoxError> {
     std::fs::create_dir_all(out)?;
     let report = portal::run().await?;
@@ -417,6 +460,8 @@ async fn run(args: Args) -> Result<(), BoxError> {
 
     rows.extend(cold_starts(&bin_dir, args.rounds, &FUNCTIONS).await?);
     rows.push(cpu_per_delivery(args.rounds, args.cpu_deliveries).await?);
+    // What tracing costs (issue 30): CPU per delivery and cold starts, on against off.
+    rows.extend(tracing_cost::run(&bin_dir, args.rounds, tracing_cost::DELIVERIES).await?);
     rows.push(batch_latency(args.rounds).await?);
 
     let moto = MotoServer::start().await?;
@@ -544,11 +589,17 @@ fn binary_path(bin_dir: &Path, name: &str) -> Result<PathBuf, BoxError> {
 
 /// Spawn -> first `GET .../invocation/next`, milliseconds.
 async fn cold_start(bin: &Path, name: &str) -> Result<f64, BoxError> {
+    cold_start_with(bin, name, &[]).await
+}
+
+/// [`cold_start`] with `extra` variables in the environment.
+async fn cold_start_with(bin: &Path, name: &str, extra: &[(&str, &str)]) -> Result<f64, BoxError> {
     let api = RuntimeApi::start().await?;
     let mut cmd = tokio::process::Command::new(bin);
     cmd.env_clear()
         .envs(api.lambda_env(name, MEMORY_MB))
         .envs(dummy_env())
+        .envs(extra.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())

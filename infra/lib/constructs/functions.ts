@@ -26,6 +26,12 @@ export interface FunctionsProps {
   readonly portal: Portal;
 }
 
+/** The functions that export OpenTelemetry traces when `otlpEndpoint` is set (docs/tracing.md). */
+export const TRACED_FUNCTIONS = ['relay', 'sender', 'replay', 'api'] as const;
+
+/** The IAM action X-Ray's OTLP traces endpoint authorizes a span export as (SigV4-signed). */
+export const XRAY_OTLP_ACTION = 'xray:PutTraceSegments';
+
 /** The attributes of a fan-out record item (shared/tern-aws/src/fanout.rs: its ledger spread and checkpoint), the only ones the relay may touch in the attempts table. */
 export const RELAY_CHECKPOINT_ATTRIBUTES = ['event_id', 'sk', 'fanout_through', 'fanout_shards', 'expires_at'];
 /** The partition keys of the tenants' subscriptions-version items in the endpoints table (shared/tern-aws/src/endpoints.rs, SUBSCRIPTIONS_PARTITION_PREFIX), the only items the relay may GetItem there. */
@@ -236,6 +242,19 @@ export class Functions extends Construct {
         TERN_PORTAL_TEST_SENDS_PER_MINUTE: String(s.portal.testSendsPerMinute),
       },
     });
+
+    // Tracing on: the functions' spans reach X-Ray's OTLP traces endpoint
+    // (https://xray.<region>.amazonaws.com/v1/traces) through the ADOT collector layer, whose
+    // sigv4auth signs with the function's role. That endpoint authorizes a request as
+    // xray:PutTraceSegments (X-Ray developer guide, "Setting up bearer token authentication for
+    // traces"), an action with no resource-level permissions, so "*". Off: nothing granted.
+    if (c.otlpEndpoint !== '') {
+      for (const fn of TRACED_FUNCTIONS) {
+        this.roles[fn].addToPolicy(
+          new iam.PolicyStatement({ actions: [XRAY_OTLP_ACTION], resources: ['*'] }),
+        );
+      }
+    }
 
     this.wireRelay(s, c, storage, queues);
     this.wireSender(s, c, storage, queues, props.stateMachine, props.operationalTopic);

@@ -53,11 +53,39 @@ pub async fn local(time_scale: f64) -> Result<(), OpsError> {
     // OpenTelemetry traces to the OTLP endpoint the standard environment names, if any
     // (docs/tracing.md); without one nothing is built.
     // Without one, every span goes to .tern/spans.jsonl, which `tern trace <event id>` reads.
+    let span_file = std::path::Path::new(tern_handlers::span_log::DEFAULT_PATH);
+    let mut collector = None;
     if !tern_handlers::telemetry::init_from_env("tern-local").map_err(invalid)? {
         tern_handlers::telemetry::install(tern_handlers::telemetry::span_log_provider(
             "tern-local",
-            std::path::Path::new(tern_handlers::span_log::DEFAULT_PATH),
+            span_file,
         ));
+        // Local mode's own OTLP receiver: the spans of the program that writes events and
+        // of a receiver that traces join Tern's in the same file (docs/tracing.md).
+        let addr = std::net::SocketAddr::from((
+            [127, 0, 0, 1],
+            tern_local::collector::DEFAULT_COLLECTOR_PORT,
+        ));
+        // Port 4318 taken (a collector or another local mode): any free port, printed below,
+        // for OTEL_EXPORTER_OTLP_ENDPOINT.
+        let started = match tern_local::collector::Collector::start(addr, span_file).await {
+            Ok(c) => Ok(c),
+            Err(_) => {
+                tern_local::collector::Collector::start(
+                    std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+                    span_file,
+                )
+                .await
+            }
+        };
+        match started {
+            Ok(c) => collector = Some(c),
+            Err(e) => eprintln!(
+                "tern local: {e}; other programs' spans will not be collected \
+                 (Tern's own still go to {})",
+                span_file.display()
+            ),
+        }
     }
     eprintln!("tern local: starting moto (the local AWS) on 127.0.0.1...");
     let moto = MotoServer::start().await.map_err(invalid)?;
@@ -91,6 +119,7 @@ pub async fn local(time_scale: f64) -> Result<(), OpsError> {
          Outbox table: {}\n\
          Operator's console: {}\n\
          Tern API: {} (TERN_API_URL; sign with SigV4 for execute-api and the keys in .tern/local.env, see docs/api.md)\n\
+         Traces: `tern trace <event id>`; OTLP/HTTP collector for your program's spans: {} (docs/tracing.md)\n\
          Customer portal of tenant {} (opens once, for 24 h; docs/portal.md): {}\n\
          Logs: RUST_LOG=info tern local. Press Ctrl-C to stop.",
         moto.url,
@@ -101,6 +130,10 @@ pub async fn local(time_scale: f64) -> Result<(), OpsError> {
         local
             .api
             .map_or_else(|| "not started".to_owned(), tern_local::api::url),
+        collector.as_ref().map_or_else(
+            || "not started".to_owned(),
+            tern_local::collector::Collector::endpoint
+        ),
         tern_local::portal::DEMO_TENANT,
         portal
     );

@@ -140,6 +140,56 @@ fn tern_local_reports_progress_and_its_env_file_is_enough() {
         "{answer}"
     );
 
+    // Local mode's OTLP collector: a span another program exports (OTLP/HTTP protobuf, an
+    // ExportTraceServiceRequest of one span, encoded by hand) lands in .tern/spans.jsonl.
+    let collector = joined
+        .lines()
+        .find(|l| l.contains("OTLP/HTTP collector for your program's spans"))
+        .and_then(|l| {
+            l.split_whitespace()
+                .find(|w| w.starts_with("http://127.0.0.1:"))
+        })
+        .unwrap_or_else(|| panic!("no collector address in: {joined}"))
+        .to_owned();
+    let collector_host = collector.trim_start_matches("http://").to_owned();
+    let span = {
+        let mut b = vec![0x0a, 16];
+        b.extend([0x4b; 16]); // trace id
+        b.extend([0x12, 8]);
+        b.extend([0x5a; 8]); // span id
+        let name = b"collected-by-tern-local";
+        b.extend([0x2a, name.len() as u8]);
+        b.extend(name);
+        b
+    };
+    let wrap = |tag: u8, inner: Vec<u8>| {
+        let mut b = vec![tag, inner.len() as u8];
+        b.extend(inner);
+        b
+    };
+    // Span in ScopeSpans.spans (2), in ResourceSpans.scope_spans (2), in
+    // ExportTraceServiceRequest.resource_spans (1).
+    let export = wrap(0x0a, wrap(0x12, wrap(0x12, span)));
+    let mut stream = std::net::TcpStream::connect(&collector_host).expect("the collector listens");
+    stream
+        .write_all(
+            format!(
+                "POST /v1/traces HTTP/1.1\r\nHost: {collector_host}\r\nContent-Type: application/x-protobuf\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                export.len()
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+    stream.write_all(&export).unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let spans = std::fs::read_to_string(dir.join(".tern/spans.jsonl")).unwrap_or_default();
+    assert!(
+        spans.contains("\"name\":\"collected-by-tern-local\"") && spans.contains(&"4b".repeat(16)),
+        "{spans}"
+    );
+
     // The env file alone: `export K='V'` lines.
     let text = std::fs::read_to_string(dir.join(".tern/local.env")).unwrap();
     let env: Vec<(String, String)> = text

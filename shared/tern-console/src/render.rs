@@ -561,7 +561,10 @@ pub fn event_lookup(lookup: &Lookup, target: &Target) -> Markup {
                 Lookup::Found { id, report, .. } if report.attempts.is_empty() && report.dead_letters.is_empty() => {
                     p class="empty" id="lookup-empty" { "No attempts recorded for " code { (id.as_str()) } "." }
                 }
-                Lookup::Found { report, .. } => {
+                Lookup::Found { id, report, .. } => {
+                    @if let Target::Local { .. } = target {
+                        p { a id="trace-link" href=(format!("/trace?event_id={}", id.as_str())) { "Trace of this event (waterfall)" } }
+                    }
                     table id="history" data-rows=(report.attempts.len()) data-dead-letters=(report.dead_letters.len()) {
                         thead { tr {
                             th { "Started" } th { "Endpoint" } th { "Replay" } th { "Attempt" } th { "Status" }
@@ -810,6 +813,92 @@ fn audit_report(r: &AuditReport, lookup: &dyn Fn(&str, &str) -> Markup) -> Marku
     }
 }
 
+/// What the trace page shows (local mode: spans from the span file `tern trace` reads).
+#[derive(Debug, Clone, PartialEq)]
+pub enum TraceView<'a> {
+    /// No event asked for yet.
+    NotAsked,
+    /// The span file could not be read.
+    NoFile {
+        /// The file.
+        path: String,
+        /// Why, in words.
+        error: String,
+    },
+    /// The file holds no span of the event.
+    NoSpans {
+        /// The event id as typed.
+        event_id: String,
+    },
+    /// The event's trace.
+    Found {
+        /// The event id.
+        event_id: String,
+        /// Its spans on one time axis ([`tern_handlers::span_log::waterfall_rows`]).
+        chart: tern_handlers::span_log::Waterfall<'a>,
+    },
+}
+
+/// Narrowest bar drawn, percent of the axis: 0.4, so a span of a few microseconds in a
+/// trace of seconds still shows.
+pub const MIN_BAR_PERCENT: f64 = 0.4;
+
+/// The trace of one event as a waterfall: every span (the writer's, the fan-out, each
+/// attempt, wait, dead letter, replay or resend, a receiver's) as a bar on one time axis,
+/// indented under its parent, with its start and duration in milliseconds and what it
+/// did. The same rows `tern trace` prints. Every name and attribute is text from the span
+/// file, which other programs write through local mode's collector: maud escapes each.
+pub fn trace(view: &TraceView) -> Markup {
+    let current = match view {
+        TraceView::NoSpans { event_id } | TraceView::Found { event_id, .. } => event_id.as_str(),
+        _ => "",
+    };
+    html! {
+        div class="tern-widget" id="trace-view" {
+            form class="lookup" method="get" action="/trace" {
+                input name="event_id" placeholder="evt_…" value=(current);
+                " "
+                button type="submit" class="btn btn-primary" { "Show trace" }
+            }
+            @match view {
+                TraceView::NotAsked => p class="empty" { "Type an event id (the webhook-id) to see its trace: every attempt, wait, dead letter and replay on one time axis. Local mode keeps the spans in .tern/spans.jsonl (docs/tracing.md)." },
+                TraceView::NoFile { path, error } => p class="outcome error" id="trace-no-file" { "Cannot read the span file " code { (path) } ": " (cut(error, CELL_CHARS)) " (is tracing on? docs/tracing.md)" },
+                TraceView::NoSpans { event_id } => p class="empty" id="trace-empty" { "No spans of " code { (cut(event_id, CELL_CHARS)) } " in the span file." },
+                TraceView::Found { chart, .. } => {
+                    p class="note" { "trace " code { (chart.trace_id) } ", " (chart.rows.len()) " spans over " (format!("{:.1}", chart.total_ms)) " ms" }
+                    table id="waterfall" data-trace-id=(chart.trace_id) data-spans=(chart.rows.len()) data-total-ms=(format!("{:.3}", chart.total_ms)) {
+                        thead { tr {
+                            th { "Start (ms)" } th { "Took (ms)" } th class="axis" { "0 ms" span class="axis-end" { (format!("{:.1} ms", chart.total_ms)) } }
+                            th { "Span" } th { "What" }
+                        } }
+                        tbody {
+                            @for row in &chart.rows {
+                                // At least MIN_BAR_PERCENT wide; a bar that would pass the axis' end ends there.
+                                @let width = ((row.to - row.from) * 100.0).clamp(MIN_BAR_PERCENT, 100.0);
+                                @let left = (row.from * 100.0).min(100.0 - width);
+                                tr class="span" data-name=(row.span.name) data-span-id=(row.span.span_id)
+                                    data-parent-id=(row.span.parent_span_id) data-depth=(row.depth)
+                                    data-error=(row.span.error) data-start-ms=(format!("{:.3}", row.start_ms)) {
+                                    td class="num" { (format!("{:.1}", row.start_ms)) }
+                                    td class="num" { (format!("{:.1}", row.took_ms)) }
+                                    td class="axis" {
+                                        div class="track" {
+                                            div class=(if row.span.error { "bar error" } else { "bar" })
+                                                style=(format!("left:{left:.3}%;width:{width:.3}%")) {}
+                                        }
+                                    }
+                                    td class="span-name" style=(format!("padding-left:{}px", 8 + 16 * row.depth)) { (cut(&row.span.name, CELL_CHARS)) }
+                                    td class="what" { (cut(&row.what.join(" "), CELL_CHARS)) }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// A widget-sized error message.
 pub fn error(e: &ConsoleError) -> Markup {
     html! { div class="tern-widget outcome error" id="widget-error" { (cut(&e.to_string(), CELL_CHARS)) } }
@@ -824,17 +913,30 @@ th{background:#fafafa}pre.sample{max-width:360px;white-space:pre-wrap;word-break
 .outcome{padding:8px;margin-bottom:8px;background:#f2f8f0;border:1px solid #1d8102}\
 .outcome.error{background:#fdf3f1;border-color:#d13212}.help,.note{color:#545b64;font-size:12px}\
 input[name=event_id]{width:380px;padding:3px}input[name=since]{width:200px;padding:3px}.state.disabled{color:#d13212;font-weight:bold}.state.open{color:#d13212;font-weight:bold}\
-.state.paused,.state.degraded{color:#ec7211;font-weight:bold}tr.waiting-endpoint td{border-top:2px solid #d5dbdb}";
+.state.paused,.state.degraded{color:#ec7211;font-weight:bold}tr.waiting-endpoint td{border-top:2px solid #d5dbdb}\
+#waterfall td.num{text-align:right;font-variant-numeric:tabular-nums}#waterfall .axis{width:520px;position:relative}\
+#waterfall .axis-end{position:absolute;right:8px}#waterfall .track{position:relative;height:14px;background:#f2f3f3}\
+#waterfall .bar{position:absolute;top:0;height:14px;background:#0073bb}#waterfall .bar.error{background:#d13212}\
+#waterfall td.what{color:#545b64;font-size:12px}";
 
 /// A local-mode page around one widget's HTML (made by the functions above), with links
 /// to the other widgets.
 pub fn local_page(widget: Widget, widget_html: &str) -> Markup {
+    local_page_titled(widget.title(), widget_html)
+}
+
+/// Title of local mode's trace page ([`trace`]), at `/trace`.
+pub const TRACE_TITLE: &str = "Trace of an event";
+
+/// A local-mode page titled `title` around HTML made by the functions above, with links to
+/// every widget and to the trace page.
+pub fn local_page_titled(title: &str, widget_html: &str) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {
             head {
                 meta charset="utf-8";
-                title { "Tern console: " (widget.title()) }
+                title { "Tern console: " (title) }
                 style { (PreEscaped(STYLE)) }
             }
             body {
@@ -843,8 +945,9 @@ pub fn local_page(widget: Widget, widget_html: &str) -> Markup {
                     @for w in Widget::ALL {
                         a href=(format!("/widgets/{}", w.as_str())) { (w.title()) }
                     }
+                    a href="/trace" { (TRACE_TITLE) }
                 }
-                h2 { (widget.title()) }
+                h2 { (title) }
                 (PreEscaped(widget_html))
             }
         }
@@ -1534,5 +1637,76 @@ mod tests {
             assert!(html.contains(&format!("href=\"/widgets/{}\"", w.as_str())));
         }
         assert!(html.contains("<div id=\"x\"></div>"));
+        assert!(html.contains("href=\"/trace\""), "the trace page is linked");
+    }
+
+    fn span(
+        name: &str,
+        id: &str,
+        parent: &str,
+        start_ms: u128,
+        took_ms: u128,
+    ) -> tern_handlers::span_log::LoggedSpan {
+        tern_handlers::span_log::LoggedSpan {
+            trace_id: "4bf92f3577b34da6a3ce929d0e0e4736".into(),
+            span_id: id.into(),
+            parent_span_id: parent.into(),
+            name: name.into(),
+            start_unix_nano: 1_000_000_000_000 + start_ms * 1_000_000,
+            end_unix_nano: 1_000_000_000_000 + (start_ms + took_ms) * 1_000_000,
+            attributes: [("service.name".to_owned(), XSS.to_owned())]
+                .into_iter()
+                .collect(),
+            links: vec![],
+            error: name == "POST",
+        }
+    }
+
+    #[test]
+    fn trace_draws_rows_on_one_axis_and_escapes_span_text() {
+        let spans = vec![
+            span("fan-out", "00000000000000a1", "0000000000000000", 0, 10),
+            span("POST", "00000000000000a2", "00000000000000a1", 500, 20),
+            span(XSS, "00000000000000a3", "00000000000000a2", 1000, 0),
+        ];
+        let chart = tern_handlers::span_log::waterfall_rows(&spans).expect("rows");
+        let html = trace(&TraceView::Found {
+            event_id: XSS.into(),
+            chart,
+        })
+        .into_string();
+        assert!(!html.contains("<img"), "{html}");
+        assert!(html.contains("&lt;/table&gt;&lt;img src=x onerror=alert(1)&gt;"));
+        assert!(html.contains("data-spans=\"3\""));
+        assert!(
+            html.contains("data-depth=\"2\""),
+            "the receiver's span under the attempt"
+        );
+        // The POST starts half-way along a 1,000 ms axis and is an error; the last span,
+        // of no length, keeps its minimum width inside the axis.
+        assert!(
+            html.contains("class=\"bar error\" style=\"left:50.000%;width:2.000%\""),
+            "{html}"
+        );
+        assert!(
+            html.contains("style=\"left:99.600%;width:0.400%\""),
+            "{html}"
+        );
+        for view in [
+            TraceView::NotAsked,
+            TraceView::NoSpans {
+                event_id: XSS.into(),
+            },
+            TraceView::NoFile {
+                path: XSS.into(),
+                error: XSS.into(),
+            },
+        ] {
+            let html = trace(&view).into_string();
+            assert!(
+                !html.contains("<img") && !html.contains("id=\"waterfall\""),
+                "{html}"
+            );
+        }
     }
 }

@@ -75,7 +75,8 @@ impl LoggedSpan {
         }
     }
 
-    fn attr(&self, key: &str) -> Option<&str> {
+    /// The attribute `key`, as text.
+    pub fn attr(&self, key: &str) -> Option<&str> {
         self.attributes.get(key).map(String::as_str)
     }
 }
@@ -104,6 +105,17 @@ impl SpanLog {
     }
 
     fn append(&self, batch: &[SpanData]) -> std::io::Result<()> {
+        let spans: Vec<LoggedSpan> = batch.iter().map(LoggedSpan::of).collect();
+        self.append_logged(&spans)
+    }
+
+    /// Appends spans already in the file's form (local mode's OTLP collector writes the
+    /// spans other programs export this way). One write per call, to a file opened for
+    /// appending, so lines of concurrent writers do not interleave.
+    ///
+    /// # Errors
+    /// The folder or the file cannot be made or written.
+    pub fn append_logged(&self, batch: &[LoggedSpan]) -> std::io::Result<()> {
         let _guard = self
             .lock
             .lock()
@@ -117,7 +129,7 @@ impl SpanLog {
             .open(&self.path)?;
         let mut out = Vec::new();
         for span in batch {
-            serde_json::to_writer(&mut out, &LoggedSpan::of(span))?;
+            serde_json::to_writer(&mut out, span)?;
             out.push(b'\n');
         }
         file.write_all(&out)
@@ -164,15 +176,59 @@ pub fn trace_of(spans: &[LoggedSpan], event_id: &str) -> Vec<LoggedSpan> {
     found
 }
 
-/// The waterfall of `spans` (one trace, [`trace_of`]): a line per span, indented under its
-/// parent, its start and duration in milliseconds from the first span's start, a bar on
-/// one time axis, and what it did (endpoint, attempt, status, outcome).
-pub fn waterfall(spans: &[LoggedSpan]) -> String {
-    let Some(first) = spans.iter().map(|s| s.start_unix_nano).min() else {
-        return "no spans of this event: is tracing on (tern local collects them in .tern/spans.jsonl)?\n".to_owned();
-    };
+/// One span's row of a waterfall: where it sits on the trace's time axis, how deep under
+/// its parent, and what it did. The terminal ([`waterfall`]) and the console's trace page
+/// draw the same rows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WaterfallRow<'a> {
+    /// The span.
+    pub span: &'a LoggedSpan,
+    /// Parents above it within the trace (0 for a root, or a span whose parent is not in
+    /// the file); at most 32.
+    pub depth: usize,
+    /// Start, milliseconds from the trace's first span.
+    pub start_ms: f64,
+    /// Duration, milliseconds.
+    pub took_ms: f64,
+    /// Start as a fraction of the time axis, 0 to 1.
+    pub from: f64,
+    /// End as a fraction of the time axis, 0 to 1.
+    pub to: f64,
+    /// What it did, as `label value` words: endpoint, attempt, status, error type, outcome,
+    /// fan-out size, wait, dead-letter reason, service (for other programs' spans).
+    pub what: Vec<String>,
+}
+
+/// A waterfall's rows ([`waterfall_rows`]) and its time axis.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Waterfall<'a> {
+    /// The trace id of the first span, 32 hex characters.
+    pub trace_id: &'a str,
+    /// Length of the time axis, milliseconds: the first start to the last end.
+    pub total_ms: f64,
+    /// One row per span, in the order of `spans`.
+    pub rows: Vec<WaterfallRow<'a>>,
+}
+
+/// Attributes a row shows, in order, with the word put before the value.
+const SHOWN: [(&str, &str); 9] = [
+    (keys::ENDPOINT_ID, ""),
+    (keys::ATTEMPT, "attempt "),
+    ("http.response.status_code", ""),
+    ("error.type", "error "),
+    (keys::OUTCOME, ""),
+    (keys::FANOUT_ENDPOINTS, "endpoints "),
+    (keys::WAIT_SECONDS, "wait s "),
+    (keys::DEAD_LETTER_REASON, "reason "),
+    // Spans other programs exported to local mode's collector name their service.
+    ("service.name", "service "),
+];
+
+/// Lays `spans` (one trace, [`trace_of`]) on one time axis; `None` when there are none.
+pub fn waterfall_rows(spans: &[LoggedSpan]) -> Option<Waterfall<'_>> {
+    let first = spans.iter().map(|s| s.start_unix_nano).min()?;
     let last = spans.iter().map(|s| s.end_unix_nano).max().unwrap_or(first);
-    let total = (last - first).max(1);
+    let total = (last.saturating_sub(first)).max(1);
     let by_id: HashMap<&str, &LoggedSpan> = spans.iter().map(|s| (s.span_id.as_str(), s)).collect();
     let depth = |span: &LoggedSpan| {
         let mut d = 0;
@@ -180,59 +236,76 @@ pub fn waterfall(spans: &[LoggedSpan]) -> String {
         while let Some(parent) = by_id.get(at.parent_span_id.as_str()) {
             d += 1;
             at = parent;
-            if d > 32 {
+            if d >= 32 {
                 break;
             }
         }
         d
     };
+    let rows = spans
+        .iter()
+        .map(|span| {
+            let start = span.start_unix_nano.saturating_sub(first);
+            let took = span.end_unix_nano.saturating_sub(span.start_unix_nano);
+            let what = SHOWN
+                .iter()
+                .filter_map(|(key, label)| span.attr(key).map(|v| format!("{label}{v}")))
+                .collect();
+            WaterfallRow {
+                span,
+                depth: depth(span),
+                start_ms: start as f64 / 1e6,
+                took_ms: took as f64 / 1e6,
+                from: (start as f64 / total as f64).min(1.0),
+                to: ((start + took) as f64 / total as f64).min(1.0),
+                what,
+            }
+        })
+        .collect();
+    Some(Waterfall {
+        trace_id: &spans[0].trace_id,
+        total_ms: total as f64 / 1e6,
+        rows,
+    })
+}
+
+/// The waterfall of `spans` (one trace, [`trace_of`]) as text: a line per span, indented
+/// under its parent, its start and duration in milliseconds from the first span's start, a
+/// bar on one time axis, and what it did (endpoint, attempt, status, outcome).
+pub fn waterfall(spans: &[LoggedSpan]) -> String {
+    let Some(chart) = waterfall_rows(spans) else {
+        return "no spans of this event: is tracing on (tern local collects them in .tern/spans.jsonl)?\n".to_owned();
+    };
     let mut out = format!(
         "trace {}\n{:>9} {:>9}  {:<width$}  span\n",
-        spans[0].trace_id,
+        chart.trace_id,
         "start ms",
         "took ms",
         "",
         width = BAR_WIDTH
     );
-    for span in spans {
-        let start = span.start_unix_nano - first;
-        let took = span.end_unix_nano.saturating_sub(span.start_unix_nano);
+    for row in &chart.rows {
         // The last span starts at the axis' end: its mark is the last column.
-        let from = usize::try_from(start * BAR_WIDTH as u128 / total)
-            .unwrap_or(BAR_WIDTH)
-            .min(BAR_WIDTH - 1);
-        let to = usize::try_from((start + took) * BAR_WIDTH as u128 / total).unwrap_or(BAR_WIDTH);
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        let from = ((row.from * BAR_WIDTH as f64) as usize).min(BAR_WIDTH - 1);
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        let to = (row.to * BAR_WIDTH as f64) as usize;
         let bar: String = (0..BAR_WIDTH)
             .map(|i| {
                 if i >= from && (i < to.max(from + 1)) {
-                    if span.error { '!' } else { '#' }
+                    if row.span.error { '!' } else { '#' }
                 } else {
                     '.'
                 }
             })
             .collect();
-        let mut what = Vec::new();
-        for (key, label) in [
-            (keys::ENDPOINT_ID, ""),
-            (keys::ATTEMPT, "attempt "),
-            ("http.response.status_code", ""),
-            ("error.type", "error "),
-            (keys::OUTCOME, ""),
-            (keys::FANOUT_ENDPOINTS, "endpoints "),
-            (keys::WAIT_SECONDS, "wait s "),
-            (keys::DEAD_LETTER_REASON, "reason "),
-        ] {
-            if let Some(v) = span.attr(key) {
-                what.push(format!("{label}{v}"));
-            }
-        }
         out.push_str(&format!(
             "{:>9.1} {:>9.1}  {bar}  {}{} {}\n",
-            start as f64 / 1e6,
-            took as f64 / 1e6,
-            "  ".repeat(depth(span)),
-            span.name,
-            what.join(" ")
+            row.start_ms,
+            row.took_ms,
+            "  ".repeat(row.depth),
+            row.span.name,
+            row.what.join(" ")
         ));
     }
     out

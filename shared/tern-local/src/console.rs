@@ -183,14 +183,72 @@ async fn action(
     }
 }
 
+#[derive(Deserialize)]
+struct TraceQuery {
+    #[serde(default)]
+    event_id: Option<String>,
+}
+
+/// Longest event id the trace page looks up, characters: 128 (`tern_core::ids::MAX_ID_LEN`).
+const MAX_EVENT_ID_CHARS: usize = 128;
+
+/// `/trace?event_id=`: the event's trace as a waterfall, from the span file `tern trace`
+/// reads, laid out by the same code ([`tern_handlers::span_log`]).
+async fn trace_page(
+    State(span_file): State<Arc<std::path::PathBuf>>,
+    Query(q): Query<TraceQuery>,
+) -> Response {
+    use tern_console::render::{TRACE_TITLE, TraceView, local_page_titled, trace};
+    use tern_handlers::span_log;
+    let event_id: Option<String> = q
+        .event_id
+        .map(|e| e.trim().chars().take(MAX_EVENT_ID_CHARS).collect())
+        .filter(|e: &String| !e.is_empty());
+    let Some(event_id) = event_id else {
+        return Html(
+            local_page_titled(TRACE_TITLE, &trace(&TraceView::NotAsked).into_string())
+                .into_string(),
+        )
+        .into_response();
+    };
+    let path = span_file.as_ref().clone();
+    let read = tokio::task::spawn_blocking(move || span_log::read(&path))
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|r| r.map_err(|e| e.to_string()));
+    let spans = match &read {
+        Ok(spans) => span_log::trace_of(spans, &event_id),
+        Err(_) => Vec::new(),
+    };
+    let view = match (&read, span_log::waterfall_rows(&spans)) {
+        (Err(error), _) => TraceView::NoFile {
+            path: span_file.display().to_string(),
+            error: error.clone(),
+        },
+        (Ok(_), Some(chart)) => TraceView::Found {
+            event_id: event_id.clone(),
+            chart,
+        },
+        (Ok(_), None) => TraceView::NoSpans {
+            event_id: event_id.clone(),
+        },
+    };
+    Html(local_page_titled(TRACE_TITLE, &trace(&view).into_string()).into_string()).into_response()
+}
+
 /// The console's routes: `/` (to the dead letters), `/widgets/{dead_letters|endpoints|
-/// event_lookup}` (`?tenant_id=&event_id=` for the lookup) and `POST /action`.
-pub fn router(deps: ConsoleDeps) -> Router {
+/// event_lookup}` (`?tenant_id=&event_id=` for the lookup), `/trace?event_id=` (the
+/// event's waterfall from `span_file`) and `POST /action`.
+pub fn router(deps: ConsoleDeps, span_file: std::path::PathBuf) -> Router {
+    let traces = Router::new()
+        .route("/trace", get(trace_page))
+        .with_state(Arc::new(span_file));
     Router::new()
         .route("/", get(|| async { Redirect::to("/widgets/dead_letters") }))
         .route("/widgets/{name}", get(widget_page))
         .route(ACTION_PATH, post(action))
         .with_state(deps)
+        .merge(traces)
 }
 
 /// Binds 127.0.0.1:`port` (any free port when it is taken, or when `port` is 0). Call
@@ -208,8 +266,12 @@ pub fn bind(port: u16) -> std::io::Result<tokio::net::TcpListener> {
 /// Serves the console on `listener` until the task is aborted, to requests with a
 /// loopback `Host` only ([`crate::loopback`]: a DNS-rebinding page can neither read the
 /// pages, which show every tenant's dead letters, nor post actions).
-pub fn spawn(listener: tokio::net::TcpListener, deps: ConsoleDeps) -> JoinHandle<()> {
-    let router = router(deps).layer(axum::middleware::from_fn(
+pub fn spawn(
+    listener: tokio::net::TcpListener,
+    deps: ConsoleDeps,
+    span_file: std::path::PathBuf,
+) -> JoinHandle<()> {
+    let router = router(deps, span_file).layer(axum::middleware::from_fn(
         crate::loopback::only_loopback_host,
     ));
     tokio::spawn(async move {

@@ -5,6 +5,7 @@
 #![warn(missing_docs)]
 
 pub mod api;
+pub mod collector;
 pub mod console;
 pub mod demo;
 pub mod local;

@@ -59,6 +59,10 @@ pub struct LocalOptions {
     /// free one when taken), `None` for no API (`tern local` asks for
     /// [`crate::api::DEFAULT_API_PORT`]; tests start it with [`LocalTern::start_api`]).
     pub api_port: Option<u16>,
+    /// Local mode's span file, which the console's trace page reads (`tern local` and
+    /// `tern trace` use [`tern_handlers::span_log::DEFAULT_PATH`], relative to the working
+    /// directory).
+    pub span_file: std::path::PathBuf,
 }
 
 impl Default for LocalOptions {
@@ -79,6 +83,7 @@ impl Default for LocalOptions {
             health: None,
             relay_max_retries: None,
             api_port: None,
+            span_file: tern_handlers::span_log::DEFAULT_PATH.into(),
         }
     }
 }
@@ -106,6 +111,8 @@ pub struct LocalTern {
     pub api: Option<std::net::SocketAddr>,
     /// The resolver behind the SSRF guard (`LocalOptions::lookup`), for the API's checks.
     pub(crate) lookup: Option<Arc<dyn HostLookup>>,
+    /// The span file the console's trace page reads (`LocalOptions::span_file`).
+    pub span_file: std::path::PathBuf,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -252,6 +259,7 @@ impl LocalTern {
             console: None,
             api: None,
             lookup: options.lookup.clone(),
+            span_file: options.span_file.clone(),
             tasks: Vec::new(),
         })
     }
@@ -350,7 +358,11 @@ impl LocalTern {
         let deps = crate::console::console_deps(self, &namespace);
         match crate::console::bind(port).and_then(|l| Ok((l.local_addr()?, l))) {
             Ok((addr, listener)) => {
-                self.tasks.push(crate::console::spawn(listener, deps));
+                self.tasks.push(crate::console::spawn(
+                    listener,
+                    deps,
+                    self.span_file.clone(),
+                ));
                 self.console = Some(addr);
                 Some(addr)
             }
