@@ -1,4 +1,4 @@
-"""moto server for Tern's local mode and tests, with ten fixes applied.
+"""moto server for Tern's local mode and tests, with eleven fixes applied.
 
 1. `sfn-copy`: moto 5.2.x deep-copies a state machine on every StartExecution, including
    its list of running executions, whose worker threads hold locks that cannot be copied:
@@ -74,6 +74,16 @@
    query reads only its partition, and both answers are written as DynamoDB JSON directly
    (moto's own `dynamo_json_dump`): the same items, in a fraction of the time.
 
+11. `dynamodb-transaction-undo`: before a TransactWriteItems, moto deep-copies every table
+   the transaction names, whole, to put it back if the transaction is cancelled: the cost
+   grows with the table, not with the transaction. Every endpoint write is a transaction
+   (the tenant's subscriptions version goes with it), so creating the scale meter's 5,000
+   endpoints grew quadratically, and a create late in the setup took over the meter's 6 s
+   per-call deadline. Here only the items the transaction names are copied (and the length
+   of each table's stream), and a cancelled transaction puts back exactly those items and
+   drops the stream records it wrote: what DynamoDB guarantees (all or nothing), at the
+   cost of the transaction's own items.
+
 `TERN_MOTO_STOCK=<name>[,<name>...]` leaves the named fixes out (to compare with stock
 moto in tests). Everything else is stock `moto_server`; arguments are passed through.
 """
@@ -112,6 +122,7 @@ FIXES = (
     "dynamodb-return-old",
     "dynamodb-meter",
     "dynamodb-fast-listing",
+    "dynamodb-transaction-undo",
 )
 _unknown = _STOCK - set(FIXES)
 if _unknown:
@@ -141,6 +152,88 @@ def _deepcopy_without_executions(self, memo):
 
 if "sfn-copy" not in _STOCK:
     sfn_models.StateMachineInstance.__deepcopy__ = _deepcopy_without_executions
+
+# 11. dynamodb-transaction-undo (innermost: the lock of 2 and the repair of 3 wrap it)
+
+_undo = threading.local()
+_table_deepcopy = getattr(Table, "__deepcopy__", None)
+
+
+def _table_copy_unless_in_transaction(self, memo):
+    # moto's transact_write_items backs up each table it names with copy.deepcopy; inside
+    # _undoing_transaction that backup is the live table itself (putting it back is a no-op)
+    # and the wrapper undoes the transaction's own items instead.
+    if getattr(_undo, "active", False):
+        return self
+    if _table_deepcopy is not None:
+        return _table_deepcopy(self, memo)
+    cls = self.__class__
+    clone = cls.__new__(cls)
+    memo[id(self)] = clone
+    for key, value in self.__dict__.items():
+        setattr(clone, key, copy.deepcopy(value, memo))
+    return clone
+
+
+def _transaction_keys(backend, transact_items):
+    """(table, hash key, range key) of each item the transaction names, in order, once each."""
+    seen = {}
+    for entry in transact_items:
+        try:
+            _, op = next(iter(entry.items()))
+            table = backend.get_table(op["TableName"])
+            key = op.get("Key")
+            if key is None:
+                attrs = op["Item"]
+                key = {table.hash_key_attr: attrs[table.hash_key_attr]}
+                if table.range_key_attr is not None:
+                    key[table.range_key_attr] = attrs[table.range_key_attr]
+            hash_key, range_key = backend.get_keys_value(table, key)
+        except Exception:
+            # moto refuses this entry itself (unknown table, missing key): nothing of it is written.
+            continue
+        seen.setdefault((id(table), hash_key, range_key), (table, hash_key, range_key))
+    return list(seen.values())
+
+
+def _undoing_transaction(method):
+    @functools.wraps(method)
+    def wrapper(self, transact_items, *args, **kwargs):
+        keys = _transaction_keys(self, transact_items)
+        saved = [(table, h, r, copy.deepcopy(table.get_item(h, r))) for table, h, r in keys]
+        streams = {}
+        for table, _, _ in keys:
+            if table.stream_shard is not None:
+                streams[id(table)] = (table.stream_shard, len(table.stream_shard.items))
+        _undo.active = True
+        try:
+            return method(self, transact_items, *args, **kwargs)
+        except Exception:
+            for table, h, r, item in saved:
+                if r is not None:
+                    partition = table.items[h]
+                    if item is None:
+                        partition.pop(r, None)
+                    else:
+                        partition[r] = item
+                    if not partition:
+                        table.items.pop(h, None)
+                elif item is None:
+                    table.items.pop(h, None)
+                else:
+                    table.items[h] = item
+            for shard, length in streams.values():
+                del shard.items[length:]
+            raise
+        finally:
+            _undo.active = False
+
+    return wrapper
+
+
+if "dynamodb-transaction-undo" not in _STOCK:
+    Table.__deepcopy__ = _table_copy_unless_in_transaction
+    DynamoDBBackend.transact_write_items = _undoing_transaction(DynamoDBBackend.transact_write_items)
 
 # 3. stream-rollback (wrapped before the lock of 2, so the repair runs under it too)
 

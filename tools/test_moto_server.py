@@ -553,6 +553,80 @@ class FastListingTest(unittest.TestCase):
         self.assertEqual(scanned["Items"], [self.ITEM, {**self.ITEM, "sk": {"S": "2"}}])
 
 
+class TransactionUndoTest(unittest.TestCase):
+    """Fix 11 `dynamodb-transaction-undo`: a transaction copies only the items it names, and
+    a cancelled one puts back exactly those (and writes nothing to the stream). Counted, not
+    timed: stock moto backs up each named table by a deep copy and, when the transaction is
+    cancelled, puts the copy in the table's place (`TERN_MOTO_STOCK=dynamodb-transaction-undo`
+    fails the identity check below)."""
+
+    def test_a_cancelled_transaction_undoes_its_own_items_in_the_same_table(self):
+        sys.path.insert(0, str(LAUNCHER.parent))
+        import moto_server  # noqa: F401 - applies the fixes to moto in this process
+        from moto import mock_aws
+        from moto.core import DEFAULT_ACCOUNT_ID
+        from moto.dynamodb.models import dynamodb_backends
+
+        with mock_aws():
+            c = boto3.client("dynamodb", region_name="us-east-1")
+            c.create_table(
+                TableName="t",
+                BillingMode="PAY_PER_REQUEST",
+                AttributeDefinitions=[
+                    {"AttributeName": "pk", "AttributeType": "S"},
+                    {"AttributeName": "sk", "AttributeType": "S"},
+                ],
+                KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+                StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
+            )
+            for n in range(30):
+                c.put_item(TableName="t", Item={"pk": {"S": f"p{n % 3}"}, "sk": {"S": str(n)}, "v": {"N": "1"}})
+            backend = dynamodb_backends[DEFAULT_ACCOUNT_ID]["us-east-1"]
+            table = backend.tables["t"]
+            records_before = len(table.stream_shard.items)
+
+            cancelled = [
+                {"Put": {"TableName": "t", "Item": {"pk": {"S": "new"}, "sk": {"S": "1"}}}},
+                {
+                    "Update": {
+                        "TableName": "t",
+                        "Key": {"pk": {"S": "p0"}, "sk": {"S": "0"}},
+                        "UpdateExpression": "SET v = :two",
+                        "ExpressionAttributeValues": {":two": {"N": "2"}},
+                    }
+                },
+                {"Delete": {"TableName": "t", "Key": {"pk": {"S": "p1"}, "sk": {"S": "1"}}}},
+                {
+                    "ConditionCheck": {
+                        "TableName": "t",
+                        "Key": {"pk": {"S": "p2"}, "sk": {"S": "2"}},
+                        "ConditionExpression": "attribute_not_exists(pk)",
+                    }
+                },
+            ]
+            with self.assertRaises(c.exceptions.TransactionCanceledException):
+                c.transact_write_items(TransactItems=cancelled)
+            self.assertIs(backend.tables["t"], table, "the table was replaced by a copy")
+            self.assertNotIn("Item", c.get_item(TableName="t", Key={"pk": {"S": "new"}, "sk": {"S": "1"}}))
+            kept = c.get_item(TableName="t", Key={"pk": {"S": "p0"}, "sk": {"S": "0"}})["Item"]
+            self.assertEqual(kept["v"], {"N": "1"})
+            self.assertIn("Item", c.get_item(TableName="t", Key={"pk": {"S": "p1"}, "sk": {"S": "1"}}))
+            self.assertEqual(len(table.stream_shard.items), records_before, "a cancelled transaction wrote stream records")
+            self.assertEqual(c.scan(TableName="t")["Count"], 30)
+
+            # A duplicate key is refused before anything is kept.
+            with self.assertRaises(Exception):
+                c.transact_write_items(TransactItems=[cancelled[1], cancelled[1]])
+            self.assertEqual(c.get_item(TableName="t", Key={"pk": {"S": "p0"}, "sk": {"S": "0"}})["Item"]["v"], {"N": "1"})
+
+            # The same writes without the failing check apply, each once, with their records.
+            c.transact_write_items(TransactItems=cancelled[:3])
+            self.assertIn("Item", c.get_item(TableName="t", Key={"pk": {"S": "new"}, "sk": {"S": "1"}}))
+            self.assertEqual(c.get_item(TableName="t", Key={"pk": {"S": "p0"}, "sk": {"S": "0"}})["Item"]["v"], {"N": "2"})
+            self.assertNotIn("Item", c.get_item(TableName="t", Key={"pk": {"S": "p1"}, "sk": {"S": "1"}}))
+            self.assertEqual(len(table.stream_shard.items), records_before + 3)
+
+
 def bench():
     """Median latency of ReceiveMessage (10 messages, then released) and SendMessageBatch
     (10 messages) by queue depth, in milliseconds."""

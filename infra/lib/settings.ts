@@ -242,6 +242,20 @@ export interface TernSettings {
      */
     readonly markersLost: number;
     /**
+     * Messages the sender put back after failures of its own (EMF `PutBack`, sum over 5
+     * min) above which, in each of `putBackPeriods` periods in a row, the PutBack alarm
+     * fires. A whole number, 0 or more.
+     */
+    readonly putBack: number;
+    /** 5-minute periods in a row the PutBack alarm needs above `putBack`: 1 to 12. */
+    readonly putBackPeriods: number;
+    /**
+     * Messages of our failures left for the visibility timeout (EMF `PutBackFailed`, sum
+     * over 5 min) above which the PutBackFailed alarm fires; 0 fires on any. A whole
+     * number, 0 or more.
+     */
+    readonly putBackFailed: number;
+    /**
      * 5xx answers of the Tern API (API Gateway's `5xx` metric, sum over 5 min) above which the
      * Api5xx alarm fires; 0 fires on any. A whole number, 0 or more.
      */
@@ -352,6 +366,14 @@ export function loadSettings(file: string = path.join(INFRA_DIR, 'settings.json'
   }
   if (!Number.isInteger(s.alarms?.markersLost) || s.alarms.markersLost < 0) {
     throw new Error(`settings.json: alarms.markersLost must be a whole number, 0 or more, got ${JSON.stringify(s.alarms?.markersLost)}`);
+  }
+  for (const key of ['putBack', 'putBackFailed'] as const) {
+    if (!Number.isInteger(s.alarms?.[key]) || s.alarms[key] < 0) {
+      throw new Error(`settings.json: alarms.${key} must be a whole number, 0 or more, got ${JSON.stringify(s.alarms?.[key])}`);
+    }
+  }
+  if (!Number.isInteger(s.alarms?.putBackPeriods) || s.alarms.putBackPeriods < 1 || s.alarms.putBackPeriods > 12) {
+    throw new Error(`settings.json: alarms.putBackPeriods must be a whole number in 1..12, got ${JSON.stringify(s.alarms?.putBackPeriods)}`);
   }
   if (!Number.isInteger(s.alarms?.api5xx) || s.alarms.api5xx < 0) {
     throw new Error(`settings.json: alarms.api5xx must be a whole number, 0 or more, got ${JSON.stringify(s.alarms?.api5xx)}`);

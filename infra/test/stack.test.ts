@@ -760,8 +760,8 @@ describe('alarms', () => {
   const topic = () => ref(stack.alarms.topic);
   const a = settings.alarms;
 
-  test('fifteen alarms, each notifying the topic on alarm and on OK, missing data not breaching', () => {
-    template.resourceCountIs('AWS::CloudWatch::Alarm', 15);
+  test('seventeen alarms, each notifying the topic on alarm and on OK, missing data not breaching', () => {
+    template.resourceCountIs('AWS::CloudWatch::Alarm', 17);
     for (const alarm of stack.alarms.alarms) {
       const p = resource(alarm).Properties;
       expect(p.AlarmActions).toEqual([topic()]);
@@ -872,6 +872,39 @@ describe('alarms', () => {
       Threshold: a.markersLost,
       ComparisonOperator: 'GreaterThanThreshold',
       TreatMissingData: 'notBreaching',
+    });
+  });
+
+  test('put-backs: more than settings.json alarms.putBack PutBack in each of alarms.putBackPeriods 5-minute periods, namespace Tern, Service=tern', () => {
+    expect([a.putBack, a.putBackPeriods]).toEqual([300, 3]);
+    expect(alarmProps('PutBack')).toMatchObject({
+      Namespace: 'Tern',
+      MetricName: 'PutBack',
+      Dimensions: [{ Name: 'Service', Value: 'tern' }],
+      Statistic: 'Sum',
+      Period: 300,
+      Threshold: a.putBack,
+      EvaluationPeriods: a.putBackPeriods,
+      DatapointsToAlarm: a.putBackPeriods,
+      ComparisonOperator: 'GreaterThanThreshold',
+      TreatMissingData: 'notBreaching',
+      AlarmActions: [topic()],
+    });
+  });
+
+  test('put-backs that failed: more than settings.json alarms.putBackFailed (0: any) PutBackFailed in 5 min, namespace Tern, Service=tern', () => {
+    expect(a.putBackFailed).toBe(0);
+    expect(alarmProps('PutBackFailed')).toMatchObject({
+      Namespace: 'Tern',
+      MetricName: 'PutBackFailed',
+      Dimensions: [{ Name: 'Service', Value: 'tern' }],
+      Statistic: 'Sum',
+      Period: 300,
+      Threshold: a.putBackFailed,
+      EvaluationPeriods: 1,
+      ComparisonOperator: 'GreaterThanThreshold',
+      TreatMissingData: 'notBreaching',
+      AlarmActions: [topic()],
     });
   });
 

@@ -404,6 +404,14 @@ impl tern_core::ports::MessageQueue for RecordingQueue {
         });
         self.inner.send(entry).await
     }
+
+    /// Forwarded unrecorded: a changed visibility hands nothing over.
+    async fn change_visibility(
+        &self,
+        entries: &[tern_core::ports::VisibilityChange],
+    ) -> Result<Vec<Result<(), tern_core::ports::PortError>>, tern_core::ports::PortError> {
+        self.inner.change_visibility(entries).await
+    }
 }
 
 /// A [`tern_core::ports::DelayScheduler`] that records each wait, then forwards.

@@ -221,7 +221,7 @@ async fn send(deps: &SenderDeps, m: &DeliveryMessage) -> MessageOutcome {
 }
 
 /// The raw items of `tenant`'s event in the attempts table: its partitions in both ledger
-/// layouts (the event id, and its 32 sharded ones).
+/// layouts (the event id, and its 64 sharded ones).
 async fn raw_items(
     local: &LocalTern,
     tenant: &TenantId,

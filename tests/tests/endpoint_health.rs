@@ -448,6 +448,12 @@ async fn a_successful_probe_closes_the_circuit_and_every_waiting_delivery_arrive
         .unwrap()
         .unwrap();
     assert!(h.opened_at.is_none(), "the circuit is still open: {h:?}");
+    // The close is kept: `tern audit` counts deliveries held back until then as waiting
+    // for one grace after it (issue 29 item 3).
+    assert!(
+        h.closed_at.is_some_and(|c| c <= chrono::Utc::now()),
+        "the close is not kept: {h:?}"
+    );
     assert!(dead_letters(&local).await.is_empty());
 }
 

@@ -198,7 +198,7 @@ fn deps_with(
 }
 
 /// The ledger layout each message carries (issue 29): a fan-out of 50 endpoints or more
-/// is spread over 32 partitions, recorded before any message goes (the ledger's readers
+/// is spread over 64 partitions, recorded before any message goes (the ledger's readers
 /// learn it there); one an older build began and cut short (its record says nothing of a
 /// spread) is finished unsharded, so a message sent again claims beside the first one; a
 /// small one keeps one partition and writes no record.

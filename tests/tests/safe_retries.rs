@@ -598,6 +598,12 @@ impl tern_core::ports::MessageQueue for Tee {
         self.sent.lock().unwrap().push(entry.clone());
         self.inner.send(entry).await
     }
+    async fn change_visibility(
+        &self,
+        entries: &[tern_core::ports::VisibilityChange],
+    ) -> Result<Vec<Result<(), tern_core::ports::PortError>>, tern_core::ports::PortError> {
+        self.inner.change_visibility(entries).await
+    }
 }
 
 /// The deployment's sender with its delivery queue teed.
@@ -797,4 +803,238 @@ async fn a_throttling_storm_longer_than_the_redrive_does_not_dead_letter_a_deliv
     let posts = receiver.requests("/s");
     assert_eq!(posts.len(), 1, "delivered once");
     assert_eq!(posts[0].header("webhook-id"), Some(event.as_str()));
+}
+
+// Issue 29, item 3: a put-back SQS does not take falls back to ChangeMessageVisibility.
+
+/// Sends `messages` to the deployment's delivery queue (one `SendMessage` each, so a rule
+/// on `SendMessageBatch` only meets the sender's put-back) and receives them as the
+/// sender's event source would: the queue's 360 s visibility timeout, every attribute.
+async fn received_from_the_queue(
+    local: &LocalTern,
+    messages: &[DeliveryMessage],
+) -> (
+    aws_lambda_events::sqs::SqsEvent,
+    Vec<aws_sdk_sqs::types::Message>,
+) {
+    for m in messages {
+        let entry = tern_core::ports::QueueEntry {
+            id: "e".into(),
+            body: m.to_body(),
+            delay_seconds: 0,
+            attributes: vec![],
+            group_id: Some(m.event.tenant_id.as_str().to_owned()),
+        };
+        local
+            .sender
+            .delivery_queue
+            .send(&entry)
+            .await
+            .expect("SendMessage");
+    }
+    let sqs = local.sqs();
+    let mut got = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while got.len() < messages.len() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "only {} of {} messages received within 30 s",
+            got.len(),
+            messages.len()
+        );
+        let out = sqs
+            .receive_message()
+            .queue_url(&local.resources.delivery_queue_url)
+            .max_number_of_messages(10)
+            .visibility_timeout(360)
+            .wait_time_seconds(1)
+            .message_system_attribute_names(aws_sdk_sqs::types::MessageSystemAttributeName::All)
+            .send()
+            .await
+            .expect("ReceiveMessage");
+        got.extend(out.messages.unwrap_or_default());
+    }
+    let event =
+        tern_local::pollers::lambda_sqs_event(&got, "arn:aws:sqs:us-east-1:123456789012:delivery")
+            .expect("a Lambda SQS event");
+    (event, got)
+}
+
+/// Receives from the delivery queue until `ids` have all come back or `within` is over;
+/// returns when each came back, from `since`, and its receive count.
+async fn came_back(
+    local: &LocalTern,
+    ids: &[String],
+    since: std::time::Instant,
+    within: Duration,
+) -> HashMap<String, (Duration, u32)> {
+    let sqs = local.sqs();
+    let mut back = HashMap::new();
+    let end = since + within;
+    while back.len() < ids.len() && std::time::Instant::now() < end {
+        let out = sqs
+            .receive_message()
+            .queue_url(&local.resources.delivery_queue_url)
+            .max_number_of_messages(10)
+            .visibility_timeout(360)
+            .wait_time_seconds(1)
+            .message_system_attribute_names(aws_sdk_sqs::types::MessageSystemAttributeName::All)
+            .send()
+            .await
+            .expect("ReceiveMessage");
+        for m in out.messages.unwrap_or_default() {
+            let id = m.message_id().unwrap_or_default().to_owned();
+            let count = m
+                .attributes()
+                .and_then(|a| {
+                    a.get(&aws_sdk_sqs::types::MessageSystemAttributeName::ApproximateReceiveCount)
+                })
+                .and_then(|c| c.parse().ok())
+                .unwrap_or(0);
+            back.entry(id).or_insert((since.elapsed(), count));
+        }
+    }
+    back
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_put_back_sqs_refuses_comes_back_after_its_delay_not_the_visibility_timeout() {
+    let proxy = moto_proxy().await;
+    let local = deployment_through_without_pollers(&proxy, "putback-refused", real_time()).await;
+    let receiver = Receiver::start().await.unwrap();
+    let tenant = "tnt_pb_refused";
+    let ep = add_endpoint(&local, tenant, &receiver.url("/r"), &["*"], None).await;
+    let messages = [message(tenant, &ep, 1), message(tenant, &ep, 2)];
+    let (event, received) = received_from_the_queue(&local, &messages).await;
+    let ids: Vec<String> = received
+        .iter()
+        .map(|m| m.message_id().unwrap_or_default().to_owned())
+        .collect();
+    // Both claims fail whole (every try throttled), and so does the put-back's whole
+    // SendMessageBatch call.
+    let tries = usize::try_from(tern_aws::budget::MAX_ATTEMPTS).unwrap();
+    let claims = throttle(&proxy, CLAIM_WRITE, Some(tries * 2));
+    let put_back =
+        proxy.add(Rule::on(Service::Sqs, "SendMessageBatch", Fault::Throttle).first(tries));
+
+    let metrics = metrics();
+    let handled = std::time::Instant::now();
+    let (response, results) = tern_handlers::sender::handle(&local.sender, event, &metrics).await;
+    let answered = handled.elapsed();
+    assert_eq!(
+        (proxy.fired(claims), proxy.fired(put_back)),
+        (tries * 2, tries)
+    );
+    // Batch failures (Lambda leaves them on the queue), each hidden for its put-back's
+    // short delay: the first put-back's, 1 s.
+    let mut failed: Vec<String> = response
+        .batch_item_failures
+        .iter()
+        .map(|f| f.item_identifier.clone())
+        .collect();
+    failed.sort();
+    let mut expected = ids.clone();
+    expected.sort();
+    assert_eq!(failed, expected, "{results:?}");
+    for (_, r) in &results {
+        assert!(
+            matches!(r, Err(e) if e.contains("visible again in 1 s")),
+            "{results:?}"
+        );
+    }
+    let counts = metrics.snapshot();
+    assert_eq!(
+        (
+            counts.put_back,
+            counts.put_back_by_visibility,
+            counts.put_back_failed
+        ),
+        (0, 2, 0),
+        "{counts:?}"
+    );
+
+    // They come back in seconds (before: after the queue's 360 s visibility timeout).
+    let back = came_back(&local, &ids, handled, Duration::from_secs(30)).await;
+    eprintln!(
+        "put-back refused: the batch answered after {answered:?} (throttled claims and put-back, \
+         the SDK's tries and backoff); the originals came back {back:?} (after the batch \
+         started, receive count)"
+    );
+    assert_eq!(back.len(), 2, "both back within 30 s: {back:?}");
+    for (after, count) in back.values() {
+        assert_eq!(*count, 2, "the same message, received again");
+        assert!(
+            *after >= Duration::from_secs(1),
+            "not before its delay: {after:?}"
+        );
+    }
+    assert!(
+        receiver.requests("/r").is_empty(),
+        "never a POST without its claim"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_put_back_whose_visibility_change_fails_too_is_left_to_the_visibility_timeout_and_counted()
+ {
+    let proxy = moto_proxy().await;
+    let local = deployment_through_without_pollers(&proxy, "putback-left", real_time()).await;
+    let receiver = Receiver::start().await.unwrap();
+    let tenant = "tnt_pb_left";
+    let ep = add_endpoint(&local, tenant, &receiver.url("/l"), &["*"], None).await;
+    let m = message(tenant, &ep, 1);
+    let (event, received) = received_from_the_queue(&local, std::slice::from_ref(&m)).await;
+    let tries = usize::try_from(tern_aws::budget::MAX_ATTEMPTS).unwrap();
+    let claims = throttle(&proxy, CLAIM_WRITE, Some(tries));
+    let put_back =
+        proxy.add(Rule::on(Service::Sqs, "SendMessageBatch", Fault::Throttle).first(tries));
+    let hide = proxy
+        .add(Rule::on(Service::Sqs, "ChangeMessageVisibility", Fault::ServerError).first(tries));
+
+    let metrics = metrics();
+    let (response, results) = tern_handlers::sender::handle(&local.sender, event, &metrics).await;
+    assert_eq!(
+        (
+            proxy.fired(claims),
+            proxy.fired(put_back),
+            proxy.fired(hide)
+        ),
+        (tries, tries, tries)
+    );
+    assert_eq!(response.batch_item_failures.len(), 1, "{results:?}");
+    assert_eq!(
+        response.batch_item_failures[0].item_identifier,
+        received[0].message_id().unwrap_or_default()
+    );
+    let counts = metrics.snapshot();
+    assert_eq!(
+        (
+            counts.put_back,
+            counts.put_back_by_visibility,
+            counts.put_back_failed,
+            counts.batch_failures
+        ),
+        (0, 0, 1, 1),
+        "{counts:?}"
+    );
+    // Still in flight: it waits out the visibility timeout.
+    let attrs = local
+        .sqs()
+        .get_queue_attributes()
+        .queue_url(&local.resources.delivery_queue_url)
+        .attribute_names(
+            aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessagesNotVisible,
+        )
+        .send()
+        .await
+        .expect("GetQueueAttributes");
+    assert_eq!(
+        attrs
+            .attributes()
+            .and_then(|a| a.get(
+                &aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessagesNotVisible
+            ))
+            .map(String::as_str),
+        Some("1")
+    );
 }

@@ -263,6 +263,14 @@ impl MessageQueue for PanickingQueue {
         }
         sent
     }
+
+    /// Forwarded: the sender hides a message whose put-back SQS did not take.
+    async fn change_visibility(
+        &self,
+        entries: &[tern_core::ports::VisibilityChange],
+    ) -> Result<Vec<Result<(), PortError>>, PortError> {
+        self.inner.change_visibility(entries).await
+    }
 }
 
 /// The relay's delivery queue, sending some messages twice (SQS is at-least-once; a

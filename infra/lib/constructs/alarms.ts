@@ -103,6 +103,27 @@ export class Alarms extends Construct {
       a.markersLost,
       'The sender could not mark deliveries delivered or finished (attempts table throttled or failing): a later copy of each may be POSTed again (receivers dedupe on webhook-id). Check the attempts table\'s throttling and capacity.');
 
+    // Emitted by the sender (EMF, shared/tern-handlers/src/sender.rs) for each message it
+    // put back after a failure of ours (a throttled or failed AWS call): delayed 1-60 s,
+    // never lost. A few are a transient throttle; a sustained rate (settings.json
+    // alarms.putBack in each of putBackPeriods 5-minute periods in a row) is our own AWS
+    // calls failing persistently (docs/operating.md explains the threshold).
+    this.add('PutBack',
+      new TernMetrics(props.settings.metrics.namespace).metric('PutBack'),
+      a.putBack,
+      `The sender put back more than ${a.putBack} messages after failures of its own (throttled or failed AWS calls) in each of ${a.putBackPeriods} 5-minute periods in a row: deliveries are delayed 1-60 s each time. Find the throttled table or failing service in the sender's log ("our failure; put back").`,
+      cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+      a.putBackPeriods);
+
+    // Emitted by the sender for each message of our failures that could be neither put
+    // back (SendMessageBatch) nor hidden for the same short delay (ChangeMessageVisibility):
+    // each waits out the delivery queue's visibility timeout in flight, which is what fills
+    // SQS's in-flight quota at scale.
+    this.add('PutBackFailed',
+      new TernMetrics(props.settings.metrics.namespace).metric('PutBackFailed'),
+      a.putBackFailed,
+      'The sender could neither put back nor hide for a short delay messages that failed on its side (SQS refused or did not answer both calls): each waits out the delivery queue\'s visibility timeout in flight. Check SQS errors and throttling for the delivery queue.');
+
     // API Gateway's count of 5xx answers of the Tern API (all stages: there is one): the
     // function's 503 after its 25 s deadline (AWS too slow), a crash or timeout of the function
     // (API Gateway's 500/503), an integration error. 4xx (a bad request, a denied signature,
@@ -141,7 +162,7 @@ export class Alarms extends Construct {
     const lag = settings.alarms.pgRelayLagSeconds;
     this.add('RelayPgLag', emf('OutboxLag', cw.Stats.MAXIMUM), lag,
       `The oldest unpublished row of the PostgreSQL outbox is more than ${lag} s old, or no relay run reported its lag for 5 minutes: check RelayPgErrors, RelayPgDatabaseErrors and the relay-pg log group.`,
-      cw.ComparisonOperator.GREATER_THAN_THRESHOLD, cw.TreatMissingData.BREACHING);
+      cw.ComparisonOperator.GREATER_THAN_THRESHOLD, 1, cw.TreatMissingData.BREACHING);
   }
 
   private functionAlarms(name: string, fn: lambda.IFunction): void {
@@ -158,14 +179,15 @@ export class Alarms extends Construct {
     threshold: number,
     description: string,
     comparisonOperator = cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+    evaluationPeriods = 1,
     treatMissingData = cw.TreatMissingData.NOT_BREACHING,
   ): void {
     const alarm = new cw.Alarm(this, id, {
       metric,
       threshold,
       comparisonOperator,
-      evaluationPeriods: 1,
-      datapointsToAlarm: 1,
+      evaluationPeriods,
+      datapointsToAlarm: evaluationPeriods,
       treatMissingData,
       alarmDescription: `${description} Dashboard (dead letters, endpoints, replay): ${this.dashboardUrl}`,
     });

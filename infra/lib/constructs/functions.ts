@@ -570,6 +570,10 @@ export class Functions extends Construct {
     // Retries up to 900 s go back on the delivery queue with DelaySeconds; dead letters go to the DLQ.
     queues.delivery.grant(this.sender, 'sqs:SendMessage');
     queues.dlq.grant(this.sender, 'sqs:SendMessage');
+    // A failed message whose put-back SQS did not take is hidden for the put-back's short
+    // delay (ChangeMessageVisibility, the batch call too): the sender's own call, granted
+    // here whatever the mapping's consume grant holds.
+    queues.delivery.grant(this.sender, 'sqs:ChangeMessageVisibility');
     stateMachine.grantStartExecution(this.sender);
     // One health item per endpoint: read, created, updated atomically (counters, circuit, probe claim).
     grantHealthTable(this.sender, storage, 'dynamodb:GetItem', 'dynamodb:UpdateItem');

@@ -19,7 +19,10 @@ export type TernMetricName =
   | 'EventsRelayed'
   | 'DeliveriesEnqueued'
   | 'Replayed'
-  | 'MarkersLost';
+  | 'MarkersLost'
+  | 'PutBack'
+  | 'PutBackByVisibility'
+  | 'PutBackFailed';
 
 /** Builds the Tern application metrics for alarms and the dashboard. */
 export class TernMetrics {

@@ -206,6 +206,7 @@ fn from_item(item: &HashMap<String, AttributeValue>) -> Result<EndpointHealth, P
         failing_since: time(item, "fs"),
         opened_at: time(item, "op"),
         next_probe_at: time(item, "np"),
+        closed_at: time(item, "cl"),
         degraded_at: time(item, "dg"),
         disabled_at: time(item, "da"),
         below_since: time(item, "bl"),
@@ -519,6 +520,9 @@ impl HealthStore for DynamoHealthStore {
             HealthChange::Close { report } => {
                 u.remove.push("op".into());
                 u.remove.push("np".into());
+                // When it closed: held-back deliveries may come back up to 900 s later
+                // (tern_core::put_back::held_back_cap), which `tern audit` allows for.
+                u.set("cl", ms(now));
                 u.set("cf", n(0));
                 u.report(report);
                 "attribute_exists(op) AND attribute_not_exists(da)".to_owned()

@@ -21,7 +21,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, ReturnConsumedCapacity};
 use futures::StreamExt;
 use tern_core::delivery_log::PairState as LatestPairState;
 use tern_core::ports::{AttemptRecord, DeliveryState, PortError};
-use tern_core::spread::{LedgerLayout, pair_shard};
+use tern_core::spread::{LedgerLayout, pair_shard_of};
 use tern_core::trace::{EventTrace, PairState};
 use tern_core::{EndpointId, EventId, TenantId};
 
@@ -270,14 +270,16 @@ impl DynamoLedger {
                 sharded_partition(tenant, event, 0),
             ),
         ];
-        let shard = pair_shard(endpoint);
-        if shard != 0 {
-            places.push((
-                LedgerLayout::Sharded {
-                    shards: tern_core::spread::PAIR_SHARDS,
-                },
-                sharded_partition(tenant, event, shard),
-            ));
+        // A spread event's pair: at its shard of this build's width, or of the earlier
+        // width (an event fanned out before); one read when both are the same partition.
+        for shards in [
+            tern_core::spread::EARLIER_PAIR_SHARDS,
+            tern_core::spread::PAIR_SHARDS,
+        ] {
+            let partition = sharded_partition(tenant, event, pair_shard_of(endpoint, shards));
+            if places.iter().all(|(_, p)| *p != partition) {
+                places.push((LedgerLayout::Sharded { shards }, partition));
+            }
         }
         let sk = AttributeValue::S(format!("state#{endpoint}"));
         let reads = places.into_iter().map(|(layout, partition)| {

@@ -4,10 +4,13 @@ use std::collections::HashMap;
 
 use async_trait::async_trait;
 use aws_sdk_sqs::Client;
-use aws_sdk_sqs::types::{MessageAttributeValue, SendMessageBatchRequestEntry};
+use aws_sdk_sqs::types::{
+    ChangeMessageVisibilityBatchRequestEntry, MessageAttributeValue, SendMessageBatchRequestEntry,
+};
+use tern_core::in_memory::sqs::MAX_VISIBILITY_TIMEOUT_SECONDS;
 use tern_core::ports::{
     DrainableQueue, MAX_GROUP_ID_LEN, MessageQueue, PortError, QueueEntry, ReceivedMessage,
-    group_id_is_valid,
+    VisibilityChange, group_id_is_valid,
 };
 use tern_core::retry::MAX_QUEUE_DELAY_SECONDS;
 use tern_core::trace::{QueueCounter, QueueCounts};
@@ -172,6 +175,102 @@ impl MessageQueue for SqsQueue {
             .await
             .map_err(port_error)?;
         Ok(())
+    }
+
+    /// One `ChangeMessageVisibility` call for one entry, one
+    /// `ChangeMessageVisibilityBatch` call for several (up to 10, SQS's limit), answered
+    /// per entry as [`Self::send_batch`] answers: a timeout above SQS's 43,200 s is
+    /// refused here alone; SQS's `Failed` list maps `SenderFault: true` (a receipt handle
+    /// that expired, a message already deleted) to [`PortError::Rejected`] and `false` to
+    /// [`PortError::Unavailable`]; an entry SQS names in neither list is unavailable.
+    async fn change_visibility(
+        &self,
+        entries: &[VisibilityChange],
+    ) -> Result<Vec<Result<(), PortError>>, PortError> {
+        let timeout = |e: &VisibilityChange| {
+            if u64::from(e.visibility_seconds) > MAX_VISIBILITY_TIMEOUT_SECONDS {
+                return Err(PortError::Rejected(format!(
+                    "VisibilityTimeout {} is above the SQS limit of {MAX_VISIBILITY_TIMEOUT_SECONDS} s",
+                    e.visibility_seconds
+                )));
+            }
+            i32::try_from(e.visibility_seconds).map_err(|err| PortError::Rejected(err.to_string()))
+        };
+        if let [one] = entries {
+            let seconds = match timeout(one) {
+                Ok(s) => s,
+                Err(e) => return Ok(vec![Err(e)]),
+            };
+            self.client
+                .change_message_visibility()
+                .queue_url(&self.url)
+                .receipt_handle(&one.receipt_handle)
+                .visibility_timeout(seconds)
+                .send()
+                .await
+                .map_err(port_error)?;
+            return Ok(vec![Ok(())]);
+        }
+        let mut results: Vec<Result<(), PortError>> = Vec::with_capacity(entries.len());
+        let mut built = Vec::with_capacity(entries.len());
+        for e in entries {
+            let entry = timeout(e).and_then(|seconds| {
+                ChangeMessageVisibilityBatchRequestEntry::builder()
+                    .id(&e.id)
+                    .receipt_handle(&e.receipt_handle)
+                    .visibility_timeout(seconds)
+                    .build()
+                    .map_err(|err| PortError::Rejected(err.to_string()))
+            });
+            match entry {
+                Ok(entry) => {
+                    built.push(entry);
+                    results.push(Ok(()));
+                }
+                Err(e) => results.push(Err(e)),
+            }
+        }
+        if built.is_empty() {
+            return Ok(results);
+        }
+        let out = self
+            .client
+            .change_message_visibility_batch()
+            .queue_url(&self.url)
+            .set_entries(Some(built))
+            .send()
+            .await
+            .map_err(port_error)?;
+        let failed: HashMap<&str, (bool, String)> = out
+            .failed()
+            .iter()
+            .map(|f| {
+                (
+                    f.id(),
+                    (
+                        f.sender_fault(),
+                        format!("{}: {}", f.code(), f.message().unwrap_or("")),
+                    ),
+                )
+            })
+            .collect();
+        let successful: std::collections::HashSet<&str> =
+            out.successful().iter().map(|s| s.id()).collect();
+        for (e, result) in entries.iter().zip(results.iter_mut()) {
+            if result.is_err() {
+                continue;
+            }
+            *result = match failed.get(e.id.as_str()) {
+                Some((true, why)) => Err(PortError::Rejected(why.clone())),
+                Some((false, why)) => Err(PortError::Unavailable(why.clone())),
+                None if successful.contains(e.id.as_str()) => Ok(()),
+                None => Err(PortError::Unavailable(format!(
+                    "ChangeMessageVisibilityBatch reported no result for entry {}",
+                    e.id
+                ))),
+            };
+        }
+        Ok(results)
     }
 }
 

@@ -15,8 +15,8 @@
 //! each index entry is about 100 bytes, one write unit.
 //!
 //! Scale (`DESIGN.md` §11): an endpoint taking 2,000 deliveries a second that all fail
-//! with its circuit closed lists and unlists each: 4,000 index writes a second, 500 on
-//! each of the 8 partitions of its entries, where one partition would have been at four
+//! with its circuit closed lists and unlists each: 4,000 index writes a second, 250 on
+//! each of the 16 partitions of its entries, where one partition would have been at four
 //! times its limit (and a GSI short of capacity throttles the table's own writes, the
 //! finish writes among them).
 //!
@@ -289,7 +289,7 @@ mod tests {
             wait_keys(&tenant, &endpoint).len(),
             1 + WAITING_SHARDS as usize
         );
-        for bad in ["garbage", "tnt_a#ep_1#8", "tnt_a#ep_1#x"] {
+        for bad in ["garbage", "tnt_a#ep_1#16", "tnt_a#ep_1#x"] {
             item.insert(WAIT_ENDPOINT.into(), AttributeValue::S(bad.into()));
             assert_eq!(entry(&item), None, "{bad}: skipped, not an error");
         }

@@ -66,6 +66,11 @@ fn parse_payload_format(text: &str) -> Result<PayloadFormat, String> {
         .map_err(|e: tern_core::request::PayloadFormatError| e.to_string())
 }
 
+/// `tern audit --grace`'s default as the flag reads it ("21m"): written from
+/// [`ops::audit::DEFAULT_GRACE`], so the tool and the console keep one number.
+static DEFAULT_GRACE_TEXT: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| humantime::format_duration(ops::audit::DEFAULT_GRACE).to_string());
+
 /// Parses a duration (`90s`, `15m`, `1h`), as `humantime` reads it.
 fn duration(text: &str) -> Result<std::time::Duration, String> {
     humantime::parse_duration(text.trim())
@@ -216,8 +221,9 @@ enum Command {
         #[arg(long)]
         endpoint: Option<String>,
         /// How long a pair may show no progress before it is unaccounted (real time:
-        /// 90s, 15m, 1h).
-        #[arg(long, value_parser = duration, default_value = "15m")]
+        /// 90s, 15m, 1h). The default covers a delivery held back behind an open circuit
+        /// (up to 900 s) and its return (`tern_ops::audit::DEFAULT_GRACE`).
+        #[arg(long, value_parser = duration, default_value = DEFAULT_GRACE_TEXT.as_str())]
         grace: std::time::Duration,
         /// Wait before looking again at unaccounted pairs (0s: no second look).
         #[arg(long, value_parser = duration, default_value = "10s")]

@@ -49,3 +49,13 @@ fn disable_says_deliveries_are_dead_lettered_not_skipped() {
     assert!(text.contains("endpoint_disabled"), "{text}");
     assert!(text.contains("replay"), "{text}");
 }
+
+/// Issue 29 item 3: `tern audit`'s default grace is the library's (which covers a delivery
+/// held back up to 900 s behind an open circuit), not a second number of its own.
+#[test]
+fn audit_grace_defaults_to_the_librarys() {
+    let text = help(&["audit", "--help"]);
+    let default = humantime::format_duration(tern_ops::audit::DEFAULT_GRACE).to_string();
+    assert_eq!(default, "21m");
+    assert!(text.contains(&format!("[default: {default}]")), "{text}");
+}

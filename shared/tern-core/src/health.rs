@@ -351,6 +351,13 @@ pub struct EndpointHealth {
     pub opened_at: Option<DateTime<Utc>>,
     /// While open: when the next probe may be sent.
     pub next_probe_at: Option<DateTime<Utc>>,
+    /// When the circuit last closed (a probe succeeded); kept until it closes again.
+    /// Deliveries held back while it was open come back up to the held-back ceiling
+    /// (900 s, [`crate::put_back::held_back_cap`]) after their last hold, which may have
+    /// come just before it closed: `tern audit` counts them waiting from here. Absent
+    /// from records written before it was kept.
+    #[serde(default)]
+    pub closed_at: Option<DateTime<Utc>>,
     /// When `endpoint.degraded` was last reported; cleared by `endpoint.recovered`.
     pub degraded_at: Option<DateTime<Utc>>,
     /// When this record auto-disabled the endpoint (cleared by `enable`,
@@ -460,6 +467,7 @@ impl EndpointHealth {
             failing_since: None,
             opened_at: None,
             next_probe_at: None,
+            closed_at: None,
             degraded_at: None,
             disabled_at: None,
             below_since: None,

@@ -262,7 +262,7 @@ pub enum MessageError {
     },
     /// `ledger_shards` is neither absent, 1 nor [`PAIR_SHARDS`]: the ledger's readers
     /// would not find the pair's items.
-    #[error("ledger_shards {0} is not one this build writes (1 or {PAIR_SHARDS})")]
+    #[error("ledger_shards {0} is not one this build reads (1, 32 or {PAIR_SHARDS})")]
     LedgerShards(u32),
     /// `delivery_id` does not match the event and endpoint.
     #[error("delivery id {found} does not match event and endpoint ({expected})")]
@@ -396,7 +396,7 @@ impl DeliveryMessage {
         }
         if let Some(shards) = msg.ledger_shards
             && shards != 1
-            && shards != PAIR_SHARDS
+            && !crate::spread::is_pair_spread(shards)
         {
             return Err(MessageError::LedgerShards(shards));
         }
@@ -655,7 +655,7 @@ mod tests {
             shards: PAIR_SHARDS,
         });
         let body = wide.to_body();
-        assert!(body.contains(r#""ledger_shards":32"#), "{body}");
+        assert!(body.contains(r#""ledger_shards":64"#), "{body}");
         let back = DeliveryMessage::parse(&body).unwrap();
         assert_eq!(
             back.ledger_layout(),
@@ -666,8 +666,16 @@ mod tests {
         let retried = back.next_attempt(Utc::now(), None, None).replayed();
         assert_eq!(retried.ledger_layout(), wide.ledger_layout());
         assert_eq!(
-            DeliveryMessage::parse(&body.replace(r#""ledger_shards":32"#, r#""ledger_shards":7"#)),
+            DeliveryMessage::parse(&body.replace(r#""ledger_shards":64"#, r#""ledger_shards":7"#)),
             Err(MessageError::LedgerShards(7))
+        );
+        // A message of an event an earlier build spread over 32 is read, and keeps 32.
+        let earlier =
+            DeliveryMessage::parse(&body.replace(r#""ledger_shards":64"#, r#""ledger_shards":32"#))
+                .expect("32 is read");
+        assert_eq!(
+            earlier.next_attempt(Utc::now(), None, None).ledger_layout(),
+            LedgerLayout::Sharded { shards: 32 }
         );
         // A version 1 message (queued, delayed or dead-lettered before the upgrade) is
         // read, and it and everything derived from it stay unsharded.

@@ -68,6 +68,43 @@ pub trait MessageQueue: Send + Sync {
 
     /// Sends one entry.
     async fn send(&self, entry: &QueueEntry) -> Result<(), PortError>;
+
+    /// Sets how long each of up to 10 received messages stays invisible from now (SQS
+    /// `ChangeMessageVisibility`, `ChangeMessageVisibilityBatch` for several; 10 entries
+    /// a call is the SQS limit). Returns one result per entry, in order; the outer error
+    /// means the whole call failed. The sender uses it for a message whose put-back SQS
+    /// did not take ([`crate::put_back`]): the original comes back after the same short
+    /// delay instead of the queue's visibility timeout.
+    ///
+    /// The default refuses every entry: a queue that cannot change a received message's
+    /// visibility (a test double) leaves the message to the visibility timeout, as if
+    /// SQS had refused.
+    async fn change_visibility(
+        &self,
+        entries: &[VisibilityChange],
+    ) -> Result<Vec<Result<(), PortError>>, PortError> {
+        Ok(entries
+            .iter()
+            .map(|_| {
+                Err(PortError::Rejected(
+                    "this queue cannot change a received message's visibility".to_owned(),
+                ))
+            })
+            .collect())
+    }
+}
+
+/// One received message whose visibility timeout is to change
+/// ([`MessageQueue::change_visibility`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VisibilityChange {
+    /// Id unique within a batch (`[A-Za-z0-9_-]`, at most 80 characters: SQS batch entry ids).
+    pub id: String,
+    /// The receipt handle of the message's latest receive.
+    pub receipt_handle: String,
+    /// Seconds from now until the message is visible again: 0 to 43,200 (12 hours,
+    /// [`crate::in_memory::sqs::MAX_VISIBILITY_TIMEOUT_SECONDS`], the SQS limit).
+    pub visibility_seconds: u32,
 }
 
 /// Carries out waits longer than a queue delay allows (Step Functions Standard in AWS).

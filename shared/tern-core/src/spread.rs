@@ -11,9 +11,9 @@
 //!
 //! | key | written per | shards | at the target |
 //! | --- | --- | --- | --- |
-//! | a pair's ledger items ([`pair_shard`]) | delivery (claim + delivered: 2 units) | [`PAIR_SHARDS`] = 32 per event of [`SHARDED_FANOUT_MIN`] endpoints or more, else 1 | a 5,000-endpoint fan-out writes 10,000 units in all, ~313 per shard, however fast it goes |
+//! | a pair's ledger items ([`pair_shard`]) | delivery (claim + delivered: 2 units) | [`PAIR_SHARDS`] = 64 per event of [`SHARDED_FANOUT_MIN`] endpoints or more, else 1 | one event delivered at the whole target (10,000 a second) writes 20,000 units a second, ~313 per shard |
 //! | an endpoint's log items ([`log_shard`]) | endpoint per batch (1 unit) | [`LOG_SHARDS`] = 4 | a hot endpoint at 2,000/s in mixed batches: 893 units/s, 223 per shard |
-//! | an endpoint's waiting entries ([`waiting_shard`]) | retry or hold (1 index unit each way) | [`WAITING_SHARDS`] = 8 | 2,000 retries/s of one endpoint: 4,000 index writes/s, 500 per shard |
+//! | an endpoint's waiting entries ([`waiting_shard`]) | retry or hold (1 index unit each way) | [`WAITING_SHARDS`] = 16 | 2,000 retries/s of one endpoint: 4,000 index writes/s, 250 per shard |
 
 use serde::{Deserialize, Serialize};
 
@@ -67,20 +67,33 @@ impl LedgerLayout {
     pub fn shard_of(self, endpoint: &EndpointId) -> Option<u32> {
         match self {
             Self::Unsharded => None,
-            Self::Sharded { shards } if shards >= PAIR_SHARDS => Some(pair_shard(endpoint)),
+            Self::Sharded { shards } if shards > 1 => Some(pair_shard_of(endpoint, shards)),
             Self::Sharded { .. } => Some(0),
         }
     }
 }
 
 /// Partitions of one event's pairs in the sharded layout when it has at least
-/// [`SHARDED_FANOUT_MIN`] subscribed endpoints: 32. A 5,000-endpoint fan-out writes 2
-/// units per pair (claim, delivered), 10,000 units, about 313 per partition (the most
-/// loaded of the 32 gets under 195 pairs, 390 units, tested below), under half of a
-/// partition's 1,000 a second even when the whole fan-out lands within one second (300
-/// concurrent sender batches deliver it in half a second). With 16 it would be 625. A
-/// reader of such an event's history queries all 32, concurrently.
-pub const PAIR_SHARDS: u32 = 32;
+/// [`SHARDED_FANOUT_MIN`] subscribed endpoints: 64. An event fanned out to many endpoints
+/// is delivered as fast as the senders go: at the target, 10,000 deliveries a second of one
+/// event (a 5,000-endpoint fan-out takes half a second with 300 concurrent batches of 10),
+/// 2 units a pair (claim, delivered), 20,000 units a second: about 313 per partition, the
+/// most loaded of the 64 under 480 (114 pairs of 5,000 sequential ids: tested below),
+/// under half of a partition's 1,000. The scale meter measured the 32 of before at 708
+/// units a second on the most loaded (`make bench-scale`, 2026-12-07; 32 was sized for a
+/// fan-out spread over a whole second). A reader of such an event's history queries all 64.
+pub const PAIR_SHARDS: u32 = 64;
+
+/// The spread of events fanned out by builds before [`PAIR_SHARDS`] was 64: their
+/// messages and fan-out records say 32, and every build since reads and writes such a
+/// pair where they put it ([`LedgerLayout::shard_of`]).
+pub const EARLIER_PAIR_SHARDS: u32 = 32;
+
+/// True for a spread width some build wrote for an event of [`SHARDED_FANOUT_MIN`]
+/// endpoints or more: [`PAIR_SHARDS`] or [`EARLIER_PAIR_SHARDS`].
+pub fn is_pair_spread(shards: u32) -> bool {
+    shards == PAIR_SHARDS || shards == EARLIER_PAIR_SHARDS
+}
 
 /// Fewest subscribed endpoints for which an event's pairs are spread over
 /// [`PAIR_SHARDS`] partitions: 50 (the relay's fan-out checkpoint threshold,
@@ -90,12 +103,18 @@ pub const PAIR_SHARDS: u32 = 32;
 /// speed; and a reader of its history queries one partition, not 32.
 pub const SHARDED_FANOUT_MIN: usize = crate::fanout::CHECKPOINT_MIN_FANOUT;
 
-/// The shard (0..[`PAIR_SHARDS`]) of the pair of `endpoint` in a fully spread event: by
-/// the endpoint alone, so all of one pair's items live in one partition (its claim and
-/// delivered marker are conditional writes on one item) and a reader that knows the pair
-/// reads one partition.
+/// The shard (0..[`PAIR_SHARDS`]) of the pair of `endpoint` in an event spread by this
+/// build: by the endpoint alone, so all of one pair's items live in one partition (its
+/// claim and delivered marker are conditional writes on one item) and a reader that knows
+/// the pair reads one partition.
 pub fn pair_shard(endpoint: &EndpointId) -> u32 {
-    fnv1a(endpoint.as_str().bytes()) % PAIR_SHARDS
+    pair_shard_of(endpoint, PAIR_SHARDS)
+}
+
+/// The shard (0..`shards`) of the pair of `endpoint` in an event spread over `shards`
+/// partitions (an earlier build's [`EARLIER_PAIR_SHARDS`], or [`PAIR_SHARDS`]).
+pub fn pair_shard_of(endpoint: &EndpointId, shards: u32) -> u32 {
+    fnv1a(endpoint.as_str().bytes()) % shards.max(1)
 }
 
 /// Partitions of one endpoint's log: 4. A hot endpoint taking 2,000 of 10,000 deliveries
@@ -109,10 +128,13 @@ pub fn log_shard(item_id: &str) -> u32 {
     fnv1a(item_id.bytes()) % LOG_SHARDS
 }
 
-/// Partitions of one endpoint's entries in the waiting index: 8. An endpoint taking 2,000
+/// Partitions of one endpoint's entries in the waiting index: 16. An endpoint taking 2,000
 /// deliveries a second that all fail (its circuit still closed) lists and unlists each:
-/// 4,000 index writes a second, 500 per partition.
-pub const WAITING_SHARDS: u32 = 8;
+/// 4,000 index writes a second, 250 per partition. The scale meter measured 8 at 649
+/// units a second on the most loaded (a hot endpoint answering `429`, `make bench-scale`
+/// 2026-12-07): entries are bigger than one unit's worth of key. Readers query every
+/// shard, so entries an earlier build put in shards 0-7 are found.
+pub const WAITING_SHARDS: u32 = 16;
 
 /// The shard (0..[`WAITING_SHARDS`]) of `event`'s entry in its endpoint's waiting list: by
 /// the event, so one endpoint's many waiting deliveries spread.
@@ -164,14 +186,16 @@ mod tests {
         // FNV-1a of "ep_1" is 0x36b4_a2e4 (computed independently), folded.
         assert_eq!(fnv1a(*b"ep_1"), 0x36b4_a2e4 ^ (0x36b4_a2e4 >> 16));
         assert_eq!(pair_shard(&ep), 16);
-        assert_eq!(waiting_shard(&EventId::new("evt_1").unwrap()), 0);
+        // The waiting shard may move between builds (readers query every shard): 0 of 8
+        // before, 8 of 16 now.
+        assert_eq!(waiting_shard(&EventId::new("evt_1").unwrap()), 8);
         assert_eq!(log_shard("0190f3a2b4c47d8e9f0a1b2c3d4e5f60"), 2);
     }
 
     #[test]
     fn a_big_fan_out_spreads_over_the_pair_shards() {
-        // 5,000 endpoints over 32 shards: 156 on average; a uniform hash keeps every
-        // shard within about 3 standard deviations (12.3).
+        // 5,000 endpoints over 64 shards: 78 on average; a uniform hash keeps every
+        // shard within about 4 standard deviations (8.8): 114 at most for sequential ids.
         for ids in [
             generated_ids(5_000),
             (0..5_000)
@@ -179,11 +203,28 @@ mod tests {
                 .collect(),
         ] {
             let (most, fewest) = extremes(ids.iter().map(pair_shard), PAIR_SHARDS);
-            assert!(most <= 195, "most loaded shard holds {most} of 5,000");
-            assert!(fewest >= 117, "least loaded shard holds {fewest} of 5,000");
-            // Claim and delivered: 2 units each, under half a partition's 1,000.
-            assert!(most * 2 < 500);
+            assert!(most <= 120, "most loaded shard holds {most} of 5,000");
+            assert!(fewest >= 47, "least loaded shard holds {fewest} of 5,000");
+            // Delivered at the whole target (10,000 a second: the 5,000 in half a second),
+            // 2 units a pair (claim, delivered): under half a partition's 1,000 a second.
+            assert!(most * 2 * 2 < 500, "{most} pairs a half second");
         }
+    }
+
+    #[test]
+    fn events_spread_by_an_earlier_build_keep_their_places() {
+        let ids = generated_ids(2_000);
+        for ep in &ids {
+            let earlier = LedgerLayout::Sharded {
+                shards: EARLIER_PAIR_SHARDS,
+            };
+            assert_eq!(earlier.shard_of(ep), Some(pair_shard_of(ep, 32)));
+            assert!(earlier.shard_of(ep) < Some(32));
+            // Widening keeps the low bits: a pair's 64-shard is its 32-shard or 32 more.
+            assert_eq!(pair_shard(ep) % 32, pair_shard_of(ep, 32));
+        }
+        assert!(is_pair_spread(32) && is_pair_spread(64));
+        assert!(!is_pair_spread(1) && !is_pair_spread(16) && !is_pair_spread(128));
     }
 
     #[test]
@@ -223,7 +264,7 @@ mod tests {
             "{fewest}..{most}"
         );
         let (most, fewest) = extremes(
-            (0..8_000).map(|i| waiting_shard(&EventId::new(format!("evt_{i}")).unwrap())),
+            (0..16_000).map(|i| waiting_shard(&EventId::new(format!("evt_{i}")).unwrap())),
             WAITING_SHARDS,
         );
         assert!(fewest >= 900 && most <= 1_100, "{fewest}..{most}");

@@ -20,7 +20,10 @@
 //!   cannot happen unless a call outran its own deadline).
 //! - The batch's deferral flush must happen (a deferred delivery not put back becomes its
 //!   message's batch failure); the health settle is for people. Both end before the
-//!   answer's reserve ([`Deadline::before_answer`]).
+//!   answer's reserve ([`Deadline::before_answer`]), and so do the put-backs of our
+//!   failures and their fallback (`ChangeMessageVisibility` of a message whose put-back
+//!   SQS did not take): they get what is left, and a message whose calls are cut off there
+//!   waits out the visibility timeout (`PutBackFailed`), never the answer.
 
 use std::future::Future;
 use std::time::{Duration, Instant, SystemTime};

@@ -936,6 +936,7 @@ impl CircuitBreaker {
                 self.update_cached(key, |h| {
                     h.opened_at = None;
                     h.next_probe_at = None;
+                    h.closed_at = Some(now);
                     h.consecutive_failures = 0;
                     h.pending_report = Some(report.clone());
                 });

@@ -91,10 +91,22 @@ pub struct Counts {
     /// call) as a new message with a short delay (`tern_core::put_back`), instead of a
     /// batch failure that waits out the visibility timeout.
     pub put_back: u64,
-    /// Messages left to SQS as batch failures: their processing failed on our side and
-    /// could not be put back (the put-back send failed, the delivery is past its retry
-    /// window, or a panic). Each waits out the visibility timeout and counts towards the
-    /// redrive's `maxReceiveCount`.
+    /// Messages whose put-back SQS did not take (refused, throttled or timed out), made
+    /// visible again after the put-back's short delay by `ChangeMessageVisibility` on the
+    /// original instead (`crate::sender`): batch failures that come back in seconds, not
+    /// after the visibility timeout; each receive counts towards the redrive's
+    /// `maxReceiveCount`. Also counted in `batch_failures`.
+    pub put_back_by_visibility: u64,
+    /// Messages of our failures that could be neither put back nor hidden for a short
+    /// delay (both SQS calls failed, or the invocation's deadline cut them off): each waits
+    /// out the delivery queue's visibility timeout (360 s) in flight. The `PutBackFailed`
+    /// alarm fires on a sustained rate (`infra/`, docs/operating.md). Also counted in
+    /// `batch_failures`.
+    pub put_back_failed: u64,
+    /// Messages left to SQS as batch failures: a panic, a message not started for want of
+    /// time, a rejected read, a delivery past its retry window, and the two above. Each
+    /// but the ones hidden for a short delay waits out the visibility timeout; every one
+    /// counts towards the redrive's `maxReceiveCount`.
     pub batch_failures: u64,
     /// Errors of the PostgreSQL relay's run (a connection refused, a claim, mark or commit
     /// that failed or timed out): the rows stay unpublished and are claimed again. The
@@ -189,6 +201,8 @@ impl Metrics {
             ("PaceChanges", c.pace_changes),
             ("Requeued", c.requeued),
             ("PutBack", c.put_back),
+            ("PutBackByVisibility", c.put_back_by_visibility),
+            ("PutBackFailed", c.put_back_failed),
             ("BatchFailures", c.batch_failures),
             ("OutboxRelayErrors", c.outbox_relay_errors),
         ];

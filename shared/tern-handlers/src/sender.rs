@@ -8,7 +8,10 @@
 //! back as a new message with a short jittered delay ([`tern_core::put_back`]), carrying
 //! the lease of the claim it asked for; only a panic, a message not started for want of
 //! time, or a put-back SQS refused is reported in `batchItemFailures`, for SQS to retry
-//! after the visibility timeout and redrive to the DLQ after `maxReceiveCount`.
+//! after the visibility timeout and redrive to the DLQ after `maxReceiveCount`. A put-back
+//! SQS refused is hidden for the same short delay first (`ChangeMessageVisibility` of the
+//! original, [`MessageQueue::change_visibility`]), so it too comes back in seconds; only
+//! when that fails as well does it wait out the visibility timeout (`PutBackFailed`).
 //!
 //! Every dead letter whose event is known leaves a row in the attempt log, those made
 //! before any POST (endpoint disabled or deleted, no active secret, a retry window that
@@ -258,8 +261,11 @@ pub async fn handle_within(
         async move {
             let id = msg.message_id.clone().unwrap_or_default();
             let raw = msg.body.as_deref().unwrap_or("");
-            // Kept to put it back when its processing fails on our side.
+            // Kept to put it back when its processing fails on our side, and, should the
+            // put-back fail too, to change the visibility of this receive.
             let received = parsed.as_ref().ok().cloned();
+            let receipt_handle = msg.receipt_handle.clone();
+            let receive_count = receive_count(msg);
             let admitted = Admitted::new(ctx);
             let result = AssertUnwindSafe(process(deps, &id, raw, parsed, metrics, ctx, &admitted))
                 .catch_unwind()
@@ -299,6 +305,8 @@ pub async fn handle_within(
                 received,
                 claim_lease: admitted.claim_lease(),
                 delivered: admitted.delivered(),
+                receipt_handle,
+                receive_count,
             };
             ((id, result), failed)
         }
@@ -354,31 +362,60 @@ pub async fn handle_within(
                 .await;
         }
     };
+    let returned = ReturnedLog::default();
     match deadline
         .before_answer(async {
-            futures::join!(settle, log.flush(), put_back_all(deps, &returning, metrics))
+            futures::join!(
+                settle,
+                log.flush(),
+                put_back_all(deps, &returning, metrics, &returned)
+            )
         })
         .await
     {
-        Some(((), flushed, put_back)) => {
+        Some(((), flushed, ())) => {
             if let Err(e) = flushed {
                 tracing::warn!(error = %e, "endpoint log not written; the events' histories have the attempts");
             }
-            for (id, outcome) in put_back {
-                if let Some((_, r)) = results.iter_mut().find(|(rid, _)| *rid == id) {
-                    *r = Ok(outcome);
-                }
-            }
         }
         None => tracing::warn!(
-            "endpoint health, endpoint log and put-backs not written: the invocation's deadline is near"
+            "endpoint health, endpoint log and put-backs cut off: the invocation's deadline is near"
         ),
+    }
+    let returned = returned
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut hidden = HashSet::new();
+    for r in &returning {
+        let Some(i) = results.iter().position(|(id, _)| *id == r.message_id) else {
+            continue;
+        };
+        match returned.get(&r.message_id) {
+            Some(Returned::PutBack(outcome)) => results[i].1 = Ok(outcome.clone()),
+            Some(Returned::Hidden { seconds, why }) => {
+                hidden.insert(r.message_id.clone());
+                results[i].1 = Err(format!(
+                    "{}; not put back ({why}): visible again in {seconds} s",
+                    r.error
+                ));
+            }
+            None => {
+                // Neither put back nor hidden: the one case of our failures that still
+                // waits out the visibility timeout (the PutBackFailed alarm).
+                metrics.update(|c| c.put_back_failed += 1);
+                tracing::error!(message_id = %r.message_id, delivery_id = %r.message.delivery_id, error = %r.error, "our failure neither put back nor hidden for a short delay: left for the visibility timeout");
+            }
+        }
     }
     let mut response = SqsBatchResponse::default();
     for (id, r) in &results {
         if let Err(e) = r {
             metrics.update(|c| c.batch_failures += 1);
-            tracing::error!(message_id = %id, error = %e, "message left to SQS: it comes back after the visibility timeout");
+            if hidden.contains(id) {
+                tracing::warn!(message_id = %id, error = %e, "message left to SQS, visible again after a short delay");
+            } else {
+                tracing::error!(message_id = %id, error = %e, "message left to SQS: it comes back after the visibility timeout");
+            }
             response.add_failure(id.clone());
         }
     }
@@ -406,6 +443,21 @@ struct Failed {
     claim_lease: Option<chrono::DateTime<Utc>>,
     /// Its successful attempt, when it was delivered and the marker lost.
     delivered: Option<AttemptRecord>,
+    /// The receipt handle of this receive (absent only from a hand-made event).
+    receipt_handle: Option<String>,
+    /// SQS's `ApproximateReceiveCount` of this receive, 1 for the first.
+    receive_count: u32,
+}
+
+/// SQS's `ApproximateReceiveCount` of a record (1 for its first receive), 1 when the
+/// attribute is absent or does not parse (a hand-made event).
+fn receive_count(record: &aws_lambda_events::sqs::SqsMessage) -> u32 {
+    record
+        .attributes
+        .get("ApproximateReceiveCount")
+        .and_then(|c| c.parse::<u32>().ok())
+        .unwrap_or(1)
+        .max(1)
 }
 
 /// A failed message going back on the queue as a new message.
@@ -419,6 +471,13 @@ struct Returning {
     message: DeliveryMessage,
     /// Its `DelaySeconds`.
     delay_seconds: u32,
+    /// The receipt handle of the failed message, to hide it for `hide_seconds` when the
+    /// put-back is not sent.
+    receipt_handle: Option<String>,
+    /// The visibility timeout the failed message gets when its put-back is not sent: the
+    /// delay of the put-back it stands for, counting the receives of the same message
+    /// (each of which was such a fallback) as put-backs in a row.
+    hide_seconds: u32,
 }
 
 /// The put-back of a message that failed on our side, or `None` when it is left to SQS:
@@ -441,9 +500,13 @@ fn returning(deps: &SenderDeps, id: &str, error: &str, failed: &Failed) -> Optio
         return None;
     }
     let put_back = received.put_back.saturating_add(1);
-    let delay_seconds = tern_core::put_back::put_back_delay_seconds(
-        put_back,
-        rand::random(),
+    // One draw for both: the fallback keeps the put-back's jitter.
+    let unit: f64 = rand::random();
+    let delay_seconds =
+        tern_core::put_back::put_back_delay_seconds(put_back, unit, deps.policy.time_scale);
+    let hide_seconds = tern_core::put_back::put_back_delay_seconds(
+        received.put_back.saturating_add(failed.receive_count),
+        unit,
         deps.policy.time_scale,
     );
     Some(Returning {
@@ -459,18 +522,47 @@ fn returning(deps: &SenderDeps, id: &str, error: &str, failed: &Failed) -> Optio
             ..received.clone()
         },
         delay_seconds,
+        receipt_handle: failed.receipt_handle.clone(),
+        hide_seconds,
     })
+}
+
+/// What became of a failed message going back ([`Returning`]) at the end of its batch.
+#[derive(Debug, Clone)]
+enum Returned {
+    /// Sent again as a new message: the original is handled (deleted).
+    PutBack(MessageOutcome),
+    /// Its put-back was not sent (`why`); the original's visibility was changed instead,
+    /// so SQS gives it back after `seconds`. A batch failure all the same.
+    Hidden {
+        /// Its new visibility timeout, in seconds.
+        seconds: u32,
+        /// Why the put-back was not sent.
+        why: String,
+    },
+}
+
+/// What became of each failed message going back, by SQS message id, written as each
+/// call answers so that the end of the batch knows even when the deadline cut the rest.
+type ReturnedLog = std::sync::Mutex<HashMap<String, Returned>>;
+
+fn note_returned(log: &ReturnedLog, id: &str, returned: Returned) {
+    log.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .insert(id.to_owned(), returned);
 }
 
 /// Sends the batch's failed messages again as new messages, each with its short delay,
 /// in `SendMessageBatch` calls of 10, all together: each one SQS took is
-/// [`MessageOutcome::PutBack`] (the original is then deleted as handled); one it did not
-/// take stays a batch failure.
+/// [`Returned::PutBack`] (the original is then deleted as handled). The ones of a call
+/// SQS did not take (refused, throttled, timed out) have their originals hidden for the
+/// same short delay at once ([`hide_not_put_back`]). Each outcome goes to `returned`.
 async fn put_back_all(
     deps: &SenderDeps,
     returning: &[Returning],
     metrics: &Metrics,
-) -> Vec<(String, MessageOutcome)> {
+    returned: &ReturnedLog,
+) {
     let calls = returning.chunks(MAX_BATCH_ENTRIES).map(|chunk| async move {
         let entries: Vec<QueueEntry> = chunk
             .iter()
@@ -481,34 +573,91 @@ async fn put_back_all(
             Ok(per_entry) => per_entry,
             Err(e) => vec![Err(e); chunk.len()],
         };
-        let mut put_back = Vec::new();
+        let mut not_sent = Vec::new();
         for (r, outcome) in chunk.iter().zip(sent) {
             let m = &r.message;
             match outcome {
                 Ok(()) => {
                     metrics.update(|c| c.put_back += 1);
                     tracing::warn!(delivery_id = %m.delivery_id, attempt = m.attempt, put_back = m.put_back, delay_seconds = r.delay_seconds, error = %r.error, "our failure; put back with a short delay");
-                    put_back.push((
-                        r.message_id.clone(),
-                        MessageOutcome::PutBack {
+                    note_returned(
+                        returned,
+                        &r.message_id,
+                        Returned::PutBack(MessageOutcome::PutBack {
                             error: r.error.clone(),
                             delay_seconds: r.delay_seconds,
                             put_back: m.put_back,
-                        },
-                    ));
+                        }),
+                    );
                 }
                 Err(e) => {
-                    tracing::warn!(delivery_id = %m.delivery_id, error = %e, "not put back");
+                    tracing::warn!(delivery_id = %m.delivery_id, error = %e, "not put back; hiding the original for the put-back's delay instead");
+                    not_sent.push((r, e));
                 }
             }
         }
-        put_back
+        hide_not_put_back(deps, &not_sent, metrics, returned).await;
     });
-    futures::future::join_all(calls)
-        .await
-        .into_iter()
-        .flatten()
-        .collect()
+    futures::future::join_all(calls).await;
+}
+
+/// The fallback of a put-back SQS did not take: the original message (still in flight,
+/// its receipt handle this receive's) is made visible again after the put-back's own
+/// short delay (`ChangeMessageVisibility`, `ChangeMessageVisibilityBatch` for several: one
+/// call for up to 10) and stays a batch failure, so Lambda leaves it on the queue. It
+/// comes back in seconds, not after the queue's 360 s visibility timeout; unlike a
+/// put-back it stays in flight meanwhile and its receive counts towards the redrive. One
+/// whose visibility is not changed either (no receipt handle, or the call failed) is left
+/// for the visibility timeout: the end of the batch counts it (`PutBackFailed`).
+async fn hide_not_put_back(
+    deps: &SenderDeps,
+    not_sent: &[(&Returning, PortError)],
+    metrics: &Metrics,
+    returned: &ReturnedLog,
+) {
+    let hideable: Vec<(&Returning, &PortError, &str)> = not_sent
+        .iter()
+        .filter_map(|(r, why)| {
+            let handle = r.receipt_handle.as_deref().filter(|h| !h.is_empty())?;
+            Some((*r, why, handle))
+        })
+        .collect();
+    if hideable.is_empty() {
+        return;
+    }
+    let entries: Vec<tern_core::ports::VisibilityChange> = hideable
+        .iter()
+        .enumerate()
+        .map(|(i, (r, _, handle))| tern_core::ports::VisibilityChange {
+            id: format!("v{i}"),
+            receipt_handle: (*handle).to_owned(),
+            visibility_seconds: r.hide_seconds,
+        })
+        .collect();
+    let changed = match deps.delivery_queue.change_visibility(&entries).await {
+        Ok(per_entry) => per_entry,
+        Err(e) => vec![Err(e); entries.len()],
+    };
+    for ((r, why, _), outcome) in hideable.into_iter().zip(changed) {
+        let m = &r.message;
+        match outcome {
+            Ok(()) => {
+                metrics.update(|c| c.put_back_by_visibility += 1);
+                tracing::warn!(delivery_id = %m.delivery_id, attempt = m.attempt, visibility_seconds = r.hide_seconds, error = %r.error, put_back_error = %why, "our failure; put-back not sent, the original comes back after a short delay");
+                note_returned(
+                    returned,
+                    &r.message_id,
+                    Returned::Hidden {
+                        seconds: r.hide_seconds,
+                        why: why.to_string(),
+                    },
+                );
+            }
+            Err(e) => {
+                tracing::warn!(delivery_id = %m.delivery_id, error = %e, "visibility not changed either");
+            }
+        }
+    }
 }
 
 /// What the messages of one batch share: the endpoints' gates, the health counts, and

@@ -280,11 +280,16 @@ pub fn caller_kind(label: &str) -> &str {
     label.split('-').next().unwrap_or(label)
 }
 
-/// The class name of a DynamoDB read by `op` of `table` (as the meter names fetches).
-fn read_class(op: &str, table: &str, index: Option<&str>) -> String {
-    match index {
+/// The class name of a DynamoDB read by `op` of `table` at partition `key` (as the meter
+/// names fetches: a key of one of Tern's own families is a class apart).
+fn read_class(op: &str, table: &str, index: Option<&str>, key: Option<&str>) -> String {
+    let class = match index {
         Some(i) if op == "dynamodb:Query" => format!("{op} {table}/{i}"),
         _ => format!("{op} {table}"),
+    };
+    match key.and_then(super::meter::key_family) {
+        Some(family) if index.is_none() => format!("{class} {family}"),
+        _ => class,
     }
 }
 
@@ -377,8 +382,10 @@ pub fn phase(
         // A query's later pages belong to its first page's class.
         if r.op == "dynamodb:Query" && r.fetches.is_empty() {
             let table = r.resource.as_deref().map(&logical).unwrap_or_default();
-            let index = r.charges.first().and_then(|c| c.index.as_deref());
-            counted_as_cached = is_cached(&read_class(&r.op, &table, index));
+            let first = r.charges.first();
+            let index = first.and_then(|c| c.index.as_deref());
+            let key = first.and_then(|c| c.key.as_deref());
+            counted_as_cached = is_cached(&read_class(&r.op, &table, index, key));
         }
         if !counted_as_cached {
             *ops.entry(row).or_default() += 1.0;
@@ -407,7 +414,7 @@ pub fn phase(
             match c.kind {
                 Kind::Write => acc.use_.write_units += c.units,
                 Kind::Read => {
-                    let class = read_class(&r.op, &table, c.index.as_deref());
+                    let class = read_class(&r.op, &table, c.index.as_deref(), c.key.as_deref());
                     if is_cached(&class) {
                         let fetches = if r.op == "dynamodb:Query" && r.fetches.is_empty() {
                             0.0

@@ -175,6 +175,35 @@ fn messages(op: &str, body: &Value, answer: &Value) -> u32 {
     }
 }
 
+/// The family of a partition key that is not a tenant's: `#keyring`, `#subscriptions`
+/// (Tern's own partitions in a tenant-keyed table start with `#`, which no tenant id
+/// holds). Their items are fetched for reasons of their own (once per process per hour,
+/// once per batch), so a fetch of one is a class apart from the table's tenant items:
+/// otherwise the cache model would charge them the projected reads of every endpoint.
+pub fn key_family(partition_key: &str) -> Option<&str> {
+    let rest = partition_key.strip_prefix('#')?;
+    let end = rest.find('#').map_or(partition_key.len(), |i| i + 1);
+    Some(&partition_key[..end])
+}
+
+/// The family (see [`key_family`]) of the first string value in `values` that has one.
+fn family_in(values: Option<&Value>) -> Option<String> {
+    values?
+        .as_object()?
+        .values()
+        .filter_map(|v| v.get("S").and_then(Value::as_str))
+        .find_map(key_family)
+        .map(str::to_owned)
+}
+
+/// `class` with the family of the keys it names, if any.
+fn with_family(class: String, family: Option<String>) -> String {
+    match family {
+        Some(f) => format!("{class} {f}"),
+        None => class,
+    }
+}
+
 /// The cacheable fetches of a request.
 fn fetches(op: &str, body: &Value, ids: &Ids) -> Vec<Fetch> {
     let table = || {
@@ -193,7 +222,7 @@ fn fetches(op: &str, body: &Value, ids: &Ids) -> Vec<Fetch> {
     };
     match op {
         "dynamodb:GetItem" => one(
-            format!("{op} {}", table()),
+            with_family(format!("{op} {}", table()), family_in(body.get("Key"))),
             body.get("Key").map(Value::to_string).unwrap_or_default(),
         ),
         "dynamodb:BatchGetItem" => body
@@ -209,7 +238,12 @@ fn fetches(op: &str, body: &Value, ids: &Ids) -> Vec<Fetch> {
                     .map(move |k| (t.clone(), k.to_string()))
             })
             .map(|(t, item)| Fetch {
-                class: format!("{op} {t}"),
+                class: with_family(
+                    format!("{op} {t}"),
+                    serde_json::from_str::<Value>(&item)
+                        .ok()
+                        .and_then(|k| family_in(Some(&k))),
+                ),
                 mentions: ids.mentions(&item),
                 item,
             })
@@ -229,7 +263,13 @@ fn fetches(op: &str, body: &Value, ids: &Ids) -> Vec<Fetch> {
                     .map(Value::to_string)
                     .unwrap_or_default()
             );
-            one(format!("{op} {}{index}", table()), item)
+            one(
+                with_family(
+                    format!("{op} {}{index}", table()),
+                    family_in(body.get("ExpressionAttributeValues")).filter(|_| index.is_empty()),
+                ),
+                item,
+            )
         }
         "kms:Decrypt" => one(
             op.to_owned(),
@@ -466,5 +506,33 @@ mod tests {
             ("kms:Decrypt", 1)
         );
         assert!(fetches("dynamodb:UpdateItem", &get, &ids).is_empty());
+    }
+
+    #[test]
+    fn our_own_partitions_are_classes_apart_from_the_tenants_items() {
+        assert_eq!(key_family("#keyring"), Some("#keyring"));
+        assert_eq!(key_family("#subscriptions#tnt_f"), Some("#subscriptions"));
+        assert_eq!(key_family("tnt_f"), None);
+        let ids = Ids::default();
+        let keyring = json!({"TableName": "p-endpoints", "Key": {"tenant_id": {"S": "#keyring"}, "endpoint_id": {"S": "epoch#0000000001"}}});
+        assert_eq!(
+            fetches("dynamodb:GetItem", &keyring, &ids)[0].class,
+            "dynamodb:GetItem p-endpoints #keyring"
+        );
+        let version = json!({"TableName": "p-endpoints", "Key": {"tenant_id": {"S": "#subscriptions#tnt_f"}, "endpoint_id": {"S": "version"}}});
+        assert_eq!(
+            fetches("dynamodb:GetItem", &version, &ids)[0].class,
+            "dynamodb:GetItem p-endpoints #subscriptions"
+        );
+        let newest = json!({"TableName": "p-endpoints", "KeyConditionExpression": "tenant_id = :k", "ExpressionAttributeValues": {":k": {"S": "#keyring"}, ":p": {"S": "epoch#"}}});
+        assert_eq!(
+            fetches("dynamodb:Query", &newest, &ids)[0].class,
+            "dynamodb:Query p-endpoints #keyring"
+        );
+        let by_index = json!({"TableName": "p-health", "IndexName": "tenant", "KeyConditionExpression": "t = :k", "ExpressionAttributeValues": {":k": {"S": "#x"}}});
+        assert_eq!(
+            fetches("dynamodb:Query", &by_index, &ids)[0].class,
+            "dynamodb:Query p-health/tenant"
+        );
     }
 }

@@ -214,6 +214,7 @@ impl HealthStore for InMemoryHealthStore {
                 if ok {
                     h.opened_at = None;
                     h.next_probe_at = None;
+                    h.closed_at = Some(now);
                     h.consecutive_failures = 0;
                     h.pending_report = Some(report.clone());
                 }

@@ -9,7 +9,9 @@ use async_trait::async_trait;
 
 use super::sqs::{QueueCounts, QueueMessage, QueueSettings, SqsError, SqsModel};
 use crate::clock::{MonotonicClock, SystemClock};
-use crate::ports::{DrainableQueue, MessageQueue, PortError, QueueEntry, ReceivedMessage};
+use crate::ports::{
+    DrainableQueue, MessageQueue, PortError, QueueEntry, ReceivedMessage, VisibilityChange,
+};
 
 /// Called after every send that put a message on the queue (a long poll's wake-up).
 pub type SendListener = Box<dyn Fn() + Send + Sync>;
@@ -193,6 +195,30 @@ impl MessageQueue for InMemoryQueue {
         self.sent();
         Ok(())
     }
+
+    /// Each entry as [`Self::change_visibility`]; more than 10 is refused as SQS refuses
+    /// a batch that large.
+    async fn change_visibility(
+        &self,
+        entries: &[VisibilityChange],
+    ) -> Result<Vec<Result<(), PortError>>, PortError> {
+        if entries.is_empty() || entries.len() > 10 {
+            return Err(PortError::Rejected(format!(
+                "{} entries: ChangeMessageVisibilityBatch takes 1 to 10",
+                entries.len()
+            )));
+        }
+        Ok(entries
+            .iter()
+            .map(|e| {
+                self.change_visibility(
+                    &e.receipt_handle,
+                    Duration::from_secs(u64::from(e.visibility_seconds)),
+                )
+                .map_err(rejected)
+            })
+            .collect())
+    }
 }
 
 #[async_trait]
@@ -323,5 +349,49 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(queue.counts().visible, 1);
+    }
+
+    /// The sender's fallback for a put-back SQS did not take: the received message is
+    /// hidden for a few seconds, not the queue's visibility timeout.
+    #[tokio::test]
+    async fn change_visibility_hides_received_messages_for_the_seconds_asked() {
+        let clock = Arc::new(ManualClock::default());
+        let queue = InMemoryQueue::with_clock(QueueSettings::default(), clock.clone());
+        queue
+            .send_batch(&[entry("a", 0), entry("b", 0)])
+            .await
+            .unwrap();
+        let got = queue.receive_messages(10, None).unwrap();
+        assert_eq!(got.len(), 2);
+        let change = |m: &QueueMessage, seconds: u32| VisibilityChange {
+            id: m.message_id.clone(),
+            receipt_handle: m.receipt_handle.clone(),
+            visibility_seconds: seconds,
+        };
+        let bad = VisibilityChange {
+            receipt_handle: "not-a-handle".into(),
+            ..change(&got[1], 1)
+        };
+        let results = MessageQueue::change_visibility(
+            &queue,
+            &[change(&got[0], 2), change(&got[1], 43_201), bad],
+        )
+        .await
+        .unwrap();
+        assert!(results[0].is_ok(), "{results:?}");
+        assert!(
+            matches!(results[1], Err(PortError::Rejected(_))),
+            "above 12 h"
+        );
+        assert!(matches!(results[2], Err(PortError::Rejected(_))));
+        assert!(matches!(
+            MessageQueue::change_visibility(&queue, &[]).await,
+            Err(PortError::Rejected(_))
+        ));
+        clock.advance(Duration::from_secs(1));
+        assert_eq!(queue.counts().visible, 0);
+        clock.advance(Duration::from_secs(1));
+        assert_eq!(queue.counts().visible, 1, "a is back after 2 s");
+        assert_eq!(queue.counts().in_flight, 1, "b keeps its 360 s");
     }
 }

@@ -20,10 +20,11 @@
 use chrono::{DateTime, Duration, Utc};
 use serde::Serialize;
 use tern_core::decision::retry_window_end;
-use tern_core::health::{EndpointHealth, HealthPolicy, HealthState};
+use tern_core::health::{EndpointHealth, HealthPolicy, HealthState, chrono_duration};
 use tern_core::ports::{
     AttemptRecord, DeliveryState, OUTCOME_ABANDONED, OUTCOME_DUPLICATE, OUTCOME_REQUEUED,
 };
+use tern_core::put_back::held_back_cap;
 use tern_core::trace::{OutboxEntry, PairState};
 use tern_core::{Endpoint, EndpointId, RetrySchedule};
 
@@ -251,6 +252,27 @@ fn held_back(
     }
 }
 
+/// When the endpoint last stopped holding deliveries back, if it did by `now`: its
+/// circuit's close, or the end of its receiver's last pause, whichever is later, and in
+/// words. A delivery held back before then comes back up to the held-back ceiling (900 s,
+/// [`tern_core::put_back::held_back_cap`]) after its last hold, and that hold may have come
+/// just before the release; the pair's listed due time is its first hold's (a later hold
+/// writes nothing), so only this tells the audit it may still be on its way.
+fn released(f: &PairFacts<'_>, now: DateTime<Utc>) -> Option<(DateTime<Utc>, String)> {
+    let h = f.health?;
+    let closed = h
+        .closed_at
+        .filter(|c| *c <= now)
+        .map(|c| (c, format!("its endpoint's circuit closed at {}", t(c))));
+    let resumed = h.paused_until.filter(|p| *p <= now).map(|p| {
+        (
+            p,
+            format!("its endpoint's receiver's pause ended at {}", t(p)),
+        )
+    });
+    closed.into_iter().chain(resumed).max_by_key(|(at, _)| *at)
+}
+
 /// The end of the delivery's retry window: past it the sender dead-letters a held-back
 /// delivery `exhausted`, so nothing may wait longer.
 fn window_end(f: &PairFacts<'_>, first: DateTime<Utc>, rules: &Rules) -> DateTime<Utc> {
@@ -311,6 +333,23 @@ pub fn classify(f: &PairFacts<'_>, rules: &Rules, now: DateTime<Utc>) -> Finding
     let last_key = last.map(|r| key(r.replay_count, r.attempt));
 
     let held = held_back(f, rules, now);
+    let released = released(f, now);
+    let cap = chrono_duration(held_back_cap(rules.time_scale));
+    // Held back until lately: waiting for one grace after the release (the default grace
+    // covers the held-back ceiling, `super::DEFAULT_GRACE`).
+    let released_lately = |what: &str| {
+        let (at, why) = released.as_ref()?;
+        (now < *at + grace).then(|| {
+            Finding::new(
+                PairStatus::Waiting,
+                format!(
+                    "{what}; {why}, and a delivery held back until then comes back up to {} after                      its last hold",
+                    humantime::format_duration(cap.to_std().unwrap_or_default())
+                ),
+            )
+            .due(Some(*at + cap))
+        })
+    };
     let waiting_or_lost = |due: DateTime<Utc>, first: DateTime<Utc>, what: String| {
         if now < due + grace {
             return Finding::new(PairStatus::Waiting, what).due(Some(due));
@@ -320,6 +359,9 @@ pub fn classify(f: &PairFacts<'_>, rules: &Rules, now: DateTime<Utc>) -> Finding
         {
             return Finding::new(PairStatus::Waiting, format!("{what}; held back: {why}"))
                 .due(Some(*until));
+        }
+        if let Some(waiting) = released_lately(&what) {
+            return waiting;
         }
         Finding::new(
             PairStatus::Unaccounted,
@@ -506,6 +548,9 @@ pub fn classify(f: &PairFacts<'_>, rules: &Rules, now: DateTime<Utc>) -> Finding
         )
         .due(Some(*until));
     }
+    if let Some(waiting) = released_lately("no attempt yet") {
+        return waiting;
+    }
     Finding::new(
         PairStatus::Unaccounted,
         "no trace: no claim and no attempt in the ledger, not in the DLQ, not in the \
@@ -595,6 +640,7 @@ mod tests {
         dlq: Option<DlqHit>,
         parked: Option<ParkedHit>,
         dlq_complete: bool,
+        grace: Duration,
     }
 
     impl Case {
@@ -608,6 +654,7 @@ mod tests {
                 dlq: None,
                 parked: None,
                 dlq_complete: true,
+                grace: rules().grace,
             }
         }
 
@@ -625,7 +672,10 @@ mod tests {
                     parked: self.parked.as_ref(),
                     dlq_complete: self.dlq_complete,
                 },
-                &rules(),
+                &Rules {
+                    grace: self.grace,
+                    ..rules()
+                },
                 at(now),
             )
         }
@@ -748,6 +798,52 @@ mod tests {
         c.rows = vec![row(1, "2026-12-01T10:00:06Z", "retry", Some(60))];
         let w = c.at("2026-12-01T10:05:00Z");
         assert!(w.detail.starts_with("attempt 1 failed"), "{}", w.detail);
+    }
+
+    /// Issue 29 item 3: behind an open circuit a delivery is held back again and again,
+    /// each hold longer, up to 900 s; only its first hold lists its due time. Its last
+    /// hold may come a moment before the circuit closes, so it may be back only 900 s
+    /// after the close, and its batch may crash and SQS give it back 360 s later still.
+    #[test]
+    fn a_delivery_held_back_until_its_circuit_closed_waits_one_grace_after_the_close() {
+        let mut c = Case::new();
+        let mut s = state(1, false, "2026-12-01T10:00:00Z");
+        s.claim_key = None;
+        s.waiting_attempt = Some(1);
+        s.waiting_due = Some(at("2026-12-01T10:01:00Z"));
+        c.state = Some(s);
+        let mut h = EndpointHealth::empty(c.endpoint.tenant_id.clone(), c.endpoint.id.clone(), 300);
+        h.closed_at = Some(at("2026-12-01T12:00:00Z"));
+        h.last_success_at = h.closed_at;
+        c.health = Some(h);
+        // Its due time is two hours old and the circuit is closed, yet it is on its way.
+        let w = c.at("2026-12-01T12:05:00Z");
+        assert_eq!(w.status, PairStatus::Waiting, "{}", w.detail);
+        assert!(w.detail.contains("circuit closed at"), "{}", w.detail);
+        assert_eq!(
+            w.due_at,
+            Some(at("2026-12-01T12:15:00Z")),
+            "the close + 900 s"
+        );
+        // The grace counts from the close: 15 min in these tests, then lost.
+        assert_eq!(c.at("2026-12-01T12:14:59Z").status, PairStatus::Waiting);
+        assert_eq!(c.at("2026-12-01T12:15:01Z").status, PairStatus::Unaccounted);
+        // The default grace covers the ceiling and a crashed return: held back at
+        // 11:59:59 for 900 s, back at 12:14:59, its batch crashed, back again 360 s later.
+        c.grace = Duration::from_std(crate::audit::DEFAULT_GRACE).unwrap();
+        let crashed_return = at("2026-12-01T11:59:59Z")
+            + Duration::seconds(i64::from(tern_core::retry::MAX_QUEUE_DELAY_SECONDS))
+            + Duration::seconds(360);
+        assert_eq!(crashed_return, at("2026-12-01T12:20:59Z"));
+        assert_eq!(c.at("2026-12-01T12:20:59Z").status, PairStatus::Waiting);
+        assert_eq!(c.at("2026-12-01T12:21:01Z").status, PairStatus::Unaccounted);
+        // The end of a receiver's pause releases held-back deliveries the same way.
+        let mut h = EndpointHealth::empty(c.endpoint.tenant_id.clone(), c.endpoint.id.clone(), 300);
+        h.paused_until = Some(at("2026-12-01T12:00:00Z"));
+        c.health = Some(h);
+        let w = c.at("2026-12-01T12:05:00Z");
+        assert_eq!(w.status, PairStatus::Waiting, "{}", w.detail);
+        assert!(w.detail.contains("pause ended at"), "{}", w.detail);
     }
 
     #[test]

@@ -53,10 +53,23 @@ pub use classify::{Finding, PairStatus, Rules};
 use classify::{PairFacts, classify};
 use queues::ParkedIndex;
 
-/// Default grace period: 15 minutes. Longer than a crashed sender's message takes to come
-/// back (the delivery queue's visibility timeout, 360 s) and than a deferral by an open
-/// circuit (one probe interval, 60 s), so a healthy deployment shows no unaccounted pair.
-pub const DEFAULT_GRACE: Duration = Duration::from_secs(15 * 60);
+/// What a delivery may take to show progress once it is back on the queue, in seconds: a
+/// crashed sender's message comes back after the delivery queue's visibility timeout
+/// (360 s, `infra/settings.json` `queues.delivery.visibilityTimeoutSeconds`); a deferral
+/// by an open circuit (one probe interval, 60 s) and a put-back of our failure (at most
+/// 60 s, [`tern_core::put_back::put_back_delay_seconds`]) are shorter.
+pub const PROGRESS_MARGIN_SECONDS: u64 = 360;
+
+/// Default grace period: 21 minutes, the longest a held-back delivery stays away (the
+/// held-back ceiling: the queue's 900 s `DelaySeconds` maximum,
+/// [`tern_core::retry::MAX_QUEUE_DELAY_SECONDS`], as
+/// [`tern_core::put_back::held_back_cap`] keeps it) plus [`PROGRESS_MARGIN_SECONDS`]. A
+/// delivery held back just before its endpoint's circuit closed (or its receiver's pause
+/// ended) is back and claimed within it, so a healthy deployment shows no unaccounted pair
+/// (issue 29 item 3: the 15 minutes before this were the ceiling alone, with nothing for
+/// the return's own processing).
+pub const DEFAULT_GRACE: Duration =
+    Duration::from_secs(tern_core::retry::MAX_QUEUE_DELAY_SECONDS as u64 + PROGRESS_MARGIN_SECONDS);
 
 /// Default wait before the second look at unaccounted pairs: 10 s.
 pub const DEFAULT_RECHECK_AFTER: Duration = Duration::from_secs(10);
