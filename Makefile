@@ -213,9 +213,9 @@ package: package-venv
 	@if $(CARGO) tree $(FUNCTIONS) -p tern-console-fn -e features -i tern-http | grep -q test-support; then \
 		echo "make package: tern-http's test-support feature reaches a function crate"; exit 1; fi
 	PATH="$(CURDIR)/$(PACKAGE_VENV)/bin:$$PATH" $(CARGO) lambda build --release --arm64 \
-	  $(FUNCTIONS) -p tern-console-fn -p tern-bench-hello
+	  $(FUNCTIONS) -p tern-relay-pg -p tern-console-fn -p tern-bench-hello
 	$(PYTHON) tools/zip_lambda.py $(CARGO_TARGET)/lambda $(CARGO_TARGET)/lambda-zip \
-	  sender relay replay console api hello-world
+	  sender relay relay-pg replay console api hello-world
 	$(MAKE) -C infra deps
 	cd infra && npx cdk synth --quiet -o $(CARGO_TARGET)/package-cdk.out \
 	  -c tern:prebuiltArtifactsDir=$(CARGO_TARGET)/lambda -c tern:alarmEmail=ops@example.com

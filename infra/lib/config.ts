@@ -139,6 +139,22 @@ export interface TernOptions {
    */
   readonly traceSampleRatio?: number;
   /**
+   * Deploy the PostgreSQL relay (relay-pg, issue 31): a function in the database's VPC, invoked
+   * every minute, polling the `tern_outbox` table (docs/outbox.md). Needs the three
+   * postgresOutbox* settings below. Default: postgresOutbox.enabled (false).
+   */
+  readonly postgresOutbox?: boolean;
+  /**
+   * ARN of the Secrets Manager secret whose SecretString is the database's connection URL
+   * (`postgres://user:password@host:5432/db?sslmode=require`); CloudFormation resolves it into
+   * TERN_OUTBOX_DATABASE_URL at deploy time (a dynamic reference).
+   */
+  readonly postgresOutboxSecretArn?: string;
+  /** Private subnets the relay runs in (comma-separated `subnet-...`): they must reach the database, SQS and DynamoDB. */
+  readonly postgresOutboxSubnetIds?: string;
+  /** Security groups of the relay (comma-separated `sg-...`): the database's (or RDS Proxy's) must admit them on 5432. */
+  readonly postgresOutboxSecurityGroupIds?: string;
+  /**
    * Folder of prebuilt functions laid out as `cargo lambda build --release --arm64` writes them
    * (`<dir>/relay/bootstrap`, ...), usually `../target/lambda`. When set, the stack uses these files
    * and does not run cargo-lambda. Default: unset, so `RustFunction` builds each binary at synth.
@@ -190,8 +206,21 @@ export interface TernConfig {
   readonly egressAvailabilityZones: number;
   readonly otlpEndpoint: string;
   readonly traceSampleRatio: number;
+  /** The PostgreSQL relay's deployment; `undefined` when off (the default). */
+  readonly postgresOutbox?: PostgresOutboxConfig;
   readonly prebuiltArtifactsDir?: string;
 }
+
+/** Where the PostgreSQL relay runs and what it connects with (checked when enabled). */
+export interface PostgresOutboxConfig {
+  /** The Secrets Manager secret holding the connection URL. */
+  readonly secretArn: string;
+  readonly subnetIds: string[];
+  readonly securityGroupIds: string[];
+}
+
+/** A Secrets Manager secret's ARN (also template.yaml's PostgresOutboxDatabaseSecretArn AllowedPattern). */
+export const SECRET_ARN = /^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:[A-Za-z0-9/_+=.@-]+$/;
 
 /** The default share of new traces recorded when tracing is on (also template.yaml's TraceSampleRatio). */
 export const DEFAULT_TRACE_SAMPLE_RATIO = 0.05;
@@ -248,6 +277,10 @@ const KINDS: { [K in keyof Required<TernOptions>]: Kind } = {
   egressAvailabilityZones: 'number',
   otlpEndpoint: 'string',
   traceSampleRatio: 'number',
+  postgresOutbox: 'boolean',
+  postgresOutboxSecretArn: 'string',
+  postgresOutboxSubnetIds: 'string',
+  postgresOutboxSecurityGroupIds: 'string',
   prebuiltArtifactsDir: 'string',
 };
 
@@ -347,10 +380,22 @@ export function resolveConfig(node: Node, settings: TernSettings, props: TernOpt
     egressAvailabilityZones: pick('egressAvailabilityZones', settings.egress.availabilityZones)!,
     otlpEndpoint: pick('otlpEndpoint', '') ?? '',
     traceSampleRatio: pick('traceSampleRatio', DEFAULT_TRACE_SAMPLE_RATIO)!,
+    postgresOutbox: pick('postgresOutbox', settings.postgresOutbox.enabled)
+      ? {
+          secretArn: pick('postgresOutboxSecretArn', '') ?? '',
+          subnetIds: list(pick('postgresOutboxSubnetIds', '')),
+          securityGroupIds: list(pick('postgresOutboxSecurityGroupIds', '')),
+        }
+      : undefined,
     prebuiltArtifactsDir: pick('prebuiltArtifactsDir', undefined),
   };
   validate(config, minVisibility);
   return config;
+}
+
+/** A comma-separated list, blanks dropped. */
+function list(v: string | undefined): string[] {
+  return (v ?? '').split(',').map((x) => x.trim()).filter((x) => x !== '');
 }
 
 /**
@@ -439,6 +484,19 @@ function validate(c: TernConfig, minVisibility: number): void {
   }
   if (!(c.traceSampleRatio >= 0 && c.traceSampleRatio <= 1)) {
     fail(`traceSampleRatio must be in 0..1, got ${c.traceSampleRatio}`);
+  }
+  // The PostgreSQL relay cannot start without its secret, nor reach a private database outside its VPC.
+  const pg = c.postgresOutbox;
+  if (pg) {
+    if (!SECRET_ARN.test(pg.secretArn)) {
+      fail(`postgresOutbox: postgresOutboxSecretArn must be a Secrets Manager secret ARN, got ${JSON.stringify(pg.secretArn)}`);
+    }
+    if (pg.subnetIds.length === 0 || pg.subnetIds.some((x) => !/^subnet-[0-9a-f]+$/.test(x))) {
+      fail(`postgresOutbox: postgresOutboxSubnetIds must list subnet ids (subnet-...), got ${JSON.stringify(pg.subnetIds.join(','))}`);
+    }
+    if (pg.securityGroupIds.length === 0 || pg.securityGroupIds.some((x) => !/^sg-[0-9a-f]+$/.test(x))) {
+      fail(`postgresOutbox: postgresOutboxSecurityGroupIds must list security group ids (sg-...), got ${JSON.stringify(pg.securityGroupIds.join(','))}`);
+    }
   }
   // Disabling is the stronger verdict: an endpoint is reported degraded before it is disabled.
   if (c.healthDisableBelowPercent > c.healthDegradedBelowPercent) {

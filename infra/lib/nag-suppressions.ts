@@ -19,6 +19,7 @@ export function nagAcknowledgments(stack: TernStack): NagAcknowledgment[] {
   return mergeSameFinding([
     ...staticEgressAcknowledgments(stack),
     ...tracingAcknowledgments(stack),
+    ...postgresOutboxAcknowledgments(stack),
     {
       scope: stack.queues.relayFailures,
       id: 'AwsSolutions-SQS3',
@@ -124,6 +125,31 @@ function staticEgressAcknowledgments(stack: TernStack): NagAcknowledgment[] {
         'egress subnets and security group).',
     },
   ]);
+}
+
+/**
+ * `postgresOutbox` only: the relay-pg function runs in the database's VPC, so its role holds the
+ * same network-interface actions as the static egress's functions, and for the same reasons.
+ */
+function postgresOutboxAcknowledgments(stack: TernStack): NagAcknowledgment[] {
+  const role = stack.functions.roles['relay-pg'];
+  if (!stack.functions.relayPg || !role) return [];
+  return [
+    {
+      scope: role,
+      id: 'AwsSolutions-IAM5[Resource::*]',
+      reason:
+        'ec2:DescribeNetworkInterfaces and ec2:DescribeSubnets, which Lambda calls to manage the PostgreSQL relay\'s network ' +
+        'interfaces in the database\'s VPC, have no resource-level permissions (Lambda developer guide, VPC access); they read, and change nothing.',
+    },
+    {
+      scope: role,
+      id: 'AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:network-interface/*]',
+      reason:
+        'Lambda creates, re-addresses and deletes the PostgreSQL relay\'s network interfaces, whose ids are not known before ' +
+        'they exist; limited to network interfaces of this account and Region (creation further to the given subnets and security groups).',
+    },
+  ];
 }
 
 export function applyNagSuppressions(stack: TernStack): void {

@@ -103,6 +103,29 @@ export interface EgressSettings {
 /** Most availability zones the static egress spans: template.yaml writes each out under a condition. */
 export const MAX_EGRESS_AVAILABILITY_ZONES = 3;
 
+/**
+ * settings.json `postgresOutbox` (issue 31): the PostgreSQL relay, off unless `enabled`.
+ * See docs/outbox.md, "Deploying the PostgreSQL relay".
+ */
+export interface PostgresOutboxSettings {
+  /** Deploy the relay-pg function, its schedule and alarms. */
+  readonly enabled: boolean;
+  /** The function's timeout, seconds: a little over the schedule's 60 s, so consecutive runs barely overlap. */
+  readonly timeoutSeconds: number;
+  /** The function's memory, MB. */
+  readonly memoryMb: number;
+  /** Concurrency reserved for (and capping) the function: 2 lets a run overlap the next one's start. */
+  readonly reservedConcurrency: number;
+  /** The EventBridge schedule's expression (`rate(1 minute)`). */
+  readonly scheduleExpression: string;
+  /** TERN_PG_RELAY_BATCH_ROWS, rows per claim (1-1000). */
+  readonly batchRows: number;
+  /** TERN_PG_RELAY_POLL_MS, milliseconds between polls of an empty outbox (100-1000). */
+  readonly pollMs: number;
+  /** TERN_OUTBOX_RETENTION_HOURS, hours a published row is kept (1-87600). */
+  readonly retentionHours: number;
+}
+
 export interface TernSettings {
   readonly tables: {
     readonly outbox: TableSettings;
@@ -198,6 +221,8 @@ export interface TernSettings {
   readonly portal: PortalSettings;
   /** Fixed source IPs (settings.json `egress`). */
   readonly egress: EgressSettings;
+  /** The PostgreSQL relay (settings.json `postgresOutbox`), off by default. */
+  readonly postgresOutbox: PostgresOutboxSettings;
   readonly metrics: { readonly namespace: string };
   /** Added by the infra: CloudWatch Logs retention of every log group, days. */
   readonly logs: { readonly retentionDays: number };
@@ -235,6 +260,8 @@ export interface TernSettings {
      * Api5xx alarm fires; 0 fires on any. A whole number, 0 or more.
      */
     readonly api5xx: number;
+    /** The PostgreSQL relay's lag (EMF `OutboxLag`, Maximum over 5 min) above which RelayPgLag fires, seconds. */
+    readonly pgRelayLagSeconds: number;
   };
 }
 
@@ -281,6 +308,13 @@ export function loadSettings(file: string = path.join(INFRA_DIR, 'settings.json'
     ['delivery.attemptTimeoutMs', s.delivery?.attemptTimeoutMs],
     ['logs.retentionDays', s.logs?.retentionDays],
     ['alarms.successRatePercent', s.alarms?.successRatePercent],
+    ['alarms.pgRelayLagSeconds', s.alarms?.pgRelayLagSeconds],
+    ['postgresOutbox.timeoutSeconds', s.postgresOutbox?.timeoutSeconds],
+    ['postgresOutbox.memoryMb', s.postgresOutbox?.memoryMb],
+    ['postgresOutbox.reservedConcurrency', s.postgresOutbox?.reservedConcurrency],
+    ['postgresOutbox.batchRows', s.postgresOutbox?.batchRows],
+    ['postgresOutbox.pollMs', s.postgresOutbox?.pollMs],
+    ['postgresOutbox.retentionHours', s.postgresOutbox?.retentionHours],
     ['health.failureThreshold', s.health?.failureThreshold],
     ['health.probeIntervalSeconds', s.health?.probeIntervalSeconds],
     ['health.windowSeconds', s.health?.windowSeconds],

@@ -212,7 +212,7 @@ export function critical(
   }
 
   const alarms = Object.values(t.Resources)
-    .filter((r) => r.Type === 'AWS::CloudWatch::Alarm')
+    .filter((r) => r.Type === 'AWS::CloudWatch::Alarm' && deployed(r))
     .map((r) => {
       const p = r.Properties;
       return n({

@@ -458,10 +458,19 @@ async fn the_relay_polls_for_the_rest_of_its_invocation_and_deletes_rows_past_th
     // The run's last batch starts 12 s before its deadline (tern_relay_pg::run_until):
     // this one polls for about 3 s.
     let deadline = Instant::now() + Duration::from_secs(15);
-    let run = tokio::spawn(async move { relay.run_until(deadline, &metrics()).await });
+    let run = tokio::spawn(async move {
+        let metrics = metrics();
+        let summary = relay.run_until(deadline, &metrics).await;
+        (summary, metrics.emf(0))
+    });
     // An order paid while the relay runs is published by the same run.
     let id = pay_order(&mut db, "o_during", "tnt_acme", r#"{"n":1}"#, true).await;
-    let summary = run.await.expect("the run");
+    let (summary, emf) = run.await.expect("the run");
+    // The run's EMF line carries the lag gauge the RelayPgLag alarm reads: 0 for an empty
+    // outbox (a value, not a missing one), and no OutboxRelayErrors.
+    let emf = emf.expect("an EMF line");
+    assert_eq!(emf["OutboxLag"], 0, "{emf}");
+    assert!(emf.get("OutboxRelayErrors").is_none(), "{emf}");
     assert_eq!(summary.published, 1, "{summary:?}");
     assert_eq!(summary.deleted, 1, "{summary:?}");
     assert_eq!(summary.errors, 0, "{summary:?}");

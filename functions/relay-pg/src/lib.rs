@@ -459,10 +459,16 @@ impl PgRelay {
         }
         if let Some(client) = guard.as_ref() {
             match lag_seconds(client, deadline).await {
-                Ok(lag) => summary.lag_seconds = lag,
+                Ok(lag) => {
+                    summary.lag_seconds = lag;
+                    // Emitted only when read: the lag alarm takes a missing value for a
+                    // relay that does not run (its errors have their own alarm).
+                    metrics.update(|c| c.outbox_lag_seconds = Some(lag_gauge_seconds(lag)));
+                }
                 Err(error) => tracing::warn!(%error, "relay lag not read"),
             }
         }
+        metrics.update(|c| c.outbox_relay_errors += summary.errors as u64);
         tracing::info!(
             batches = summary.batches,
             published = summary.published,
@@ -476,6 +482,13 @@ impl PgRelay {
     }
 }
 
+/// The `OutboxLag` gauge for a lag read as `lag` seconds (`None`: no unpublished row): whole
+/// seconds rounded up, so a row waiting 0.2 s counts 1, and 0 only for an empty outbox.
+pub fn lag_gauge_seconds(lag: Option<f64>) -> u64 {
+    // A clock step back on the database can make an age negative: count it as 0.
+    lag.map_or(0, |s| s.max(0.0).ceil() as u64)
+}
+
 async fn sleep_until(at: Instant, limit: Instant) {
     tokio::time::sleep_until(at.min(limit)).await;
 }
@@ -483,4 +496,17 @@ async fn sleep_until(at: Instant, limit: Instant) {
 /// The JSON that names a row in log lines and in a refused message's failure-queue body.
 pub fn row_names(seq: i64, tenant_id: &str, event_id: &str) -> Value {
     json!({"outbox": "postgres", "seq": seq, "tenant_id": tenant_id, "event_id": event_id})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::lag_gauge_seconds;
+
+    #[test]
+    fn lag_gauge_rounds_up_and_reads_none_as_empty() {
+        assert_eq!(lag_gauge_seconds(None), 0);
+        assert_eq!(lag_gauge_seconds(Some(0.2)), 1);
+        assert_eq!(lag_gauge_seconds(Some(300.0)), 300);
+        assert_eq!(lag_gauge_seconds(Some(-1.5)), 0);
+    }
 }

@@ -77,6 +77,7 @@ export class Alarms extends Construct {
     for (const [name, fn] of [['Relay', relay], ['Sender', sender], ['Replay', replay]] as const) {
       this.functionAlarms(name, fn);
     }
+    if (props.functions.relayPg) this.relayPgAlarms(props.settings, props.functions.relayPg);
     this.add('DelayedDeliveryFailed',
       props.stateMachine.metricFailed({ statistic: cw.Stats.SUM, period: Duration.minutes(5) }), 0,
       'A delayed retry could not be put back on the delivery queue: that delivery is lost unless replayed from its attempts.');
@@ -139,6 +140,31 @@ export class Alarms extends Construct {
       cw.ComparisonOperator.LESS_THAN_THRESHOLD);
   }
 
+  /**
+   * The PostgreSQL relay (postgresOutbox only): its invocations' errors and throttles, the
+   * database errors it survives (EMF `OutboxRelayErrors`: it returns normally after them, so
+   * Lambda's Errors misses them), and its lag (EMF `OutboxLag`, the oldest unpublished row's
+   * age when a run ended). A 5-minute period without any lag value fires too: every run that
+   * reaches the database reports one, so none means no run did.
+   */
+  private relayPgAlarms(settings: TernSettings, fn: lambda.IFunction): void {
+    this.functionAlarms('RelayPg', fn);
+    const emf = (metricName: string, statistic: string) =>
+      new cw.Metric({
+        namespace: settings.metrics.namespace,
+        metricName,
+        dimensionsMap: { ...SERVICE_DIMENSION },
+        statistic,
+        period: Duration.minutes(5),
+      });
+    this.add('RelayPgDatabaseErrors', emf('OutboxRelayErrors', cw.Stats.SUM), 0,
+      'The PostgreSQL relay could not connect, claim, mark or commit (its rows stay unpublished and are claimed again): read the relay-pg log group; check the database, RDS Proxy and the security groups.');
+    const lag = settings.alarms.pgRelayLagSeconds;
+    this.add('RelayPgLag', emf('OutboxLag', cw.Stats.MAXIMUM), lag,
+      `The oldest unpublished row of the PostgreSQL outbox is more than ${lag} s old, or no relay run reported its lag for 5 minutes: check RelayPgErrors, RelayPgDatabaseErrors and the relay-pg log group.`,
+      cw.ComparisonOperator.GREATER_THAN_THRESHOLD, 1, cw.TreatMissingData.BREACHING);
+  }
+
   private functionAlarms(name: string, fn: lambda.IFunction): void {
     const sum5m = { statistic: cw.Stats.SUM, period: Duration.minutes(5) };
     this.add(`${name}Errors`, fn.metricErrors(sum5m), 0,
@@ -154,6 +180,7 @@ export class Alarms extends Construct {
     description: string,
     comparisonOperator = cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
     evaluationPeriods = 1,
+    treatMissingData = cw.TreatMissingData.NOT_BREACHING,
   ): void {
     const alarm = new cw.Alarm(this, id, {
       metric,
@@ -161,7 +188,7 @@ export class Alarms extends Construct {
       comparisonOperator,
       evaluationPeriods,
       datapointsToAlarm: evaluationPeriods,
-      treatMissingData: cw.TreatMissingData.NOT_BREACHING,
+      treatMissingData,
       alarmDescription: `${description} Dashboard (dead letters, endpoints, replay): ${this.dashboardUrl}`,
     });
     alarm.addAlarmAction(this.action);

@@ -1,5 +1,7 @@
 import * as path from 'path';
 import { ArnFormat, Duration, RemovalPolicy, Stack } from 'aws-cdk-lib';
+import * as events from 'aws-cdk-lib/aws-events';
+import * as eventTargets from 'aws-cdk-lib/aws-events-targets';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import * as sources from 'aws-cdk-lib/aws-lambda-event-sources';
@@ -56,8 +58,11 @@ function grantHealthTable(fn: lambda.Function, storage: Storage, ...actions: str
 /** The dead-letter record's partition keys in the attempts table (`dl#<tenant id>#<shard>`, tern_aws::dead_letters). */
 export const DEAD_LETTER_PARTITIONS = 'dl#*';
 
-/** The five binaries of the Rust workspace (crates functions/relay, functions/sender, functions/replay, functions/console, functions/api). */
-export type FunctionName = 'relay' | 'sender' | 'replay' | 'console' | 'api';
+/**
+ * The binaries of the Rust workspace (crates functions/relay, functions/sender, functions/replay,
+ * functions/console, functions/api, and functions/relay-pg, deployed only with postgresOutbox).
+ */
+export type FunctionName = 'relay' | 'sender' | 'replay' | 'console' | 'api' | 'relay-pg';
 
 interface FunctionSpec {
   readonly name: FunctionName;
@@ -67,6 +72,10 @@ interface FunctionSpec {
   readonly environment: Record<string, string>;
   /** Concurrency reserved for the function (none when unset). */
   readonly reservedConcurrency?: number;
+  /** Asynchronous invocations: retries after a function error (Lambda's default 2 when unset). */
+  readonly retryAttempts?: number;
+  /** Asynchronous invocations: the oldest event Lambda still runs, seconds (Lambda's default 6 h when unset). */
+  readonly maxEventAgeSeconds?: number;
 }
 
 /**
@@ -82,6 +91,10 @@ export class Functions extends Construct {
   public readonly console: lambda.Function;
   /** The Tern API (shared/tern-api's router through lambda_http), invoked by the HTTP API only. */
   public readonly api: lambda.Function;
+  /** The PostgreSQL relay (postgresOutbox only): polls the tern_outbox table, invoked every minute. */
+  public readonly relayPg?: lambda.Function;
+  /** The relay-pg function's schedule (postgresOutbox only). */
+  public readonly relayPgSchedule?: events.Rule;
   /** The execution role of each function (created here so that no AWS managed policy is attached). */
   public readonly roles: Record<FunctionName, iam.Role> = {} as Record<FunctionName, iam.Role>;
   /** The log group of each function (the Contributor Insights rules read the sender's). */
@@ -256,6 +269,46 @@ export class Functions extends Construct {
       }
     }
 
+    if (c.postgresOutbox) {
+      const pg = s.postgresOutbox;
+      this.relayPg = this.rustFunction(c, {
+        name: 'relay-pg',
+        description: 'Tern PostgreSQL relay: polls the tern_outbox table for a minute, one delivery message per subscribed endpoint',
+        timeoutSeconds: pg.timeoutSeconds,
+        memoryMb: pg.memoryMb,
+        reservedConcurrency: pg.reservedConcurrency,
+        environment: {
+          ...common,
+          ...tracingEnv,
+          TERN_ENDPOINTS_TABLE: storage.endpoints.tableName,
+          TERN_ATTEMPTS_TABLE: storage.attempts.tableName,
+          TERN_DELIVERY_QUEUE_URL: queues.delivery.queueUrl,
+          TERN_RELAY_FAILURE_QUEUE_URL: queues.relayFailures.queueUrl,
+          TERN_MAX_PAYLOAD_BYTES: String(c.maxPayloadBytes),
+          TERN_ATTEMPT_LOG_TTL_DAYS: String(c.attemptLogTtlDays),
+          // A dynamic reference: CloudFormation reads the secret at deploy time with the
+          // deployer's credentials, so the function needs no Secrets Manager permission and
+          // no route to Secrets Manager from its subnets (docs/outbox.md says what it costs:
+          // the URL shows in the function's configuration; rotation needs a redeploy).
+          TERN_OUTBOX_DATABASE_URL: `{{resolve:secretsmanager:${c.postgresOutbox.secretArn}}}`,
+          TERN_PG_RELAY_BATCH_ROWS: String(pg.batchRows),
+          TERN_PG_RELAY_POLL_MS: String(pg.pollMs),
+          TERN_OUTBOX_RETENTION_HOURS: String(pg.retentionHours),
+        },
+        // A run ends by itself; the next minute's run is its retry. A throttled invocation
+        // (two runs still going) is dropped after a minute instead of piling up.
+        retryAttempts: 0,
+        maxEventAgeSeconds: 60,
+      });
+      const cfn = this.relayPg.node.defaultChild as lambda.CfnFunction;
+      cfn.vpcConfig = { subnetIds: c.postgresOutbox.subnetIds, securityGroupIds: c.postgresOutbox.securityGroupIds };
+      this.relayPgSchedule = new events.Rule(this, 'RelayPgSchedule', {
+        description: 'Tern: starts the PostgreSQL relay every minute',
+        schedule: events.Schedule.expression(pg.scheduleExpression),
+        targets: [new eventTargets.LambdaFunction(this.relayPg)],
+      });
+      this.wireRelayPg(storage, queues, c.postgresOutbox.subnetIds, c.postgresOutbox.securityGroupIds);
+    }
     this.wireRelay(s, c, storage, queues);
     this.wireSender(s, c, storage, queues, props.stateMachine, props.operationalTopic);
     // replay: reads the DLQ by hand (no mapping) and puts messages back on the delivery queue.
@@ -414,6 +467,74 @@ export class Functions extends Construct {
     queues.delivery.grant(this.console, 'sqs:GetQueueAttributes');
   }
 
+  /**
+   * The PostgreSQL relay: the stream relay's grants minus the stream (no mapping), plus what
+   * Lambda needs for its network interfaces in the database's VPC (the actions of
+   * AWSLambdaVPCAccessExecutionRole, inline and scoped like the static egress's). No Secrets
+   * Manager action: the connection URL arrives resolved in its environment.
+   */
+  private wireRelayPg(storage: Storage, queues: Queues, subnetIds: string[], securityGroupIds: string[]): void {
+    const fn = this.relayPg!;
+    this.grantFanOut(fn, storage, queues);
+    const stack = Stack.of(this);
+    const eni = stack.formatArn({ service: 'ec2', resource: 'network-interface', resourceName: '*' });
+    // Describe actions have no resource-level permissions (Lambda developer guide, VPC access).
+    fn.addToRolePolicy(
+      new iam.PolicyStatement({ actions: ['ec2:DescribeNetworkInterfaces', 'ec2:DescribeSubnets'], resources: ['*'] }),
+    );
+    fn.addToRolePolicy(
+      new iam.PolicyStatement({
+        actions: ['ec2:CreateNetworkInterface'],
+        resources: [
+          eni,
+          ...subnetIds.map((id) => stack.formatArn({ service: 'ec2', resource: 'subnet', resourceName: id })),
+          ...securityGroupIds.map((id) => stack.formatArn({ service: 'ec2', resource: 'security-group', resourceName: id })),
+        ],
+      }),
+    );
+    fn.addToRolePolicy(
+      new iam.PolicyStatement({
+        actions: ['ec2:DeleteNetworkInterface', 'ec2:AssignPrivateIpAddresses', 'ec2:UnassignPrivateIpAddresses'],
+        resources: [eni],
+      }),
+    );
+  }
+
+  /**
+   * What a relay's fan-out calls (tern_aws::wiring::relay_deps): subscriptions, fan-out
+   * checkpoints, the delivery queue and the relay-failure queue. Shared by the stream relay
+   * and the PostgreSQL relay, so that the two can never differ.
+   */
+  private grantFanOut(fn: lambda.Function, storage: Storage, queues: Queues): void {
+    storage.endpoints.grant(fn, 'dynamodb:Query');
+    // Each tenant's subscriptions version (shared/tern-aws/src/endpoints.rs): one GetItem per
+    // tenant per batch tells a warm relay whether the list it keeps is current. Only those
+    // items, under partitions no tenant can name.
+    fn.addToRolePolicy(
+      new iam.PolicyStatement({
+        actions: ['dynamodb:GetItem'],
+        resources: [storage.endpoints.tableArn],
+        conditions: { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': [SUBSCRIPTIONS_VERSION_KEYS] } },
+      }),
+    );
+    // Fan-out checkpoints (shared/tern-aws/src/fanout.rs): one item per event in the
+    // attempts table, read and written whole. Only its attributes, so the relay can
+    // neither read the attempt log nor write a delivery's state.
+    fn.addToRolePolicy(
+      new iam.PolicyStatement({
+        actions: ['dynamodb:GetItem', 'dynamodb:PutItem'],
+        resources: [storage.attempts.tableArn],
+        conditions: {
+          'ForAllValues:StringEquals': { 'dynamodb:Attributes': RELAY_CHECKPOINT_ATTRIBUTES },
+          StringEqualsIfExists: { 'dynamodb:Select': 'SPECIFIC_ATTRIBUTES', 'dynamodb:ReturnValues': 'NONE' },
+        },
+      }),
+    );
+    queues.delivery.grant(fn, 'sqs:SendMessage');
+    // The relay also writes records it rejects (too big, unparseable) there itself.
+    queues.relayFailures.grant(fn, 'sqs:SendMessage');
+  }
+
   private wireRelay(s: TernSettings, c: TernConfig, storage: Storage, queues: Queues): void {
     const es = s.eventSources.relay;
     // The mapping grants the stream reads (and sqs:SendMessage on its OnFailure queue).
@@ -433,33 +554,7 @@ export class Functions extends Construct {
         filters: [{ pattern: JSON.stringify(es.filterPattern) }],
       }),
     );
-    storage.endpoints.grant(this.relay, 'dynamodb:Query');
-    // Each tenant's subscriptions version (shared/tern-aws/src/endpoints.rs): one GetItem per
-    // tenant per batch tells a warm relay whether the list it keeps is current. Only those
-    // items, under partitions no tenant can name.
-    this.relay.addToRolePolicy(
-      new iam.PolicyStatement({
-        actions: ['dynamodb:GetItem'],
-        resources: [storage.endpoints.tableArn],
-        conditions: { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': [SUBSCRIPTIONS_VERSION_KEYS] } },
-      }),
-    );
-    // Fan-out checkpoints (shared/tern-aws/src/fanout.rs): one item per event in the
-    // attempts table, read and written whole. Only its attributes, so the relay can
-    // neither read the attempt log nor write a delivery's state.
-    this.relay.addToRolePolicy(
-      new iam.PolicyStatement({
-        actions: ['dynamodb:GetItem', 'dynamodb:PutItem'],
-        resources: [storage.attempts.tableArn],
-        conditions: {
-          'ForAllValues:StringEquals': { 'dynamodb:Attributes': RELAY_CHECKPOINT_ATTRIBUTES },
-          StringEqualsIfExists: { 'dynamodb:Select': 'SPECIFIC_ATTRIBUTES', 'dynamodb:ReturnValues': 'NONE' },
-        },
-      }),
-    );
-    queues.delivery.grant(this.relay, 'sqs:SendMessage');
-    // The relay also writes records it rejects (too big, unparseable) there itself.
-    queues.relayFailures.grant(this.relay, 'sqs:SendMessage');
+    this.grantFanOut(this.relay, storage, queues);
   }
 
   private wireSender(
@@ -556,7 +651,8 @@ export class Functions extends Construct {
   }
 
   private rustFunction(c: TernConfig, spec: FunctionSpec): lambda.Function {
-    const id = spec.name.charAt(0).toUpperCase() + spec.name.slice(1);
+    // relay-pg -> RelayPg
+    const id = spec.name.split('-').map((w) => w.charAt(0).toUpperCase() + w.slice(1)).join('');
     const logGroup = new logs.LogGroup(this, `${id}Logs`, {
       retention: retentionDays(c.logRetentionDays),
       removalPolicy: RemovalPolicy.DESTROY,
@@ -575,6 +671,8 @@ export class Functions extends Construct {
       memorySize: spec.memoryMb,
       environment: spec.environment,
       reservedConcurrentExecutions: spec.reservedConcurrency,
+      retryAttempts: spec.retryAttempts,
+      maxEventAge: spec.maxEventAgeSeconds === undefined ? undefined : Duration.seconds(spec.maxEventAgeSeconds),
       role,
       logGroup,
     };

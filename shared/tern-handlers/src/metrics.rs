@@ -108,6 +108,16 @@ pub struct Counts {
     /// but the ones hidden for a short delay waits out the visibility timeout; every one
     /// counts towards the redrive's `maxReceiveCount`.
     pub batch_failures: u64,
+    /// Errors of the PostgreSQL relay's run (a connection refused, a claim, mark or commit
+    /// that failed or timed out): the rows stay unpublished and are claimed again. The
+    /// relay-pg function returns normally after them, so Lambda's `Errors` does not count
+    /// them; the `RelayPgDatabaseErrors` alarm fires on any.
+    pub outbox_relay_errors: u64,
+    /// The PostgreSQL outbox's lag when the relay's run ended: the age of its oldest
+    /// unpublished, unparked row, in whole seconds rounded up (0: none). `None` when it
+    /// was not read. Emitted as `OutboxLag` (unit Seconds); the `RelayPgLag` alarm fires
+    /// above `alarms.pgRelayLagSeconds` (infra/settings.json).
+    pub outbox_lag_seconds: Option<u64>,
     /// Attempt latencies, in milliseconds.
     pub latencies_ms: Vec<u64>,
 }
@@ -194,6 +204,7 @@ impl Metrics {
             ("PutBackByVisibility", c.put_back_by_visibility),
             ("PutBackFailed", c.put_back_failed),
             ("BatchFailures", c.batch_failures),
+            ("OutboxRelayErrors", c.outbox_relay_errors),
         ];
         let mut doc = Map::new();
         let mut defs = Vec::new();
@@ -206,6 +217,11 @@ impl Metrics {
             // and p95 are exact.
             doc.insert("AttemptLatency".into(), json!(c.latencies_ms));
             defs.push(json!({"Name": "AttemptLatency", "Unit": "Milliseconds"}));
+        }
+        if let Some(lag) = c.outbox_lag_seconds {
+            // A gauge, 0 included: the lag alarm treats a missing value as the relay not running.
+            doc.insert("OutboxLag".into(), json!(lag));
+            defs.push(json!({"Name": "OutboxLag", "Unit": "Seconds"}));
         }
         if defs.is_empty() {
             return None;
@@ -255,5 +271,24 @@ mod tests {
         let defs = &doc["_aws"]["CloudWatchMetrics"][0];
         assert_eq!(defs["Namespace"], "Tern");
         assert_eq!(defs["Metrics"].as_array().unwrap().len(), 3);
+    }
+
+    #[test]
+    fn outbox_lag_is_a_gauge_with_zero() {
+        let m = Metrics::new("Tern", MetricsSink::Discard);
+        m.update(|c| c.outbox_lag_seconds = Some(0));
+        let doc = m.emf(1).expect("a lag of 0 is still emitted");
+        assert_eq!(doc["OutboxLag"], 0);
+        let defs = &doc["_aws"]["CloudWatchMetrics"][0]["Metrics"];
+        assert_eq!(defs, &json!([{"Name": "OutboxLag", "Unit": "Seconds"}]));
+        m.update(|c| {
+            c.outbox_lag_seconds = Some(301);
+            c.outbox_relay_errors += 2;
+        });
+        let doc = m.emf(1).unwrap();
+        assert_eq!(
+            (doc["OutboxLag"].clone(), doc["OutboxRelayErrors"].clone()),
+            (json!(301), json!(2))
+        );
     }
 }
