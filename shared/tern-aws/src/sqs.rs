@@ -128,35 +128,13 @@ impl MessageQueue for SqsQueue {
             .send()
             .await
             .map_err(port_error)?;
-        let failed: HashMap<&str, (bool, String)> = out
-            .failed()
-            .iter()
-            .map(|f| {
-                (
-                    f.id(),
-                    (
-                        f.sender_fault(),
-                        format!("{}: {}", f.code(), f.message().unwrap_or("")),
-                    ),
-                )
-            })
-            .collect();
-        let successful: std::collections::HashSet<&str> =
-            out.successful().iter().map(|s| s.id()).collect();
-        for (e, result) in entries.iter().zip(results.iter_mut()) {
-            if result.is_err() {
-                continue;
-            }
-            *result = match failed.get(e.id.as_str()) {
-                Some((true, why)) => Err(PortError::Rejected(why.clone())),
-                Some((false, why)) => Err(PortError::Unavailable(why.clone())),
-                None if successful.contains(e.id.as_str()) => Ok(()),
-                None => Err(PortError::Unavailable(format!(
-                    "SendMessageBatch reported no result for entry {}",
-                    e.id
-                ))),
-            };
-        }
+        entry_results(
+            entries.iter().map(|e| e.id.as_str()),
+            &mut results,
+            out.failed(),
+            out.successful().iter().map(|s| s.id()),
+            "SendMessageBatch",
+        );
         Ok(results)
     }
 
@@ -241,36 +219,53 @@ impl MessageQueue for SqsQueue {
             .send()
             .await
             .map_err(port_error)?;
-        let failed: HashMap<&str, (bool, String)> = out
-            .failed()
-            .iter()
-            .map(|f| {
-                (
-                    f.id(),
-                    (
-                        f.sender_fault(),
-                        format!("{}: {}", f.code(), f.message().unwrap_or("")),
-                    ),
-                )
-            })
-            .collect();
-        let successful: std::collections::HashSet<&str> =
-            out.successful().iter().map(|s| s.id()).collect();
-        for (e, result) in entries.iter().zip(results.iter_mut()) {
-            if result.is_err() {
-                continue;
-            }
-            *result = match failed.get(e.id.as_str()) {
-                Some((true, why)) => Err(PortError::Rejected(why.clone())),
-                Some((false, why)) => Err(PortError::Unavailable(why.clone())),
-                None if successful.contains(e.id.as_str()) => Ok(()),
-                None => Err(PortError::Unavailable(format!(
-                    "ChangeMessageVisibilityBatch reported no result for entry {}",
-                    e.id
-                ))),
-            };
-        }
+        entry_results(
+            entries.iter().map(|e| e.id.as_str()),
+            &mut results,
+            out.failed(),
+            out.successful().iter().map(|s| s.id()),
+            "ChangeMessageVisibilityBatch",
+        );
         Ok(results)
+    }
+}
+
+/// Each entry's result from a batch answer of SQS (`SendMessageBatch`,
+/// `ChangeMessageVisibilityBatch`): an entry SQS failed is `Rejected` when the fault is the
+/// sender's, else `Unavailable` (worth another try); one in neither list is `Unavailable`.
+/// Entries already failed before the call (`results[i]` an error) keep their error.
+fn entry_results<'a>(
+    ids: impl Iterator<Item = &'a str>,
+    results: &mut [Result<(), PortError>],
+    failed: &[aws_sdk_sqs::types::BatchResultErrorEntry],
+    successful: impl Iterator<Item = &'a str>,
+    operation: &str,
+) {
+    let failed: HashMap<&str, (bool, String)> = failed
+        .iter()
+        .map(|f| {
+            (
+                f.id(),
+                (
+                    f.sender_fault(),
+                    format!("{}: {}", f.code(), f.message().unwrap_or("")),
+                ),
+            )
+        })
+        .collect();
+    let successful: std::collections::HashSet<&str> = successful.collect();
+    for (id, result) in ids.zip(results.iter_mut()) {
+        if result.is_err() {
+            continue;
+        }
+        *result = match failed.get(id) {
+            Some((true, why)) => Err(PortError::Rejected(why.clone())),
+            Some((false, why)) => Err(PortError::Unavailable(why.clone())),
+            None if successful.contains(id) => Ok(()),
+            None => Err(PortError::Unavailable(format!(
+                "{operation} reported no result for entry {id}"
+            ))),
+        };
     }
 }
 
