@@ -1348,7 +1348,11 @@ fn counted_instance(local: &LocalTern, store: Arc<CountingHealth>, flush: Durati
                 Arc::new(Recorded::default()),
                 HealthPolicy::default(),
                 1.0,
-                Duration::from_secs(5),
+                // Longer than any run: a success is held only on a record the instance
+                // holds in memory, so a 5 s cache let a slow run (12 batches past 5 s on a
+                // loaded machine) read the record afresh and write again: what is tested
+                // here is the flush interval, not the cache's lifetime.
+                Duration::from_secs(600),
             )
             .with_gate_deadline(Duration::from_secs(15))
             .with_flush_interval(flush),
