@@ -107,12 +107,17 @@ async fn events_after_a_rejected_duplicate_are_relayed() {
 }
 
 /// Issue 11 item 10: a stream poller whose reads stay empty while the stream holds newer
-/// records says so in its log and reads on. Run against moto without the launcher's
-/// rollback fix (`TERN_MOTO_STOCK=stream-rollback`), which makes exactly that happen.
+/// records says so in its log and reads on. Run against moto's own rollback of a cancelled
+/// transaction, without the launcher's fixes of it (`stream-rollback`, and
+/// `dynamodb-transaction-undo`, which no longer puts a table copy in place at all), which
+/// makes exactly that happen.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stream_poller_warns_about_a_stale_iterator_and_reads_on() {
     let logs = capture_logs();
-    let moto = MotoServer::start_with_env(&[("TERN_MOTO_STOCK", "stream-rollback")])
+    let moto = MotoServer::start_with_env(&[(
+        "TERN_MOTO_STOCK",
+        "stream-rollback,dynamodb-transaction-undo",
+    )])
         .await
         .expect("moto without the rollback fix");
     let options = LocalOptions {
