@@ -118,8 +118,8 @@ async fn stream_poller_warns_about_a_stale_iterator_and_reads_on() {
         "TERN_MOTO_STOCK",
         "stream-rollback,dynamodb-transaction-undo",
     )])
-        .await
-        .expect("moto without the rollback fix");
+    .await
+    .expect("moto without the rollback fix");
     let options = LocalOptions {
         prefix: prefix("stale_iterator"),
         ..LocalOptions::default()
